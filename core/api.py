@@ -1,0 +1,132 @@
+"""The typed contract between the cache logic and its storage.
+
+Every store (in-process, memcached, Redis, or a third party's) implements
+:class:`Store` with memcached's semantics, and passes the one contract suite in
+:mod:`mcache.testing`. Keys are ASCII text that memcached accepts (at most 250
+bytes, no whitespace or control characters); values are bytes; TTLs are whole
+seconds where 0 means "no expiry" and a negative TTL means "already expired".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Final, Protocol, runtime_checkable
+
+__all__ = ["NO_VALUE", "CasToken", "NoValueType", "Store"]
+
+
+class NoValueType:
+    """Type of :data:`NO_VALUE`: the answer for a miss.
+
+    A miss is never ``None``, because ``None`` is a perfectly good cached value.
+    """
+
+    _instance: NoValueType | None = None
+
+    def __new__(cls) -> NoValueType:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "NO_VALUE"
+
+    def __reduce__(self) -> str:
+        return "NO_VALUE"
+
+
+NO_VALUE: Final = NoValueType()
+
+CasToken = object
+"""Opaque token from :meth:`Store.gets`, handed back to :meth:`Store.cas`."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Byte storage with memcached semantics.
+
+    Operations raise :class:`~mcache.errors.StoreUnavailable` when the backend
+    cannot be reached, :class:`~mcache.errors.InvalidKey` for a key memcached would
+    refuse and :class:`~mcache.errors.ValueTooLarge` for a value over
+    ``max_value_size``. They never swallow failures: the fail-open policy lives in
+    :class:`mcache.Cache`, in one place.
+    """
+
+    max_value_size: int
+    """Largest value (in bytes) the store accepts."""
+
+    def get(self, key: str) -> bytes | NoValueType:
+        """Return the value stored under ``key``, or ``NO_VALUE``."""
+        ...
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return the values of the keys that exist; missing keys are absent."""
+        ...
+
+    def set(self, key: str, value: bytes, ttl: int = 0) -> None:
+        """Store ``value`` unconditionally.
+
+        A value over ``max_value_size`` raises ``ValueTooLarge`` and leaves the key
+        empty: the old value is deleted, as memcached does, so a failed update
+        never leaves an outdated value behind.
+        """
+        ...
+
+    def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
+        """Store several values; return the keys that could not be stored."""
+        ...
+
+    def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        """Store only if absent; exactly one of many concurrent callers wins."""
+        ...
+
+    def append(self, key: str, value: bytes) -> bool:
+        """Append bytes to an existing value; ``False`` when the key is missing."""
+        ...
+
+    def incr(self, key: str, delta: int = 1) -> int | None:
+        """Atomically add ``delta`` to a decimal value; ``None`` when missing.
+
+        Never creates the key (memcached semantics): counters that must start
+        from nothing use ``add`` after a ``None``.
+        """
+        ...
+
+    def decr(self, key: str, delta: int = 1) -> int | None:
+        """Atomically subtract ``delta``, flooring at 0; ``None`` when missing."""
+        ...
+
+    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
+        """Return ``(value, token)`` for a later :meth:`cas`; ``(NO_VALUE, None)`` on a miss."""
+        ...
+
+    def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
+        """Store only if the key is unchanged since :meth:`gets` returned ``token``."""
+        ...
+
+    def delete(self, key: str) -> bool:
+        """Delete ``key``; ``True`` when it existed."""
+        ...
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Delete several keys."""
+        ...
+
+    def touch(self, key: str, ttl: int) -> bool:
+        """Give an existing key a new TTL; ``False`` when it is missing."""
+        ...
+
+    def flush(self) -> None:
+        """Remove everything (on every server of the store)."""
+        ...
+
+    def stats(self) -> dict[str, dict[str, int | float | str]]:
+        """Return memcached-style statistics, one mapping per server."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the store may reconnect on next use."""
+        ...

@@ -1,0 +1,74 @@
+"""Injectable clocks.
+
+Expiry, tag versions and counter slots all ask a clock for the time instead of
+calling :func:`time.time` directly, so tests can move time forward without
+sleeping (cachetools' ``timer=`` idea).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Clock", "FakeClock", "SystemClock", "system_clock"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Wall-clock time source."""
+
+    def time(self) -> float:
+        """Return seconds since the epoch."""
+        ...
+
+    def time_ms(self) -> int:
+        """Return whole milliseconds since the epoch."""
+        ...
+
+
+class SystemClock:
+    """The real wall clock."""
+
+    def time(self) -> float:
+        """Return seconds since the epoch."""
+        return time.time()
+
+    def time_ms(self) -> int:
+        """Return whole milliseconds since the epoch."""
+        return time.time_ns() // 1_000_000
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+system_clock = SystemClock()
+
+
+class FakeClock:
+    """A clock that only moves when told to; thread-safe."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self._now = float(start)
+        self._lock = threading.Lock()
+
+    def time(self) -> float:
+        """Return the current fake time in seconds."""
+        return self._now
+
+    def time_ms(self) -> int:
+        """Return the current fake time in whole milliseconds."""
+        return int(self._now * 1000)
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward (or backward, for skew tests) by ``seconds``."""
+        with self._lock:
+            self._now += seconds
+
+    def set(self, when: float) -> None:
+        """Jump to an absolute time in seconds."""
+        with self._lock:
+            self._now = float(when)
+
+    def __repr__(self) -> str:
+        return f"FakeClock({self._now!r})"

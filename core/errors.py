@@ -1,0 +1,46 @@
+"""Exceptions raised by mcache.
+
+Every error mcache raises derives from :class:`MCacheError`, so an application can
+catch the whole family in one place. Driver errors (pymemcache, redis-py, sockets)
+are translated once, at the store boundary, and chained with ``raise … from``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "InvalidKey",
+    "LockTimeout",
+    "MCacheError",
+    "NotNumeric",
+    "StoreUnavailable",
+    "ValueTooLarge",
+]
+
+
+class MCacheError(Exception):
+    """Base class of every mcache error."""
+
+
+class ConfigError(MCacheError, ValueError):
+    """A setting, option or URL is wrong; raised at start-up, naming what to fix."""
+
+
+class StoreUnavailable(MCacheError, ConnectionError):
+    """The store could not be reached or answered with a server error."""
+
+
+class LockTimeout(MCacheError, TimeoutError):
+    """A lock could not be acquired within the allowed wait."""
+
+
+class InvalidKey(MCacheError, ValueError):
+    """A key is not usable by the store (too long, whitespace, control characters)."""
+
+
+class ValueTooLarge(MCacheError, ValueError):
+    """A value exceeds the store's item size limit; nothing was stored."""
+
+
+class NotNumeric(MCacheError, ValueError):
+    """``incr``/``decr`` was asked of a value that is not a decimal integer."""

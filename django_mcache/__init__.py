@@ -1,0 +1,1 @@
+"""Django adapter for mcache (arrives with the Django adapter issue)."""

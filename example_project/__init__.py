@@ -1,0 +1,1 @@
+"""Example Django blog site and Flask app using mcache (arrives with the example-project issue)."""

@@ -1,0 +1,1 @@
+"""Flask extension for mcache (arrives with the Flask extension issue)."""

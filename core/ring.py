@@ -1,0 +1,134 @@
+"""Server selection for a pool of memcached servers.
+
+Memcached servers do not know about each other: the client decides which server
+owns a key. ``KetamaRing`` is the libketama continuum (md5, 40 × 4 points per
+server scaled by weight), so a pool can be shared with any other ketama client,
+and adding or removing a server moves only that server's share of the keys.
+``ModuloRing`` is the classic ``crc32(key) % n`` for pools shared with clients that
+know nothing else. Lookups are a bisect over a precomputed array: about a
+microsecond, whatever the number of servers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+__all__ = ["KetamaRing", "ModuloRing", "Ring", "Server", "make_ring"]
+
+
+@dataclass(frozen=True)
+class Server:
+    """One memcached server of a pool."""
+
+    host: str
+    port: int = 11211
+    weight: int = 1
+
+    @property
+    def name(self) -> str:
+        """Return ``host:port``, the server's identity on the continuum."""
+        return f"{self.host}:{self.port}"
+
+
+class Ring:
+    """Maps keys to servers."""
+
+    servers: tuple[Server, ...]
+
+    def server_for(self, key: str) -> Server:
+        """Return the server that owns ``key``."""
+        raise NotImplementedError
+
+    def iter_servers(self, key: str) -> Iterator[Server]:
+        """Yield every server once, the owner of ``key`` first, then its successors."""
+        raise NotImplementedError
+
+
+class KetamaRing(Ring):
+    """The libketama continuum with weights."""
+
+    def __init__(self, servers: Sequence[Server]) -> None:
+        self.servers = _checked(servers)
+        total = sum(s.weight for s in self.servers)
+        count = len(self.servers)
+        points: list[tuple[int, int]] = []
+        for index, server in enumerate(self.servers):
+            repeats = int(server.weight / total * 40 * count)
+            for k in range(repeats):
+                digest = hashlib.md5(f"{server.name}-{k}".encode()).digest()
+                for h in range(4):
+                    points.append((int.from_bytes(digest[h * 4 : h * 4 + 4], "little"), index))
+        points.sort()
+        self._hashes = [p[0] for p in points]
+        self._owners = [p[1] for p in points]
+
+    def _position(self, key: str) -> int:
+        point = int.from_bytes(hashlib.md5(key.encode()).digest()[:4], "little")
+        position = bisect.bisect_left(self._hashes, point)
+        return 0 if position == len(self._hashes) else position
+
+    def server_for(self, key: str) -> Server:
+        """Return the server that owns ``key``."""
+        return self.servers[self._owners[self._position(key)]]
+
+    def iter_servers(self, key: str) -> Iterator[Server]:
+        """Yield every server once, walking the continuum clockwise from ``key``."""
+        seen: set[int] = set()
+        start = self._position(key)
+        total = len(self._owners)
+        for step in range(total):
+            owner = self._owners[(start + step) % total]
+            if owner not in seen:
+                seen.add(owner)
+                yield self.servers[owner]
+                if len(seen) == len(self.servers):
+                    return
+
+
+class ModuloRing(Ring):
+    """``crc32(key) % n``, with weights as repeated slots."""
+
+    def __init__(self, servers: Sequence[Server]) -> None:
+        self.servers = _checked(servers)
+        self._slots = [i for i, s in enumerate(self.servers) for _ in range(s.weight)]
+
+    def server_for(self, key: str) -> Server:
+        """Return the server that owns ``key``."""
+        return self.servers[self._slots[zlib.crc32(key.encode()) % len(self._slots)]]
+
+    def iter_servers(self, key: str) -> Iterator[Server]:
+        """Yield the owner of ``key`` first, then the other servers in pool order."""
+        first = self._slots[zlib.crc32(key.encode()) % len(self._slots)]
+        for offset in range(len(self.servers)):
+            yield self.servers[(first + offset) % len(self.servers)]
+
+
+def _checked(servers: Sequence[Server]) -> tuple[Server, ...]:
+    servers = tuple(servers)
+    if not servers:
+        raise ConfigError("a memcached pool needs at least one server, e.g. 127.0.0.1:11211")
+    for server in servers:
+        if not isinstance(server.weight, int) or server.weight <= 0:
+            raise ConfigError(
+                f"server {server.name}: weight must be a whole number > 0, got {server.weight!r}"
+            )
+    names = [s.name for s in servers]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"server listed twice in the pool: {', '.join(duplicates)}")
+    return servers
+
+
+def make_ring(servers: Sequence[Server], hashing: str = "ketama") -> Ring:
+    """Build the ring named by ``hashing`` (``"ketama"`` or ``"modulo"``)."""
+    if hashing == "ketama":
+        return KetamaRing(servers)
+    if hashing == "modulo":
+        return ModuloRing(servers)
+    raise ConfigError(f"hashing must be 'ketama' or 'modulo', got {hashing!r}")

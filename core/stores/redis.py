@@ -1,0 +1,264 @@
+"""The Redis store, over redis-py, with memcached's semantics.
+
+Where Redis and memcached disagree, memcached wins, because the cache logic is
+written against memcached: ``incr`` never creates a key and ``decr`` floors at 0
+(small Lua scripts), ``append`` never creates either, a TTL of 0 means "no
+expiry", and ``flush`` empties only this store's database.
+
+``gets``/``cas`` compare *content*: the token is the SHA-1 of the value read, and a
+Lua script writes only if the value still hashes to it. Unlike memcached's cas
+unique, this cannot see a write that put back the very bytes that were read (the
+ABA case); for a cache that is harmless, since the state is the one the caller
+saw. Locks use compare-and-delete on their own random token, which is exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
+
+import redis
+from redis.exceptions import RedisError, ResponseError
+
+from ..api import NO_VALUE, CasToken, NoValueType
+from ..errors import ConfigError, NotNumeric, StoreUnavailable, ValueTooLarge
+from ..keys import validate_store_key
+from .base import MiB, check_delta, too_large_message
+
+__all__ = ["RedisStore"]
+
+T = TypeVar("T")
+
+_INCR = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call('INCRBY', KEYS[1], ARGV[1])
+"""
+_DECR = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local n = redis.call('DECRBY', KEYS[1], ARGV[1])
+if n < 0 then redis.call('SET', KEYS[1], '0', 'KEEPTTL') return 0 end
+return n
+"""
+_APPEND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('STRLEN', KEYS[1]) + string.len(ARGV[1]) > tonumber(ARGV[2]) then return -1 end
+redis.call('APPEND', KEYS[1], ARGV[1])
+return 1
+"""
+_CAS = """
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if redis.sha1hex(v) ~= ARGV[1] then return 0 end
+if tonumber(ARGV[3]) > 0 then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+return 1
+"""
+_PERSIST = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('PERSIST', KEYS[1])
+return 1
+"""
+
+
+class RedisStore:
+    """One Redis database behind the :class:`~mcache.api.Store` contract."""
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        socket_timeout: float = 1.0,
+        socket_connect_timeout: float = 0.5,
+        max_connections: int | None = None,
+        max_value_size: int = 1 * MiB,
+    ) -> None:
+        if socket_timeout <= 0 or socket_connect_timeout <= 0:
+            raise ConfigError("redis: socket_timeout and socket_connect_timeout must be > 0")
+        if max_value_size < 1:
+            raise ConfigError(f"redis: max_value_size must be >= 1, got {max_value_size!r}")
+        self.url = url
+        self.max_value_size = max_value_size
+        pool = redis.ConnectionPool.from_url(
+            url,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_connect_timeout,
+            max_connections=max_connections,
+        )
+        self._redis = redis.Redis(connection_pool=pool)
+        self._incr = self._redis.register_script(_INCR)
+        self._decr = self._redis.register_script(_DECR)
+        self._append = self._redis.register_script(_APPEND)
+        self._cas = self._redis.register_script(_CAS)
+        self._persist = self._redis.register_script(_PERSIST)
+
+    def __repr__(self) -> str:
+        return f"RedisStore({_redacted(self.url)!r})"
+
+    def _run(self, call: Callable[[], T], key: str = "") -> T:
+        try:
+            return call()
+        except ResponseError as error:
+            if "not an integer" in str(error):
+                raise NotNumeric(f"cannot incr/decr {key!r}: not a decimal integer") from error
+            raise StoreUnavailable(f"redis {_redacted(self.url)}: {error}") from error
+        except (RedisError, OSError) as error:
+            message = f"redis {_redacted(self.url)}: {type(error).__name__}: {error}"
+            raise StoreUnavailable(message) from error
+
+    def _check_size(self, key: str, value: bytes) -> None:
+        if len(value) > self.max_value_size:
+            raise ValueTooLarge(too_large_message(key, len(value), self.max_value_size))
+
+    # -- the Store contract ---------------------------------------------------------------
+
+    def get(self, key: str) -> bytes | NoValueType:
+        """Return the value stored under ``key``, or ``NO_VALUE``."""
+        validate_store_key(key)
+        value = self._run(lambda: self._redis.get(key), key)
+        return NO_VALUE if value is None else value
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return the values of the keys that exist, in one ``MGET``."""
+        keys = list(keys)
+        if not keys:
+            return {}
+        for key in keys:
+            validate_store_key(key)
+        values = self._run(lambda: self._redis.mget(keys))
+        return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+
+    def set(self, key: str, value: bytes, ttl: int = 0) -> None:
+        """Store ``value``; an oversize value raises and leaves the key empty."""
+        validate_store_key(key)
+        if len(value) > self.max_value_size:
+            self._run(lambda: self._redis.delete(key), key)
+            self._check_size(key, value)
+        if ttl < 0:
+            self._run(lambda: self._redis.delete(key), key)
+        else:
+            self._run(lambda: self._redis.set(key, value, ex=ttl or None), key)
+
+    def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
+        """Store several values in one pipeline; return the keys not stored."""
+        failed = [k for k, v in items.items() if len(v) > self.max_value_size]
+        pipe = self._redis.pipeline(transaction=False)
+        for key, value in items.items():
+            validate_store_key(key)
+            if key in failed or ttl < 0:
+                pipe.delete(key)
+            else:
+                pipe.set(key, value, ex=ttl or None)
+        if items:
+            self._run(pipe.execute)
+        return failed
+
+    def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        """Store only if absent (``SET NX``)."""
+        validate_store_key(key)
+        self._check_size(key, value)
+        if ttl < 0:
+            return not self._run(lambda: self._redis.exists(key), key)
+        return bool(self._run(lambda: self._redis.set(key, value, ex=ttl or None, nx=True), key))
+
+    def append(self, key: str, value: bytes) -> bool:
+        """Append to an existing value; ``False`` when missing."""
+        validate_store_key(key)
+        self._check_size(key, value)
+        outcome = self._run(lambda: self._append([key], [value, self.max_value_size]), key)
+        if outcome == -1:
+            raise ValueTooLarge(f"appending to {key!r} would exceed max_value_size")
+        return outcome == 1
+
+    def incr(self, key: str, delta: int = 1) -> int | None:
+        """Add ``delta``; ``None`` when missing (never creates)."""
+        validate_store_key(key)
+        check_delta(delta)
+        return self._run(lambda: self._incr([key], [delta]), key)
+
+    def decr(self, key: str, delta: int = 1) -> int | None:
+        """Subtract ``delta``, flooring at 0; ``None`` when missing."""
+        validate_store_key(key)
+        check_delta(delta)
+        return self._run(lambda: self._decr([key], [delta]), key)
+
+    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
+        """Return ``(value, sha1 of value)``; ``(NO_VALUE, None)`` when missing."""
+        value = self.get(key)
+        if value is NO_VALUE:
+            return NO_VALUE, None
+        return value, hashlib.sha1(value).hexdigest()
+
+    def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
+        """Store only if the value still hashes to ``token``."""
+        validate_store_key(key)
+        self._check_size(key, value)
+        if not isinstance(token, str):
+            return False
+        if ttl < 0:
+            return False
+        return bool(self._run(lambda: self._cas([key], [token, value, ttl]), key))
+
+    def delete(self, key: str) -> bool:
+        """Delete ``key``; ``True`` when it existed."""
+        validate_store_key(key)
+        return bool(self._run(lambda: self._redis.delete(key), key))
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Delete several keys in one ``DEL``."""
+        keys = list(keys)
+        for key in keys:
+            validate_store_key(key)
+        if keys:
+            self._run(lambda: self._redis.delete(*keys))
+
+    def touch(self, key: str, ttl: int) -> bool:
+        """Give an existing key a new TTL (0: no expiry)."""
+        validate_store_key(key)
+        if ttl < 0:
+            return self.delete(key)
+        if ttl == 0:
+            return bool(self._run(lambda: self._persist([key]), key))
+        return bool(self._run(lambda: self._redis.expire(key, ttl), key))
+
+    def flush(self) -> None:
+        """Empty this store's database (``FLUSHDB``), not the whole server."""
+        self._run(self._redis.flushdb)
+
+    def stats(self) -> dict[str, dict[str, int | float | str]]:
+        """Return ``INFO`` mapped to memcached's field names, keyed by ``host:port/db``."""
+        info = self._run(self._redis.info)
+        kwargs = self._redis.connection_pool.connection_kwargs
+        db = kwargs.get("db", 0)
+        name = f"{kwargs.get('host', kwargs.get('path', 'redis'))}:{kwargs.get('port', '')}/{db}"
+        keyspace = info.get(f"db{db}", {})
+        mapped: dict[str, int | float | str] = {
+            "pid": info.get("process_id", 0),
+            "uptime": info.get("uptime_in_seconds", 0),
+            "version": str(info.get("redis_version", "")),
+            "curr_connections": info.get("connected_clients", 0),
+            "curr_items": keyspace.get("keys", 0) if isinstance(keyspace, dict) else 0,
+            "bytes": info.get("used_memory", 0),
+            "limit_maxbytes": info.get("maxmemory", 0),
+            "get_hits": info.get("keyspace_hits", 0),
+            "get_misses": info.get("keyspace_misses", 0),
+            "evictions": info.get("evicted_keys", 0),
+            "reclaimed": info.get("expired_keys", 0),
+            "total_connections": info.get("total_connections_received", 0),
+        }
+        return {name: mapped}
+
+    def close(self) -> None:
+        """Close pooled connections; the store reconnects on next use."""
+        self._redis.connection_pool.disconnect()
+
+
+def _redacted(url: str) -> str:
+    """Hide a password in a URL before it reaches a log line or an error message."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    return f"{scheme}{sep}***@{rest.rpartition('@')[2]}"

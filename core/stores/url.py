@@ -1,0 +1,194 @@
+"""Store URLs: one string in settings names a whole store.
+
+``memory://?max_bytes=64m``, ``memcached://h1:11211:2,h2:11211:1?hashing=ketama``,
+``redis://:password@h:6379/0?socket_timeout=0.5``. Query-string options are
+checked here, at start-up, so a typo fails loudly with the list of valid options
+instead of being ignored until the first request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from urllib.parse import parse_qsl, urlsplit
+
+from ..api import Store
+from ..errors import ConfigError
+from ..ring import Server
+
+__all__ = ["from_url"]
+
+_SIZE = re.compile(r"(?i)^(\d+)\s*([kmg]i?b?|b)?$")
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+EXAMPLES = {
+    "memory": "memory://?max_bytes=64m",
+    "memcached": "memcached://127.0.0.1:11211:1,127.0.0.2:11211:2?hashing=ketama",
+    "redis": "redis://127.0.0.1:6379/0?socket_timeout=1.0",
+}
+
+
+def parse_size(text: str) -> int:
+    """Read ``65536``, ``64k``, ``64m``, ``1g`` or ``64MiB`` as a number of bytes."""
+    match = _SIZE.match(text.strip())
+    if not match:
+        raise ValueError(f"not a size: {text!r} (use e.g. 65536, 64k, 64m, 1g)")
+    return int(match.group(1)) * _UNITS[(match.group(2) or "")[:1].lower()]
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"not a boolean: {text!r} (use true or false)")
+
+
+Parser = Callable[[str], object]
+OPTIONS: dict[str, dict[str, Parser]] = {
+    "memory": {"max_bytes": parse_size, "max_value_size": parse_size},
+    "memcached": {
+        "hashing": str,
+        "connect_timeout": float,
+        "timeout": float,
+        "max_pool_size": int,
+        "max_value_size": parse_size,
+    },
+    "redis": {
+        "socket_timeout": float,
+        "socket_connect_timeout": float,
+        "max_connections": int,
+        "max_value_size": parse_size,
+    },
+}
+
+
+def from_url(url: str, **options: object) -> Store:
+    """Build the store a URL names; keyword options override the query string."""
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(
+            f"store URL must look like scheme://…, got {url!r}; valid examples: "
+            + ", ".join(EXAMPLES.values())
+        )
+    parts = urlsplit(url)
+    scheme = "redis" if parts.scheme in {"redis", "rediss", "unix"} else parts.scheme
+    if scheme not in OPTIONS:
+        raise ConfigError(
+            f"unknown store scheme {parts.scheme!r} in {url!r}; use memory://, memcached:// or"
+            f" redis:// (e.g. {EXAMPLES['memcached']})"
+        )
+    merged = {**_query_options(scheme, parts.query, url), **_checked_kwargs(scheme, options)}
+    if scheme == "memory":
+        return _memory(parts.netloc, parts.path, merged, url)
+    if scheme == "memcached":
+        return _memcached(parts.netloc, parts.path, merged, url)
+    return _redis(url.split("?", 1)[0], merged)
+
+
+def _query_options(scheme: str, query: str, url: str) -> dict[str, object]:
+    parsed: dict[str, object] = {}
+    for name, raw in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+        parser = _option_parser(scheme, name, url)
+        try:
+            parsed[name] = parser(raw)
+        except ValueError as error:
+            raise ConfigError(f"store option {name}={raw!r} in {url!r}: {error}") from None
+    return parsed
+
+
+def _checked_kwargs(scheme: str, options: Mapping[str, object]) -> dict[str, object]:
+    allowed = {*OPTIONS[scheme], "clock"} if scheme == "memory" else set(OPTIONS[scheme])
+    for name in options:
+        if name not in allowed:
+            raise ConfigError(
+                f"unknown {scheme} store option {name!r}; valid options: {', '.join(sorted(allowed))}"
+            )
+    return dict(options)
+
+
+def _option_parser(scheme: str, name: str, url: str) -> Parser:
+    try:
+        return OPTIONS[scheme][name]
+    except KeyError:
+        valid = ", ".join(sorted(OPTIONS[scheme]))
+        raise ConfigError(
+            f"unknown {scheme} store option {name!r} in {url!r}; valid options: {valid}"
+        ) from None
+
+
+def _memory(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
+    from .memory import MemoryStore
+
+    if netloc or path.strip("/"):
+        raise ConfigError(
+            f"memory:// takes no host or path, got {url!r}; e.g. {EXAMPLES['memory']}"
+        )
+    return MemoryStore(**options)  # type: ignore[arg-type]
+
+
+def parse_servers(netloc: str, url: str) -> list[Server]:
+    """Read ``h1:p1[:weight],[::1]:p2[:weight]`` into servers."""
+    if not netloc:
+        raise ConfigError(f"no memcached servers in {url!r}; e.g. {EXAMPLES['memcached']}")
+    return [_parse_server(item.strip(), url) for item in netloc.split(",")]
+
+
+def _parse_server(item: str, url: str) -> Server:
+    if item.startswith("["):
+        host, _, rest = item[1:].partition("]")
+        fields = rest.lstrip(":").split(":") if rest else []
+    else:
+        host, *fields = item.split(":")
+    if not host or len(fields) > 2:
+        raise ConfigError(
+            f"bad memcached server {item!r} in {url!r}: use host[:port[:weight]],"
+            f" e.g. {EXAMPLES['memcached']}"
+        )
+    port = _number(fields[0], "port", item, url) if fields else 11211
+    weight = _number(fields[1], "weight", item, url) if len(fields) > 1 else 1
+    if not 0 < port < 65536:
+        raise ConfigError(f"bad port {port} for memcached server {item!r} in {url!r}")
+    if weight < 1:
+        raise ConfigError(f"weight must be >= 1 for memcached server {item!r} in {url!r}")
+    return Server(host, port, weight)
+
+
+def _number(text: str, what: str, item: str, url: str) -> int:
+    if not text.isdigit():
+        raise ConfigError(
+            f"{what} of memcached server {item!r} in {url!r} must be a whole number, got {text!r}"
+        )
+    return int(text)
+
+
+def _memcached(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
+    try:
+        from .memcached import MemcachedStore
+    except ImportError as error:
+        raise ConfigError(
+            f'{url!r} needs pymemcache: pip install "mcache[memcached]" ({error})'
+        ) from error
+    if path.strip("/"):
+        raise ConfigError(f"memcached:// takes no path, got {url!r}; e.g. {EXAMPLES['memcached']}")
+    return MemcachedStore(parse_servers(netloc, url), **options)  # type: ignore[arg-type]
+
+
+def _redis(base_url: str, options: dict[str, object]) -> Store:
+    try:
+        from .redis import RedisStore
+    except ImportError as error:
+        raise ConfigError(
+            f'{base_url!r} needs redis-py: pip install "mcache[redis]" ({error})'
+        ) from error
+    parts = urlsplit(base_url)
+    database = parts.path.strip("/")
+    if parts.scheme != "unix" and database and not database.isdigit():
+        raise ConfigError(
+            f"redis database must be a number, got {database!r} in {base_url!r};"
+            f" e.g. {EXAMPLES['redis']}"
+        )
+    try:
+        parts.port  # noqa: B018 - urlsplit validates the port lazily
+    except ValueError as error:
+        raise ConfigError(f"bad port in {base_url!r}: {error}") from None
+    return RedisStore(base_url, **options)  # type: ignore[arg-type]

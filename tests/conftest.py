@@ -1,0 +1,89 @@
+"""Test-suite wiring: real servers, started by the suite itself.
+
+Three memcached nodes and one redis-server start once per session on free
+loopback ports and are flushed before each test that uses them. Where a binary
+is missing the tests that need it are skipped with a message, unless
+``MCACHE_REQUIRE_SERVERS=1`` (CI sets it): then a missing server is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from tests.servers import ServerProcess, memcached_process, redis_process
+
+REQUIRE_SERVERS = os.environ.get("MCACHE_REQUIRE_SERVERS", "") not in {"", "0", "false", "no"}
+MEMCACHED_NODES = 3
+
+
+def _missing(binary: str, package: str) -> None:
+    message = (
+        f"{binary} is not installed (apt-get install {package} / brew install {package});"
+        " the tests start their own server when it is"
+    )
+    if REQUIRE_SERVERS:
+        pytest.fail(f"MCACHE_REQUIRE_SERVERS=1 but {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def memcached_nodes() -> Iterator[list[ServerProcess]]:
+    """Start three memcached processes for the whole session."""
+    if shutil.which("memcached") is None:
+        _missing("memcached", "memcached")
+    nodes = [memcached_process().start() for _ in range(MEMCACHED_NODES)]
+    yield nodes
+    for node in nodes:
+        node.kill()
+
+
+@pytest.fixture(scope="session")
+def redis_node() -> Iterator[ServerProcess]:
+    """Start one redis-server for the whole session."""
+    if shutil.which("redis-server") is None:
+        _missing("redis-server", "redis-server")
+    node = redis_process().start()
+    yield node
+    node.kill()
+
+
+def _flush_memcached(nodes: list[ServerProcess]) -> None:
+    from pymemcache.client.base import Client
+
+    for node in nodes:
+        if node.process is None or node.process.poll() is not None:
+            node.restart()
+        client = Client(("127.0.0.1", node.port), connect_timeout=2, timeout=2)
+        client.flush_all(noreply=False)
+        client.close()
+
+
+@pytest.fixture
+def memcached_url(memcached_nodes: list[ServerProcess]) -> str:
+    """Return the URL of one flushed memcached node."""
+    _flush_memcached(memcached_nodes)
+    return f"memcached://{memcached_nodes[0].address}"
+
+
+@pytest.fixture
+def memcached_cluster_url(memcached_nodes: list[ServerProcess]) -> str:
+    """Return the URL of all three flushed memcached nodes."""
+    _flush_memcached(memcached_nodes)
+    return "memcached://" + ",".join(node.address for node in memcached_nodes)
+
+
+@pytest.fixture
+def redis_url(redis_node: ServerProcess) -> str:
+    """Return the URL of database 0 of the flushed redis-server."""
+    import redis
+
+    if redis_node.process is None or redis_node.process.poll() is not None:
+        redis_node.restart()
+    client = redis.Redis(host="127.0.0.1", port=redis_node.port)
+    client.flushall()
+    client.close()
+    return f"redis://{redis_node.address}/0"

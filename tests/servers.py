@@ -1,0 +1,151 @@
+"""Real memcached and redis-server processes for the tests.
+
+The suite starts its own servers on free 127.0.0.1 ports, so it never touches a
+server the machine already runs, and it kills exactly the processes it started.
+A test that needs to crash a server (failover, lost locks) kills and restarts
+one of these on the same port.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+
+__all__ = ["ServerProcess", "free_port", "memcached_process", "redis_process"]
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((HOST, 0))
+        return probe.getsockname()[1]
+
+
+class ServerProcess:
+    """One server process that can be started, killed and restarted on its port."""
+
+    def __init__(
+        self,
+        name: str,
+        binary: str,
+        argv: Callable[[int], list[str]],
+        ping: bytes,
+        pong: bytes,
+    ) -> None:
+        self.name = name
+        self.binary = binary
+        self._argv = argv
+        self._ping = ping
+        self._pong = pong
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.TemporaryFile()
+
+    @property
+    def address(self) -> str:
+        """Return ``127.0.0.1:port``."""
+        return f"{HOST}:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> ServerProcess:
+        """Start the server and wait until it answers; retry on a port taken meanwhile."""
+        for _attempt in range(3):
+            self.process = subprocess.Popen(
+                [self.binary, *self._argv(self.port)],
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+            if self._wait_ready(timeout):
+                return self
+            self.kill()
+            self.port = free_port()
+        self._log.seek(0)
+        output = self._log.read().decode(errors="replace")[-2000:]
+        raise RuntimeError(f"{self.name} did not start on {self.address}: {output}")
+
+    def _wait_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                return False
+            if self.answers():
+                return True
+            time.sleep(0.02)
+        return False
+
+    def answers(self) -> bool:
+        """Return whether the server replies to its ping right now."""
+        try:
+            with socket.create_connection((HOST, self.port), timeout=0.5) as conn:
+                conn.sendall(self._ping)
+                return conn.recv(256).startswith(self._pong)
+        except OSError:
+            return False
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Kill the process (SIGKILL by default: a crash, not a clean shutdown)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def restart(self) -> ServerProcess:
+        """Start again on the same port, empty."""
+        self.kill()
+        for _attempt in range(50):
+            try:
+                return self._start_same_port()
+            except RuntimeError:
+                time.sleep(0.1)
+        raise RuntimeError(f"{self.name} could not restart on {self.address}")
+
+    def _start_same_port(self) -> ServerProcess:
+        self.process = subprocess.Popen(
+            [self.binary, *self._argv(self.port)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        if not self._wait_ready(5.0):
+            self.kill()
+            raise RuntimeError(f"{self.name} did not restart on {self.address}")
+        return self
+
+    def __repr__(self) -> str:
+        state = "running" if self.process and self.process.poll() is None else "stopped"
+        return f"<{self.name} {self.address} {state}>"
+
+
+def memcached_process(memory_mb: int = 64, binary: str | None = None) -> ServerProcess:
+    """Describe a memcached on a free port (``-m`` MiB, TCP only, loopback)."""
+    path = binary or shutil.which("memcached") or "memcached"
+
+    def argv(port: int) -> list[str]:
+        args = ["-l", HOST, "-p", str(port), "-U", "0", "-m", str(memory_mb), "-t", "2"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            args += ["-u", "root"]
+        return args
+
+    return ServerProcess("memcached", path, argv, b"version\r\n", b"VERSION")
+
+
+def redis_process(binary: str | None = None) -> ServerProcess:
+    """Describe a redis-server on a free port that keeps nothing on disk."""
+    path = binary or shutil.which("redis-server") or "redis-server"
+    workdir = tempfile.mkdtemp(prefix="mcache-redis-")
+
+    def argv(port: int) -> list[str]:
+        return [
+            "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
+            "--dir", workdir, "--protected-mode", "yes",
+        ]  # fmt: skip
+
+    return ServerProcess("redis-server", path, argv, b"PING\r\n", b"+PONG")

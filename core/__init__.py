@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from . import errors
 from .api import NO_VALUE, NoValueType, Store
+from .cache import Cache
 from .clock import FakeClock, SystemClock
+from .codec import Codec
 from .keys import make_key
 
 __all__ = [
     "NO_VALUE",
+    "Cache",
+    "Codec",
     "FakeClock",
     "NoValueType",
     "Store",

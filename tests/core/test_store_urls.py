@@ -1,0 +1,83 @@
+"""Store URLs build the right store, and a bad URL says what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcache.clock import FakeClock
+from mcache.errors import ConfigError
+from mcache.ring import KetamaRing, ModuloRing, Server
+from mcache.stores import MemcachedStore, MemoryStore, RedisStore, from_url
+
+
+def test_memory_url_with_sizes() -> None:
+    store = from_url("memory://?max_bytes=8m&max_value_size=64k")
+    assert isinstance(store, MemoryStore)
+    assert store.max_bytes == 8 * 1024 * 1024
+    assert store.max_value_size == 64 * 1024
+
+
+def test_memory_url_keyword_options() -> None:
+    clock = FakeClock()
+    store = from_url("memory://", max_bytes=4096, max_value_size=1024, clock=clock)
+    assert isinstance(store, MemoryStore)
+    assert (store.max_bytes, store.max_value_size) == (4096, 1024)
+
+
+def test_memcached_url_servers_weights_options() -> None:
+    store = from_url(
+        "memcached://10.0.0.1:11211:2,[::1]:11212,cache.local?hashing=modulo&timeout=0.25"
+    )
+    assert isinstance(store, MemcachedStore)
+    assert store.servers == (
+        Server("10.0.0.1", 11211, 2),
+        Server("::1", 11212, 1),
+        Server("cache.local", 11211, 1),
+    )
+    assert isinstance(store.ring, ModuloRing)
+    assert store.timeout == 0.25
+    assert isinstance(from_url("memcached://h:1").ring, KetamaRing)  # type: ignore[attr-defined]
+
+
+def test_redis_url() -> None:
+    store = from_url("redis://:secret@127.0.0.1:6390/3?socket_timeout=0.5&max_value_size=2m")
+    assert isinstance(store, RedisStore)
+    assert store.max_value_size == 2 * 1024 * 1024
+    assert "secret" not in repr(store)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("localhost:11211", "must look like scheme://"),
+        ("memcache://h:1", "unknown store scheme 'memcache'"),
+        ("memcached://", "no memcached servers"),
+        ("memcached://h:port", "port of memcached server 'h:port'"),
+        ("memcached://h:11211:0", "weight must be >= 1"),
+        ("memcached://h:11211:x", "weight of memcached server"),
+        ("memcached://h:99999", "bad port 99999"),
+        ("memcached://h:1,h:1", "listed twice"),
+        ("memcached://h:1?hashing=rendezvous", "hashing must be 'ketama' or 'modulo'"),
+        ("memcached://h:1?timout=1", "unknown memcached store option 'timout'"),
+        ("memcached://h:1?timeout=soon", "timeout='soon'"),
+        ("memory://host", "memory:// takes no host"),
+        ("memory://?max_bytes=lots", "not a size"),
+        ("memory://?max_bytes=0", "max_bytes must be > 0"),
+        ("redis://h:6379/zero", "redis database must be a number"),
+        ("redis://h:6379/0?db=1", "unknown redis store option 'db'"),
+    ],
+)
+def test_bad_urls_name_the_problem(url: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=None) as caught:
+        from_url(url)
+    assert says in str(caught.value)
+
+
+def test_bad_keyword_option() -> None:
+    with pytest.raises(ConfigError, match="valid options: .*max_bytes"):
+        from_url("memory://", max_byte=10)
+
+
+def test_error_shows_a_valid_example() -> None:
+    with pytest.raises(ConfigError, match=r"memcached://127\.0\.0\.1:11211"):
+        from_url("memcached://")

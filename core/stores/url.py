@@ -71,7 +71,7 @@ def from_url(url: str, **options: object) -> Store:
             + ", ".join(EXAMPLES.values())
         )
     parts = urlsplit(url)
-    scheme = "redis" if parts.scheme in {"redis", "rediss", "unix"} else parts.scheme
+    scheme = "redis" if parts.scheme in {"redis", "rediss"} else parts.scheme
     if scheme not in OPTIONS:
         raise ConfigError(
             f"unknown store scheme {parts.scheme!r} in {url!r}; use memory://, memcached:// or"
@@ -182,7 +182,7 @@ def _redis(base_url: str, options: dict[str, object]) -> Store:
         ) from error
     parts = urlsplit(base_url)
     database = parts.path.strip("/")
-    if parts.scheme != "unix" and database and not database.isdigit():
+    if database and not database.isdigit():
         raise ConfigError(
             f"redis database must be a number, got {database!r} in {base_url!r};"
             f" e.g. {EXAMPLES['redis']}"

@@ -1,0 +1,154 @@
+"""Store latency against the raw drivers, measured in one run.
+
+    python -m tests.benchmarks.bench_stores [--rounds 10] [--calls 2000] [--markdown]
+
+Starts its own memcached and redis-server on free loopback ports, then times
+get (hit), get_many (3 keys) and set (100-byte values, no codec) through each
+mcache store and through the bare driver it wraps: pymemcache's ``Client`` and
+redis-py's ``Redis``. Subject and anchor alternate in rounds so drift on a busy
+machine hits both alike. The ratio compares medians (p50).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+from pymemcache.client.base import Client
+
+from mcache.stores import MemoryStore, from_url
+from tests.servers import memcached_process, redis_process
+
+VALUE = b"v" * 100
+KEYS = [f"bench:key:{i}" for i in range(3)]
+
+
+@dataclass
+class Row:
+    """One measured operation."""
+
+    store: str
+    op: str
+    p50: float
+    p99: float
+    anchor: str
+    anchor_p50: float
+
+    @property
+    def ratio(self) -> float:
+        return self.p50 / self.anchor_p50
+
+
+def _sample(call: Callable[[], object], calls: int) -> list[float]:
+    timings = []
+    clock = time.perf_counter_ns
+    for _ in range(calls):
+        start = clock()
+        call()
+        timings.append((clock() - start) / 1000)
+    return timings
+
+
+def measure(subject: Callable[[], object], anchor: Callable[[], object], rounds: int,
+            calls: int) -> tuple[list[float], list[float]]:  # fmt: skip
+    """Time ``subject`` and ``anchor`` alternately; return their samples in µs."""
+    _sample(subject, calls // 4)
+    _sample(anchor, calls // 4)
+    mine: list[float] = []
+    theirs: list[float] = []
+    for _ in range(rounds):
+        mine += _sample(subject, calls)
+        theirs += _sample(anchor, calls)
+    return mine, theirs
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    return statistics.quantiles(samples, n=100, method="inclusive")[int(q) - 1]
+
+
+def run(rounds: int, calls: int) -> list[Row]:
+    """Start servers, measure every store, stop servers."""
+    memcached = memcached_process().start()
+    redis_server = redis_process().start()
+    rows: list[Row] = []
+    try:
+        raw_mc = Client(("127.0.0.1", memcached.port), default_noreply=False, no_delay=True)
+        raw_redis = redis.Redis(host="127.0.0.1", port=redis_server.port)
+        subjects = {
+            "MemcachedStore": (from_url(f"memcached://{memcached.address}"), "pymemcache", raw_mc),
+            "RedisStore": (from_url(f"redis://{redis_server.address}/0"), "redis-py", raw_redis),
+            "MemoryStore": (MemoryStore(), "pymemcache", raw_mc),
+        }
+        for key in KEYS:
+            raw_mc.set(key, VALUE)
+            raw_redis.set(key, VALUE)
+        for name, (store, anchor_name, raw) in subjects.items():
+            store.set_many(dict.fromkeys(KEYS, VALUE))
+            is_redis = anchor_name == "redis-py"
+            ops = {
+                "get (hit)": (lambda s=store: s.get(KEYS[0]), lambda: raw.get(KEYS[0])),
+                "get_many (3)": (
+                    lambda s=store: s.get_many(KEYS),
+                    (lambda: raw.mget(KEYS)) if is_redis else (lambda: raw.get_many(KEYS)),
+                ),
+                "set": (
+                    lambda s=store: s.set("bench:set", VALUE, 60),
+                    (lambda: raw.set("bench:set", VALUE, ex=60))
+                    if is_redis
+                    else (lambda: raw.set("bench:set", VALUE, 60)),
+                ),
+            }
+            for op, (subject, anchor) in ops.items():
+                mine, theirs = measure(subject, anchor, rounds, calls)
+                rows.append(
+                    Row(
+                        name,
+                        op,
+                        statistics.median(mine),
+                        _percentile(mine, 99),
+                        anchor_name,
+                        statistics.median(theirs),
+                    )
+                )
+    finally:
+        memcached.kill()
+        redis_server.kill()
+    return rows
+
+
+def render(rows: list[Row], markdown: bool) -> str:
+    """Format the rows as a plain or Markdown table."""
+    header = ["store", "operation", "p50 µs", "p99 µs", "anchor", "anchor p50 µs", "ratio"]
+    lines = [
+        [r.store, r.op, f"{r.p50:.1f}", f"{r.p99:.1f}", r.anchor, f"{r.anchor_p50:.1f}",
+         f"{r.ratio:.2f}×"]  # fmt: skip
+        for r in rows
+    ]
+    if markdown:
+        out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        out += ["| " + " | ".join(line) + " |" for line in lines]
+        return "\n".join(out)
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*line) for line in [header, *lines])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    rows = run(args.rounds, args.calls)
+    print(render(rows, args.markdown))
+    target = next(r for r in rows if r.store == "MemcachedStore" and r.op == "get (hit)")
+    verdict = "meets" if target.ratio <= 1.15 else "MISSES"
+    print(f"\nMemcachedStore get ÷ raw pymemcache get = {target.ratio:.2f}× ({verdict} ≤ 1.15×)")
+
+
+if __name__ == "__main__":
+    main()

@@ -68,8 +68,10 @@ class Cache:
         return make_key(self.namespace, *parts, **named)
 
     def _store_key(self, key: Key) -> str:
-        return make_key(self.namespace, *key) if isinstance(key, tuple) else make_key(
-            self.namespace, key
+        return (
+            make_key(self.namespace, *key)
+            if isinstance(key, tuple)
+            else make_key(self.namespace, key)
         )
 
     def _ttl(self, ttl: float | None) -> int:

@@ -26,7 +26,9 @@ class FailureLog:
         self._last: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
 
-    def warning(self, kind: str, message: str, *args: object, exc: BaseException | None = None) -> bool:
+    def warning(
+        self, kind: str, message: str, *args: object, exc: BaseException | None = None
+    ) -> bool:
         """Log ``message`` unless ``kind`` was logged within the interval; return whether it was."""
         now = time.monotonic()
         with self._lock:

@@ -47,7 +47,7 @@ class ServerProcess:
         self._pong = pong
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
 
     @property
     def address(self) -> str:

@@ -100,9 +100,8 @@ def _checked_kwargs(scheme: str, options: Mapping[str, object]) -> dict[str, obj
     allowed = {*OPTIONS[scheme], "clock"} if scheme == "memory" else set(OPTIONS[scheme])
     for name in options:
         if name not in allowed:
-            raise ConfigError(
-                f"unknown {scheme} store option {name!r}; valid options: {', '.join(sorted(allowed))}"
-            )
+            valid = ", ".join(sorted(allowed))
+            raise ConfigError(f"unknown {scheme} store option {name!r}; valid options: {valid}")
     return dict(options)
 
 

@@ -16,10 +16,12 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from pymemcache.client.base import Client
 
+from mcache.api import Store
 from mcache.stores import MemoryStore, from_url
 from tests.servers import memcached_process, redis_process
 
@@ -70,6 +72,24 @@ def _percentile(samples: list[float], q: float) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[int(q) - 1]
 
 
+Call = Callable[[], object]
+
+
+def _operations(store: Store, raw: Any, is_redis: bool) -> dict[str, tuple[Call, Call]]:
+    """Pair each store operation with the same operation on the raw driver."""
+    raw_get_many = raw.mget if is_redis else raw.get_many
+    return {
+        "get (hit)": (lambda: store.get(KEYS[0]), lambda: raw.get(KEYS[0])),
+        "get_many (3)": (lambda: store.get_many(KEYS), lambda: raw_get_many(KEYS)),
+        "set": (
+            lambda: store.set("bench:set", VALUE, 60),
+            (lambda: raw.set("bench:set", VALUE, ex=60))
+            if is_redis
+            else (lambda: raw.set("bench:set", VALUE, 60)),
+        ),
+    }
+
+
 def run(rounds: int, calls: int) -> list[Row]:
     """Start servers, measure every store, stop servers."""
     memcached = memcached_process().start()
@@ -88,20 +108,7 @@ def run(rounds: int, calls: int) -> list[Row]:
             raw_redis.set(key, VALUE)
         for name, (store, anchor_name, raw) in subjects.items():
             store.set_many(dict.fromkeys(KEYS, VALUE))
-            is_redis = anchor_name == "redis-py"
-            ops = {
-                "get (hit)": (lambda s=store: s.get(KEYS[0]), lambda: raw.get(KEYS[0])),
-                "get_many (3)": (
-                    lambda s=store: s.get_many(KEYS),
-                    (lambda: raw.mget(KEYS)) if is_redis else (lambda: raw.get_many(KEYS)),
-                ),
-                "set": (
-                    lambda s=store: s.set("bench:set", VALUE, 60),
-                    (lambda: raw.set("bench:set", VALUE, ex=60))
-                    if is_redis
-                    else (lambda: raw.set("bench:set", VALUE, 60)),
-                ),
-            }
+            ops = _operations(store, raw, is_redis=anchor_name == "redis-py")
             for op, (subject, anchor) in ops.items():
                 mine, theirs = measure(subject, anchor, rounds, calls)
                 rows.append(
@@ -124,8 +131,15 @@ def render(rows: list[Row], markdown: bool) -> str:
     """Format the rows as a plain or Markdown table."""
     header = ["store", "operation", "p50 µs", "p99 µs", "anchor", "anchor p50 µs", "ratio"]
     lines = [
-        [r.store, r.op, f"{r.p50:.1f}", f"{r.p99:.1f}", r.anchor, f"{r.anchor_p50:.1f}",
-         f"{r.ratio:.2f}×"]  # fmt: skip
+        [
+            r.store,
+            r.op,
+            f"{r.p50:.1f}",
+            f"{r.p99:.1f}",
+            r.anchor,
+            f"{r.anchor_p50:.1f}",
+            f"{r.ratio:.2f}×",
+        ]
         for r in rows
     ]
     if markdown:

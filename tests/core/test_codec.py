@@ -14,6 +14,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from mcache.api import NO_VALUE
 from mcache.codec import (
     Codec,

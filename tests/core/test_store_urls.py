@@ -68,13 +68,13 @@ def test_redis_url() -> None:
     ],
 )
 def test_bad_urls_name_the_problem(url: str, says: str) -> None:
-    with pytest.raises(ConfigError, match=None) as caught:
+    with pytest.raises(ConfigError) as caught:
         from_url(url)
     assert says in str(caught.value)
 
 
 def test_bad_keyword_option() -> None:
-    with pytest.raises(ConfigError, match="valid options: .*max_bytes"):
+    with pytest.raises(ConfigError, match=r"valid options: .*max_bytes"):
         from_url("memory://", max_byte=10)
 
 

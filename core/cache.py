@@ -83,9 +83,11 @@ class Cache:
             return call()
         except StoreUnavailable as error:
             self.failures.warning(
-                f"store.{operation}", "cache %s failed, carrying on without the cache: %s",
-                operation, error,
-            )  # fmt: skip
+                f"store.{operation}",
+                "cache %s failed, carrying on without the cache: %s",
+                operation,
+                error,
+            )
         except ValueTooLarge as error:
             self.failures.warning("store.too_large", "value not cached: %s", error)
         return fallback
@@ -117,8 +119,9 @@ class Cache:
         store_key = self._store_key(key)
         data = self.codec.dumps(value, store_key)
         ttl_seconds = self._ttl(ttl)
-        return self._safely("set", lambda: self.store.set(store_key, data, ttl_seconds) or True,
-                            False)  # fmt: skip
+        return self._safely(
+            "set", lambda: self.store.set(store_key, data, ttl_seconds) or True, False
+        )
 
     def set_many(self, items: Mapping[Key, Any], ttl: float | None = None) -> list[Key]:
         """Cache several values; return the keys that could not be stored."""

@@ -42,8 +42,16 @@ INCREMENTS = 50
 BINARY = bytes(range(256)) + b"\r\nEND\r\n\x00"
 
 
-def _race_in_process(factory: Callable[[], Store] | None, store: Store | None, op: str,
-                     key: str, ready: Any, go: Any, results: Any, tag: str) -> None:  # fmt: skip
+def _race_in_process(
+    factory: Callable[[], Store] | None,
+    store: Store | None,
+    op: str,
+    key: str,
+    ready: Any,
+    go: Any,
+    results: Any,
+    tag: str,
+) -> None:
     """Run ``THREADS`` threads of ``op`` against one store, reporting outcomes."""
     target = store if store is not None else factory()  # type: ignore[misc]
     outcomes: list[object] = []

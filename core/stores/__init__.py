@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .memory import MemoryStore
+from .tiered import TieredStore
 from .url import from_url
 
 if TYPE_CHECKING:
     from .memcached import MemcachedStore
     from .redis import RedisStore
 
-__all__ = ["MemcachedStore", "MemoryStore", "RedisStore", "from_url"]
+__all__ = ["MemcachedStore", "MemoryStore", "RedisStore", "TieredStore", "from_url"]
 
 
 def __getattr__(name: str) -> Any:

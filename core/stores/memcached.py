@@ -1,33 +1,31 @@
-"""The memcached store, over pymemcache.
+"""The memcached store: a pool of servers behind the Store contract.
 
-Each server gets a small pool of pymemcache clients (one socket each). Popping and
-pushing an idle client on a ``deque`` is atomic under the GIL, so a hit costs no
-lock and stays within a few percent of a bare pymemcache ``get``. Keys are spread
-over servers by a ring (:mod:`mcache.ring`); multi-key calls are grouped so each
-server gets one request. Driver errors are translated here, once, into
-:mod:`mcache.errors`.
+Keys are placed by a ring (:mod:`mcache.ring`); multi-key calls are grouped so
+each server gets one request. Servers that stop answering are routed around
+(:mod:`.memcached_node`), and keys that must not be lost can be written to
+several servers (``replicas``): the replicas of a key are the servers that
+follow its owner on the ring, which are also where its reads fail over to.
 """
 
 from __future__ import annotations
 
+import copy
+import threading
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from pymemcache.client.base import Client
-from pymemcache.exceptions import (
-    MemcacheClientError,
-    MemcacheError,
-    MemcacheIllegalInputError,
-    MemcacheServerError,
-)
 
 from ..api import NO_VALUE, CasToken, NoValueType
-from ..errors import ConfigError, InvalidKey, NotNumeric, StoreUnavailable, ValueTooLarge
+from ..errors import ConfigError, StoreUnavailable, ValueTooLarge
 from ..keys import validate_store_key
-from ..ring import Server, make_ring
+from ..logs import FailureLog
+from ..ring import LIBKETAMA_POINTS, Server, make_ring
 from .base import MiB, check_delta, too_large_message
+from .memcached_node import Node, NodeDown, NodeOptions
+from .memcached_stats import parse_detail
 
 __all__ = ["MemcachedStore"]
 
@@ -37,226 +35,370 @@ ITEM_HEADROOM = 512
 """Bytes of memcached's 1 MiB item limit taken by the item header, key and flags."""
 
 
-class _ServerPool:
-    """Idle clients of one server."""
-
-    __slots__ = ("idle", "max_idle", "new_client", "server")
-
-    def __init__(self, server: Server, new_client: Callable[[], Client], max_idle: int) -> None:
-        self.server = server
-        self.new_client = new_client
-        self.max_idle = max_idle
-        self.idle: deque[Client] = deque()
-
-    def take(self) -> Client:
-        try:
-            return self.idle.pop()
-        except IndexError:
-            return self.new_client()
-
-    def give_back(self, client: Client) -> None:
-        if len(self.idle) < self.max_idle:
-            self.idle.append(client)
-        else:
-            client.close()
-
-    def close(self) -> None:
-        while self.idle:
-            self.idle.pop().close()
-
-
 class MemcachedStore:
-    """A pool of memcached servers behind the :class:`~mcache.api.Store` contract."""
+    """A pool of memcached servers with failover and optional replication."""
 
     def __init__(
         self,
         servers: Sequence[Server | tuple[str, int] | str],
         *,
         hashing: str = "ketama",
+        ketama_points: int = LIBKETAMA_POINTS,
         connect_timeout: float = 0.5,
         timeout: float = 1.0,
         max_pool_size: int = 32,
         max_value_size: int = 1 * MiB - ITEM_HEADROOM,
+        retry_attempts: int = 2,
+        dead_timeout: float = 30.0,
+        flush_on_rejoin: bool = True,
+        replicas: int = 1,
     ) -> None:
-        if connect_timeout <= 0 or timeout <= 0:
-            raise ConfigError("memcached: connect_timeout and timeout must be > 0 seconds")
-        if max_pool_size < 1:
-            raise ConfigError(f"memcached: max_pool_size must be >= 1, got {max_pool_size!r}")
-        if max_value_size < 1:
-            raise ConfigError(f"memcached: max_value_size must be >= 1, got {max_value_size!r}")
-        self.ring = make_ring([_as_server(s) for s in servers], hashing)
+        _check_options(
+            connect_timeout, timeout, max_pool_size, max_value_size, retry_attempts, dead_timeout
+        )
+        self.ring = make_ring([_as_server(s) for s in servers], hashing, ketama_points)
         self.servers = self.ring.servers
         self.max_value_size = max_value_size
         self.connect_timeout = connect_timeout
         self.timeout = timeout
-        self._pools = {
-            server: _ServerPool(server, self._client_factory(server), max_pool_size)
-            for server in self.servers
-        }
-        self._single = self._pools[self.servers[0]] if len(self.servers) == 1 else None
+        self.replicas = _checked_replicas(replicas, len(self.servers))
+        self.failures = FailureLog()
+        options = NodeOptions(
+            connect_timeout=connect_timeout,
+            timeout=timeout,
+            max_pool_size=max_pool_size,
+            retry_attempts=retry_attempts,
+            dead_timeout=dead_timeout,
+            flush_on_rejoin=flush_on_rejoin,
+            failures=self.failures,
+        )
+        self._dead: set[Node] = set()
+        self._dead_lock = threading.Lock()
+        self._nodes = {s: Node(s, options, self._health_changed) for s in self.servers}
+        self._single = self._nodes[self.servers[0]] if len(self.servers) == 1 else None
+        self._attempts = retry_attempts * len(self.servers) + 1
 
     def __repr__(self) -> str:
         names = ",".join(f"{s.name}:{s.weight}" for s in self.servers)
-        return f"MemcachedStore({names!r})"
+        return f"MemcachedStore({names!r}, replicas={self.replicas})"
 
-    def _client_factory(self, server: Server) -> Callable[[], Client]:
-        def new_client() -> Client:
-            return Client(
-                (server.host, server.port),
-                connect_timeout=self.connect_timeout,
-                timeout=self.timeout,
-                no_delay=True,
-                default_noreply=False,
-                allow_unicode_keys=True,
-            )
+    def with_replicas(self, replicas: int) -> MemcachedStore:
+        """Return a view of this store (same servers and health) writing to ``replicas`` servers.
 
-        return new_client
+        Use it for keys that must survive a server's loss, e.g. sessions:
+        ``sessions = store.with_replicas(2)``.
+        """
+        view = copy.copy(self)
+        view.replicas = _checked_replicas(replicas, len(self.servers))
+        return view
 
-    def _pool_for(self, key: str) -> _ServerPool:
-        return self._single or self._pools[self.ring.server_for(key)]
+    # -- routing ----------------------------------------------------------------------------
 
-    def _run(self, pool: _ServerPool, call: Callable[[Client], T], key: str = "") -> T:
-        client = pool.take()
-        try:
-            result = call(client)
-        except Exception as error:
-            client.close()
-            translated = _translate(error, pool.server, key)
-            if translated is None:
-                raise
-            raise translated from error
-        pool.give_back(client)
-        return result
+    def _health_changed(self, node: Node) -> None:
+        with self._dead_lock:
+            if node.dead_until:
+                self._dead.add(node)
+            else:
+                self._dead.discard(node)
 
-    def _by_server(self, keys: Iterable[str]) -> dict[_ServerPool, list[str]]:
-        groups: dict[_ServerPool, list[str]] = defaultdict(list)
-        for key in keys:
+    def _route(self, key: str, count: int = 1) -> list[Node]:
+        """Return the first ``count`` usable servers for ``key``, owner first."""
+        if not self._dead and count == 1:
+            return [self._single or self._nodes[self.ring.server_for(key)]]
+        nodes: list[Node] = []
+        for server in self.ring.iter_servers(key):
+            node = self._nodes[server]
+            if node.usable():
+                nodes.append(node)
+                if len(nodes) == count:
+                    break
+        if not nodes:
+            raise StoreUnavailable("every memcached server of the pool is marked dead")
+        return nodes
+
+    def _on_owner(self, key: str, call: Callable[[Client], T]) -> T:
+        """Run ``call`` on the key's first usable server, failing over when it is down."""
+        for _attempt in range(self._attempts):
+            node = self._route(key)[0]
+            try:
+                return node.run(call, key)
+            except NodeDown:
+                continue
+        raise StoreUnavailable(f"no memcached server answered for {key!r}")
+
+    def _on_replicas(self, key: str, call: Callable[[Client], T]) -> list[T]:
+        """Run ``call`` on each of the key's replicas that answers; raise if none does."""
+        results: list[T] = []
+        for node in self._route(key, self.replicas):
+            try:
+                results.append(node.run(call, key))
+            except NodeDown:
+                continue
+        if not results:
+            raise StoreUnavailable(f"no replica of {key!r} answered")
+        return results
+
+    def _grouped(
+        self, keys: Iterable[str], call: Callable[[Client, list[str]], T], rank: int = 0
+    ) -> list[tuple[list[str], T]]:
+        """Run ``call`` once per server on the keys whose ``rank``-th replica it is."""
+        pending = list(keys)
+        done: list[tuple[list[str], T]] = []
+        for _attempt in range(self._attempts):
+            groups: dict[Node, list[str]] = defaultdict(list)
+            for key in pending:
+                nodes = self._route(key, rank + 1)
+                if len(nodes) > rank:
+                    groups[nodes[rank]].append(key)
+            pending = []
+            for node, group in groups.items():
+                try:
+                    done.append((group, node.run(lambda c, g=group: call(c, g))))
+                except NodeDown:
+                    pending += group
+            if not pending:
+                return done
+        raise StoreUnavailable("no memcached server answered for a multi-key call")
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, key: str) -> bytes | NoValueType:
+        """Return the value stored under ``key``, or ``NO_VALUE``."""
+        validate_store_key(key)
+        if self._single is not None and not self._dead:
+            try:
+                value = self._single.run(lambda c: c.get(key), key)
+            except NodeDown:
+                value = self._on_owner(key, lambda c: c.get(key))
+        elif self.replicas == 1:
+            value = self._on_owner(key, lambda c: c.get(key))
+        else:
+            return self.get_many([key]).get(key, NO_VALUE)
+        return NO_VALUE if value is None else value
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return the values of the keys that exist, one request per server.
+
+        With replicas, keys missing on their owner are looked up on the next
+        replica, so a rejoined (empty) owner does not hide a replicated value.
+        """
+        missing = list(dict.fromkeys(keys))
+        for key in missing:
             validate_store_key(key)
-            groups[self._pool_for(key)].append(key)
-        return groups
+        found: dict[str, bytes] = {}
+        for rank in range(self.replicas):
+            for _group, values in self._grouped(missing, lambda c, g: c.get_many(g), rank):
+                found.update(values)
+            missing = [k for k in missing if k not in found]
+            if not missing:
+                break
+        return found
+
+    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
+        """Return ``(value, cas unique)`` from the owner; ``(NO_VALUE, None)`` when missing."""
+        validate_store_key(key)
+        value, token = self._on_owner(key, lambda c: c.gets(key))
+        return (NO_VALUE, None) if value is None else (value, token)
+
+    # -- writes -----------------------------------------------------------------------------
 
     def _check_size(self, key: str, value: bytes) -> None:
         if len(value) > self.max_value_size:
             message = too_large_message(key, len(value), self.max_value_size)
             raise ValueTooLarge(f"{message}; memcached's own limit is its -I setting")
 
-    # -- the Store contract ---------------------------------------------------------------
-
-    def get(self, key: str) -> bytes | NoValueType:
-        """Return the value stored under ``key``, or ``NO_VALUE``."""
-        validate_store_key(key)
-        pool = self._single or self._pools[self.ring.server_for(key)]
-        client = pool.take()
-        try:
-            value = client.get(key)
-        except Exception as error:
-            client.close()
-            translated = _translate(error, pool.server, key)
-            if translated is None:
-                raise
-            raise translated from error
-        pool.give_back(client)
-        return NO_VALUE if value is None else value
-
-    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        """Return the values of the keys that exist, one request per server."""
-        found: dict[str, bytes] = {}
-        for pool, group in self._by_server(keys).items():
-            found.update(self._run(pool, lambda c, g=group: c.get_many(g)))
-        return found
-
     def set(self, key: str, value: bytes, ttl: int = 0) -> None:
-        """Store ``value``; an oversize value raises and leaves the key empty."""
+        """Store ``value`` on the key's replicas; an oversize value empties the key."""
         validate_store_key(key)
-        pool = self._pool_for(key)
         if len(value) > self.max_value_size:
-            self._run(pool, lambda c: c.delete(key), key)
+            self.delete(key)
             self._check_size(key, value)
-        self._run(pool, lambda c: c.set(key, value, _expire(ttl)), key)
+        expire = _expire(ttl)
+        if self.replicas == 1:
+            self._on_owner(key, lambda c: c.set(key, value, expire))
+        else:
+            self._on_replicas(key, lambda c: c.set(key, value, expire))
 
     def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
         """Store several values, one request per server; return the keys not stored."""
         too_large = [k for k, v in items.items() if len(v) > self.max_value_size]
         if too_large:
             self.delete_many(too_large)
-        failed = list(too_large)
-        groups = self._by_server(k for k in items if k not in too_large)
-        for pool, group in groups.items():
-            values = {k: items[k] for k in group}
-            failed += self._run(pool, lambda c, v=values: c.set_many(v, _expire(ttl)))
-        return failed
+        expire = _expire(ttl)
+        failed = set(too_large)
+        for rank in range(self.replicas):
+            outcome = self._grouped(
+                [k for k in items if k not in too_large],
+                lambda c, g: c.set_many({k: items[k] for k in g}, expire),
+                rank,
+            )
+            if rank == 0:
+                failed.update(k for _group, not_stored in outcome for k in not_stored)
+        return [k for k in items if k in failed]
 
     def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
-        """Store only if absent; memcached decides atomically."""
+        """Store only if absent; the owner decides atomically, replicas then copy."""
         validate_store_key(key)
         self._check_size(key, value)
-        return self._run(self._pool_for(key), lambda c: c.add(key, value, _expire(ttl)), key)
+        expire = _expire(ttl)
+        won = self._on_owner(key, lambda c: c.add(key, value, expire))
+        if won and self.replicas > 1:
+            self._copy_to_replicas(key, lambda c: c.set(key, value, expire))
+        return won
+
+    def _copy_to_replicas(self, key: str, call: Callable[[Client], object]) -> None:
+        for node in self._route(key, self.replicas)[1:]:
+            try:
+                node.run(call, key)
+            except NodeDown:
+                continue
 
     def append(self, key: str, value: bytes) -> bool:
-        """Append to an existing value; ``False`` when missing."""
+        """Append to an existing value on every replica; ``False`` when missing."""
         validate_store_key(key)
         self._check_size(key, value)
-        return self._run(self._pool_for(key), lambda c: c.append(key, value), key)
+        return any(self._on_replicas(key, lambda c: c.append(key, value)))
 
     def incr(self, key: str, delta: int = 1) -> int | None:
-        """Add ``delta`` server-side (wrapping at 2**64); ``None`` when missing."""
-        validate_store_key(key)
-        check_delta(delta)
-        return self._run(self._pool_for(key), lambda c: c.incr(key, delta), key)
+        """Add ``delta`` on the owner (wrapping at 2**64); ``None`` when missing."""
+        return self._counter(key, delta, lambda c: c.incr(key, delta))
 
     def decr(self, key: str, delta: int = 1) -> int | None:
-        """Subtract ``delta`` server-side, flooring at 0; ``None`` when missing."""
+        """Subtract ``delta`` on the owner, flooring at 0; ``None`` when missing."""
+        return self._counter(key, delta, lambda c: c.decr(key, delta))
+
+    def _counter(self, key: str, delta: int, call: Callable[[Client], int | None]) -> int | None:
+        # Replicas apply the same increment rather than copy the owner's result, so
+        # concurrent increments converge on every replica; one that lost the key
+        # (a rejoined server) is seeded with the owner's count, without a TTL.
         validate_store_key(key)
         check_delta(delta)
-        return self._run(self._pool_for(key), lambda c: c.decr(key, delta), key)
-
-    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
-        """Return ``(value, cas unique)``; ``(NO_VALUE, None)`` when missing."""
-        validate_store_key(key)
-        value, token = self._run(self._pool_for(key), lambda c: c.gets(key), key)
-        return (NO_VALUE, None) if value is None else (value, token)
+        number = self._on_owner(key, call)
+        if number is not None and self.replicas > 1:
+            for node in self._route(key, self.replicas)[1:]:
+                try:
+                    if node.run(call, key) is None:
+                        node.run(lambda c: c.add(key, b"%d" % number, 0), key)
+                except NodeDown:
+                    continue
+        return number
 
     def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
-        """Store only if the key's cas unique is still ``token``."""
+        """Store only if the owner's cas unique is still ``token``; replicas then copy."""
         validate_store_key(key)
         self._check_size(key, value)
         if not isinstance(token, bytes):
             return False
-        stored = self._run(self._pool_for(key), lambda c: c.cas(key, value, token, _expire(ttl)))
-        return bool(stored)
+        expire = _expire(ttl)
+        stored = bool(self._on_owner(key, lambda c: c.cas(key, value, token, expire)))
+        if stored and self.replicas > 1:
+            self._copy_to_replicas(key, lambda c: c.set(key, value, expire))
+        return stored
 
     def delete(self, key: str) -> bool:
-        """Delete ``key``; ``True`` when it existed."""
+        """Delete ``key`` (from every server of the pool when replicated)."""
         validate_store_key(key)
-        return self._run(self._pool_for(key), lambda c: c.delete(key), key)
+        if self.replicas == 1:
+            return self._on_owner(key, lambda c: c.delete(key))
+        return any(self._everywhere(lambda c: c.delete(key)).values())
 
     def delete_many(self, keys: Iterable[str]) -> None:
         """Delete several keys, one request per server."""
-        for pool, group in self._by_server(keys).items():
-            self._run(pool, lambda c, g=group: c.delete_many(g))
+        keys = list(keys)
+        for key in keys:
+            validate_store_key(key)
+        if self.replicas == 1:
+            self._grouped(keys, lambda c, g: c.delete_many(g))
+        elif keys:
+            self._everywhere(lambda c: c.delete_many(keys))
 
     def touch(self, key: str, ttl: int) -> bool:
-        """Give an existing key a new TTL."""
+        """Give an existing key a new TTL on its replicas."""
         validate_store_key(key)
-        return self._run(self._pool_for(key), lambda c: c.touch(key, _expire(ttl)), key)
+        return any(self._on_replicas(key, lambda c: c.touch(key, _expire(ttl))))
+
+    def _everywhere(self, call: Callable[[Client], T]) -> dict[Server, T]:
+        results: dict[Server, T] = {}
+        for server, node in self._nodes.items():
+            if node.usable():
+                try:
+                    results[server] = node.run(call)
+                except NodeDown:
+                    continue
+        return results
 
     def flush(self) -> None:
-        """Flush every server of the pool."""
-        for pool in self._pools.values():
-            self._run(pool, lambda c: c.flush_all())
+        """Flush every server that answers."""
+        if not self._everywhere(lambda c: c.flush_all(noreply=False)):
+            raise StoreUnavailable("no memcached server of the pool answered flush_all")
+
+    # -- statistics ---------------------------------------------------------------------------
 
     def stats(self) -> dict[str, dict[str, int | float | str]]:
-        """Return ``stats`` of every server, keyed by ``host:port``."""
-        report: dict[str, dict[str, int | float | str]] = {}
-        for server, pool in self._pools.items():
-            raw = self._run(pool, lambda c: c.stats())
-            report[server.name] = {_text(k): _plain(v) for k, v in raw.items()}
+        """Return ``stats`` of every server keyed by ``host:port``; a dead one says so."""
+        return {
+            server.name: parse_detail(raw, "") if isinstance(raw, dict) else raw
+            for server, raw in self._stats_of_all("").items()
+        }
+
+    def stats_detail(self, kind: str) -> dict[str, dict[str, dict[str, int | float | str]]]:
+        """Return ``stats slabs`` or ``stats items`` per server, nested by slab class."""
+        if kind not in {"slabs", "items"}:
+            raise ValueError(f"kind must be 'slabs' or 'items', got {kind!r}")
+        return {
+            server.name: parse_detail(raw, kind) if isinstance(raw, dict) else {"error": raw}
+            for server, raw in self._stats_of_all(kind).items()
+        }
+
+    def _stats_of_all(self, kind: str) -> dict[Server, object]:
+        report: dict[Server, object] = {}
+        for server, node in self._nodes.items():
+            if not node.usable():
+                report[server] = {"error": "marked dead", "dead": 1}
+                continue
+            try:
+                report[server] = node.run(lambda c: c.stats(*([kind] if kind else [])))
+            except NodeDown as error:
+                report[server] = {"error": str(error), "dead": 1}
         return report
+
+    def dead_servers(self) -> list[str]:
+        """Return the servers currently routed around."""
+        return sorted(node.server.name for node in self._dead)
 
     def close(self) -> None:
         """Close idle connections; the store reconnects on next use."""
-        for pool in self._pools.values():
-            pool.close()
+        for node in self._nodes.values():
+            node.close()
+
+
+def _check_options(
+    connect_timeout: float,
+    timeout: float,
+    max_pool_size: int,
+    max_value_size: int,
+    retry_attempts: int,
+    dead_timeout: float,
+) -> None:
+    if connect_timeout <= 0 or timeout <= 0:
+        raise ConfigError("memcached: connect_timeout and timeout must be > 0 seconds")
+    if max_pool_size < 1:
+        raise ConfigError(f"memcached: max_pool_size must be >= 1, got {max_pool_size!r}")
+    if max_value_size < 1:
+        raise ConfigError(f"memcached: max_value_size must be >= 1, got {max_value_size!r}")
+    if retry_attempts < 1:
+        raise ConfigError(f"memcached: retry_attempts must be >= 1, got {retry_attempts!r}")
+    if dead_timeout < 0:
+        raise ConfigError(f"memcached: dead_timeout must be >= 0 seconds, got {dead_timeout!r}")
+
+
+def _checked_replicas(replicas: int, servers: int) -> int:
+    if not isinstance(replicas, int) or not 1 <= replicas <= servers:
+        raise ConfigError(
+            f"memcached: replicas must be between 1 and the number of servers ({servers}),"
+            f" got {replicas!r}"
+        )
+    return replicas
 
 
 def _as_server(spec: Server | tuple[str, int] | str) -> Server:
@@ -277,27 +419,3 @@ def _expire(ttl: int) -> int:
     if ttl > THIRTY_DAYS:
         return int(time.time()) + ttl
     return int(ttl)
-
-
-def _translate(error: Exception, server: Server, key: str) -> Exception | None:
-    if isinstance(error, MemcacheIllegalInputError):
-        return InvalidKey(f"memcached refused key {key!r}: {error}")
-    if isinstance(error, MemcacheClientError) and "non-numeric" in str(error):
-        return NotNumeric(f"cannot incr/decr {key!r}: its value is not a decimal integer")
-    if isinstance(error, MemcacheServerError) and "too large" in str(error):
-        return ValueTooLarge(f"memcached {server.name} refused {key!r}: {error}")
-    if isinstance(error, MemcacheError | OSError):
-        return StoreUnavailable(f"memcached {server.name}: {type(error).__name__}: {error}")
-    return None
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _plain(value: object) -> int | float | str:
-    if isinstance(value, int | float | str):
-        return value
-    if isinstance(value, bytes):
-        return value.decode(errors="replace")
-    return str(value)

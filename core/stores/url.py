@@ -24,6 +24,7 @@ EXAMPLES = {
     "memory": "memory://?max_bytes=64m",
     "memcached": "memcached://127.0.0.1:11211:1,127.0.0.2:11211:2?hashing=ketama",
     "redis": "redis://127.0.0.1:6379/0?socket_timeout=1.0",
+    "tiered": "tiered://?hot=memory://&cold=memcached://127.0.0.1:11211&hot_ttl=5",
 }
 
 
@@ -49,11 +50,17 @@ OPTIONS: dict[str, dict[str, Parser]] = {
     "memory": {"max_bytes": parse_size, "max_value_size": parse_size},
     "memcached": {
         "hashing": str,
+        "ketama_points": int,
         "connect_timeout": float,
         "timeout": float,
         "max_pool_size": int,
         "max_value_size": parse_size,
+        "retry_attempts": int,
+        "dead_timeout": float,
+        "flush_on_rejoin": _parse_bool,
+        "replicas": int,
     },
+    "tiered": {"hot": str, "cold": str, "hot_ttl": int},
     "redis": {
         "socket_timeout": float,
         "socket_connect_timeout": float,
@@ -74,14 +81,16 @@ def from_url(url: str, **options: object) -> Store:
     scheme = "redis" if parts.scheme in {"redis", "rediss"} else parts.scheme
     if scheme not in OPTIONS:
         raise ConfigError(
-            f"unknown store scheme {parts.scheme!r} in {url!r}; use memory://, memcached:// or"
-            f" redis:// (e.g. {EXAMPLES['memcached']})"
+            f"unknown store scheme {parts.scheme!r} in {url!r}; use memory://, memcached://,"
+            f" redis:// or tiered:// (e.g. {EXAMPLES['memcached']})"
         )
     merged = {**_query_options(scheme, parts.query, url), **_checked_kwargs(scheme, options)}
     if scheme == "memory":
         return _memory(parts.netloc, parts.path, merged, url)
     if scheme == "memcached":
         return _memcached(parts.netloc, parts.path, merged, url)
+    if scheme == "tiered":
+        return _tiered(parts.netloc, parts.path, merged, url)
     return _redis(url.split("?", 1)[0], merged)
 
 
@@ -170,6 +179,21 @@ def _memcached(netloc: str, path: str, options: dict[str, object], url: str) -> 
     if path.strip("/"):
         raise ConfigError(f"memcached:// takes no path, got {url!r}; e.g. {EXAMPLES['memcached']}")
     return MemcachedStore(parse_servers(netloc, url), **options)  # type: ignore[arg-type]
+
+
+def _tiered(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
+    from .tiered import TieredStore
+
+    if netloc or path.strip("/") or "hot" not in options or "cold" not in options:
+        raise ConfigError(
+            f"tiered:// takes a hot and a cold store URL as options, got {url!r};"
+            f" e.g. {EXAMPLES['tiered']} (URL-encode the inner URLs' own query strings)"
+        )
+    tiers = {
+        name: from_url(tier) if isinstance(tier, str) else tier
+        for name, tier in (("hot", options.pop("hot")), ("cold", options.pop("cold")))
+    }
+    return TieredStore(tiers["hot"], tiers["cold"], **options)  # type: ignore[arg-type]
 
 
 def _redis(base_url: str, options: dict[str, object]) -> Store:

@@ -55,8 +55,9 @@ def _sample(call: Callable[[], object], calls: int) -> list[float]:
     return timings
 
 
-def measure(subject: Callable[[], object], anchor: Callable[[], object], rounds: int,
-            calls: int) -> tuple[list[float], list[float]]:  # fmt: skip
+def measure(
+    subject: Callable[[], object], anchor: Callable[[], object], rounds: int, calls: int
+) -> tuple[list[float], list[float]]:
     """Time ``subject`` and ``anchor`` alternately; return their samples in µs."""
     _sample(subject, calls // 4)
     _sample(anchor, calls // 4)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from urllib.parse import urlencode
 
 import pytest
 
@@ -65,3 +66,35 @@ class TestRedisStore(StoreContract):
     @pytest.fixture
     def store_factory(self, redis_url: str):
         return functools.partial(from_url, redis_url)
+
+
+class TestReplicatedMemcached(StoreContract):
+    """Writing every key to two of three servers keeps memcached's semantics."""
+
+    @pytest.fixture
+    def store(self, memcached_cluster_url: str):
+        store = from_url(memcached_cluster_url + "?replicas=2")
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def store_factory(self, memcached_cluster_url: str):
+        return functools.partial(from_url, memcached_cluster_url + "?replicas=2")
+
+
+class TestTieredStore(StoreContract):
+    """A memory near cache over memcached behaves like memcached."""
+
+    @pytest.fixture
+    def url(self, memcached_url: str) -> str:
+        return "tiered://?" + urlencode({"hot": "memory://?max_bytes=8m", "cold": memcached_url})
+
+    @pytest.fixture
+    def store(self, url: str):
+        store = from_url(url)
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def store_factory(self, url: str):
+        return functools.partial(from_url, url)

@@ -1,0 +1,201 @@
+"""One memcached server as the store sees it: idle connections and health.
+
+A server that refuses or times out ``retry_attempts`` times in a row is marked
+dead for ``dead_timeout`` seconds: during that time no call waits on it, and its
+keys are served by the next server on the ring. When the time is up, one caller
+probes it; if it answers it rejoins, flushed first when ``flush_on_rejoin`` is
+set, because while it was away its keys were rewritten on its stand-in and the
+copies it still holds may be older (a server that crashed comes back empty, but
+one that was only cut off or paused does not).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TypeVar
+
+from pymemcache.client.base import Client
+from pymemcache.exceptions import (
+    MemcacheClientError,
+    MemcacheError,
+    MemcacheIllegalInputError,
+    MemcacheServerError,
+    MemcacheUnexpectedCloseError,
+)
+
+from ..errors import InvalidKey, NotNumeric, StoreUnavailable, ValueTooLarge
+from ..logs import FailureLog
+from ..ring import Server
+
+__all__ = ["Node", "NodeDown", "NodeOptions"]
+
+T = TypeVar("T")
+_CONNECTION_ERRORS = (OSError, MemcacheUnexpectedCloseError)
+
+
+class NodeDown(StoreUnavailable):
+    """A server did not answer; the caller may fail over to the next one."""
+
+
+class NodeOptions:
+    """Connection and failover settings shared by every node of a store."""
+
+    __slots__ = (
+        "connect_timeout",
+        "dead_timeout",
+        "failures",
+        "flush_on_rejoin",
+        "max_pool_size",
+        "retry_attempts",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        connect_timeout: float,
+        timeout: float,
+        max_pool_size: int,
+        retry_attempts: int,
+        dead_timeout: float,
+        flush_on_rejoin: bool,
+        failures: FailureLog,
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        self.timeout = timeout
+        self.max_pool_size = max_pool_size
+        self.retry_attempts = retry_attempts
+        self.dead_timeout = dead_timeout
+        self.flush_on_rejoin = flush_on_rejoin
+        self.failures = failures
+
+
+class Node:
+    """A server's idle clients (a lock-free ``deque``) and its health."""
+
+    def __init__(
+        self, server: Server, options: NodeOptions, on_health: Callable[[Node], None]
+    ) -> None:
+        self.server = server
+        self.options = options
+        self.idle: deque[Client] = deque()
+        self.failures = 0
+        self.dead_until = 0.0
+        self._on_health = on_health
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<Node {self.server.name} {'dead' if self.dead_until else 'alive'}>"
+
+    def _new_client(self) -> Client:
+        return Client(
+            (self.server.host, self.server.port),
+            connect_timeout=self.options.connect_timeout,
+            timeout=self.options.timeout,
+            no_delay=True,
+            default_noreply=False,
+            allow_unicode_keys=True,
+        )
+
+    def run(self, call: Callable[[Client], T], key: str = "") -> T:
+        """Run ``call`` on a client of this server, translating driver errors."""
+        try:
+            client = self.idle.pop()
+        except IndexError:
+            client = self._new_client()
+        try:
+            result = call(client)
+        except _CONNECTION_ERRORS as error:
+            client.close()
+            self._failed(error)
+            raise NodeDown(
+                f"memcached {self.server.name}: {type(error).__name__}: {error}"
+            ) from error
+        except Exception as error:
+            client.close()
+            translated = _translate(error, self.server, key)
+            if translated is None:
+                raise
+            raise translated from error
+        if self.failures:
+            self.failures = 0
+        if len(self.idle) < self.options.max_pool_size:
+            self.idle.append(client)
+        else:
+            client.close()
+        return result
+
+    def _failed(self, error: BaseException) -> None:
+        with self._lock:
+            self.failures += 1
+            if self.failures < self.options.retry_attempts or self.dead_until:
+                return
+            self.dead_until = time.monotonic() + self.options.dead_timeout
+        self.close()
+        self.options.failures.warning(
+            f"memcached.dead.{self.server.name}",
+            "memcached %s marked dead for %.1fs after %d failures (%s); its keys go to the"
+            " next server",
+            self.server.name,
+            self.options.dead_timeout,
+            self.failures,
+            error,
+        )
+        self._on_health(self)
+
+    def usable(self) -> bool:
+        """Return whether calls may go to this server now, probing it once it is due."""
+        if not self.dead_until:
+            return True
+        if time.monotonic() < self.dead_until or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self._probe()
+        finally:
+            self._lock.release()
+
+    def _probe(self) -> bool:
+        client = self._new_client()
+        try:
+            if self.options.flush_on_rejoin:
+                client.flush_all(noreply=False)
+            else:
+                client.version()
+        except (*_CONNECTION_ERRORS, MemcacheError):
+            self.dead_until = time.monotonic() + self.options.dead_timeout
+            return False
+        finally:
+            client.close()
+        self.failures = 0
+        self.dead_until = 0.0
+        self.options.failures.warning(
+            f"memcached.rejoin.{self.server.name}",
+            "memcached %s answers again and rejoins the pool%s",
+            self.server.name,
+            " (flushed first)" if self.options.flush_on_rejoin else "",
+        )
+        self._on_health(self)
+        return True
+
+    def close(self) -> None:
+        """Close idle connections."""
+        while self.idle:
+            try:
+                self.idle.pop().close()
+            except IndexError:
+                break
+
+
+def _translate(error: Exception, server: Server, key: str) -> Exception | None:
+    if isinstance(error, MemcacheIllegalInputError):
+        return InvalidKey(f"memcached refused key {key!r}: {error}")
+    if isinstance(error, MemcacheClientError) and "non-numeric" in str(error):
+        return NotNumeric(f"cannot incr/decr {key!r}: its value is not a decimal integer")
+    if isinstance(error, MemcacheServerError) and "too large" in str(error):
+        return ValueTooLarge(f"memcached {server.name} refused {key!r}: {error}")
+    if isinstance(error, MemcacheError):
+        return StoreUnavailable(f"memcached {server.name}: {type(error).__name__}: {error}")
+    return None

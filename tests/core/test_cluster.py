@@ -1,0 +1,269 @@
+"""Memcached pools: placement, failover, safe rejoin, replication, tiers, per-server stats."""
+
+from __future__ import annotations
+
+import collections
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from uhashring import HashRing
+
+from mcache import NO_VALUE
+from mcache.ring import KetamaRing, ModuloRing, Server
+from mcache.stores import MemcachedStore, MemoryStore, TieredStore
+from mcache.stores.memcached_node import Node
+from tests.servers import ServerProcess, memcached_process
+
+FOUR = [Server(f"10.0.0.{i}", 11211) for i in range(1, 5)]
+KEYS = [f"user:{i}:profile" for i in range(100_000)]
+
+
+def shares(ring, keys=KEYS) -> dict[str, float]:
+    counts = collections.Counter(ring.server_for(k).name for k in keys)
+    return {name: count / len(keys) for name, count in counts.items()}
+
+
+# -- placement ----------------------------------------------------------------------------
+
+
+def test_ketama_matches_uhashring_with_weights() -> None:
+    servers = [Server("10.0.0.1", 11211, 1), Server("10.0.0.2", 11211, 3), Server("cache-3", 11212)]
+    nodes = {s.name: {"hostname": s.host, "port": s.port, "weight": s.weight} for s in servers}
+    theirs = HashRing(nodes, hash_fn="ketama")
+    ours = KetamaRing(servers)
+    differing = [k for k in KEYS[:10_000] if ours.server_for(k).name != theirs.get_node(k)]
+    assert differing == []
+
+
+def test_libketama_points_spread_unevenly_and_more_points_fix_it() -> None:
+    libketama = shares(KetamaRing(FOUR))
+    assert max(abs(s / 0.25 - 1) for s in libketama.values()) > 0.05  # why the option exists
+    dense = shares(KetamaRing(FOUR, points=4000))
+    for name, share in dense.items():
+        assert abs(share / 0.25 - 1) <= 0.05, (name, share)
+
+
+@pytest.mark.parametrize("points", [160, 4000])
+def test_weights_three_to_one(points: int) -> None:
+    servers = [Server("10.0.0.1", 11211, 3), Server("10.0.0.2", 11211, 1)]
+    got = shares(KetamaRing(servers, points=points))
+    assert abs(got["10.0.0.1:11211"] - 0.75) <= 0.03
+    assert abs(got["10.0.0.2:11211"] - 0.25) <= 0.03
+
+
+@pytest.mark.parametrize("points", [160, 4000])
+def test_adding_a_server_moves_only_its_share(points: int) -> None:
+    before = KetamaRing(FOUR, points=points)
+    after = KetamaRing([*FOUR, Server("10.0.0.5", 11211)], points=points)
+    moved = [k for k in KEYS if before.server_for(k) != after.server_for(k)]
+    assert len(moved) / len(KEYS) <= 0.22
+    assert {after.server_for(k).name for k in moved} == {"10.0.0.5:11211"}
+
+
+def test_modulo_moves_most_keys() -> None:
+    before = ModuloRing(FOUR)
+    after = ModuloRing([*FOUR, Server("10.0.0.5", 11211)])
+    moved = sum(before.server_for(k) != after.server_for(k) for k in KEYS)
+    assert moved / len(KEYS) > 0.6
+
+
+def test_iter_servers_visits_each_server_once_owner_first() -> None:
+    for ring in (KetamaRing(FOUR), ModuloRing(FOUR)):
+        for key in KEYS[:200]:
+            order = list(ring.iter_servers(key))
+            assert order[0] == ring.server_for(key)
+            assert sorted(order, key=lambda s: s.name) == FOUR
+
+
+# -- real servers: a private trio per test, so killing one disturbs nobody -------------------
+
+
+@pytest.fixture
+def trio(memcached_nodes) -> Iterator[list[ServerProcess]]:
+    nodes = [memcached_process().start() for _ in range(3)]
+    yield nodes
+    for node in nodes:
+        node.kill()
+
+
+def _store(nodes: list[ServerProcess], **options) -> MemcachedStore:
+    defaults = {"connect_timeout": 0.2, "timeout": 0.3, "dead_timeout": 1.0}
+    return MemcachedStore([n.address for n in nodes], **{**defaults, **options})
+
+
+def _owned_by(store: MemcachedStore, node: ServerProcess, keys: list[str]) -> list[str]:
+    return [k for k in keys if store.ring.server_for(k).port == node.port]
+
+
+def test_multi_key_calls_send_one_request_per_server(trio, monkeypatch) -> None:
+    store = _store(trio)
+    keys = [f"k{i}" for i in range(60)]
+    store.set_many(dict.fromkeys(keys, b"v"))
+    calls = collections.Counter()
+    original = Node.run
+
+    def counting(self, call, key=""):
+        calls[self.server.name] += 1
+        return original(self, call, key)
+
+    monkeypatch.setattr(Node, "run", counting)
+    assert len(store.get_many(keys)) == 60
+    assert sorted(calls.values()) == [1, 1, 1]
+
+
+def test_killed_server_costs_no_errors_and_rejoins(trio) -> None:
+    store = _store(trio)
+    victim = trio[1]
+    errors: list[BaseException] = []
+    operations = collections.Counter()
+    stop = threading.Event()
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        while not stop.is_set():
+            key = f"load:{rng.randrange(2000)}"
+            try:
+                store.set(key, b"x" * rng.randrange(1, 500), 60)
+                store.get(key)
+                store.get_many([key, f"load:{rng.randrange(2000)}"])
+                operations[seed] += 1
+            except Exception as error:
+                errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    victim.kill()
+    time.sleep(1.5)
+    assert store.dead_servers() == [victim.address]
+    during = sum(operations.values())
+    victim.restart()
+    time.sleep(2.0)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sum(operations.values()) > during, "traffic went on while the server was away"
+    assert store.dead_servers() == []
+    assert store.stats()[victim.address]["curr_items"] > 0, "the rejoined server gets keys again"
+
+
+@pytest.mark.parametrize("flush_on_rejoin", [True, False])
+def test_rejoin_after_a_pause_never_serves_old_values(trio, flush_on_rejoin: bool) -> None:
+    store = _store(trio, flush_on_rejoin=flush_on_rejoin)
+    victim = trio[0]
+    keys = _owned_by(store, victim, [f"page:{i}" for i in range(600)])
+    assert keys
+    for key in keys:
+        store.set(key, b"old")
+    victim.process.send_signal(signal.SIGSTOP)  # cut off, memory intact
+    try:
+        for key in keys:
+            store.set(key, b"new")  # the stand-in takes the writes
+        assert store.dead_servers() == [victim.address]
+    finally:
+        victim.process.send_signal(signal.SIGCONT)
+    time.sleep(1.1)
+    seen = {store.get(key) for key in keys}
+    assert store.dead_servers() == []
+    if flush_on_rejoin:
+        assert b"old" not in seen
+        assert seen <= {b"new", NO_VALUE}
+    else:
+        assert b"old" in seen  # the hazard the default guards against
+
+
+@pytest.mark.parametrize("victim", [0, 1, 2])
+def test_replicated_keys_survive_any_one_server(trio, victim: int) -> None:
+    store = _store(trio, replicas=2)
+    items = {f"session:{i}": f"user-{i}".encode() for i in range(1000)}
+    assert store.set_many(items, 3600) == []
+    trio[victim].kill()
+    assert store.get_many(list(items)) == items
+    sample = random.Random(victim).sample(sorted(items), 50)
+    assert all(store.get(k) == items[k] for k in sample)
+    trio[victim].restart()
+    time.sleep(1.1)
+    assert store.get_many(list(items)) == items, "a rejoined, empty owner does not hide replicas"
+    assert store.dead_servers() == []
+
+
+def test_replicated_add_incr_delete(trio) -> None:
+    store = _store(trio, replicas=2)
+    assert store.add("lock", b"me", 60) is True
+    assert store.add("lock", b"you", 60) is False
+    store.set("n", b"10")
+    assert store.incr("n", 5) == 15
+    owner = store.ring.server_for("n")
+    trio_by_port = {n.port: n for n in trio}
+    trio_by_port[owner.port].kill()
+    assert store.get("n") == b"15", "the replica counted along"
+    assert store.incr("n", 1) == 16
+    assert store.delete("lock") is True
+    assert store.get("lock") is NO_VALUE
+
+
+def test_all_servers_down_raises_store_unavailable_quickly(trio) -> None:
+    from mcache.errors import StoreUnavailable
+
+    store = _store(trio)
+    for node in trio:
+        node.kill()
+    with pytest.raises(StoreUnavailable):
+        store.get("k")
+    started = time.monotonic()
+    for _ in range(100):
+        with pytest.raises(StoreUnavailable):
+            store.get("k")
+    assert time.monotonic() - started < 1.0, "no call waits on a dead server"
+
+
+# -- tiers --------------------------------------------------------------------------------------
+
+
+def test_tiered_serves_and_promotes_what_the_hot_tier_evicted(trio) -> None:
+    hot = MemoryStore(max_bytes=20_000, max_value_size=1000)
+    store = TieredStore(hot, _store(trio[:1]), hot_ttl=60)
+    for i in range(100):
+        store.set(f"t:{i}", b"v" * 500, 300)
+    assert hot.get("t:0") is NO_VALUE, "the small hot tier evicted the first keys"
+    assert store.get("t:0") == b"v" * 500
+    assert hot.get("t:0") == b"v" * 500, "promoted"
+    got = store.get_many([f"t:{i}" for i in range(100)])
+    assert len(got) == 100
+    assert hot.stats()["memory"]["evictions"] > 0
+
+
+def test_tiered_keeps_counters_cold(trio) -> None:
+    cold = _store(trio[:1])
+    store = TieredStore(MemoryStore(), cold)
+    store.set("views", b"1")
+    cold.incr("views", 41)  # another process counts
+    assert store.get("views") == b"42"
+
+
+# -- stats ---------------------------------------------------------------------------------------
+
+
+def test_stats_per_server_with_slabs_and_items(trio) -> None:
+    store = _store(trio)
+    store.set_many({f"s:{i}": b"x" * (i * 10) for i in range(300)})
+    report = store.stats()
+    assert set(report) == {n.address for n in trio}
+    assert sum(fields["curr_items"] for fields in report.values()) == 300
+    slabs = store.stats_detail("slabs")
+    for server, classes in slabs.items():
+        assert "total" in classes and classes["total"]["active_slabs"] >= 1, server
+        chunked = [c for name, c in classes.items() if name != "total"]
+        assert chunked and all(c["chunk_size"] > 0 and c["total_pages"] >= 1 for c in chunked)
+    items = store.stats_detail("items")
+    assert sum(c["number"] for per in items.values() for c in per.values()) == 300
+    # memcached 1.6 reports the bytes items really use per slab class under items
+    assert all("mem_requested" in c for per in items.values() for c in per.values())
+    trio[2].kill()
+    assert store.stats()[trio[2].address]["dead"] == 1

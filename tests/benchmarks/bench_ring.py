@@ -1,0 +1,146 @@
+"""Server selection and cluster reads, against other clients' schemes, in one run.
+
+    python -m tests.benchmarks.bench_ring [--keys 100000] [--calls 2000] [--markdown]
+
+Part 1 (no servers): for each scheme, the share of keys that move when a fifth
+server joins four, how evenly 4 equal servers are loaded (max/min and standard
+deviation as % of the mean), and the lookup time per key.
+
+Part 2 (three memcached started on loopback): a get hit through the 3-node
+``MemcachedStore`` and through Django's ``PyMemcacheCache`` on the same 3 nodes,
+each divided by a raw pymemcache ``get`` on a single node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+import time
+from collections.abc import Callable
+
+from pymemcache.client.base import Client
+from pymemcache.client.rendezvous import RendezvousHash
+from uhashring import HashRing
+
+from mcache.ring import KetamaRing, ModuloRing, Server
+from mcache.stores import MemcachedStore
+from tests.benchmarks.bench_stores import measure
+from tests.servers import memcached_process
+
+FOUR = [Server(f"10.0.0.{i}", 11211) for i in range(1, 5)]
+FIVE = [*FOUR, Server("10.0.0.5", 11211)]
+
+
+def _lookups(servers: list[Server]) -> dict[str, Callable[[str], str]]:
+    names = [s.name for s in servers]
+    ketama, dense, modulo = KetamaRing(servers), KetamaRing(servers, 4000), ModuloRing(servers)
+    rendezvous = RendezvousHash(nodes=names)
+    uhash = HashRing(names)
+    return {
+        "mcache ketama (libketama, 160 points)": lambda k: ketama.server_for(k).name,
+        "mcache ketama (ketama_points=4000)": lambda k: dense.server_for(k).name,
+        "mcache modulo (crc32 % n)": lambda k: modulo.server_for(k).name,
+        "pymemcache RendezvousHash": rendezvous.get_node,
+        "uhashring (default)": uhash.get_node,
+    }
+
+
+def placement(keys: list[str]) -> list[list[str]]:
+    """Return one row per scheme: moved 4→5, spread, lookup µs/key."""
+    rows = []
+    before, after = _lookups(FOUR), _lookups(FIVE)
+    for name, lookup in before.items():
+        started = time.perf_counter()
+        owners = [lookup(k) for k in keys]
+        per_key = (time.perf_counter() - started) / len(keys) * 1e6
+        moved = sum(o != after[name](k) for o, k in zip(owners, keys, strict=True)) / len(keys)
+        loads = list(collections.Counter(owners).values())
+        spread = statistics.pstdev(loads) / statistics.mean(loads) * 100
+        rows.append(
+            [
+                name,
+                f"{moved:.1%}",
+                f"{max(loads) / min(loads):.3f}",
+                f"{spread:.1f}%",
+                f"{per_key:.2f}",
+            ]
+        )
+    return rows
+
+
+def cluster_reads(rounds: int, calls: int) -> list[list[str]]:
+    """Return get-hit rows for the 3-node store and Django's backend vs raw pymemcache."""
+    nodes = [memcached_process().start() for _ in range(3)]
+    try:
+        raw = Client(("127.0.0.1", nodes[0].port), default_noreply=False, no_delay=True)
+        raw.set("bench:hit", b"v" * 100)
+        store = MemcachedStore([n.address for n in nodes])
+        store.set("bench:hit", b"v" * 100)
+        subjects: dict[str, Callable[[], object]] = {
+            "mcache MemcachedStore, 3 nodes": lambda: store.get("bench:hit"),
+        }
+        django_get = _django_cache([n.address for n in nodes])
+        if django_get is not None:
+            subjects["Django PyMemcacheCache, 3 nodes"] = django_get
+        rows = []
+        for name, subject in subjects.items():
+            mine, theirs = measure(subject, lambda: raw.get("bench:hit"), rounds, calls)
+            ratio = statistics.median(mine) / statistics.median(theirs)
+            rows.append(
+                [
+                    name,
+                    f"{statistics.median(mine):.1f}",
+                    f"{statistics.median(theirs):.1f}",
+                    f"{ratio:.2f}×",
+                ]
+            )
+        return rows
+    finally:
+        for node in nodes:
+            node.kill()
+
+
+def _django_cache(addresses: list[str]) -> Callable[[], object] | None:
+    try:
+        from django.conf import settings
+    except ImportError:
+        return None
+    if not settings.configured:
+        settings.configure()
+    from django.core.cache.backends.memcached import PyMemcacheCache
+
+    cache = PyMemcacheCache(addresses, {})
+    cache.set("bench:hit", b"v" * 100)
+    return lambda: cache.get("bench:hit")
+
+
+def _table(header: list[str], rows: list[list[str]], markdown: bool) -> str:
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*r) for r in [header, *rows])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    keys = [f"user:{i}:profile" for i in range(args.keys)]
+    header = ["scheme", "moved 4→5", "max/min load", "stddev % of mean", "lookup µs/key"]
+    print(_table(header, placement(keys), args.markdown))
+    print()
+    rows = cluster_reads(args.rounds, args.calls)
+    header = ["get hit", "p50 µs", "raw pymemcache 1 node p50 µs", "ratio"]
+    print(_table(header, rows, args.markdown))
+    ratio = float(rows[0][3].rstrip("×"))
+    print(f"\n3-node MemcachedStore get ÷ raw 1-node get = {ratio:.2f}× (target ≤ 1.2×)")
+
+
+if __name__ == "__main__":
+    main()

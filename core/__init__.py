@@ -11,16 +11,23 @@ from .api import NO_VALUE, NoValueType, Store
 from .cache import Cache
 from .clock import FakeClock, SystemClock
 from .codec import Codec
+from .entry import Entry
+from .flight import Refresher, ThreadPoolRefresher
 from .keys import make_key
+from .lock import Lock
 
 __all__ = [
     "NO_VALUE",
     "Cache",
     "Codec",
+    "Entry",
     "FakeClock",
+    "Lock",
     "NoValueType",
+    "Refresher",
     "Store",
     "SystemClock",
+    "ThreadPoolRefresher",
     "errors",
     "make_key",
 ]

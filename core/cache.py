@@ -1,6 +1,6 @@
 """The ``Cache`` facade: what applications and the framework adapters call.
 
-It owns three policies so that nothing else has to:
+It owns the policies that nothing else should repeat:
 
 * **Keys** — whatever the caller passes (a string, or a tuple of parameters) goes
   through :func:`mcache.make_key` under the cache's namespace, so every key is
@@ -10,27 +10,39 @@ It owns three policies so that nothing else has to:
 * **Failures** — a cache failure never fails the caller: a store that is down
   makes reads miss and drops writes, a value too large is not cached, and each
   kind of failure is logged once per interval.
+
+``get_or_build`` (the dog-pile-safe read path) lives in :mod:`mcache.build`,
+tags in :mod:`mcache.tags`, locks in :mod:`mcache.lock`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from .api import NO_VALUE, Store
+from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
-from .errors import ConfigError, StoreUnavailable, ValueTooLarge
-from .keys import make_key
+from .errors import ConfigError, MCacheError, StoreUnavailable, ValueTooLarge
+from .flight import Refresher, ThreadPoolRefresher
+from .keys import MAX_KEY_BYTES, make_key
+from .lock import Lock
 from .logs import FailureLog
+from .memoize import Memoized, memoize
+from .stats import CacheStats
 from .stores.url import from_url
+from .tags import Tags
+from .trace import Tracer
 
 __all__ = ["Cache", "Key"]
 
 T = TypeVar("T")
 Key = str | tuple[Any, ...]
 """A cache key: a string, or a tuple of call parameters."""
+TagsArg = Iterable[str] | str | None
 
 
 class Cache:
@@ -42,8 +54,18 @@ class Cache:
         *,
         namespace: str = "",
         default_ttl: int = 300,
+        stale_ttl: int | None = None,
+        lock_timeout: int = 30,
+        wait: float = 3.0,
+        refresh: str = "sync",
+        early_refresh: float | bool = 0.0,
+        jitter: float = 0.1,
         codec: Codec | None = None,
         clock: Clock = system_clock,
+        tag_cache_ttl: float = 0.0,
+        refresher: Refresher | None = None,
+        trace_dir: str | None = None,
+        stats_interval: float = 5.0,
         failure_log: FailureLog | None = None,
     ) -> None:
         self.store: Store = from_url(store) if isinstance(store, str) else store
@@ -53,51 +75,76 @@ class Cache:
             )
         make_key(namespace, "probe")  # raises InvalidKey now, not on the first request
         self.namespace = namespace
-        self.default_ttl = _checked_ttl(default_ttl, "default_ttl")
+        self.default_ttl = _seconds(default_ttl, "default_ttl")
+        self.defaults = _options(
+            self.default_ttl, stale_ttl, lock_timeout, wait, refresh, early_refresh, jitter
+        )
         self.codec = codec or Codec()
         self.clock = clock
         self.failures = failure_log or FailureLog()
+        self.shared: Store = getattr(self.store, "shared", self.store)
+        self.tags = Tags(self.shared, namespace, clock, _seconds(tag_cache_ttl, "tag_cache_ttl"))
+        self.metrics = CacheStats(self.shared, namespace, stats_interval, self.failures)
+        self.tracer = Tracer(trace_dir)
+        self.refresher: Refresher = refresher or ThreadPoolRefresher()
+        self.builder = Builder(self)
 
     def __repr__(self) -> str:
         return f"Cache({self.store!r}, namespace={self.namespace!r})"
 
-    # -- keys, TTLs and the fail-open policy ----------------------------------------------
+    # -- keys, tracing and the fail-open policy --------------------------------------------
 
     def key(self, *parts: object, **named: object) -> str:
         """Return the store key for these parameters under this cache's namespace."""
         return make_key(self.namespace, *parts, **named)
 
     def _store_key(self, key: Key) -> str:
-        return (
-            make_key(self.namespace, *key)
-            if isinstance(key, tuple)
-            else make_key(self.namespace, key)
-        )
+        if isinstance(key, tuple):
+            return make_key(self.namespace, *key)
+        return make_key(self.namespace, key)
 
-    def _ttl(self, ttl: float | None) -> int:
-        return self.default_ttl if ttl is None else _checked_ttl(ttl, "ttl")
+    def derived_key(self, kind: str, key: str) -> str:
+        """Return the key of a companion record (``l`` lock, …) of ``key``, within 250 bytes."""
+        derived = f"{kind}:{key}"
+        if len(derived) <= MAX_KEY_BYTES:
+            return derived
+        return f"{kind}:{make_key('', key)}"
 
-    def _safely(self, operation: str, call: Callable[[], T], fallback: T) -> T:
-        """Run a store call; on a store failure log once per interval and return ``fallback``."""
-        try:
-            return call()
-        except StoreUnavailable as error:
+    def trace(self, key: str, letter: str) -> None:
+        """Record a trace event for ``key`` when tracing is on."""
+        if self.tracer.enabled:
+            self.tracer.event(key, letter)
+
+    def store_failed(self, operation: str, error: BaseException) -> None:
+        """Count and log (once per interval) a store failure the caller never sees."""
+        self.metrics.add("store_errors")
+        if isinstance(error, ValueTooLarge):
+            self.failures.warning("store.too_large", "value not cached: %s", error)
+        else:
             self.failures.warning(
                 f"store.{operation}",
                 "cache %s failed, carrying on without the cache: %s",
                 operation,
                 error,
             )
-        except ValueTooLarge as error:
-            self.failures.warning("store.too_large", "value not cached: %s", error)
-        return fallback
+
+    def store_call(self, operation: str, call: Callable[[], T], fallback: T) -> T:
+        """Run a store call; on a store failure log once per interval and return ``fallback``."""
+        try:
+            return call()
+        except (StoreUnavailable, ValueTooLarge) as error:
+            self.store_failed(operation, error)
+            return fallback
+
+    def _ttl(self, ttl: float | None) -> int:
+        return self.default_ttl if ttl is None else _seconds(ttl, "ttl")
 
     # -- plain operations -----------------------------------------------------------------
 
     def get(self, key: Key, default: Any = NO_VALUE) -> Any:
         """Return the cached value, or ``default`` (``NO_VALUE`` unless given) on a miss."""
         store_key = self._store_key(key)
-        data = self._safely("get", lambda: self.store.get(store_key), NO_VALUE)
+        data = self.store_call("get", lambda: self.store.get(store_key), NO_VALUE)
         if data is NO_VALUE:
             return default
         value = self.codec.loads(data, store_key)  # type: ignore[arg-type]
@@ -106,7 +153,7 @@ class Cache:
     def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
         """Return the cached values of the keys found, in one round trip per server."""
         by_store_key = {self._store_key(key): key for key in keys}
-        found = self._safely("get_many", lambda: self.store.get_many(list(by_store_key)), {})
+        found = self.store_call("get_many", lambda: self.store.get_many(list(by_store_key)), {})
         result: dict[Key, Any] = {}
         for store_key, data in found.items():
             value = self.codec.loads(data, store_key)
@@ -118,18 +165,18 @@ class Cache:
         """Cache ``value``; ``False`` when it could not be stored (logged, never raised)."""
         store_key = self._store_key(key)
         data = self.codec.dumps(value, store_key)
-        ttl_seconds = self._ttl(ttl)
-        return self._safely(
-            "set", lambda: self.store.set(store_key, data, ttl_seconds) or True, False
+        seconds = self._ttl(ttl)
+        return self.store_call(
+            "set", lambda: self.store.set(store_key, data, seconds) or True, False
         )
 
     def set_many(self, items: Mapping[Key, Any], ttl: float | None = None) -> list[Key]:
         """Cache several values; return the keys that could not be stored."""
         by_store_key = {self._store_key(key): key for key in items}
         encoded = {sk: self.codec.dumps(items[k], sk) for sk, k in by_store_key.items()}
-        ttl_seconds = self._ttl(ttl)
-        failed = self._safely(
-            "set_many", lambda: self.store.set_many(encoded, ttl_seconds), list(encoded)
+        seconds = self._ttl(ttl)
+        failed = self.store_call(
+            "set_many", lambda: self.store.set_many(encoded, seconds), list(encoded)
         )
         if failed:
             self.failures.warning("store.set_many", "%d values not cached", len(failed))
@@ -139,18 +186,18 @@ class Cache:
         """Cache ``value`` only if the key is absent; ``True`` when this call stored it."""
         store_key = self._store_key(key)
         data = self.codec.dumps(value, store_key)
-        ttl_seconds = self._ttl(ttl)
-        return self._safely("add", lambda: self.store.add(store_key, data, ttl_seconds), False)
+        seconds = self._ttl(ttl)
+        return self.store_call("add", lambda: self.store.add(store_key, data, seconds), False)
 
     def delete(self, key: Key) -> bool:
         """Remove a cached value; ``True`` when it existed."""
         store_key = self._store_key(key)
-        return self._safely("delete", lambda: self.store.delete(store_key), False)
+        return self.store_call("delete", lambda: self.store.delete(store_key), False)
 
     def delete_many(self, keys: Iterable[Key]) -> None:
         """Remove several cached values."""
         store_keys = [self._store_key(key) for key in keys]
-        self._safely("delete_many", lambda: self.store.delete_many(store_keys), None)
+        self.store_call("delete_many", lambda: self.store.delete_many(store_keys), None)
 
     def incr(self, key: Key, delta: int = 1) -> int | None:
         """Add ``delta`` (negative subtracts, flooring at 0) to a cached int; ``None`` when missing.
@@ -160,24 +207,182 @@ class Cache:
         """
         store_key = self._store_key(key)
         if delta >= 0:
-            return self._safely("incr", lambda: self.store.incr(store_key, delta), None)
-        return self._safely("incr", lambda: self.store.decr(store_key, -delta), None)
+            return self.store_call("incr", lambda: self.store.incr(store_key, delta), None)
+        return self.store_call("incr", lambda: self.store.decr(store_key, -delta), None)
 
     def touch(self, key: Key, ttl: float | None = None) -> bool:
         """Give a cached value a new TTL; ``False`` when it is missing."""
         store_key = self._store_key(key)
-        ttl_seconds = self._ttl(ttl)
-        return self._safely("touch", lambda: self.store.touch(store_key, ttl_seconds), False)
+        seconds = self._ttl(ttl)
+        return self.store_call("touch", lambda: self.store.touch(store_key, seconds), False)
 
-    def stats(self) -> dict[str, dict[str, int | float | str]]:
-        """Return the store's per-server statistics (empty when it cannot be reached)."""
-        return self._safely("stats", self.store.stats, {})
+    # -- dog-pile-safe building, tags, locks ----------------------------------------------------
+
+    def get_or_build(
+        self,
+        key: Key,
+        build: Callable[[], T],
+        *,
+        ttl: float | None = None,
+        stale_ttl: float | None = None,
+        tags: TagsArg = None,
+        wait: float | None = None,
+        lock_timeout: int | None = None,
+        refresh: str | None = None,
+        early_refresh: float | bool | None = None,
+    ) -> T:
+        """Return the cached value of ``key``, built by ``build()`` at most once across callers.
+
+        Fresh entries are returned as they are. A stale entry is rebuilt by one
+        caller while every other caller gets the stale value at once; a missing
+        one is built by one caller while the others wait up to ``wait`` seconds.
+        Bumping any of ``tags`` (``invalidate``) makes the entry stale.
+        """
+        options = self._call_options(ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh)
+        return self.builder.get_or_build(self._store_key(key), build, _tag_list(tags), options)
+
+    async def aget_or_build(
+        self,
+        key: Key,
+        build: Callable[[], Awaitable[T]],
+        *,
+        ttl: float | None = None,
+        stale_ttl: float | None = None,
+        tags: TagsArg = None,
+        wait: float | None = None,
+        lock_timeout: int | None = None,
+        refresh: str | None = None,
+        early_refresh: float | bool | None = None,
+    ) -> T:
+        """Await ``get_or_build`` with a coroutine builder.
+
+        The store calls are blocking, so the read path runs in a worker thread
+        (``asyncio.to_thread``); the builder itself runs on the caller's loop.
+        """
+        loop = asyncio.get_running_loop()
+
+        def build_on_loop() -> T:
+            return asyncio.run_coroutine_threadsafe(build(), loop).result()  # type: ignore[arg-type]
+
+        return await asyncio.to_thread(
+            self.get_or_build,
+            key,
+            build_on_loop,
+            ttl=ttl,
+            stale_ttl=stale_ttl,
+            tags=tags,
+            wait=wait,
+            lock_timeout=lock_timeout,
+            refresh=refresh,
+            early_refresh=early_refresh,
+        )
+
+    def _call_options(
+        self,
+        ttl: float | None,
+        stale_ttl: float | None,
+        wait: float | None,
+        lock_timeout: int | None,
+        refresh: str | None,
+        early_refresh: float | bool | None,
+    ) -> BuildOptions:
+        d = self.defaults
+        if ttl is stale_ttl is wait is lock_timeout is refresh is early_refresh is None:
+            return d
+        return _options(
+            d.ttl if ttl is None else _seconds(ttl, "ttl"),
+            d.stale_ttl if stale_ttl is None else stale_ttl,
+            d.lock_timeout if lock_timeout is None else lock_timeout,
+            d.wait if wait is None else wait,
+            d.refresh if refresh is None else refresh,
+            d.early_refresh if early_refresh is None else early_refresh,
+            d.jitter,
+        )
+
+    def cached(
+        self,
+        ttl: float | None = None,
+        *,
+        tags: TagsArg | Callable[..., TagsArg] = None,
+        key_prefix: str | None = None,
+        **options: Any,
+    ) -> Callable[[Callable[..., T]], Memoized]:
+        """Decorate a function (or coroutine function) to cache its results by argument.
+
+        The key is the function's qualified name plus its bound arguments (so
+        ``f(1)`` and ``f(x=1)`` share an entry); ``tags`` may be a callable of the
+        same arguments. The wrapper has ``.invalidate(*args, **kwargs)`` and
+        ``.uncached``.
+        """
+        return memoize(self, ttl, tags, key_prefix, options)
+
+    def invalidate(self, *tags: str) -> dict[str, int]:
+        """Bump ``tags``: every entry carrying any of them is stale from now on.
+
+        Returns the new versions, or ``{}`` when the store could not be reached
+        (logged: the caller's write must not fail because the cache is down).
+        """
+        try:
+            return self.tags.bump(tags)
+        except MCacheError as error:
+            self.store_failed("invalidate", error)
+            return {}
+
+    def lock(self, name: str, timeout: int | None = None, wait: float = 0.0) -> Lock:
+        """Return the distributed lock ``name``; use ``with cache.lock("x", wait=5): …``."""
+        key = make_key(self.namespace, "lock", name)
+        return Lock(self.shared, key, timeout or self.defaults.lock_timeout, wait)
+
+    # -- reports --------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Return every process's counters (hits, stale, builds, …, hit_ratio) and server stats."""
+        self.metrics.flush()
+        counters = self.store_call("stats", self.metrics.totals, self.metrics.local())
+        servers = self.store_call("stats", self.store.stats, {})
+        return {"cache": counters, "servers": servers}
 
 
-def _checked_ttl(ttl: float, name: str) -> int:
-    """Return a TTL in whole seconds, rounding fractions up so nothing expires early."""
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or math.isnan(ttl):
-        raise ConfigError(f"{name} must be a number of seconds, got {ttl!r}")
-    if ttl < 0:
-        raise ConfigError(f"{name} must be >= 0 seconds (0 means no expiry), got {ttl!r}")
-    return math.ceil(ttl)
+def _seconds(value: float, name: str) -> int:
+    """Return a duration in whole seconds, rounding fractions up so nothing ends early."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigError(f"{name} must be a number of seconds, got {value!r}")
+    if value < 0:
+        raise ConfigError(f"{name} must be >= 0 seconds (0 means no expiry), got {value!r}")
+    return math.ceil(value)
+
+
+def _options(
+    ttl: int,
+    stale_ttl: float | None,
+    lock_timeout: int,
+    wait: float,
+    refresh: str,
+    early_refresh: float | bool,
+    jitter: float,
+) -> BuildOptions:
+    if refresh not in {"sync", "background"}:
+        raise ConfigError(f"refresh must be 'sync' or 'background', got {refresh!r}")
+    if not 0 <= jitter < 1:
+        raise ConfigError(f"jitter must be a fraction in [0, 1), got {jitter!r}")
+    if _seconds(lock_timeout, "lock_timeout") < 1:
+        raise ConfigError("lock_timeout must be >= 1 second: a lock must outlive its build")
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
+        raise ConfigError(f"wait must be a number of seconds >= 0, got {wait!r}")
+    beta = 1.0 if early_refresh is True else float(early_refresh or 0.0)
+    if beta < 0:
+        raise ConfigError(f"early_refresh must be True/False or a beta >= 0, got {early_refresh!r}")
+    stale = ttl if stale_ttl is None else _seconds(stale_ttl, "stale_ttl")
+    return BuildOptions(ttl, stale, math.ceil(lock_timeout), float(wait), refresh, beta, jitter)
+
+
+def _tag_list(tags: TagsArg) -> list[str]:
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        return [tags]
+    names = list(dict.fromkeys(tags))
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"tags must be non-empty strings, got {name!r}")
+    return names

@@ -227,6 +227,27 @@ class StoreContract:
         assert store.get("k") is NO_VALUE
         assert store.cas("never", b"v", "bogus") is False
 
+    def test_cas_with_negative_ttl_deletes_only_if_unchanged(self, store: Store) -> None:
+        store.set("lock", b"owner-a")
+        _, token = store.gets("lock")
+        store.set("lock", b"owner-b")
+        assert store.cas("lock", b"owner-a", token, -1) is False
+        assert store.get("lock") == b"owner-b"
+        _, token = store.gets("lock")
+        assert store.cas("lock", b"owner-b", token, -1) is True
+        assert store.get("lock") is NO_VALUE
+
+    def test_incr_many(self, store: Store) -> None:
+        from .tags import incr_many  # the store's batch when it has one, else incr per key
+
+        store.set_many({"a": b"1", "b": b"10"})
+        assert incr_many(store, {"a": 2, "b": 5, "missing": 1}) == {
+            "a": 3,
+            "b": 15,
+            "missing": None,
+        }
+        assert store.get("missing") is NO_VALUE
+
     # -- delete / touch / flush -------------------------------------------------------------
 
     def test_delete(self, store: Store) -> None:

@@ -279,6 +279,20 @@ class MemcachedStore:
         """Add ``delta`` on the owner (wrapping at 2**64); ``None`` when missing."""
         return self._counter(key, delta, lambda c: c.incr(key, delta))
 
+    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
+        """Increment several keys with one pipelined request per server (owners only).
+
+        Every ``incr`` of a server's batch is sent before any reply is read. Keys
+        missing from the store come back as ``None``.
+        """
+        for key, delta in deltas.items():
+            validate_store_key(key)
+            check_delta(delta)
+        results: dict[str, int | None] = {}
+        for group, replies in self._grouped(deltas, lambda c, g: _pipelined_incr(c, g, deltas)):
+            results.update(zip(group, replies, strict=True))
+        return results
+
     def decr(self, key: str, delta: int = 1) -> int | None:
         """Subtract ``delta`` on the owner, flooring at 0; ``None`` when missing."""
         return self._counter(key, delta, lambda c: c.decr(key, delta))
@@ -426,6 +440,13 @@ def _as_server(spec: Server | tuple[str, int] | str) -> Server:
     if not host or not port.isdigit():
         raise ConfigError(f"memcached server must look like 'host:port', got {spec!r}")
     return Server(host, int(port))
+
+
+def _pipelined_incr(client: Client, keys: list[str], deltas: Mapping[str, int]) -> list[int | None]:
+    # pymemcache has no multi-incr; its command pipe sends all lines, then reads the replies.
+    commands = [b"incr %s %d\r\n" % (key.encode(), deltas[key]) for key in keys]
+    replies = client._misc_cmd(commands, b"incr", False)
+    return [None if reply == b"NOT_FOUND" else int(reply) for reply in replies]
 
 
 def _expire(ttl: int) -> int:

@@ -218,6 +218,10 @@ class MemoryStore:
             self._items.move_to_end(key)
             return number
 
+    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
+        """Increment several keys; ``None`` for the missing ones."""
+        return {key: self.incr(key, delta) for key, delta in deltas.items()}
+
     def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
         """Return ``(value, token)``; ``(NO_VALUE, None)`` when missing."""
         validate_store_key(key)

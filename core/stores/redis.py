@@ -50,7 +50,10 @@ _CAS = """
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 if redis.sha1hex(v) ~= ARGV[1] then return 0 end
-if tonumber(ARGV[3]) > 0 then
+local ttl = tonumber(ARGV[3])
+if ttl < 0 then
+  redis.call('DEL', KEYS[1])
+elseif ttl > 0 then
   redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 else
   redis.call('SET', KEYS[1], ARGV[2])
@@ -185,6 +188,17 @@ class RedisStore:
         check_delta(delta)
         return self._run(lambda: self._decr([key], [delta]), key)
 
+    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
+        """Increment several keys in one pipelined round trip; ``None`` for missing ones."""
+        for key, delta in deltas.items():
+            validate_store_key(key)
+            check_delta(delta)
+        pipe = self._redis.pipeline(transaction=False)
+        for key, delta in deltas.items():
+            self._incr([key], [delta], client=pipe)
+        results = self._run(pipe.execute) if deltas else []
+        return dict(zip(deltas, results, strict=True))
+
     def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
         """Return ``(value, sha1 of value)``; ``(NO_VALUE, None)`` when missing."""
         value = self.get(key)
@@ -197,8 +211,6 @@ class RedisStore:
         validate_store_key(key)
         self._check_size(key, value)
         if not isinstance(token, str):
-            return False
-        if ttl < 0:
             return False
         return bool(self._run(lambda: self._cas([key], [token, value, ttl]), key))
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 
 from ..api import NO_VALUE, CasToken, NoValueType, Store
 from ..errors import ConfigError, ValueTooLarge
+from ..tags import incr_many
 
 __all__ = ["TieredStore"]
 
@@ -123,6 +124,11 @@ class TieredStore:
         """Count in the cold tier only (a hot copy would be a stale count)."""
         self.hot.delete(key)
         return self.cold.incr(key, delta)
+
+    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
+        """Count several keys in the cold tier."""
+        self.hot.delete_many(list(deltas))
+        return incr_many(self.cold, deltas)
 
     def decr(self, key: str, delta: int = 1) -> int | None:
         """Count down in the cold tier only."""

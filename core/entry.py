@@ -1,0 +1,71 @@
+"""The envelope a ``get_or_build`` entry is stored in.
+
+An entry carries its own *fresh-until* time, so it can live in the store longer
+than it is fresh (store TTL = ttl + stale_ttl) and be served stale while one
+caller rebuilds it. It also records how long its build took (for early,
+probabilistic refresh) and the versions of its tags as they were read *before*
+the build started, so a tag bumped during the build leaves it stale.
+
+The envelope is a plain list so that every codec (pickle, JSON, msgpack) can
+carry it: ``["mc1", value, fresh_until_ms, build_ms, {tag: version}]``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Entry"]
+
+MARK = "mc1"
+
+
+@dataclass
+class Entry:
+    """A cached value with its freshness and tag versions."""
+
+    value: Any
+    fresh_until_ms: int
+    build_ms: int = 0
+    tags: dict[str, int] = field(default_factory=dict)
+
+    def to_wire(self) -> list[Any]:
+        """Return the codec-neutral list form."""
+        return [MARK, self.value, self.fresh_until_ms, self.build_ms, self.tags]
+
+    @classmethod
+    def from_wire(cls, data: object) -> Entry | None:
+        """Return the entry, or None for anything that is not an envelope (a foreign value)."""
+        if not isinstance(data, list | tuple) or len(data) != 5 or data[0] != MARK:
+            return None
+        _, value, fresh_until, build_ms, tags = data
+        if not (isinstance(fresh_until, int) and isinstance(build_ms, int)):
+            return None
+        if not isinstance(tags, dict):
+            return None
+        return cls(value, fresh_until, build_ms, tags)
+
+    def is_fresh(self, now_ms: int) -> bool:
+        """Return whether the entry is within its fresh time (0 = fresh forever)."""
+        return self.fresh_until_ms == 0 or now_ms < self.fresh_until_ms
+
+    def tags_current(self, versions: dict[str, int]) -> bool:
+        """Return whether every tag still has the version recorded at build time."""
+        return self.tags.keys() == versions.keys() and all(
+            versions[name] == version for name, version in self.tags.items()
+        )
+
+    def refresh_early(self, now_ms: int, beta: float, rng: random.Random) -> bool:
+        """Decide, XFetch-style, to rebuild a fresh entry before it goes stale.
+
+        The chance grows as expiry nears and with the cost of the build
+        (Vattani, Chierichetti, Lowenstein: "Optimal probabilistic cache stampede
+        prevention", VLDB 2015), so a hot key is usually rebuilt by one caller
+        before anyone sees it stale.
+        """
+        if beta <= 0 or self.fresh_until_ms == 0 or self.build_ms <= 0:
+            return False
+        gap = -self.build_ms * beta * math.log(1.0 - rng.random())
+        return now_ms + gap >= self.fresh_until_ms

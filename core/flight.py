@@ -1,0 +1,120 @@
+"""In-process single flight, and the pool that runs background refreshes.
+
+Threads of one process that want the same missing entry share one call: the
+first (the leader) does the store and lock work, the others wait for its result
+(or its exception) without sending a single request. Only leaders of different
+processes ever meet at the distributed lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+from .logs import FailureLog
+
+__all__ = ["Flight", "Refresher", "SingleFlight", "ThreadPoolRefresher"]
+
+
+class Flight:
+    """One in-flight call whose outcome other threads may wait for."""
+
+    __slots__ = ("_done", "error", "value")
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def finish(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Publish the outcome and wake the waiters."""
+        self.value, self.error = value, error
+        self._done.set()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; return whether the outcome is there."""
+        return self._done.wait(timeout)
+
+
+class SingleFlight:
+    """A registry of in-flight calls by key."""
+
+    def __init__(self) -> None:
+        self._flights: dict[str, Flight] = {}
+        self._lock = threading.Lock()
+
+    def join(self, key: str) -> tuple[Flight, bool]:
+        """Return the key's flight and whether the caller is its leader."""
+        with self._lock:
+            flight = self._flights.get(key)
+            if flight is not None:
+                return flight, False
+            flight = self._flights[key] = Flight()
+            return flight, True
+
+    def claim(self, key: str) -> Flight | None:
+        """Lead a new flight for ``key``, or return None when one is under way."""
+        flight, leader = self.join(key)
+        return flight if leader else None
+
+    def leave(self, key: str, flight: Flight) -> None:
+        """Retire the leader's flight so the next caller starts afresh."""
+        with self._lock:
+            if self._flights.get(key) is flight:
+                del self._flights[key]
+
+
+class Refresher(Protocol):
+    """Runs a background rebuild; returns whether it accepted the job.
+
+    A Celery or RQ task can stand in: accept the job by enqueueing something
+    that calls it, and return True.
+    """
+
+    def __call__(self, job: Callable[[], object]) -> bool: ...
+
+
+class ThreadPoolRefresher:
+    """A bounded in-process pool for background rebuilds.
+
+    When ``max_queue`` jobs are already waiting the job is refused: the caller
+    releases its lock and serves the stale value, and a later request retries.
+    Refusing rather than rebuilding in the request keeps latency flat exactly
+    when the machine is too busy to keep up.
+    """
+
+    def __init__(self, max_workers: int = 4, max_queue: int = 64) -> None:
+        self.max_workers = max_workers
+        self.max_queue = max_queue
+        self._executor: ThreadPoolExecutor | None = None
+        self._slots = threading.BoundedSemaphore(max_workers + max_queue)
+        self._lock = threading.Lock()
+        self.failures = FailureLog()
+
+    def __call__(self, job: Callable[[], object]) -> bool:
+        """Queue ``job`` unless the queue is full."""
+        if not self._slots.acquire(blocking=False):
+            self.failures.warning("refresh.full", "background refresh queue full; serving stale")
+            return False
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.max_workers, "mcache-refresh")
+        self._executor.submit(self._run, job)
+        return True
+
+    def _run(self, job: Callable[[], object]) -> None:
+        try:
+            job()
+        except Exception as error:
+            self.failures.warning("refresh.error", "background refresh failed: %s", error)
+        finally:
+            self._slots.release()
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the pool, waiting for running jobs when ``wait``."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait)

@@ -1,0 +1,94 @@
+"""A distributed lock on the store's atomic ``add``.
+
+``add`` succeeds for exactly one caller across every process and host, so it is
+the lock; its TTL makes the lock expire on its own when the holder dies
+mid-build. The value is a random owner token: release and extend compare it
+first (``gets`` then ``cas``, which on Redis is a compare-by-content Lua script),
+so a holder whose lock already expired and was taken by someone else can never
+release or extend that someone else's lock.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from collections.abc import Iterator
+from types import TracebackType
+
+from .api import NO_VALUE, Store
+from .errors import LockTimeout
+
+__all__ = ["Lock", "backoff_delays"]
+
+
+def backoff_delays(first: float = 0.01, cap: float = 0.1) -> Iterator[float]:
+    """Yield jittered, doubling sleeps: the first within 10-20 ms, none over ``cap``."""
+    delay = first
+    while True:
+        yield min(random.uniform(delay, delay * 2), cap)
+        delay = min(delay * 2, cap)
+
+
+class Lock:
+    """An expiring lock held under ``key`` with a random owner token."""
+
+    def __init__(self, store: Store, key: str, timeout: int = 30, wait: float = 0.0) -> None:
+        if timeout < 1:
+            raise ValueError(f"lock timeout must be >= 1 second, got {timeout!r}")
+        self.store = store
+        self.key = key
+        self.timeout = int(timeout)
+        self.wait = wait
+        self.token = secrets.token_hex(16).encode()
+        self.held = False
+
+    def __repr__(self) -> str:
+        return f"Lock({self.key!r}, held={self.held})"
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free; never wait."""
+        self.held = self.store.add(self.key, self.token, self.timeout)
+        return self.held
+
+    def acquire(self, wait: float | None = None) -> bool:
+        """Take the lock, polling with backoff up to ``wait`` seconds; return whether held."""
+        deadline = time.monotonic() + (self.wait if wait is None else wait)
+        delays = backoff_delays()
+        while not self.try_acquire():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(next(delays), remaining))
+        return True
+
+    def _compare_and(self, ttl: int) -> bool:
+        value, cas_token = self.store.gets(self.key)
+        if value is NO_VALUE or value != self.token:
+            return False
+        return self.store.cas(self.key, self.token, cas_token, ttl)
+
+    def release(self) -> bool:
+        """Release the lock if this owner still holds it; ``False`` if it was not ours."""
+        released = self._compare_and(-1)
+        self.held = False
+        return released
+
+    def extend(self, timeout: int | None = None) -> bool:
+        """Push the expiry out by ``timeout`` seconds, only if this owner still holds it."""
+        extended = self._compare_and(int(timeout or self.timeout))
+        self.held = extended
+        return extended
+
+    def __enter__(self) -> Lock:
+        if not self.acquire():
+            raise LockTimeout(f"could not take lock {self.key!r} within {self.wait}s")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

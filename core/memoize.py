@@ -1,0 +1,99 @@
+"""``@cache.cached``: memoize a function through ``get_or_build``.
+
+The key is the function's qualified name plus its arguments *bound to its
+signature* with defaults applied, so ``f(1)``, ``f(x=1)`` and ``f()`` with a
+default of 1 all share one entry, while ``f(1)`` and ``f("1")`` never do.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cache import Cache
+
+__all__ = ["Memoized", "memoize"]
+
+TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str | None] | None
+
+
+class Memoized:
+    """A cached function: call it as before, or ``invalidate`` one set of arguments."""
+
+    def __init__(
+        self,
+        cache: Cache,
+        function: Callable[..., Any],
+        ttl: float | None,
+        tags: TagsSpec,
+        key_prefix: str | None,
+        options: dict[str, Any],
+    ) -> None:
+        self.cache = cache
+        self.uncached = function
+        self.ttl = ttl
+        self.tags = tags
+        self.options = options
+        self.name = key_prefix or f"{function.__module__}.{function.__qualname__}"
+        self.signature = inspect.signature(function)
+        self.is_async = inspect.iscoroutinefunction(function)
+        functools.update_wrapper(self, function)
+
+    def key(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Return the cache key parts for a call with these arguments."""
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return (self.name, bound.args, bound.kwargs)
+
+    def _tags(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self.tags(*args, **kwargs) if callable(self.tags) else self.tags
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key = self.key(*args, **kwargs)
+        tags = self._tags(args, kwargs)
+        if self.is_async:
+            return self.cache.aget_or_build(
+                key,
+                lambda: self.uncached(*args, **kwargs),
+                ttl=self.ttl,
+                tags=tags,
+                **self.options,
+            )
+        return self.cache.get_or_build(
+            key, lambda: self.uncached(*args, **kwargs), ttl=self.ttl, tags=tags, **self.options
+        )
+
+    def invalidate(self, *args: Any, **kwargs: Any) -> bool:
+        """Forget the cached result for these arguments; ``True`` when there was one."""
+        return self.cache.delete(self.key(*args, **kwargs))
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        # Used as a method: bind like a function would, keeping invalidate reachable.
+        if instance is None:
+            return self
+        bound = functools.partial(self.__call__, instance)
+        bound.invalidate = functools.partial(self.invalidate, instance)  # type: ignore[attr-defined]
+        return bound
+
+
+def memoize(
+    cache: Cache, ttl: float | None, tags: TagsSpec, key_prefix: str | None, options: dict[str, Any]
+) -> Callable[[Callable[..., Any]], Memoized]:
+    """Return the decorator that ``Cache.cached`` hands out."""
+    allowed = {"stale_ttl", "wait", "lock_timeout", "refresh", "early_refresh"}
+    unknown = set(options) - allowed
+    if unknown:
+        from .errors import ConfigError
+
+        raise ConfigError(
+            f"unknown option(s) for cached(): {', '.join(sorted(unknown))};"
+            f" valid: ttl, tags, key_prefix, {', '.join(sorted(allowed))}"
+        )
+
+    def decorate(function: Callable[..., Any]) -> Memoized:
+        return Memoized(cache, function, ttl, tags, key_prefix, options)
+
+    return decorate

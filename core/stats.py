@@ -1,0 +1,103 @@
+"""Cache instrumentation, aggregated across processes through the store.
+
+Each ``Cache`` counts what happens to it (hits, stale answers, builds, waits…)
+in memory, and every ``interval`` seconds one caller adds the deltas to counters
+in the store with ``incr`` (two round trips, never one per request). Any process
+can then read the totals of every process, which is what lets the hit ratio be
+reported net of lock, tag and counter traffic: those never pass through here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from .api import Store
+from .logs import FailureLog
+from .tags import incr_many
+
+__all__ = ["COUNTERS", "CacheStats"]
+
+COUNTERS = (
+    "hits",
+    "stale",
+    "misses",
+    "builds",
+    "build_errors",
+    "lock_waits",
+    "wait_timeouts",
+    "coalesced",
+    "store_errors",
+)
+"""What is counted: fresh hits, stale values served, reads that found nothing
+usable, builds run, builds that raised, callers that waited for another's build,
+waits that ran out, in-process callers that shared another thread's call, and
+store failures."""
+
+
+class CacheStats:
+    """Counters of one ``Cache``, flushed to the store every ``interval`` seconds."""
+
+    def __init__(
+        self,
+        store: Store,
+        namespace: str,
+        interval: float = 5.0,
+        failures: FailureLog | None = None,
+    ) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.interval = interval
+        self.failures = failures or FailureLog()
+        self._pending: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._next_flush = time.monotonic() + interval
+
+    def key(self, name: str) -> str:
+        """Return the store key of counter ``name``."""
+        return f"{self.namespace}:s:{name}" if self.namespace else f"s:{name}"
+
+    def add(self, name: str, count: int = 1) -> None:
+        """Count ``count`` events of kind ``name``; flush when the interval is up."""
+        with self._lock:
+            self._pending[name] += count
+        if time.monotonic() >= self._next_flush:
+            self.flush()
+
+    def flush(self) -> None:
+        """Add this process's pending counts to the store's totals."""
+        with self._lock:
+            pending, self._pending = self._pending, Counter()
+            self._next_flush = time.monotonic() + self.interval
+        deltas = {self.key(name): count for name, count in pending.items() if count}
+        if not deltas:
+            return
+        try:
+            results = incr_many(self.store, deltas)
+            for key, result in results.items():
+                if result is None and not self.store.add(key, b"%d" % deltas[key], 0):
+                    self.store.incr(key, deltas[key])
+        except Exception as error:  # statistics must never fail a request
+            with self._lock:
+                self._pending.update(pending)
+            self.failures.warning("stats.flush", "cache statistics not flushed: %s", error)
+
+    def local(self) -> dict[str, int]:
+        """Return this process's counts not yet flushed."""
+        with self._lock:
+            return {name: self._pending.get(name, 0) for name in COUNTERS}
+
+    def totals(self) -> dict[str, Any]:
+        """Return every process's flushed counts plus this one's pending, and the hit ratio."""
+        found = self.store.get_many([self.key(name) for name in COUNTERS])
+        pending = self.local()
+        totals: dict[str, Any] = {}
+        for name in COUNTERS:
+            raw = found.get(self.key(name), b"0")
+            totals[name] = int(raw.rstrip(b" ") or b"0") + pending[name]
+        served = totals["hits"] + totals["stale"]
+        lookups = served + totals["misses"]
+        totals["hit_ratio"] = served / lookups if lookups else 0.0
+        return totals

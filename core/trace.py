@@ -1,0 +1,69 @@
+"""Per-key event trace: one letter per logical event.
+
+Seed 004's debugging aid: with tracing on, ``tail -f`` on a key's trace file
+shows its life as a string such as ``MLWUHHHHHMLLH``, so a stampede, a lock that
+is never released or a tag that keeps invalidating stands out at a glance.
+
+=====  ==================================================
+``M``  miss or stale read (a rebuild is wanted)
+``L``  lock attempt
+``W``  write of a freshly built entry
+``U``  unlock
+``H``  hit
+``S``  stale value served
+``E``  build error
+=====  ==================================================
+
+Events go to ``{trace_dir}/{key}.trace`` when ``trace_dir`` is set, and to the
+``mcache.trace`` logger at DEBUG level when that is enabled. Off, it costs one
+attribute check per event.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from pathlib import Path
+
+__all__ = ["EVENTS", "Tracer"]
+
+EVENTS = frozenset("MLWUHSE")
+logger = logging.getLogger("mcache.trace")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]")
+
+
+class Tracer:
+    """Append event letters per key to files and/or the ``mcache.trace`` logger."""
+
+    def __init__(self, trace_dir: str | os.PathLike[str] | None = None) -> None:
+        self.trace_dir = Path(trace_dir) if trace_dir else None
+        if self.trace_dir is not None:
+            self.trace_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        """Return whether any event would be recorded now."""
+        return self.trace_dir is not None or logger.isEnabledFor(logging.DEBUG)
+
+    def path(self, key: str) -> Path:
+        """Return the trace file of ``key`` (requires ``trace_dir``)."""
+        assert self.trace_dir is not None
+        return self.trace_dir / f"{_UNSAFE.sub('_', key)[:200]}.trace"
+
+    def event(self, key: str, letter: str) -> None:
+        """Record ``letter`` for ``key``."""
+        if self.trace_dir is not None:
+            with self._lock, open(self.path(key), "a", encoding="ascii") as file:
+                file.write(letter)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s %s", key, letter)
+
+    def read(self, key: str) -> str:
+        """Return the letters recorded for ``key`` so far."""
+        try:
+            return self.path(key).read_text(encoding="ascii")
+        except FileNotFoundError:
+            return ""

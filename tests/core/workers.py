@@ -1,0 +1,84 @@
+"""Code that runs in spawned processes during the concurrency tests.
+
+Each process builds its own ``Cache`` from a store URL (nothing is shared but the
+server), then its threads call ``get_or_build`` together when told to go.
+Builds are counted in the store itself with ``incr``, so a build in any process
+is seen.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from mcache import Cache
+
+BUILDS_KEY = "test:builds"
+
+
+def counting_builder(cache: Cache, seconds: float, label: str) -> Any:
+    """Return a builder that sleeps ``seconds``, counts itself in the store, and says who built."""
+
+    def build() -> str:
+        time.sleep(seconds)
+        if cache.store.incr(BUILDS_KEY, 1) is None:
+            cache.store.add(BUILDS_KEY, b"0", 0)
+            cache.store.incr(BUILDS_KEY, 1)
+        return f"built by {label}"
+
+    return build
+
+
+def stampede(
+    url: str,
+    namespace: str,
+    key: str,
+    threads: int,
+    build_seconds: float,
+    options: dict[str, Any],
+    ready: Any,
+    go: Any,
+    results: Any,
+) -> None:
+    """Run ``threads`` concurrent get_or_build calls here; report each (value, seconds)."""
+    cache = Cache(url, namespace=namespace)
+    options = dict(options)
+    linger = options.pop("linger", 0)
+    build = counting_builder(cache, build_seconds, f"pid {os.getpid()}")
+    outcomes: list[tuple[Any, float]] = []
+    guard = threading.Lock()
+
+    def call() -> None:
+        go.wait()
+        started = time.monotonic()
+        value = cache.get_or_build(key, build, **options)
+        with guard:
+            outcomes.append((value, time.monotonic() - started))
+
+    workers = [threading.Thread(target=call) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    ready.put(os.getpid())
+    for worker in workers:
+        worker.join()
+    time.sleep(linger)  # let a background refresh finish before the process ends
+    cache.metrics.flush()
+    results.put(outcomes)
+
+
+def hold_lock_forever(url: str, namespace: str, key: str, lock_timeout: int) -> None:
+    """Win the lock for ``key`` and build for a very long time (the test kills us)."""
+    cache = Cache(url, namespace=namespace)
+    cache.get_or_build(key, lambda: time.sleep(3600), lock_timeout=lock_timeout)
+
+
+def count_events(url: str, namespace: str, hits: int, misses: int) -> None:
+    """Produce ``misses`` builds and ``hits`` hits, then flush the counters."""
+    cache = Cache(url, namespace=namespace, stats_interval=3600)
+    for i in range(misses):
+        cache.get_or_build(("miss", os.getpid(), i), lambda: 1)
+    for _ in range(hits):
+        cache.get_or_build(("miss", os.getpid(), 0), lambda: 1)
+    cache.metrics.flush()

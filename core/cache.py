@@ -381,7 +381,10 @@ def _tag_list(tags: TagsArg) -> list[str]:
         return []
     if isinstance(tags, str):
         return [tags]
-    names = list(dict.fromkeys(tags))
+    if type(tags) in (list, tuple) and len(set(tags)) == len(tags):
+        names = list(tags)
+    else:
+        names = list(dict.fromkeys(tags))
     for name in names:
         if not isinstance(name, str) or not name:
             raise TypeError(f"tags must be non-empty strings, got {name!r}")

@@ -324,8 +324,33 @@ _checked_namespaces: set[str] = set()
 _NO_NAMED: Final = b"d0:"
 
 
+_FLAT_KINDS: Final = frozenset({str, int})
+_MEMO_SIZE: Final = 2048
+_memo: dict[tuple[object, ...], str] = {}
+
+
 def make_key(namespace: str, *parts: object, **named: object) -> str:
     """Return the store key for ``parts`` and ``named`` under ``namespace``."""
+    if named:
+        return _make_key(namespace, parts, named)
+    # Hot keys are derived again on every hit. Calls made only of exact str and
+    # int parts are remembered; the part types are in the memo key because
+    # 1 == True == 1.0 in Python, while their cache keys must differ.
+    kinds = tuple(map(type, parts))
+    if not _FLAT_KINDS.issuperset(kinds):
+        return _make_key(namespace, parts, named)
+    memo_key = (namespace, parts, kinds)
+    key = _memo.get(memo_key)
+    if key is None:
+        key = _make_key(namespace, parts, named)
+        if len(_memo) >= _MEMO_SIZE:
+            _memo.clear()
+        _memo[memo_key] = key
+    return key
+
+
+def _make_key(namespace: str, parts: tuple[object, ...], named: dict[str, object]) -> str:
+    """Derive the key (no memo)."""
     if namespace not in _checked_namespaces:
         _check_namespace(namespace)
         if len(_checked_namespaces) < 1024:  # namespaces are few; never grow without bound

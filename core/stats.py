@@ -51,7 +51,7 @@ class CacheStats:
         self.namespace = namespace
         self.interval = interval
         self.failures = failures or FailureLog()
-        self._pending: Counter[str] = Counter()
+        self._pending: Counter[str] = Counter(dict.fromkeys(COUNTERS, 0))
         self._lock = threading.Lock()
         self._next_flush = time.monotonic() + interval
 

@@ -54,14 +54,22 @@ class Tags:
         self.clock = clock
         self.local_ttl = local_ttl
         self._local: dict[str, tuple[int, float]] = {}
+        self._keys: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def key(self, name: str) -> str:
         """Return the store key of tag ``name``."""
-        prefix = f"{self.namespace}:t:" if self.namespace else "t:"
-        if _SAFE_NAME.fullmatch(name):
-            return prefix + name
-        return prefix + "#" + make_key("", name).rsplit(":", 1)[-1]
+        key = self._keys.get(name)
+        if key is None:
+            prefix = f"{self.namespace}:t:" if self.namespace else "t:"
+            if _SAFE_NAME.fullmatch(name):
+                key = prefix + name
+            else:
+                key = prefix + "#" + make_key("", name).rsplit(":", 1)[-1]
+            if len(self._keys) >= 4096:
+                self._keys.clear()
+            self._keys[name] = key
+        return key
 
     def cached(self, names: Iterable[str]) -> dict[str, int] | None:
         """Return the process-local versions of all ``names``, or None if any is missing or old."""

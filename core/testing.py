@@ -127,8 +127,14 @@ class StoreContract:
     def test_set_get_binary(self, store: Store) -> None:
         store.set("bin", BINARY)
         store.set("empty", b"")
+        store.set("looks_done", b"VALUE x 0 3\r\nEND\r\n")  # a reply's own framing, as data
         assert store.get("bin") == BINARY
         assert store.get("empty") == b""
+        assert store.get("looks_done") == b"VALUE x 0 3\r\nEND\r\n"
+        assert store.get_many(["looks_done", "bin"]) == {
+            "looks_done": b"VALUE x 0 3\r\nEND\r\n",
+            "bin": BINARY,
+        }
 
     def test_set_overwrites(self, store: Store) -> None:
         store.set("k", b"one")

@@ -26,6 +26,7 @@ from ..ring import LIBKETAMA_POINTS, Server, make_ring
 from .base import MiB, check_delta, too_large_message
 from .memcached_node import Node, NodeDown, NodeOptions
 from .memcached_stats import parse_detail
+from .memcached_wire import read_values, send_get
 
 __all__ = ["MemcachedStore"]
 
@@ -181,16 +182,12 @@ class MemcachedStore:
     def get(self, key: str) -> bytes | NoValueType:
         """Return the value stored under ``key``, or ``NO_VALUE``."""
         validate_store_key(key)
-        if self.replicas > 1:
+        if self.replicas > 1 or self._dead:
             return self.get_many([key]).get(key, NO_VALUE)
-        if self._dead:
-            value = self._on_owner(key, lambda c: c.get(key))
-        else:
-            try:
-                value = self._owner(key).run(lambda c: c.get(key), key)
-            except NodeDown:
-                value = self._on_owner(key, lambda c: c.get(key))
-        return NO_VALUE if value is None else value
+        try:
+            return self._owner(key).run(lambda c: _get_one(c, key), key)
+        except NodeDown:
+            return self.get_many([key]).get(key, NO_VALUE)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist, one request per server.
@@ -201,7 +198,12 @@ class MemcachedStore:
         missing = list(dict.fromkeys(keys))
         for key in missing:
             validate_store_key(key)
-        found: dict[str, bytes] = {}
+        if self.replicas == 1 and not self._dead:
+            found, missing = self._fetch_pipelined(missing)
+            if not missing:
+                return found
+        else:
+            found = {}
         for rank in range(self.replicas):
             for _group, values in self._grouped(missing, lambda c, g: c.get_many(g), rank):
                 found.update(values)
@@ -209,6 +211,33 @@ class MemcachedStore:
             if not missing:
                 break
         return found
+
+    def _fetch_pipelined(self, keys: list[str]) -> tuple[dict[str, bytes], list[str]]:
+        """Send every owner its ``get`` before reading any reply; return (found, keys to retry).
+
+        Keys whose server failed are handed back for the failover path.
+        """
+        groups: dict[Node, list[str]] = defaultdict(list)
+        for key in keys:
+            groups[self._owner(key)].append(key)
+        sent, retry = [], []
+        for node, group in groups.items():
+            client = node.take()
+            try:
+                send_get(client, group)
+                sent.append((node, client, group))
+            except Exception as error:
+                node.broken(client, error)
+                retry += group
+        found: dict[str, bytes] = {}
+        for node, client, group in sent:
+            try:
+                found.update(read_values(client))
+                node.give_back(client)
+            except Exception as error:
+                node.broken(client, error)
+                retry += group
+        return found, retry
 
     def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
         """Return ``(value, cas unique)`` from the owner; ``(NO_VALUE, None)`` when missing."""
@@ -440,6 +469,11 @@ def _as_server(spec: Server | tuple[str, int] | str) -> Server:
     if not host or not port.isdigit():
         raise ConfigError(f"memcached server must look like 'host:port', got {spec!r}")
     return Server(host, int(port))
+
+
+def _get_one(client: Client, key: str) -> bytes | NoValueType:
+    send_get(client, [key])
+    return read_values(client).get(key, NO_VALUE)
 
 
 def _pipelined_incr(client: Client, keys: list[str], deltas: Mapping[str, int]) -> list[int | None]:

@@ -27,6 +27,7 @@ from pymemcache.exceptions import (
 )
 
 from ..errors import InvalidKey, NotNumeric, StoreUnavailable, ValueTooLarge
+from .memcached_wire import ProtocolError
 from ..logs import FailureLog
 from ..ring import Server
 
@@ -100,32 +101,42 @@ class Node:
             allow_unicode_keys=True,
         )
 
-    def run(self, call: Callable[[Client], T], key: str = "") -> T:
-        """Run ``call`` on a client of this server, translating driver errors."""
+    def take(self) -> Client:
+        """Return an idle client of this server, or a new one."""
         try:
-            client = self.idle.pop()
+            return self.idle.pop()
         except IndexError:
-            client = self._new_client()
-        try:
-            result = call(client)
-        except _CONNECTION_ERRORS as error:
-            client.close()
-            self._failed(error)
-            raise NodeDown(
-                f"memcached {self.server.name}: {type(error).__name__}: {error}"
-            ) from error
-        except Exception as error:
-            client.close()
-            translated = _translate(error, self.server, key)
-            if translated is None:
-                raise
-            raise translated from error
+            return self._new_client()
+
+    def give_back(self, client: Client) -> None:
+        """Return a client that just succeeded to the idle pool."""
         if self.failures:
             self.failures = 0
         if len(self.idle) < self.options.max_pool_size:
             self.idle.append(client)
         else:
             client.close()
+
+    def broken(self, client: Client, error: Exception, key: str = "") -> Exception:
+        """Close a client whose call failed; return the error to raise in its place."""
+        client.close()
+        if isinstance(error, _CONNECTION_ERRORS):
+            self._failed(error)
+            message = f"memcached {self.server.name}: {type(error).__name__}: {error}"
+            return NodeDown(message)
+        return _translate(error, self.server, key) or error
+
+    def run(self, call: Callable[[Client], T], key: str = "") -> T:
+        """Run ``call`` on a client of this server, translating driver errors."""
+        client = self.take()
+        try:
+            result = call(client)
+        except Exception as error:
+            translated = self.broken(client, error, key)
+            if translated is error:
+                raise
+            raise translated from error
+        self.give_back(client)
         return result
 
     def _failed(self, error: BaseException) -> None:
@@ -196,6 +207,6 @@ def _translate(error: Exception, server: Server, key: str) -> Exception | None:
         return NotNumeric(f"cannot incr/decr {key!r}: its value is not a decimal integer")
     if isinstance(error, MemcacheServerError) and "too large" in str(error):
         return ValueTooLarge(f"memcached {server.name} refused {key!r}: {error}")
-    if isinstance(error, MemcacheError):
+    if isinstance(error, MemcacheError | ProtocolError):
         return StoreUnavailable(f"memcached {server.name}: {type(error).__name__}: {error}")
     return None

@@ -15,7 +15,7 @@ from uhashring import HashRing
 from mcache import NO_VALUE
 from mcache.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore, MemoryStore, TieredStore
-from mcache.stores.memcached_node import Node
+from mcache.stores import memcached as memcached_module
 from tests.servers import ServerProcess, memcached_process
 
 FOUR = [Server(f"10.0.0.{i}", 11211) for i in range(1, 5)]
@@ -103,16 +103,16 @@ def test_multi_key_calls_send_one_request_per_server(trio, monkeypatch) -> None:
     store = _store(trio)
     keys = [f"k{i}" for i in range(60)]
     store.set_many(dict.fromkeys(keys, b"v"))
-    calls = collections.Counter()
-    original = Node.run
+    requests = collections.Counter()
+    original = memcached_module.send_get
 
-    def counting(self, call, key=""):
-        calls[self.server.name] += 1
-        return original(self, call, key)
+    def counting(client, group):
+        requests[client.server] += 1
+        return original(client, group)
 
-    monkeypatch.setattr(Node, "run", counting)
+    monkeypatch.setattr(memcached_module, "send_get", counting)
     assert len(store.get_many(keys)) == 60
-    assert sorted(calls.values()) == [1, 1, 1]
+    assert sorted(requests.values()) == [1, 1, 1]
 
 
 def test_killed_server_costs_no_errors_and_rejoins(trio) -> None:
@@ -267,3 +267,16 @@ def test_stats_per_server_with_slabs_and_items(trio) -> None:
     assert all("mem_requested" in c for per in items.values() for c in per.values())
     trio[2].kill()
     assert store.stats()[trio[2].address]["dead"] == 1
+
+
+def test_tag_bump_elsewhere_invalidates_a_near_cache_hit(trio) -> None:
+    from mcache import Cache
+
+    cold = _store(trio[:1])
+    this_process = Cache(TieredStore(MemoryStore(), cold, hot_ttl=60), namespace="near")
+    other_process = Cache(TieredStore(MemoryStore(), cold, hot_ttl=60), namespace="near")
+    assert this_process.get_or_build("home", lambda: "v1", tags=["posts"]) == "v1"
+    hot = this_process.store.hot  # type: ignore[attr-defined]
+    assert hot.get(this_process.key("home")) is not NO_VALUE, "the entry sits in the near cache"
+    other_process.invalidate("posts")
+    assert this_process.get_or_build("home", lambda: "v2", tags=["posts"]) == "v2"

@@ -27,9 +27,9 @@ from pymemcache.exceptions import (
 )
 
 from ..errors import InvalidKey, NotNumeric, StoreUnavailable, ValueTooLarge
-from .memcached_wire import ProtocolError
 from ..logs import FailureLog
 from ..ring import Server
+from .memcached_wire import ProtocolError
 
 __all__ = ["Node", "NodeDown", "NodeOptions"]
 

@@ -1,0 +1,17 @@
+"""The README's Python examples run as written, in order, in one namespace."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_examples_run() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) >= 5
+    namespace: dict[str, object] = {}
+    for number, block in enumerate(blocks, 1):
+        code = compile(block, f"README.md python block {number}", "exec")
+        exec(code, namespace)

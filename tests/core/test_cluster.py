@@ -134,6 +134,8 @@ def test_killed_server_costs_no_errors_and_rejoins(trio) -> None:
             except Exception as error:
                 errors.append(error)
 
+    stable = _owned_by(store, victim, [f"stable:{i}" for i in range(300)])
+    store.set_many(dict.fromkeys(stable, b"before the kill"))
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
     for thread in threads:
         thread.start()
@@ -141,6 +143,7 @@ def test_killed_server_costs_no_errors_and_rejoins(trio) -> None:
     victim.kill()
     time.sleep(1.5)
     assert store.dead_servers() == [victim.address]
+    store.set_many(dict.fromkeys(stable, b"rewritten while it was away"))
     during = sum(operations.values())
     victim.restart()
     time.sleep(2.0)
@@ -148,6 +151,7 @@ def test_killed_server_costs_no_errors_and_rejoins(trio) -> None:
     for thread in threads:
         thread.join()
     assert errors == []
+    assert b"before the kill" not in set(store.get_many(stable).values())
     assert sum(operations.values()) > during, "traffic went on while the server was away"
     assert store.dead_servers() == []
     assert store.stats()[victim.address]["curr_items"] > 0, "the rejoined server gets keys again"

@@ -26,6 +26,7 @@ from .api import NO_VALUE, Store
 from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
+from .counters import Counter, OnlineCounter, ViewCounter, VisitorCounter
 from .errors import ConfigError, MCacheError, StoreUnavailable, ValueTooLarge
 from .flight import Refresher, ThreadPoolRefresher
 from .keys import MAX_KEY_BYTES, make_key
@@ -332,6 +333,28 @@ class Cache:
         """Return the distributed lock ``name``; use ``with cache.lock("x", wait=5): …``."""
         key = make_key(self.namespace, "lock", name)
         return Lock(self.shared, key, timeout or self.defaults.lock_timeout, wait)
+
+    # -- counters -------------------------------------------------------------------------------
+
+    def counter(self, name: str, ttl: int = 0) -> Counter:
+        """Return the atomic counter ``name``."""
+        return Counter(self, name, ttl)
+
+    def view_counter(
+        self, name: str, initial: Callable[[Any], int] | None = None, ttl: int = 0
+    ) -> ViewCounter:
+        """Return view counts per object, seeded by ``initial(ident)`` from the database."""
+        return ViewCounter(self, name, initial, ttl)
+
+    def online_counter(
+        self, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
+    ) -> OnlineCounter:
+        """Return the count of visitors seen in the last ``window`` seconds."""
+        return OnlineCounter(self, name, window, slots, unique)
+
+    def visitor_counter(self, name: str, period: int = 3600) -> VisitorCounter:
+        """Return visits per ``period`` (current and previous period)."""
+        return VisitorCounter(self, name, period)
 
     # -- reports --------------------------------------------------------------------------------
 

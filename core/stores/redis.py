@@ -199,6 +199,21 @@ class RedisStore:
         results = self._run(pipe.execute) if deltas else []
         return dict(zip(deltas, results, strict=True))
 
+    def pfadd(self, key: str, member: bytes, ttl: int) -> bool:
+        """Add ``member`` to the HyperLogLog ``key`` (TTL set on creation); True if it changed."""
+        validate_store_key(key)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.pfadd(key, member)
+        pipe.expire(key, ttl, nx=True)
+        changed, _ = self._run(pipe.execute, key)
+        return bool(changed)
+
+    def pfcount(self, keys: list[str]) -> int:
+        """Return the estimated number of distinct members across HyperLogLogs ``keys``."""
+        for key in keys:
+            validate_store_key(key)
+        return int(self._run(lambda: self._redis.pfcount(*keys))) if keys else 0
+
     def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
         """Return ``(value, sha1 of value)``; ``(NO_VALUE, None)`` when missing."""
         value = self.get(key)

@@ -82,3 +82,28 @@ def count_events(url: str, namespace: str, hits: int, misses: int) -> None:
     for _ in range(hits):
         cache.get_or_build(("miss", os.getpid(), 0), lambda: 1)
     cache.metrics.flush()
+
+
+def count_up(url: str, namespace: str, name: str, times: int, go: Any) -> None:
+    """Increment counter ``name`` ``times`` times once told to go."""
+    cache = Cache(url, namespace=namespace)
+    counter = cache.counter(name)
+    go.wait()
+    for _ in range(times):
+        counter.incr()
+
+
+def first_views(url: str, namespace: str, threads: int, go: Any) -> None:
+    """Count one view of post 7 per thread, all at once; initial() is counted in the store."""
+    cache = Cache(url, namespace=namespace)
+
+    def initial(ident: object) -> int:
+        cache.counter("initial calls").incr()
+        return 41
+
+    views = cache.view_counter("post", initial=initial)
+    workers = [threading.Thread(target=lambda: (go.wait(), views.incr(7))) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()

@@ -288,8 +288,9 @@ class OnlineCounter:
     keys exist at any time. The count is the sum of the ``slots - 1`` slots
     before the current (still filling) one, read in one ``get_many``. Keys carry
     the slot's absolute number rather than ``number % slots``: a key reused the
-    next time round would still hold its previous round's count until it expired. ``hit(visitor)`` counts a
-    visitor at most once per window: an ``add`` of a marker with TTL ``window``
+    next time round would still hold its previous round's count until it expired.
+    ``hit(visitor)`` counts a visitor at most once per window: an ``add`` of a
+    marker with TTL ``window``
     decides, so repeat visits cost one failed ``add`` and no session write.
 
     On Redis (``unique="auto"`` or ``"hll"``) each slot is a HyperLogLog instead:

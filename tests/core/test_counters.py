@@ -112,7 +112,7 @@ def test_online_counter_window_and_slots() -> None:
     clock.advance(10)
     assert online.count() == 1, "visitors older than the window dropped out"
     clock.advance(120)
-    first_slot = int(1_800_000_000 // 10)
+    first_slot = 1_800_000_000 // 10
     slot_keys = [online.slot_key(first_slot + n) for n in range(30)]
     markers = [counter_key(cache, "om", "site", f"visitor {v}") for v in range(25)]
     assert cache.store.get_many(slot_keys + markers) == {}, "slot keys and markers expired"

@@ -290,8 +290,8 @@ class OnlineCounter:
     the slot's absolute number rather than ``number % slots``: a key reused the
     next time round would still hold its previous round's count until it expired.
     ``hit(visitor)`` counts a visitor at most once per window: an ``add`` of a
-    marker with TTL ``window``
-    decides, so repeat visits cost one failed ``add`` and no session write.
+    marker with TTL ``window`` decides, so repeat visits cost one failed ``add``
+    and no session write.
 
     On Redis (``unique="auto"`` or ``"hll"``) each slot is a HyperLogLog instead:
     ``PFADD`` per visit, ``PFCOUNT`` over the slots for the count — about 12 KB

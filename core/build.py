@@ -27,13 +27,25 @@ from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
 from .entry import Entry
-from .flight import SingleFlight
+from .flight import Flight, SingleFlight
 from .lock import Lock, backoff_delays
 
 if TYPE_CHECKING:
     from .cache import Cache
 
 __all__ = ["BuildOptions", "Builder"]
+
+
+@dataclass
+class Call:
+    """One ``get_or_build`` call on its way through the algorithm."""
+
+    key: str
+    build: Callable[[], Any]
+    tags: list[str]
+    options: BuildOptions
+    versions: dict[str, int]
+    seen: Entry | None = None
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,8 @@ class Builder:
 
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
-        self.flights = SingleFlight()
+        self.flights = SingleFlight()  # callers that found nothing: followers get the value
+        self.refreshes = SingleFlight()  # stale rebuilds: the others serve stale meanwhile
         self.rng = random.Random()
 
     # -- reading --------------------------------------------------------------------------
@@ -102,10 +115,11 @@ class Builder:
             cache.metrics.add("hits")
             return entry.value  # type: ignore[union-attr]
         cache.trace(key, "M")
+        call = Call(key, build, tags, o, versions, entry)
         if entry is not None:
-            return self.refresh_stale(key, build, entry, versions, o)
+            return self.refresh_stale(call, entry)
         cache.metrics.add("misses")
-        return self.build_missing(key, build, versions, o)
+        return self.build_missing(call)
 
     def serve_stale(self, key: str, entry: Entry) -> Any:
         """Return the stale value, counted and traced."""
@@ -113,49 +127,61 @@ class Builder:
         self.cache.metrics.add("stale")
         return entry.value
 
-    def refresh_stale(
-        self,
-        key: str,
-        build: Callable[[], Any],
-        entry: Entry,
-        versions: dict[str, int],
-        o: BuildOptions,
-    ) -> Any:
+    def refresh_stale(self, call: Call, entry: Entry) -> Any:
         """Let one caller rebuild; everyone else gets the stale value at once."""
-        flight = self.flights.claim(key)
+        flight = self.refreshes.claim(call.key)
         if flight is None:
             self.cache.metrics.add("coalesced")
-            return self.serve_stale(key, entry)
+            return self.serve_stale(call.key, entry)
         try:
-            lock = self.try_lock(key, o)
+            lock = self.try_lock(call)
             if lock is None:
-                return self.serve_stale(key, entry)
-            if o.refresh == "background":
-                job = lambda: self.build_and_store(key, build, versions, o, lock, entry)  # noqa: E731
-                if not self.cache.refresher(job):
-                    self.unlock(key, lock)
-                return self.serve_stale(key, entry)
+                return self.serve_stale(call.key, entry)
+            if call.options.refresh == "background":
+                self.hand_over(call, lock)
+                return self.serve_stale(call.key, entry)
             self.cache.metrics.add("misses")
-            return self.build_and_store(key, build, versions, o, lock, entry)
+            return self.build_and_store(call, lock, entry)
         finally:
             flight.finish()
-            self.flights.leave(key, flight)
+            self.refreshes.leave(call.key, flight)
 
-    def build_missing(
-        self, key: str, build: Callable[[], Any], versions: dict[str, int], o: BuildOptions
-    ) -> Any:
-        """Build a missing entry once per process, and once across processes."""
-        flight, leader = self.flights.join(key)
+    def hand_over(self, call: Call, lock: Lock) -> None:
+        """Give the rebuild to the refresher; if it refuses or fails, free the lock."""
+        try:
+            accepted = self.cache.refresher(lambda: self.build_and_store(call, lock, None))
+        except Exception as error:  # e.g. a task queue whose broker is down
+            self.cache.failures.warning("refresh.submit", "background refresh refused: %r", error)
+            accepted = False
+        if not accepted:
+            self.unlock(call.key, lock)
+
+    def build_missing(self, call: Call) -> Any:
+        """Build a missing entry once per process, and once across processes.
+
+        Followers wait up to ``wait`` for their leader. If it has not finished by
+        then, the first of them leads a new flight and builds without more waiting
+        (bounded duplication), and the rest follow that one for as long as a build
+        may take (``lock_timeout``) before building themselves.
+        """
+        flight, leader = self.flights.join(call.key)
         if not leader:
             self.cache.metrics.add("coalesced")
-            if flight.wait(o.wait):
-                if flight.error is not None:
-                    raise flight.error
-                return flight.value
+            if flight.wait(call.options.wait):
+                return flight.outcome()
             self.cache.metrics.add("wait_timeouts")
-            return self.lead_missing(key, build, versions, o)
+            flight, leader = self.flights.take_over(call.key, flight)
+            if not leader:
+                if flight.wait(call.options.lock_timeout):
+                    return flight.outcome()
+                return self.build_and_store(call, None, None)
+            return self.lead(flight, call, lambda: self.build_and_store(call, None, None))
+        return self.lead(flight, call, lambda: self.lead_missing(call))
+
+    def lead(self, flight: Flight, call: Call, work: Callable[[], Any]) -> Any:
+        """Run ``work`` as the flight's leader and publish its outcome to the followers."""
         try:
-            value = self.lead_missing(key, build, versions, o)
+            value = work()
         except BaseException as error:
             flight.finish(error=error)
             raise
@@ -163,31 +189,29 @@ class Builder:
             flight.finish(value)
             return value
         finally:
-            self.flights.leave(key, flight)
+            self.flights.leave(call.key, flight)
 
-    def lead_missing(
-        self, key: str, build: Callable[[], Any], versions: dict[str, int], o: BuildOptions
-    ) -> Any:
+    def lead_missing(self, call: Call) -> Any:
         """Build under the lock, or wait (bounded) for the process that holds it."""
-        lock = self.try_lock(key, o)
+        lock = self.try_lock(call)
         if lock is not None:
-            return self.build_and_store(key, build, versions, o, lock, None)
+            return self.build_and_store(call, lock, None)
         self.cache.metrics.add("lock_waits")
-        deadline = time.monotonic() + o.wait
+        deadline = time.monotonic() + call.options.wait
         for delay in backoff_delays():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             time.sleep(min(delay, remaining))
-            entry = self.peek(key)
+            entry = self.peek(call.key)
             if entry is not None:
-                self.cache.trace(key, "H")
+                self.cache.trace(call.key, "H")
                 return entry.value
-            lock = self.try_lock(key, o)  # the holder may have died and its lock expired
+            lock = self.try_lock(call)  # the holder may have died and its lock expired
             if lock is not None:
-                return self.build_and_store(key, build, versions, o, lock, None)
+                return self.build_and_store(call, lock, None)
         self.cache.metrics.add("wait_timeouts")
-        return self.build_and_store(key, build, versions, o, None, None)
+        return self.build_and_store(call, None, None)
 
     def peek(self, key: str) -> Entry | None:
         """Return whatever entry is stored now (any freshness), or None."""
@@ -197,12 +221,37 @@ class Builder:
             self.cache.store_failed("get_or_build", error)
             return None
 
+    def built_meanwhile(self, call: Call) -> Entry | None:
+        """After winning the lock, return an entry someone else just rebuilt, if any.
+
+        The read goes to the shared tier: a near cache would still show this
+        process the stale copy it had. Fresher tag versions read here become the
+        ones the new entry records.
+        """
+        cache = self.cache
+        try:
+            entry = self.decode(call.key, cache.shared.get(call.key))
+            versions = cache.tags.read(call.tags)
+        except Exception as error:
+            cache.store_failed("get_or_build", error)
+            return None
+        call.versions = versions
+        if entry is None or (
+            call.seen is not None and entry.fresh_until_ms == call.seen.fresh_until_ms
+        ):
+            return None  # nothing new: the entry that sent us here (an early refresh keeps it)
+        now = cache.clock.time_ms()
+        if entry.is_fresh(now) and entry.tags_current(versions):
+            return entry
+        return None
+
     # -- locks, builds, writes -------------------------------------------------------------------
 
-    def try_lock(self, key: str, o: BuildOptions) -> Lock | None:
+    def try_lock(self, call: Call) -> Lock | None:
         """Try the key's distributed lock once; return it if won."""
-        self.cache.trace(key, "L")
-        lock = Lock(self.cache.shared, self.cache.derived_key("l", key), o.lock_timeout)
+        self.cache.trace(call.key, "L")
+        lock_key = self.cache.derived_key("l", call.key)
+        lock = Lock(self.cache.shared, lock_key, call.options.lock_timeout)
         try:
             return lock if lock.try_acquire() else None
         except Exception as error:
@@ -234,26 +283,22 @@ class Builder:
         self.cache.metrics.add("builds")
         return value, int((time.monotonic() - started) * 1000)
 
-    def build_and_store(
-        self,
-        key: str,
-        build: Callable[[], Any],
-        versions: dict[str, int],
-        o: BuildOptions,
-        lock: Lock | None,
-        stale: Entry | None,
-    ) -> Any:
+    def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
         """Build, store the entry with the pre-build tag versions, release the lock."""
         try:
+            if lock is not None:
+                fresh = self.built_meanwhile(call)
+                if fresh is not None:
+                    return fresh.value
             try:
-                value, build_ms = self.run_build(key, build, stale)
+                value, build_ms = self.run_build(call.key, call.build, stale)
             except _ServedStale as served:
                 return served.value
-            self.write(key, value, build_ms, versions, o)
+            self.write(call.key, value, build_ms, call.versions, call.options)
             return value
         finally:
             if lock is not None:
-                self.unlock(key, lock)
+                self.unlock(call.key, lock)
 
     def write(
         self, key: str, value: Any, build_ms: int, versions: dict[str, int], o: BuildOptions

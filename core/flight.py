@@ -37,6 +37,12 @@ class Flight:
         """Wait up to ``timeout`` seconds; return whether the outcome is there."""
         return self._done.wait(timeout)
 
+    def outcome(self) -> Any:
+        """Return the leader's value, or raise the leader's exception."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
 
 class SingleFlight:
     """A registry of in-flight calls by key."""
@@ -51,6 +57,20 @@ class SingleFlight:
             flight = self._flights.get(key)
             if flight is not None:
                 return flight, False
+            flight = self._flights[key] = Flight()
+            return flight, True
+
+    def take_over(self, key: str, stalled: Flight) -> tuple[Flight, bool]:
+        """Start a new flight in place of one that ran too long; return it and whether led.
+
+        Of several followers that give up on the same flight, the first leads the
+        new one and the others follow it: a stalled leader costs one extra call,
+        not one per thread.
+        """
+        with self._lock:
+            current = self._flights.get(key)
+            if current is not None and current is not stalled:
+                return current, False
             flight = self._flights[key] = Flight()
             return flight, True
 
@@ -101,7 +121,7 @@ class ThreadPoolRefresher:
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(self.max_workers, "mcache-refresh")
-        self._executor.submit(self._run, job)
+            self._executor.submit(self._run, job)
         return True
 
     def _run(self, job: Callable[[], object]) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 
 from .api import NO_VALUE, Store
 from .clock import Clock
-from .keys import make_key
+from .keys import MAX_KEY_BYTES, make_key
 
 __all__ = ["Tags"]
 
@@ -62,7 +62,7 @@ class Tags:
         key = self._keys.get(name)
         if key is None:
             prefix = f"{self.namespace}:t:" if self.namespace else "t:"
-            if _SAFE_NAME.fullmatch(name):
+            if _SAFE_NAME.fullmatch(name) and len(prefix) + len(name) <= MAX_KEY_BYTES:
                 key = prefix + name
             else:
                 key = prefix + "#" + make_key("", name).rsplit(":", 1)[-1]
@@ -89,7 +89,11 @@ class Tags:
             until = time.monotonic() + self.local_ttl
             with self._lock:
                 for name, version in versions.items():
-                    self._local[name] = (version, until)
+                    known = self._local.get(name)
+                    # A read that started before this process's own bump may finish
+                    # after it: never let the older version replace the newer one.
+                    if known is None or version >= known[0]:
+                        self._local[name] = (version, until)
 
     def from_found(self, names: Iterable[str], found: Mapping[str, bytes]) -> dict[str, int]:
         """Return versions from a ``get_many`` result, creating the tags that are missing."""
@@ -169,8 +173,15 @@ class Tags:
             key = self.key(name)
             if self.store.add(key, b"%d" % now, 0):
                 versions[name] = now
-            else:  # created meanwhile by someone else: still move it forward
-                versions[name] = self.bump([name])[name]
+                continue
+            # Created meanwhile by someone else: still move it forward. Foreign bytes
+            # under the key are replaced; a key that vanished again gets ``now``.
+            current = _number(self.store.get(key))
+            bumped = None if current is None else self.store.incr(key, max(1, now - current))
+            if bumped is None:
+                self.store.set(key, b"%d" % now, 0)
+                bumped = now
+            versions[name] = bumped
         return versions
 
 

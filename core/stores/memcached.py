@@ -9,6 +9,7 @@ follow its owner on the ring, which are also where its reads fail over to.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
@@ -318,9 +319,24 @@ class MemcachedStore:
             validate_store_key(key)
             check_delta(delta)
         results: dict[str, int | None] = {}
-        for group, replies in self._grouped(deltas, lambda c, g: _pipelined_incr(c, g, deltas)):
-            results.update(zip(group, replies, strict=True))
+        for rank in range(self.replicas):
+            # Replicas apply the same deltas (see _counter); one that lost a key is
+            # seeded with the owner's result, so a failover never reads an old count.
+            for group, replies in self._grouped(
+                deltas, lambda c, g: _pipelined_incr(c, g, deltas), rank
+            ):
+                for key, reply in zip(group, replies, strict=True):
+                    if rank == 0:
+                        results[key] = reply
+                    elif reply is None and results.get(key) is not None:
+                        self._seed_replica(key, results[key], rank)  # type: ignore[arg-type]
         return results
+
+    def _seed_replica(self, key: str, number: int, rank: int) -> None:
+        nodes = self._route(key, rank + 1)
+        if len(nodes) > rank:
+            with contextlib.suppress(NodeDown):
+                nodes[rank].run(lambda c: c.set(key, b"%d" % number, 0), key)
 
     def decr(self, key: str, delta: int = 1) -> int | None:
         """Subtract ``delta`` on the owner, flooring at 0; ``None`` when missing."""
@@ -423,7 +439,8 @@ class MemcachedStore:
 
     def dead_servers(self) -> list[str]:
         """Return the servers currently routed around."""
-        return sorted(node.server.name for node in self._dead)
+        with self._dead_lock:
+            return sorted(node.server.name for node in self._dead)
 
     def close(self) -> None:
         """Close idle connections; the store reconnects on next use."""

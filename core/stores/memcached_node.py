@@ -124,7 +124,12 @@ class Node:
             self._failed(error)
             message = f"memcached {self.server.name}: {type(error).__name__}: {error}"
             return NodeDown(message)
-        return _translate(error, self.server, key) or error
+        translated = _translate(error, self.server, key)
+        if translated is not None:
+            return translated
+        # Anything else leaves the connection in an unknown state: it is closed above,
+        # and the caller sees a store failure, never a driver's ValueError.
+        return StoreUnavailable(f"memcached {self.server.name}: {type(error).__name__}: {error}")
 
     def run(self, call: Callable[[Client], T], key: str = "") -> T:
         """Run ``call`` on a client of this server, translating driver errors."""
@@ -170,11 +175,12 @@ class Node:
 
     def _probe(self) -> bool:
         client = self._new_client()
+        away = time.monotonic() - (self.dead_until - self.options.dead_timeout)
         try:
-            if self.options.flush_on_rejoin:
+            uptime = int(client.stats().get(b"uptime", 0))
+            # A server that restarted while away is empty: nothing old to flush.
+            if self.options.flush_on_rejoin and uptime >= away:
                 client.flush_all(noreply=False)
-            else:
-                client.version()
         except (*_CONNECTION_ERRORS, MemcacheError):
             self.dead_until = time.monotonic() + self.options.dead_timeout
             return False

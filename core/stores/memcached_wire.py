@@ -27,39 +27,41 @@ def send_get(client: Client, keys: list[str]) -> None:
 
 
 def read_values(client: Client) -> dict[str, bytes]:
-    """Read the reply to :func:`send_get`: every ``VALUE`` up to ``END``."""
+    """Read the reply to :func:`send_get`: every ``VALUE`` up to ``END``.
+
+    Parsed header by header with the announced sizes, never by searching for
+    ``END``: a value may contain any bytes, ``END\\r\\n`` included.
+    """
     sock = client.sock
     buf = sock.recv(65536)
-    while not buf.endswith(b"END\r\n"):  # a reply always ends so; a value may too, so parse
-        buf = _more(sock, buf)
     found: dict[str, bytes] = {}
     pos = 0
-    end_of_reply = len(buf) - 5
-    while pos < end_of_reply:
+    while True:
         eol = buf.find(b"\r\n", pos)
-        if eol < 0 or buf[pos : pos + 6] != b"VALUE ":
-            if eol < 0:  # the END seen above was inside a value: the reply goes on
-                buf = _more(sock, buf)
-                end_of_reply = len(buf) - 5
-                continue
-            raise ProtocolError(buf[pos:eol].decode(errors="replace"))
-        _, key, _flags, size = buf[pos:eol].split(b" ", 3)
-        start = eol + 2
-        end = start + int(size)
-        if end + 7 > len(buf):
+        if eol < 0:
             buf = _more(sock, buf)
-            end_of_reply = len(buf) - 5
             continue
+        if eol == pos + 3 and buf[pos:eol] == b"END":
+            if eol + 2 != len(buf):
+                raise ProtocolError("bytes after END")
+            return found
+        header = buf[pos:eol]
+        try:
+            verb, key, _flags, size = header.split(b" ", 3)
+            start, end = eol + 2, eol + 2 + int(size)
+        except ValueError:
+            verb = b""
+        if verb != b"VALUE":
+            raise ProtocolError(header[:200].decode(errors="replace"))
+        while len(buf) < end + 2:
+            buf = _more(sock, buf)
+        if buf[end : end + 2] != b"\r\n":
+            raise ProtocolError("a value is not followed by CRLF")
         found[key.decode()] = buf[start:end]
         pos = end + 2
-    if pos != end_of_reply:
-        raise ProtocolError("reply does not end with END")
-    return found
 
 
 def _more(sock: object, buf: bytes) -> bytes:
-    if buf.startswith((b"SERVER_ERROR", b"CLIENT_ERROR", b"ERROR")) and buf.endswith(b"\r\n"):
-        raise ProtocolError(buf.decode(errors="replace").strip())
     chunk = sock.recv(max(65536, len(buf)))  # type: ignore[attr-defined]
     if not chunk:
         raise ConnectionResetError("memcached closed the connection mid-reply")

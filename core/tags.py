@@ -122,7 +122,14 @@ class Tags:
 
     def _create(self, names: list[str]) -> dict[str, int]:
         """Create lost tags with the current time; a racing creator's version wins."""
-        now = self.clock.time_ms()
+        return self._recreate(names, self.clock.time_ms(), forward=False)
+
+    def _recreate(self, names: list[str], now: int, forward: bool) -> dict[str, int]:
+        """Create missing tags at ``now``; where someone else just did, take their version.
+
+        With ``forward`` (a bump) that version is moved on as well. Foreign bytes
+        under a tag key, or a key that vanished again, are replaced by ``now``.
+        """
         versions: dict[str, int] = {}
         for name in names:
             key = self.key(name)
@@ -130,7 +137,9 @@ class Tags:
                 versions[name] = now
                 continue
             current = _number(self.store.get(key))
-            if current is None:  # foreign bytes under a tag key: replace them
+            if current is not None and forward:
+                current = self.store.incr(key, max(1, now - current))
+            if current is None:
                 self.store.set(key, b"%d" % now, 0)
                 current = now
             versions[name] = current
@@ -163,25 +172,8 @@ class Tags:
                 versions[name] = results[key]
             elif name not in missing:
                 missing.append(name)  # deleted between the read and the increment
-        versions.update(self._create_bumped(missing, now))
+        versions.update(self._recreate(missing, now, forward=True))
         self._remember(versions)
-        return versions
-
-    def _create_bumped(self, names: list[str], now: int) -> dict[str, int]:
-        versions: dict[str, int] = {}
-        for name in names:
-            key = self.key(name)
-            if self.store.add(key, b"%d" % now, 0):
-                versions[name] = now
-                continue
-            # Created meanwhile by someone else: still move it forward. Foreign bytes
-            # under the key are replaced; a key that vanished again gets ``now``.
-            current = _number(self.store.get(key))
-            bumped = None if current is None else self.store.incr(key, max(1, now - current))
-            if bumped is None:
-                self.store.set(key, b"%d" % now, 0)
-                bumped = now
-            versions[name] = bumped
         return versions
 
 

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
 
 import redis
 from pymemcache.client.base import Client
 
 from mcache import Cache, FakeClock
-from tests.benchmarks.bench_ring import _table
-from tests.benchmarks.bench_stores import measure
+from tests.benchmarks.common import latency_row, measure, table
 from tests.servers import memcached_process, redis_process
 
 
@@ -44,15 +42,7 @@ def latency(address: str, port: int, rounds: int, calls: int) -> list[list[str]]
     rows = []
     for name, subject in subjects.items():
         mine, theirs = measure(subject, lambda: raw.incr("bench:raw", 1), rounds, calls)
-        ratio = statistics.median(mine) / statistics.median(theirs)
-        rows.append(
-            [
-                name,
-                f"{statistics.median(mine):.1f}",
-                f"{statistics.median(theirs):.1f}",
-                f"{ratio:.2f}×",
-            ]
-        )
+        rows.append(latency_row(name, mine, theirs))
     return rows
 
 
@@ -96,11 +86,11 @@ def main() -> None:
     try:
         rows = latency(memcached.address, memcached.port, args.rounds, args.calls)
         header = ["operation", "p50 µs", "raw pymemcache incr p50 µs", "ratio"]
-        print(_table(header, rows, args.markdown))
+        print(table(header, rows, args.markdown))
         print()
         rows = memory(memcached.address, redis_server.port, args.visitors)
         header = ["online visitors as", "visitors", "counted", "bytes", "bytes per visitor"]
-        print(_table(header, rows, args.markdown))
+        print(table(header, rows, args.markdown))
     finally:
         memcached.kill()
         redis_server.kill()

@@ -44,7 +44,7 @@ from pymemcache.serde import pickle_serde
 
 from mcache import Cache, Entry
 from mcache.flight import ThreadPoolRefresher
-from tests.benchmarks.bench_stores import measure
+from tests.benchmarks.common import measure, p99, table
 from tests.servers import memcached_process
 
 VALUE = {
@@ -60,20 +60,6 @@ SYNC, BACKGROUND = "mcache refresh=sync", "mcache refresh=background"
 Call = Callable[[], object]
 Contender = tuple[Callable[[], Call], Call]  # (per-thread call factory, end-of-process hook)
 Outcome = tuple[bool, float, str]  # (got OLD, seconds, error)
-
-
-def table(header: list[str], rows: list[list[str]], markdown: bool) -> str:
-    """Format rows as a plain or Markdown table, like the other benchmarks."""
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join(fmt.format(*r) for r in [header, *rows])
-
-
-def p99(samples: list[float]) -> float:
-    return statistics.quantiles(samples, n=100, method="inclusive")[98]
 
 
 def verdict(ok: bool) -> str:

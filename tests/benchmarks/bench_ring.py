@@ -25,7 +25,7 @@ from uhashring import HashRing
 
 from mcache.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore
-from tests.benchmarks.bench_stores import measure
+from tests.benchmarks.common import latency_row, measure, table
 from tests.servers import memcached_process
 
 FOUR = [Server(f"10.0.0.{i}", 11211) for i in range(1, 5)]
@@ -86,15 +86,7 @@ def cluster_reads(rounds: int, calls: int) -> list[list[str]]:
         rows = []
         for name, subject in subjects.items():
             mine, theirs = measure(subject, lambda: raw.get("bench:hit"), rounds, calls)
-            ratio = statistics.median(mine) / statistics.median(theirs)
-            rows.append(
-                [
-                    name,
-                    f"{statistics.median(mine):.1f}",
-                    f"{statistics.median(theirs):.1f}",
-                    f"{ratio:.2f}×",
-                ]
-            )
+            rows.append(latency_row(name, mine, theirs))
         return rows
     finally:
         for node in nodes:
@@ -115,15 +107,6 @@ def _django_cache(addresses: list[str]) -> Callable[[], object] | None:
     return lambda: cache.get("bench:hit")
 
 
-def _table(header: list[str], rows: list[list[str]], markdown: bool) -> str:
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join(fmt.format(*r) for r in [header, *rows])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=100_000)
@@ -133,11 +116,11 @@ def main() -> None:
     args = parser.parse_args()
     keys = [f"user:{i}:profile" for i in range(args.keys)]
     header = ["scheme", "moved 4→5", "max/min load", "stddev % of mean", "lookup µs/key"]
-    print(_table(header, placement(keys), args.markdown))
+    print(table(header, placement(keys), args.markdown))
     print()
     rows = cluster_reads(args.rounds, args.calls)
     header = ["get hit", "p50 µs", "raw pymemcache 1 node p50 µs", "ratio"]
-    print(_table(header, rows, args.markdown))
+    print(table(header, rows, args.markdown))
     ratio = float(rows[0][3].rstrip("×"))
     print(f"\n3-node MemcachedStore get ÷ raw 1-node get = {ratio:.2f}× (target ≤ 1.2×)")
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +21,7 @@ from pymemcache.client.base import Client
 
 from mcache.api import Store
 from mcache.stores import MemoryStore, from_url
+from tests.benchmarks.common import Call, measure, p99, table
 from tests.servers import memcached_process, redis_process
 
 VALUE = b"v" * 100
@@ -43,37 +42,6 @@ class Row:
     @property
     def ratio(self) -> float:
         return self.p50 / self.anchor_p50
-
-
-def _sample(call: Callable[[], object], calls: int) -> list[float]:
-    timings = []
-    clock = time.perf_counter_ns
-    for _ in range(calls):
-        start = clock()
-        call()
-        timings.append((clock() - start) / 1000)
-    return timings
-
-
-def measure(
-    subject: Callable[[], object], anchor: Callable[[], object], rounds: int, calls: int
-) -> tuple[list[float], list[float]]:
-    """Time ``subject`` and ``anchor`` alternately; return their samples in µs."""
-    _sample(subject, calls // 4)
-    _sample(anchor, calls // 4)
-    mine: list[float] = []
-    theirs: list[float] = []
-    for _ in range(rounds):
-        mine += _sample(subject, calls)
-        theirs += _sample(anchor, calls)
-    return mine, theirs
-
-
-def _percentile(samples: list[float], q: float) -> float:
-    return statistics.quantiles(samples, n=100, method="inclusive")[int(q) - 1]
-
-
-Call = Callable[[], object]
 
 
 def _operations(store: Store, raw: Any, is_redis: bool) -> dict[str, tuple[Call, Call]]:
@@ -117,7 +85,7 @@ def run(rounds: int, calls: int) -> list[Row]:
                         name,
                         op,
                         statistics.median(mine),
-                        _percentile(mine, 99),
+                        p99(mine),
                         anchor_name,
                         statistics.median(theirs),
                     )
@@ -131,7 +99,7 @@ def run(rounds: int, calls: int) -> list[Row]:
 def render(rows: list[Row], markdown: bool) -> str:
     """Format the rows as a plain or Markdown table."""
     header = ["store", "operation", "p50 µs", "p99 µs", "anchor", "anchor p50 µs", "ratio"]
-    lines = [
+    cells = [
         [
             r.store,
             r.op,
@@ -143,13 +111,7 @@ def render(rows: list[Row], markdown: bool) -> str:
         ]
         for r in rows
     ]
-    if markdown:
-        out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        out += ["| " + " | ".join(line) + " |" for line in lines]
-        return "\n".join(out)
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join(fmt.format(*line) for line in [header, *lines])
+    return table(header, cells, markdown)
 
 
 def main() -> None:

@@ -109,11 +109,16 @@ class Builder:
             cache.metrics.add("misses")
             return self.run_build(key, build, None)[0]  # the store is down: call the backend
         now = cache.clock.time_ms()
-        valid = entry is not None and entry.is_fresh(now) and entry.tags_current(versions)
-        if valid and not entry.refresh_early(now, o.early_refresh, self.rng):  # type: ignore[union-attr]
-            cache.trace(key, "H")
+        if (
+            entry is not None
+            and (entry.fresh_until_ms == 0 or now < entry.fresh_until_ms)
+            and entry.tags == versions
+            and not (o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng))
+        ):
+            if cache.tracer.enabled:
+                cache.tracer.event(key, "H")
             cache.metrics.add("hits")
-            return entry.value  # type: ignore[union-attr]
+            return entry.value
         cache.trace(key, "M")
         call = Call(key, build, tags, o, versions, entry)
         if entry is not None:

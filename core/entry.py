@@ -38,12 +38,10 @@ class Entry:
     @classmethod
     def from_wire(cls, data: object) -> Entry | None:
         """Return the entry, or None for anything that is not an envelope (a foreign value)."""
-        if not isinstance(data, list | tuple) or len(data) != 5 or data[0] != MARK:
+        if type(data) not in (list, tuple) or len(data) != 5 or data[0] != MARK:  # type: ignore[arg-type]
             return None
-        _, value, fresh_until, build_ms, tags = data
-        if not (isinstance(fresh_until, int) and isinstance(build_ms, int)):
-            return None
-        if not isinstance(tags, dict):
+        _, value, fresh_until, build_ms, tags = data  # type: ignore[misc]
+        if type(fresh_until) is not int or type(build_ms) is not int or type(tags) is not dict:
             return None
         return cls(value, fresh_until, build_ms, tags)
 
@@ -53,9 +51,7 @@ class Entry:
 
     def tags_current(self, versions: dict[str, int]) -> bool:
         """Return whether every tag still has the version recorded at build time."""
-        return self.tags.keys() == versions.keys() and all(
-            versions[name] == version for name, version in self.tags.items()
-        )
+        return self.tags == versions  # same names, same versions
 
     def refresh_early(self, now_ms: int, beta: float, rng: random.Random) -> bool:
         """Decide, XFetch-style, to rebuild a fresh entry before it goes stale.

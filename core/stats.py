@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from typing import Any
 
 from .api import Store
@@ -51,7 +50,7 @@ class CacheStats:
         self.namespace = namespace
         self.interval = interval
         self.failures = failures or FailureLog()
-        self._pending: Counter[str] = Counter(dict.fromkeys(COUNTERS, 0))
+        self._pending: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._lock = threading.Lock()
         self._next_flush = time.monotonic() + interval
 
@@ -69,7 +68,7 @@ class CacheStats:
     def flush(self) -> None:
         """Add this process's pending counts to the store's totals."""
         with self._lock:
-            pending, self._pending = self._pending, Counter()
+            pending, self._pending = self._pending, dict.fromkeys(COUNTERS, 0)
             self._next_flush = time.monotonic() + self.interval
         deltas = {self.key(name): count for name, count in pending.items() if count}
         if not deltas:
@@ -81,7 +80,8 @@ class CacheStats:
                     self.store.incr(key, deltas[key])
         except Exception as error:  # statistics must never fail a request
             with self._lock:
-                self._pending.update(pending)
+                for name, count in pending.items():
+                    self._pending[name] += count
             self.failures.warning("stats.flush", "cache statistics not flushed: %s", error)
 
     def local(self) -> dict[str, int]:

@@ -108,23 +108,30 @@ class Builder:
             cache.store_failed("get_or_build", error)
             cache.metrics.add("misses")
             return self.run_build(key, build, None)[0]  # the store is down: call the backend
-        now = cache.clock.time_ms()
-        if (
-            entry is not None
-            and (entry.fresh_until_ms == 0 or now < entry.fresh_until_ms)
-            and entry.tags == versions
-            and not (o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng))
-        ):
-            if cache.tracer.enabled:
-                cache.tracer.event(key, "H")
-            cache.metrics.add("hits")
-            return entry.value
+        if self.is_hit(key, entry, versions, cache.clock.time_ms(), o):
+            return entry.value  # type: ignore[union-attr]
         cache.trace(key, "M")
         call = Call(key, build, tags, o, versions, entry)
         if entry is not None:
             return self.refresh_stale(call, entry)
         cache.metrics.add("misses")
         return self.build_missing(call)
+
+    def is_hit(
+        self, key: str, entry: Entry | None, versions: dict[str, int], now: int, o: BuildOptions
+    ) -> bool:
+        """Return (counted and traced) whether ``entry`` is fresh, current and not picked early."""
+        if (
+            entry is not None
+            and (entry.fresh_until_ms == 0 or now < entry.fresh_until_ms)
+            and entry.tags == versions
+            and not (o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng))
+        ):
+            if self.cache.tracer.enabled:
+                self.cache.tracer.event(key, "H")
+            self.cache.metrics.add("hits")
+            return True
+        return False
 
     def serve_stale(self, key: str, entry: Entry) -> Any:
         """Return the stale value, counted and traced."""
@@ -280,16 +287,23 @@ class Builder:
         try:
             value = build()
         except Exception as error:
-            self.cache.metrics.add("build_errors")
-            self.cache.trace(key, "E")
             if stale is None:
+                self.build_failed(key, error, None)
                 raise
-            self.cache.failures.warning(
-                "build.error", "building %r failed, serving its stale value: %r", key, error
-            )
-            raise _ServedStale(self.serve_stale(key, stale)) from error
+            raise _ServedStale(self.build_failed(key, error, stale)) from error
         self.cache.metrics.add("builds")
         return value, int((time.monotonic() - started) * 1000)
+
+    def build_failed(self, key: str, error: Exception, stale: Entry | None) -> Any:
+        """Count a failed build; with a stale entry, log and return its value (stale-if-error)."""
+        self.cache.metrics.add("build_errors")
+        self.cache.trace(key, "E")
+        if stale is None:
+            return None
+        self.cache.failures.warning(
+            "build.error", "building %r failed, serving its stale value: %r", key, error
+        )
+        return self.serve_stale(key, stale)
 
     def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
         """Build, store the entry with the pre-build tag versions, release the lock."""

@@ -17,11 +17,11 @@ tags in :mod:`mcache.tags`, locks in :mod:`mcache.lock`.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from .abuild import AsyncBuilder
 from .api import NO_VALUE, Store
 from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
@@ -89,6 +89,7 @@ class Cache:
         self.tracer = Tracer(trace_dir)
         self.refresher: Refresher = refresher or ThreadPoolRefresher()
         self.builder = Builder(self)
+        self.abuilder = AsyncBuilder(self.builder)
 
     def __repr__(self) -> str:
         return f"Cache({self.store!r}, namespace={self.namespace!r})"
@@ -257,25 +258,13 @@ class Cache:
     ) -> T:
         """Await ``get_or_build`` with a coroutine builder.
 
-        The store calls are blocking, so the read path runs in a worker thread
-        (``asyncio.to_thread``); the builder itself runs on the caller's loop.
+        Same algorithm; each store call runs briefly in a worker thread
+        (``asyncio.to_thread``), the builder is awaited on the caller's loop, and
+        waits are awaits, so nested cached coroutines never starve the thread pool.
         """
-        loop = asyncio.get_running_loop()
-
-        def build_on_loop() -> T:
-            return asyncio.run_coroutine_threadsafe(build(), loop).result()  # type: ignore[arg-type]
-
-        return await asyncio.to_thread(
-            self.get_or_build,
-            key,
-            build_on_loop,
-            ttl=ttl,
-            stale_ttl=stale_ttl,
-            tags=tags,
-            wait=wait,
-            lock_timeout=lock_timeout,
-            refresh=refresh,
-            early_refresh=early_refresh,
+        options = self._call_options(ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh)
+        return await self.abuilder.get_or_build(
+            self._store_key(key), build, _tag_list(tags), options
         )
 
     def _call_options(

@@ -8,9 +8,11 @@ processes ever meet at the distributed lock.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from typing import Any, Protocol
 
 from .logs import FailureLog
@@ -19,29 +21,39 @@ __all__ = ["Flight", "Refresher", "SingleFlight", "ThreadPoolRefresher"]
 
 
 class Flight:
-    """One in-flight call whose outcome other threads may wait for."""
+    """One in-flight call whose outcome other threads, or coroutines, may wait for."""
 
-    __slots__ = ("_done", "error", "value")
+    __slots__ = ("future",)
 
     def __init__(self) -> None:
-        self._done = threading.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
+        self.future: Future[Any] = Future()
 
     def finish(self, value: Any = None, error: BaseException | None = None) -> None:
         """Publish the outcome and wake the waiters."""
-        self.value, self.error = value, error
-        self._done.set()
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(value)
 
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; return whether the outcome is there."""
-        return self._done.wait(timeout)
+        wait_futures([self.future], timeout)
+        return self.future.done()
+
+    async def await_for(self, timeout: float) -> bool:
+        """Await the outcome for up to ``timeout`` seconds without blocking the loop."""
+        waiter = asyncio.shield(asyncio.wrap_future(self.future))
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+            return False
+        except Exception:
+            pass  # the leader's exception: outcome() raises it
+        return True
 
     def outcome(self) -> Any:
         """Return the leader's value, or raise the leader's exception."""
-        if self.error is not None:
-            raise self.error
-        return self.value
+        return self.future.result(timeout=0)
 
 
 class SingleFlight:

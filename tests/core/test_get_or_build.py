@@ -446,3 +446,54 @@ def test_bad_options_fail_at_start() -> None:
     ]:
         with pytest.raises(ConfigError, match=says):
             Cache("memory://", **options)
+
+
+def test_nested_cached_coroutines_do_not_starve_the_thread_pool() -> None:
+    import asyncio
+
+    cache = Cache(MemoryStore(), namespace="nest")
+    builds = []
+
+    @cache.cached(ttl=60)
+    async def inner(n: int) -> int:
+        builds.append(n)
+        await asyncio.sleep(0.05)
+        return n * 2
+
+    @cache.cached(ttl=60)
+    async def outer(n: int) -> int:
+        return await inner(n % 5) + 1  # a cached coroutine awaiting another
+
+    async def main() -> list[int]:
+        return await asyncio.wait_for(asyncio.gather(*(outer(n) for n in range(60))), 20)
+
+    results = asyncio.run(main())
+    assert results == [(n % 5) * 2 + 1 for n in range(60)]
+    assert sorted(builds) == [0, 1, 2, 3, 4], "one inner build per argument"
+
+
+def test_async_stale_background_and_errors() -> None:
+    import asyncio
+
+    clock = FakeClock()
+    cache = Cache(MemoryStore(clock=clock), namespace="abg", clock=clock, refresh="background")
+
+    async def value(v: str) -> str:
+        return v
+
+    async def failing() -> str:
+        raise LookupError("backend down")
+
+    async def main() -> None:
+        assert await cache.aget_or_build("k", lambda: value("v1"), ttl=10) == "v1"
+        clock.advance(11)
+        assert await cache.aget_or_build("k", lambda: value("v2"), ttl=10) == "v1"
+        for _ in range(100):  # the refresher thread runs the coroutine on this loop
+            await asyncio.sleep(0.01)
+            if await cache.aget_or_build("k", lambda: value("v3"), ttl=10) == "v2":
+                break
+        assert await cache.aget_or_build("k", lambda: value("v3"), ttl=10) == "v2"
+        with pytest.raises(LookupError):
+            await cache.aget_or_build("other", failing)
+
+    asyncio.run(main())

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .build import BuildOptions, Call
 from .entry import Entry
+from .flight import LeaderGone
 from .lock import Lock, backoff_delays
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class AsyncBuilder:
             self.cache.metrics.add("coalesced")
             return self.sync.serve_stale(call.key, entry)
         try:
-            lock = await asyncio.to_thread(self.sync.try_lock, call)
+            lock = await self.try_lock(call)
             if lock is None:
                 return self.sync.serve_stale(call.key, entry)
             if call.options.refresh == "background":
@@ -88,12 +89,12 @@ class AsyncBuilder:
         flight, leader = flights.join(call.key)
         if not leader:
             self.cache.metrics.add("coalesced")
-            if await flight.await_for(call.options.wait):
+            if await flight.await_for(call.options.wait) and flight.answered():
                 return flight.outcome()
             self.cache.metrics.add("wait_timeouts")
             flight, leader = flights.take_over(call.key, flight)
             if not leader:
-                if await flight.await_for(call.options.lock_timeout):
+                if await flight.await_for(call.options.lock_timeout) and flight.answered():
                     return flight.outcome()
                 return await self.build_and_store(call, None, None)
             return await self.lead(flight, call, self.build_and_store(call, None, None))
@@ -103,8 +104,11 @@ class AsyncBuilder:
         """Await ``work`` as the flight's leader and publish its outcome."""
         try:
             value = await work
-        except BaseException as error:
+        except Exception as error:
             flight.finish(error=error)
+            raise
+        except BaseException:  # cancelled or interrupted: let a follower take over
+            flight.finish(error=LeaderGone())
             raise
         else:
             flight.finish(value)
@@ -114,7 +118,7 @@ class AsyncBuilder:
 
     async def lead_missing(self, call: Call) -> Any:
         """Build under the lock, or poll (bounded) for the process that holds it."""
-        lock = await asyncio.to_thread(self.sync.try_lock, call)
+        lock = await self.try_lock(call)
         if lock is not None:
             return await self.build_and_store(call, lock, None)
         self.cache.metrics.add("lock_waits")
@@ -128,11 +132,30 @@ class AsyncBuilder:
             if entry is not None:
                 self.cache.trace(call.key, "H")
                 return entry.value
-            lock = await asyncio.to_thread(self.sync.try_lock, call)
+            lock = await self.try_lock(call)
             if lock is not None:
                 return await self.build_and_store(call, lock, None)
         self.cache.metrics.add("wait_timeouts")
         return await self.build_and_store(call, None, None)
+
+    async def try_lock(self, call: Call) -> Lock | None:
+        """Try the lock in a worker thread; if we are cancelled meanwhile, release what it won.
+
+        The thread goes on after a cancellation, so without this a lock won for a
+        caller that is gone would stay held until ``lock_timeout``.
+        """
+        attempt = asyncio.ensure_future(asyncio.to_thread(self.sync.try_lock, call))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            loop = asyncio.get_running_loop()
+
+            def release(done: asyncio.Future[Lock | None]) -> None:
+                if not done.cancelled() and done.exception() is None and done.result() is not None:
+                    loop.run_in_executor(None, self.sync.unlock, call.key, done.result())
+
+            attempt.add_done_callback(release)
+            raise
 
     async def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
         """Await the build, store the entry, release the lock (see Builder.build_and_store)."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
 from .entry import Entry
-from .flight import Flight, SingleFlight
+from .flight import Flight, LeaderGone, SingleFlight
 from .lock import Lock, backoff_delays
 
 if TYPE_CHECKING:
@@ -179,12 +179,12 @@ class Builder:
         flight, leader = self.flights.join(call.key)
         if not leader:
             self.cache.metrics.add("coalesced")
-            if flight.wait(call.options.wait):
+            if flight.wait(call.options.wait) and flight.answered():
                 return flight.outcome()
             self.cache.metrics.add("wait_timeouts")
             flight, leader = self.flights.take_over(call.key, flight)
             if not leader:
-                if flight.wait(call.options.lock_timeout):
+                if flight.wait(call.options.lock_timeout) and flight.answered():
                     return flight.outcome()
                 return self.build_and_store(call, None, None)
             return self.lead(flight, call, lambda: self.build_and_store(call, None, None))
@@ -194,8 +194,11 @@ class Builder:
         """Run ``work`` as the flight's leader and publish its outcome to the followers."""
         try:
             value = work()
-        except BaseException as error:
+        except Exception as error:
             flight.finish(error=error)
+            raise
+        except BaseException:  # cancelled or interrupted: let a follower take over
+            flight.finish(error=LeaderGone())
             raise
         else:
             flight.finish(value)

@@ -17,7 +17,9 @@ tags in :mod:`mcache.tags`, locks in :mod:`mcache.lock`.
 
 from __future__ import annotations
 
+import atexit
 import math
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -88,6 +90,8 @@ class Cache:
         self.metrics = CacheStats(self.shared, namespace, stats_interval, self.failures)
         self.tracer = Tracer(trace_dir)
         self.refresher: Refresher = refresher or ThreadPoolRefresher()
+        self._view_counters: dict[str, ViewCounter] = {}
+        self._registry_lock = threading.Lock()
         self.builder = Builder(self)
         self.abuilder = AsyncBuilder(self.builder)
 
@@ -332,8 +336,20 @@ class Cache:
     def view_counter(
         self, name: str, initial: Callable[[Any], int] | None = None, ttl: int = 0
     ) -> ViewCounter:
-        """Return view counts per object, seeded by ``initial(ident)`` from the database."""
-        return ViewCounter(self, name, initial, ttl)
+        """Return view counts per object, seeded by ``initial(ident)`` from the database.
+
+        One instance per name and cache, so the objects it counted are recorded
+        for ``flush`` however often it is asked for; what it holds is also
+        recorded when the process exits.
+        """
+        with self._registry_lock:
+            counter = self._view_counters.get(name)
+            if counter is None:
+                counter = self._view_counters[name] = ViewCounter(self, name, initial, ttl)
+                atexit.register(counter.push)
+            elif initial is not None:
+                counter.initial = initial
+            return counter
 
     def online_counter(
         self, name: str, window: int = 300, slots: int = 6, unique: str = "auto"

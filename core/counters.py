@@ -3,7 +3,8 @@
 Every page view as an ``UPDATE`` is a write per request; memcached's atomic
 ``incr`` is a microsecond on a server that is there anyway. The keys live under
 the cache's namespace with a class prefix (``c`` counters and view counters,
-``o`` online slots, ``om`` online markers, ``v`` visitor counters) so the stats
+``o`` online slots, ``ou`` their HyperLogLogs, ``om`` online markers, ``v``
+visitor counters) so the stats
 report can tell them from cache entries.
 
 Counts are only as durable as the store: an evicted or lost counter starts
@@ -44,14 +45,20 @@ def _number(data: object) -> int | None:
 
 
 def bump(
-    cache: Cache, key: str, delta: int, ttl: int = 0, seed: Callable[[], int] | None = None
+    cache: Cache,
+    key: str,
+    delta: int,
+    ttl: int = 0,
+    seed: Callable[[], int] | None = None,
+    on_seeded: Callable[[int], object] | None = None,
 ) -> int:
     """Add ``delta`` to a counter, creating it (from ``seed()`` or 0) if missing.
 
     The incr → add → incr loop: ``incr`` never creates a key, and of several
     callers that find it missing exactly one ``add`` wins; the others ``incr``
-    again, so no first increment is lost and the seed is applied once. A store
-    that is down counts nothing and answers 0 (logged), never an exception.
+    again, so no first increment is lost and the seed is applied once (only the
+    winner calls ``on_seeded(seed)``). A store that is down counts nothing and
+    answers 0 (logged), never an exception.
     """
 
     def attempt() -> int:
@@ -59,9 +66,11 @@ def bump(
             counted = cache.store.incr(key, delta) if delta else _number(cache.store.get(key))
             if counted is not None:
                 return counted
-            start = (seed() if seed is not None else 0) + delta
-            if cache.store.add(key, b"%d" % start, ttl):
-                return start
+            base = seed() if seed is not None else 0
+            if cache.store.add(key, b"%d" % (base + delta), ttl):
+                if on_seeded is not None:
+                    on_seeded(base)
+                return base + delta
         raise RuntimeError(f"counter {key!r} kept vanishing between incr and add")
 
     return cache.store_call("counter", attempt, 0)
@@ -106,16 +115,15 @@ class ViewCounter:
     ``write_back(ident, delta)`` the views counted since the last flush, for every
     object viewed since, from whichever process calls it, so the database gets one
     write per object per period instead of one per view.
+
+    Each object has its count and a *baseline*: the count the database already
+    has. A flush moves the baseline up to the count with ``gets``/``cas`` before
+    calling ``write_back`` (and gives the delta back if that raises), so two
+    flushes racing never write the same views twice.
     """
 
-    def __init__(
-        self,
-        cache: Cache,
-        name: str,
-        initial: Callable[[Any], int] | None = None,
-        ttl: int = 0,
-        push_interval: float = 5.0,
-    ) -> None:
+    def __init__(self, cache: Cache, name: str, initial: Callable[[Any], int] | None = None,
+                 ttl: int = 0, push_interval: float = 5.0) -> None:  # fmt: skip
         self.cache = cache
         self.name = name
         self.initial = initial or (lambda ident: 0)
@@ -133,31 +141,38 @@ class ViewCounter:
     def ident(obj: Any) -> Hashable:
         """Return what identifies ``obj``: a model instance's pk, else the object itself."""
         pk = getattr(obj, "pk", None)
-        return pk if pk is not None and hasattr(obj, "_meta") else obj
+        ident = pk if pk is not None and hasattr(obj, "_meta") else obj
+        _encode_ident(ident)  # refuse what could not be written back, before counting
+        return ident
 
     def key(self, obj: Any) -> str:
         """Return the count's store key for ``obj``."""
         return counter_key(self.cache, "c", self.name, self.ident(obj))
 
-    def _saved_key(self, obj: Any) -> str:
-        return counter_key(self.cache, "c", self.name, "saved", self.ident(obj))
+    def _baseline_key(self, ident: Hashable) -> str:
+        return counter_key(self.cache, "c", self.name, "saved", ident)
 
-    def _seed(self, obj: Any) -> int:
-        """Read the persisted count, and remember it as what the database already has."""
-        start = int(self.initial(self.ident(obj)))
+    def _set_baseline(self, ident: Hashable, value: int) -> None:
+        key = self._baseline_key(ident)
         self.cache.store_call(
-            "counter",
-            lambda: self.cache.store.set(self._saved_key(obj), b"%d" % start, self.ttl),
-            None,
+            "counter", lambda: self.cache.store.set(key, b"%d" % value, self.ttl), None
         )
-        return start
+
+    def _count(self, ident: Hashable, delta: int) -> int:
+        return bump(
+            self.cache, self.key(ident), delta, self.ttl,
+            seed=lambda: int(self.initial(ident)),
+            on_seeded=lambda base: self._set_baseline(ident, base),
+        )  # fmt: skip
 
     def incr(self, obj: Any, delta: int = 1) -> int:
         """Count ``delta`` views of ``obj``; return its new count."""
-        count = bump(self.cache, self.key(obj), delta, self.ttl, lambda: self._seed(obj))
+        ident = self.ident(obj)
+        count = self._count(ident, delta)
         with self._lock:
-            self._dirty.add(self.ident(obj))
-        self._push_if_due()
+            self._dirty.add(ident)
+        if time.monotonic() >= self._next_push:
+            self.push()
         return count
 
     def value(self, obj: Any) -> int:
@@ -166,25 +181,18 @@ class ViewCounter:
 
     def values(self, objs: Iterable[Any]) -> dict[Hashable, int]:
         """Return the counts of many objects in one ``get_many`` (seeding the missing)."""
-        objs = list(objs)
-        keys = {self.key(obj): obj for obj in objs}
+        idents = [self.ident(obj) for obj in objs]
+        keys = {self.key(ident): ident for ident in idents}
         found = self.cache.store_call("counter", lambda: self.cache.store.get_many(keys), {})
         counts: dict[Hashable, int] = {}
-        for key, obj in keys.items():
+        for key, ident in keys.items():
             count = _number(found.get(key))
-            if count is None:
-                count = bump(self.cache, key, 0, self.ttl, lambda o=obj: self._seed(o))
-            counts[self.ident(obj)] = count
+            counts[ident] = self._count(ident, 0) if count is None else count
         return counts
-
-    def _push_if_due(self) -> None:
-        now = time.monotonic()
-        if now >= self._next_push:
-            self._next_push = now + self.push_interval
-            self.push()
 
     def push(self) -> None:
         """Record this process's viewed objects in the store, for any process's flush."""
+        self._next_push = time.monotonic() + self.push_interval
         with self._lock:
             dirty, self._dirty = self._dirty, set()
         if not dirty:
@@ -192,30 +200,46 @@ class ViewCounter:
         line = "".join(f"{_encode_ident(ident)}\n" for ident in dirty).encode()
         store = self.cache.store
 
-        def record() -> None:
-            if not store.append(self.dirty_key, line) and not store.add(self.dirty_key, line, 0):
+        def record() -> bool:
+            return (
                 store.append(self.dirty_key, line)
+                or store.add(self.dirty_key, line, 0)
+                or (store.append(self.dirty_key, line))
+            )
 
-        self.cache.store_call("counter", record, None)
+        if not self.cache.store_call("counter", record, False):
+            with self._lock:  # keep them for the next push rather than lose them
+                self._dirty.update(dirty)
+            self.cache.failures.warning(
+                "counter.dirty", "view counter %r could not record viewed objects", self.name
+            )
 
     def pending(self) -> dict[Hashable, int]:
         """Return the views counted since the last flush, by object."""
         self.push()
         data = self.cache.store_call("counter", lambda: self.cache.store.get(self.dirty_key), b"")
         idents = _decode_idents(data if isinstance(data, bytes) else b"")
-        return {ident: delta for ident, (delta, _count) in self._deltas(idents).items() if delta}
+        pending = {}
+        for ident in dict.fromkeys(idents):
+            delta = self._delta(ident)
+            if delta:
+                pending[ident] = delta[0]
+        return pending
 
-    def _deltas(self, idents: Iterable[Hashable]) -> dict[Hashable, tuple[int, int]]:
-        idents = list(dict.fromkeys(idents))
-        keys = [k for i in idents for k in (self.key(i), self._saved_key(i))]
-        found = self.cache.store_call("counter", lambda: self.cache.store.get_many(keys), {})
-        deltas: dict[Hashable, tuple[int, int]] = {}
-        for ident in idents:
-            count = _number(found.get(self.key(ident)))
-            saved = _number(found.get(self._saved_key(ident)))
-            if count is not None and saved is not None:
-                deltas[ident] = (count - saved, count)
-        return deltas
+    def _delta(self, ident: Hashable) -> tuple[int, int, Any] | None:
+        """Return ``(delta, count, cas token of the baseline)`` for one object, or None."""
+        store = self.cache.store
+        count = _number(store.get(self.key(ident)))
+        if count is None:
+            return None
+        baseline, token = store.gets(self._baseline_key(ident))
+        if _number(baseline) is None:  # evicted: the database holds the truth
+            self._set_baseline(ident, int(self.initial(ident)))
+            baseline, token = store.gets(self._baseline_key(ident))
+        saved = _number(baseline)
+        if saved is None or count <= saved:
+            return None
+        return count - saved, count, token
 
     def flush(self, write_back: Callable[[Hashable, int], object]) -> int:
         """Call ``write_back(ident, delta)`` for each object viewed since the last flush.
@@ -224,27 +248,43 @@ class ViewCounter:
         raises keeps its delta for the next flush.
         """
         self.push()
-        idents = self._take_dirty()
-        written = 0
-        failed: list[Hashable] = []
-        for ident, (delta, count) in self._deltas(idents).items():
-            if delta <= 0:
-                continue
-            try:
-                write_back(ident, delta)
-            except Exception:
-                failed.append(ident)
-                continue
-            key = self._saved_key(ident)
-            self.cache.store_call(
-                "counter", lambda k=key, c=count: self.cache.store.set(k, b"%d" % c, self.ttl), None
+        written, failed = 0, []
+        for ident in dict.fromkeys(self._take_dirty()):
+            outcome = self.cache.store_call(
+                "counter", lambda i=ident: self._flush_one(i, write_back), None
             )
-            written += 1
+            if outcome is None:
+                failed.append(ident)
+            written += bool(outcome)
         if failed:
             with self._lock:
                 self._dirty.update(failed)
             self.push()
         return written
+
+    def _flush_one(
+        self, ident: Hashable, write_back: Callable[[Hashable, int], object]
+    ) -> bool | None:
+        """Claim one object's delta (cas on its baseline), then write it back; None on failure."""
+        store = self.cache.store
+        for _ in range(_RETRIES):
+            found = self._delta(ident)
+            if found is None:
+                return False
+            delta, count, token = found
+            if store.cas(self._baseline_key(ident), b"%d" % count, token, self.ttl):
+                break
+        else:
+            return None
+        try:
+            write_back(ident, delta)
+        except Exception as error:
+            store.decr(self._baseline_key(ident), delta)  # give the delta back
+            self.cache.failures.warning(
+                "counter.write_back", "write_back(%r) failed: %r", ident, error
+            )
+            return None
+        return True
 
     def _take_dirty(self) -> list[Hashable]:
         """Empty the store's list of viewed objects atomically (gets/cas) and return it."""
@@ -263,7 +303,7 @@ class ViewCounter:
 
 
 def _encode_ident(ident: Hashable) -> str:
-    if isinstance(ident, bool) or not isinstance(ident, int | str) or "\n" in str(ident):
+    if isinstance(ident, bool) or type(ident) not in (int, str) or "\n" in str(ident):
         raise TypeError(
             f"view counter objects must be identified by an int or a str, got {ident!r}"
         )
@@ -272,7 +312,7 @@ def _encode_ident(ident: Hashable) -> str:
 
 def _decode_idents(data: bytes) -> list[Hashable]:
     idents: list[Hashable] = []
-    for line in data.decode(errors="replace").splitlines():
+    for line in data.decode(errors="replace").split("\n"):
         if line[:1] == "i" and line[1:].lstrip("-").isdigit():
             idents.append(int(line[1:]))
         elif line[:1] == "s":
@@ -289,9 +329,9 @@ class OnlineCounter:
     before the current (still filling) one, read in one ``get_many``. Keys carry
     the slot's absolute number rather than ``number % slots``: a key reused the
     next time round would still hold its previous round's count until it expired.
-    ``hit(visitor)`` counts a visitor at most once per window: an ``add`` of a
-    marker with TTL ``window`` decides, so repeat visits cost one failed ``add``
-    and no session write.
+    ``hit(visitor)`` counts a visitor at most once per counted span: an ``add`` of
+    a marker with TTL ``window - slot_len`` decides, so repeat visits cost one
+    failed ``add`` and no session write.
 
     On Redis (``unique="auto"`` or ``"hll"``) each slot is a HyperLogLog instead:
     ``PFADD`` per visit, ``PFCOUNT`` over the slots for the count — about 12 KB
@@ -332,28 +372,36 @@ class OnlineCounter:
         if self.hll and visitor is not None:
             member = make_key("", visitor).encode()
             store = self.cache.shared
-            return self.cache.store_call(
-                "counter", lambda: store.pfadd(self.slot_key(self._slot()), member, ttl), False
-            )
+            key = self.unique_key(self._slot())
+            return self.cache.store_call("counter", lambda: store.pfadd(key, member, ttl), False)
         if visitor is not None:
+            # The count covers the window less the filling slot; a marker that lived a
+            # whole window would leave a steady visitor uncounted for one slot in six.
             marker = counter_key(self.cache, "om", self.name, visitor)
+            marker_ttl = max(1, math.floor(self.window - self.slot_len))
             first = self.cache.store_call(
-                "counter", lambda: self.cache.store.add(marker, b"1", self.window), False
+                "counter", lambda: self.cache.store.add(marker, b"1", marker_ttl), False
             )
             if not first:
                 return False
         bump(self.cache, self.slot_key(self._slot()), 1, ttl)
         return True
 
+    def unique_key(self, slot: int) -> str:
+        """Return the HyperLogLog key of one slot (kept apart from anonymous hit counts)."""
+        return counter_key(self.cache, "ou", self.name, slot)
+
     def count(self) -> int:
         """Return the visits in the complete slots of the window."""
         current = self._slot()
-        keys = [self.slot_key(current - back) for back in range(1, self.slots)]
-        if self.hll:
-            store = self.cache.shared
-            return self.cache.store_call("counter", lambda: store.pfcount(keys), 0)
+        slots = range(current - self.slots + 1, current)
+        keys = [self.slot_key(slot) for slot in slots]
         found = self.cache.store_call("counter", lambda: self.cache.store.get_many(keys), {})
-        return sum(_number(value) or 0 for value in found.values())
+        anonymous = sum(_number(value) or 0 for value in found.values())
+        if not self.hll:
+            return anonymous
+        store, unique = self.cache.shared, [self.unique_key(slot) for slot in slots]
+        return anonymous + self.cache.store_call("counter", lambda: store.pfcount(unique), 0)
 
 
 class VisitorCounter:

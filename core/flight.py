@@ -17,7 +17,11 @@ from typing import Any, Protocol
 
 from .logs import FailureLog
 
-__all__ = ["Flight", "Refresher", "SingleFlight", "ThreadPoolRefresher"]
+__all__ = ["Flight", "LeaderGone", "Refresher", "SingleFlight", "ThreadPoolRefresher"]
+
+
+class LeaderGone(Exception):
+    """The flight's leader was cancelled or interrupted: a follower must take over."""
 
 
 class Flight:
@@ -42,14 +46,14 @@ class Flight:
 
     async def await_for(self, timeout: float) -> bool:
         """Await the outcome for up to ``timeout`` seconds without blocking the loop."""
-        waiter = asyncio.shield(asyncio.wrap_future(self.future))
-        try:
-            await asyncio.wait_for(waiter, timeout)
-        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-            return False
-        except Exception:
-            pass  # the leader's exception: outcome() raises it
-        return True
+        # asyncio.wait, not wait_for: a leader's own TimeoutError must not read as
+        # "the wait ran out", and the leader's future is never cancelled from here.
+        await asyncio.wait({asyncio.wrap_future(self.future)}, timeout=timeout)
+        return self.future.done()
+
+    def answered(self) -> bool:
+        """Return whether the flight ended with a value or a build error (not a lost leader)."""
+        return self.future.done() and not isinstance(self.future.exception(), LeaderGone)
 
     def outcome(self) -> Any:
         """Return the leader's value, or raise the leader's exception."""

@@ -3,10 +3,13 @@
 The key is the function's qualified name plus its arguments *bound to its
 signature* with defaults applied, so ``f(1)``, ``f(x=1)`` and ``f()`` with a
 default of 1 all share one entry, while ``f(1)`` and ``f("1")`` never do.
+Functions made by a factory share a qualified name (``make.<locals>.f``): give
+each a ``key_prefix`` or their results mix.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Iterable
@@ -41,6 +44,8 @@ class Memoized:
         self.signature = inspect.signature(function)
         self.is_async = inspect.iscoroutinefunction(function)
         functools.update_wrapper(self, function)
+        if self.is_async:
+            _mark_coroutine_function(self)
 
     def key(self, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Return the cache key parts for a call with these arguments."""
@@ -76,7 +81,17 @@ class Memoized:
             return self
         bound = functools.partial(self.__call__, instance)
         bound.invalidate = functools.partial(self.invalidate, instance)  # type: ignore[attr-defined]
+        bound.uncached = functools.partial(self.uncached, instance)  # type: ignore[attr-defined]
         return bound
+
+
+def _mark_coroutine_function(wrapper: Memoized) -> None:
+    """Let frameworks that ask ``iscoroutinefunction`` see an async cached function as async."""
+    mark = getattr(inspect, "markcoroutinefunction", None)  # Python 3.12+
+    if mark is not None:
+        mark(wrapper)
+    else:  # what asyncio.iscoroutinefunction (and asgiref before 3.12) looks for
+        wrapper._is_coroutine = asyncio.coroutines._is_coroutine  # type: ignore[attr-defined]
 
 
 def memoize(

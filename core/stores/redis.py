@@ -60,6 +60,11 @@ else
 end
 return 1
 """
+_PFADD = """
+local changed = redis.call('PFADD', KEYS[1], ARGV[1])
+if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return changed
+"""
 _PERSIST = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('PERSIST', KEYS[1])
@@ -97,6 +102,7 @@ class RedisStore:
         self._append = self._redis.register_script(_APPEND)
         self._cas = self._redis.register_script(_CAS)
         self._persist = self._redis.register_script(_PERSIST)
+        self._pfadd = self._redis.register_script(_PFADD)
 
     def __repr__(self) -> str:
         return f"RedisStore({_redacted(self.url)!r})"
@@ -202,11 +208,7 @@ class RedisStore:
     def pfadd(self, key: str, member: bytes, ttl: int) -> bool:
         """Add ``member`` to the HyperLogLog ``key`` (TTL set on creation); True if it changed."""
         validate_store_key(key)
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.pfadd(key, member)
-        pipe.expire(key, ttl, nx=True)
-        changed, _ = self._run(pipe.execute, key)
-        return bool(changed)
+        return bool(self._run(lambda: self._pfadd([key], [member, ttl]), key))
 
     def pfcount(self, keys: list[str]) -> int:
         """Return the estimated number of distinct members across HyperLogLogs ``keys``."""

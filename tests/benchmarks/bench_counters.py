@@ -65,7 +65,7 @@ def memory(memcached_address: str, redis_port: int, visitors: int) -> list[list[
     for visitor in range(visitors):
         hll.hit(visitor)
     clock.advance(60)
-    slot_keys = [hll.slot_key(hll._slot() - back) for back in range(6)]
+    slot_keys = [hll.unique_key(hll._slot() - back) for back in range(6)]
     used = sum(raw.memory_usage(key) or 0 for key in slot_keys)
     rows.append(_memory_row("Redis HyperLogLog", hll.count(), used, visitors))
     return rows

@@ -175,3 +175,142 @@ def test_near_caches_rebuild_once_per_invalidation(memcached_url: str) -> None:
     for cache in processes:
         assert cache.get_or_build("page", build, tags=["posts"]) == "v2"
     assert len(builds) == 2
+
+
+# -- second review: asyncio, counters, memoize ---------------------------------------------------
+
+
+def test_cancelled_async_leader_does_not_cancel_its_followers() -> None:
+    import asyncio
+
+    cache = Cache(MemoryStore(), namespace="ac")
+    started = asyncio.Event
+
+    async def main() -> list[object]:
+        gate = started()
+
+        async def slow() -> str:
+            gate.set()
+            await asyncio.sleep(0.3)
+            return "built"
+
+        leader = asyncio.create_task(cache.aget_or_build("k", slow))
+        await gate.wait()
+        followers = [asyncio.create_task(cache.aget_or_build("k", slow)) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        leader.cancel()
+        return await asyncio.gather(*followers, return_exceptions=True)
+
+    assert asyncio.run(main()) == ["built"] * 3
+
+
+def test_a_builder_timeout_error_is_shared_not_rebuilt() -> None:
+    import asyncio
+
+    cache = Cache(MemoryStore(), namespace="at")
+    builds = []
+
+    async def failing() -> str:
+        builds.append(1)
+        await asyncio.sleep(0.1)
+        raise TimeoutError("backend timed out")
+
+    async def main() -> list[object]:
+        calls = [cache.aget_or_build("k", failing) for _ in range(5)]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    outcomes = asyncio.run(main())
+    assert all(isinstance(o, TimeoutError) for o in outcomes)
+    assert builds == [1]
+
+
+def test_racing_flushes_write_each_view_once() -> None:
+    store = MemoryStore()
+    database = {1: 100}
+    lock = threading.Lock()
+    one, two = (Cache(store, namespace="vf").view_counter("post", database.get) for _ in range(2))
+    for _ in range(6):
+        one.incr(1)
+    one.push()
+    two.incr(1)  # the same object, recorded again by another process
+    two.push()
+
+    def write_back(ident: int, delta: int) -> None:
+        time.sleep(0.05)
+        with lock:
+            database[ident] += delta
+
+    flushers = [threading.Thread(target=c.flush, args=(write_back,)) for c in (one, two)]
+    for flusher in flushers:
+        flusher.start()
+    for flusher in flushers:
+        flusher.join()
+    assert database == {1: 107}
+
+
+def test_lost_baseline_is_reread_from_the_database() -> None:
+    cache = Cache(MemoryStore(), namespace="vb")
+    database = {1: 100}
+    views = cache.view_counter("post", database.get)
+    for _ in range(5):
+        views.incr(1)
+    cache.store.delete(views._baseline_key(1))  # evicted
+    assert views.flush(lambda ident, delta: database.update({ident: database[ident] + delta})) == 1
+    assert database == {1: 105}
+
+
+def test_view_counter_idents_round_trip_and_bad_ones_fail_before_counting() -> None:
+    cache = Cache(MemoryStore(), namespace="vi")
+    views = cache.view_counter("post")
+    for ident in (7, -3, "a\rb", "ünï code", "12"):
+        views.incr(ident)
+    assert set(views.pending()) == {7, -3, "a\rb", "ünï code", "12"}
+    with pytest.raises(TypeError):
+        views.incr(1.5)
+    assert views.values([7])[7] == 1
+
+
+def test_hyperloglog_counts_anonymous_and_named_visits(redis_url: str) -> None:
+    clock = FakeClock(1_800_000_000.0)
+    online = Cache(redis_url, namespace="hx", clock=clock).online_counter("site", 60, 6)
+    assert online.hll
+    online.hit()
+    online.hit("alice")
+    online.hit()
+    online.hit("alice")
+    clock.advance(10)
+    assert online.count() == 3
+
+
+def test_a_steady_visitor_is_always_counted() -> None:
+    clock = FakeClock(1_800_000_000.0)
+    cache = Cache(MemoryStore(clock=clock), namespace="sv", clock=clock)
+    online = cache.online_counter("site", window=60, slots=6)
+    counts = []
+    for _ in range(200):
+        online.hit("regular")
+        clock.advance(1)
+        counts.append(online.count())
+    assert min(counts[15:]) == 1 and max(counts) == 1
+
+
+def test_cached_coroutine_function_looks_async_and_methods_keep_uncached() -> None:
+    import asyncio
+
+    cache = Cache(MemoryStore(), namespace="mm")
+
+    @cache.cached(ttl=10)
+    async def fetch(n: int) -> int:
+        return n
+
+    class Repo:
+        def __cache_key__(self) -> str:
+            return "repo"
+
+        @cache.cached(ttl=10)
+        def size(self, n: int) -> int:
+            return n * 2
+
+    assert asyncio.iscoroutinefunction(fetch)
+    assert Repo().size(2) == 4
+    assert Repo().size.uncached(3) == 6

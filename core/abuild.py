@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from .build import BuildOptions, Call
 from .entry import Entry
-from .flight import LeaderGone
 from .lock import Lock, backoff_delays
 
 if TYPE_CHECKING:
@@ -104,11 +103,8 @@ class AsyncBuilder:
         """Await ``work`` as the flight's leader and publish its outcome."""
         try:
             value = await work
-        except Exception as error:
-            flight.finish(error=error)
-            raise
-        except BaseException:  # cancelled or interrupted: let a follower take over
-            flight.finish(error=LeaderGone())
+        except BaseException as error:
+            flight.fail(error)
             raise
         else:
             flight.finish(value)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
 from .entry import Entry
-from .flight import Flight, LeaderGone, SingleFlight
+from .flight import Flight, SingleFlight
 from .lock import Lock, backoff_delays
 
 if TYPE_CHECKING:
@@ -194,11 +194,8 @@ class Builder:
         """Run ``work`` as the flight's leader and publish its outcome to the followers."""
         try:
             value = work()
-        except Exception as error:
-            flight.finish(error=error)
-            raise
-        except BaseException:  # cancelled or interrupted: let a follower take over
-            flight.finish(error=LeaderGone())
+        except BaseException as error:
+            flight.fail(error)
             raise
         else:
             flight.finish(value)

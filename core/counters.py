@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
 from .keys import make_key
+from .stores.base import stored_count
 
 if TYPE_CHECKING:
     from .cache import Cache
@@ -36,12 +37,6 @@ def counter_key(cache: Cache, kind: str, *parts: object) -> str:
     digest_key = make_key("", *parts)
     prefix = f"{cache.namespace}:{kind}" if cache.namespace else kind
     return f"{prefix}:{digest_key}"
-
-
-def _number(data: object) -> int | None:
-    if isinstance(data, bytes) and data.rstrip(b" ").isdigit():
-        return int(data)
-    return None
 
 
 def bump(
@@ -63,7 +58,7 @@ def bump(
 
     def attempt() -> int:
         for _ in range(_RETRIES):
-            counted = cache.store.incr(key, delta) if delta else _number(cache.store.get(key))
+            counted = cache.store.incr(key, delta) if delta else stored_count(cache.store.get(key))
             if counted is not None:
                 return counted
             base = seed() if seed is not None else 0
@@ -100,7 +95,7 @@ class Counter:
     def value(self) -> int:
         """Return the count (0 when missing)."""
         data = self.cache.store_call("counter", lambda: self.cache.store.get(self.key), NO_VALUE)
-        return _number(data) or 0
+        return stored_count(data) or 0
 
     def reset(self) -> None:
         """Forget the count."""
@@ -186,7 +181,7 @@ class ViewCounter:
         found = self.cache.store_call("counter", lambda: self.cache.store.get_many(keys), {})
         counts: dict[Hashable, int] = {}
         for key, ident in keys.items():
-            count = _number(found.get(key))
+            count = stored_count(found.get(key))
             counts[ident] = self._count(ident, 0) if count is None else count
         return counts
 
@@ -229,14 +224,14 @@ class ViewCounter:
     def _delta(self, ident: Hashable) -> tuple[int, int, Any] | None:
         """Return ``(delta, count, cas token of the baseline)`` for one object, or None."""
         store = self.cache.store
-        count = _number(store.get(self.key(ident)))
+        count = stored_count(store.get(self.key(ident)))
         if count is None:
             return None
         baseline, token = store.gets(self._baseline_key(ident))
-        if _number(baseline) is None:  # evicted: the database holds the truth
+        if stored_count(baseline) is None:  # evicted: the database holds the truth
             self._set_baseline(ident, int(self.initial(ident)))
             baseline, token = store.gets(self._baseline_key(ident))
-        saved = _number(baseline)
+        saved = stored_count(baseline)
         if saved is None or count <= saved:
             return None
         return count - saved, count, token
@@ -397,7 +392,7 @@ class OnlineCounter:
         slots = range(current - self.slots + 1, current)
         keys = [self.slot_key(slot) for slot in slots]
         found = self.cache.store_call("counter", lambda: self.cache.store.get_many(keys), {})
-        anonymous = sum(_number(value) or 0 for value in found.values())
+        anonymous = sum(stored_count(value) or 0 for value in found.values())
         if not self.hll:
             return anonymous
         store, unique = self.cache.shared, [self.unique_key(slot) for slot in slots]
@@ -442,7 +437,7 @@ class VisitorCounter:
         data = self.cache.store_call(
             "counter", lambda: self.cache.store.get(self._key("current", index)), NO_VALUE
         )
-        return _number(data) or 0
+        return stored_count(data) or 0
 
     def previous(self) -> int:
         """Return the last complete period's count."""
@@ -450,4 +445,4 @@ class VisitorCounter:
         data = self.cache.store_call(
             "counter", lambda: self.cache.store.get(self._key("shadow", index)), NO_VALUE
         )
-        return _number(data) or 0
+        return stored_count(data) or 0

@@ -32,6 +32,10 @@ class Flight:
     def __init__(self) -> None:
         self.future: Future[Any] = Future()
 
+    def fail(self, error: BaseException) -> None:
+        """Publish a leader's exception; a cancellation or interrupt means "take over"."""
+        self.finish(error=error if isinstance(error, Exception) else LeaderGone())
+
     def finish(self, value: Any = None, error: BaseException | None = None) -> None:
         """Publish the outcome and wake the waiters."""
         if error is not None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .api import Store
 from .logs import FailureLog
+from .stores.base import stored_count
 from .tags import incr_many
 
 __all__ = ["COUNTERS", "CacheStats"]
@@ -95,8 +96,7 @@ class CacheStats:
         pending = self.local()
         totals: dict[str, Any] = {}
         for name in COUNTERS:
-            raw = found.get(self.key(name), b"0")
-            totals[name] = int(raw.rstrip(b" ") or b"0") + pending[name]
+            totals[name] = (stored_count(found.get(self.key(name))) or 0) + pending[name]
         served = totals["hits"] + totals["stale"]
         lookups = served + totals["misses"]
         totals["hit_ratio"] = served / lookups if lookups else 0.0

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-__all__ = ["MiB", "check_delta", "too_large_message"]
+__all__ = ["MiB", "check_delta", "stored_count", "too_large_message"]
 
 MiB = 1024 * 1024
+
+
+def stored_count(data: object) -> int | None:
+    """Read a counter as a store holds it: decimal digits, which memcached's ``decr``
+    may pad with trailing spaces (``b"9 "``); anything else (a miss, foreign bytes) is None.
+    """
+    if isinstance(data, bytes):
+        digits = data.rstrip(b" ")
+        if digits.isdigit():
+            return int(digits)
+    return None
 
 
 def check_delta(delta: int) -> None:

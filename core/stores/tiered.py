@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from ..api import NO_VALUE, CasToken, NoValueType, Store
 from ..errors import ConfigError, ValueTooLarge
 from ..tags import incr_many
+from .base import stored_count
 
 __all__ = ["TieredStore"]
 
@@ -90,7 +91,7 @@ class TieredStore:
     def _promote_with(self, key: str, value: bytes, ttl: int) -> None:
         # A decimal value is a counter, changed server-side by every process: a hot
         # copy would be a stale count, so counters are only ever read from cold.
-        if value.rstrip(b" ").isdigit():
+        if stored_count(value) is not None:
             self.hot.delete(key)
             return
         try:

@@ -31,18 +31,11 @@ from collections.abc import Iterable, Mapping
 from .api import NO_VALUE, Store
 from .clock import Clock
 from .keys import MAX_KEY_BYTES, make_key
+from .stores.base import stored_count
 
 __all__ = ["Tags"]
 
 _SAFE_NAME = re.compile(r"[!-~]{1,150}")
-
-
-def _number(data: bytes | object) -> int | None:
-    if isinstance(data, bytes):
-        text = data.rstrip(b" ")
-        if text.isdigit():
-            return int(text)
-    return None
 
 
 class Tags:
@@ -55,6 +48,7 @@ class Tags:
         self.local_ttl = local_ttl
         self._local: dict[str, tuple[int, float]] = {}
         self._keys: dict[str, str] = {}
+        self._created: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def key(self, name: str) -> str:
@@ -100,7 +94,7 @@ class Tags:
         versions: dict[str, int] = {}
         missing: list[str] = []
         for name in names:
-            version = _number(found.get(self.key(name)))
+            version = stored_count(found.get(self.key(name)))
             if version is None:
                 missing.append(name)
             else:
@@ -133,16 +127,22 @@ class Tags:
         versions: dict[str, int] = {}
         for name in names:
             key = self.key(name)
-            if self.store.add(key, b"%d" % now, 0):
-                versions[name] = now
+            # A tag lost within the millisecond this process created it must not come
+            # back with the same version, or entries recorded against it stay valid.
+            start = max(now, self._created.get(name, 0) + 1)
+            if self.store.add(key, b"%d" % start, 0):
+                versions[name] = start
                 continue
-            current = _number(self.store.get(key))
+            current = stored_count(self.store.get(key))
             if current is not None and forward:
-                current = self.store.incr(key, max(1, now - current))
+                current = self.store.incr(key, max(1, start - current))
             if current is None:
-                self.store.set(key, b"%d" % now, 0)
-                current = now
+                self.store.set(key, b"%d" % start, 0)
+                current = start
             versions[name] = current
+        if len(self._created) > 4096:
+            self._created.clear()
+        self._created.update(versions)
         return versions
 
     def bump(self, names: Iterable[str]) -> dict[str, int]:
@@ -160,7 +160,7 @@ class Tags:
         deltas: dict[str, int] = {}
         missing: list[str] = []
         for name, key in keys.items():
-            old = _number(found.get(key, NO_VALUE))
+            old = stored_count(found.get(key, NO_VALUE))
             if old is None:
                 missing.append(name)
             else:

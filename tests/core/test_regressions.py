@@ -314,3 +314,11 @@ def test_cached_coroutine_function_looks_async_and_methods_keep_uncached() -> No
     assert asyncio.iscoroutinefunction(fetch)
     assert Repo().size(2) == 4
     assert Repo().size.uncached(3) == 6
+
+
+def test_tag_lost_in_the_millisecond_it_was_created_still_invalidates() -> None:
+    clock = FakeClock()  # time stands still: everything happens in one millisecond
+    cache = Cache(MemoryStore(clock=clock), namespace="ms", clock=clock)
+    assert cache.get_or_build("page", lambda: "v1", tags=["posts"]) == "v1"
+    cache.store.delete(cache.tags.key("posts"))
+    assert cache.get_or_build("page", lambda: "v2", tags=["posts"]) == "v2"

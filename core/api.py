@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final, Protocol, runtime_checkable
 
-__all__ = ["NO_VALUE", "CasToken", "NoValueType", "Store"]
+__all__ = ["NO_VALUE", "CasToken", "Colocating", "NoValueType", "Store"]
 
 
 class NoValueType:
@@ -129,4 +129,26 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections; the store may reconnect on next use."""
+        ...
+
+
+@runtime_checkable
+class Colocating(Protocol):
+    """A store spread over several servers that can place related keys together.
+
+    Tag versions are read with every tagged hit. Spread over the ring, an entry
+    and its two tags touch three servers per hit, and a hit is as slow as the
+    slowest of them; with a copy of each version on every server, the copy next
+    to the entry comes back in the entry's own request. Copies are distinct
+    keys, every one of which a bump moves, so correctness never depends on
+    where a key actually lives (after a failover, a read may merely cost two
+    servers instead of one).
+    """
+
+    def spread(self, base: str) -> tuple[str, ...]:
+        """Return keys derived from ``base``, one owned by each server, ``base`` itself first."""
+        ...
+
+    def colocated(self, base: str, near: str) -> str:
+        """Return the key of ``spread(base)`` served by the server that serves ``near`` now."""
         ...

@@ -75,14 +75,17 @@ class Builder:
     def read(self, key: str, tags: list[str]) -> tuple[Entry | None, dict[str, int]]:
         """Fetch the entry and the current versions of its tags, in one round trip."""
         cache = self.cache
-        local = cache.tags.cached(tags) if tags else {}
+        if not tags:
+            return self.decode(key, cache.store.get(key)), {}
+        slots = cache.tags.near(tags, key)
+        local = cache.tags.cached(slots)
         if local is not None:
             return self.decode(key, cache.store.get(key)), local
         if cache.shared is cache.store:
-            found = cache.store.get_many([key, *(cache.tags.key(t) for t in tags)])
-            return self.decode(key, found.get(key, NO_VALUE)), cache.tags.from_found(tags, found)
+            found = cache.store.get_many([key, *(slot[1] for slot in slots)])
+            return self.decode(key, found.get(key, NO_VALUE)), cache.tags.from_found(slots, found)
         entry = self.decode(key, cache.store.get(key))
-        return entry, cache.tags.read(tags)
+        return entry, cache.tags.read(tags, key)
 
     def decode(self, key: str, data: object) -> Entry | None:
         """Return the entry stored as ``data``, or None for a miss or foreign bytes."""
@@ -246,7 +249,7 @@ class Builder:
         cache = self.cache
         try:
             entry = self.decode(call.key, cache.shared.get(call.key))
-            versions = cache.tags.read(call.tags)
+            versions = cache.tags.read(call.tags, call.key)
         except Exception as error:
             cache.store_failed("get_or_build", error)
             return None

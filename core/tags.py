@@ -14,6 +14,13 @@ entry can never become valid again. A tag key the store lost (evicted, or the
 server restarted) counts as changed now: it is recreated with the current time,
 which differs from every version an entry recorded before.
 
+A store spread over several servers (:class:`~mcache.api.Colocating`) keeps a
+copy of each version on every server (``{ns}:t:{name}``, and ``…~n`` suffixes
+that land on the other servers). A read takes the copy on the entry's own
+server, so a tagged hit is one request to one server; a bump moves every copy.
+The entry records which copy it read (its label, ``name`` or ``name~n``), so a
+version is only ever compared with the copy it came from.
+
 ``local_ttl`` enables a process-local copy of tag versions: reads within that
 many seconds of the last fetch skip the tag keys, so a hit is one key's round
 trip; in exchange a bump made by *another* process may go unseen here for up to
@@ -28,14 +35,18 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 
-from .api import NO_VALUE, Store
+from .api import NO_VALUE, Colocating, Store
 from .clock import Clock
 from .keys import MAX_KEY_BYTES, make_key
 from .stores.base import stored_count
 
-__all__ = ["Tags"]
+__all__ = ["Slot", "Tags"]
 
 _SAFE_NAME = re.compile(r"[!-~]{1,150}")
+_COPY_ROOM = 8  # bytes kept free after a tag key for a copy's ``~n`` suffix
+
+Slot = tuple[str, str]
+"""One copy of a tag's version: (label recorded in entries, store key)."""
 
 
 class Tags:
@@ -46,17 +57,18 @@ class Tags:
         self.namespace = namespace
         self.clock = clock
         self.local_ttl = local_ttl
+        self._placing = store if isinstance(store, Colocating) else None
         self._local: dict[str, tuple[int, float]] = {}
         self._keys: dict[str, str] = {}
         self._created: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def key(self, name: str) -> str:
-        """Return the store key of tag ``name``."""
+        """Return the store key of tag ``name`` (its first copy, where there are several)."""
         key = self._keys.get(name)
         if key is None:
             prefix = f"{self.namespace}:t:" if self.namespace else "t:"
-            if _SAFE_NAME.fullmatch(name) and len(prefix) + len(name) <= MAX_KEY_BYTES:
+            if _SAFE_NAME.fullmatch(name) and len(prefix) + len(name) <= MAX_KEY_BYTES - _COPY_ROOM:
                 key = prefix + name
             else:
                 key = prefix + "#" + make_key("", name).rsplit(":", 1)[-1]
@@ -65,116 +77,134 @@ class Tags:
             self._keys[name] = key
         return key
 
-    def cached(self, names: Iterable[str]) -> dict[str, int] | None:
-        """Return the process-local versions of all ``names``, or None if any is missing or old."""
+    def near(self, names: Iterable[str], key: str) -> list[Slot]:
+        """Return the copy of each tag to read along with the entry stored under ``key``."""
+        placing = self._placing
+        if placing is None:
+            return [(name, self.key(name)) for name in names]
+        slots = []
+        for name in names:
+            base = self.key(name)
+            copy = placing.colocated(base, key)
+            slots.append((name if copy == base else name + copy[len(base) :], copy))
+        return slots
+
+    def everywhere(self, name: str) -> list[Slot]:
+        """Return every copy of tag ``name``: a bump must move them all."""
+        base = self.key(name)
+        if self._placing is None:
+            return [(name, base)]
+        return [(name + copy[len(base) :], copy) for copy in self._placing.spread(base)]
+
+    def cached(self, slots: Iterable[Slot]) -> dict[str, int] | None:
+        """Return the process-local versions of all ``slots``, or None if any is missing or old."""
         if not self.local_ttl:
             return None
         now = time.monotonic()
         versions: dict[str, int] = {}
-        for name in names:
-            known = self._local.get(name)
+        for label, _key in slots:
+            known = self._local.get(label)
             if known is None or known[1] < now:
                 return None
-            versions[name] = known[0]
+            versions[label] = known[0]
         return versions
 
     def _remember(self, versions: Mapping[str, int]) -> None:
         if self.local_ttl:
             until = time.monotonic() + self.local_ttl
             with self._lock:
-                for name, version in versions.items():
-                    known = self._local.get(name)
+                for label, version in versions.items():
+                    known = self._local.get(label)
                     # A read that started before this process's own bump may finish
                     # after it: never let the older version replace the newer one.
                     if known is None or version >= known[0]:
-                        self._local[name] = (version, until)
+                        self._local[label] = (version, until)
 
-    def from_found(self, names: Iterable[str], found: Mapping[str, bytes]) -> dict[str, int]:
-        """Return versions from a ``get_many`` result, creating the tags that are missing."""
+    def from_found(self, slots: Iterable[Slot], found: Mapping[str, bytes]) -> dict[str, int]:
+        """Return versions from a ``get_many`` result, creating the copies that are missing."""
         versions: dict[str, int] = {}
-        missing: list[str] = []
-        for name in names:
-            version = stored_count(found.get(self.key(name)))
+        missing: list[Slot] = []
+        for slot in slots:
+            version = stored_count(found.get(slot[1]))
             if version is None:
-                missing.append(name)
+                missing.append(slot)
             else:
-                versions[name] = version
+                versions[slot[0]] = version
         if missing:
             versions.update(self._create(missing))
         self._remember(versions)
         return versions
 
-    def read(self, names: Iterable[str]) -> dict[str, int]:
-        """Return the current versions of ``names`` (local copy, or one round trip)."""
-        names = list(names)
-        if not names:
+    def read(self, names: Iterable[str], near: str) -> dict[str, int]:
+        """Return the current versions of ``names`` as an entry under ``near`` records them."""
+        slots = self.near(names, near)
+        if not slots:
             return {}
-        local = self.cached(names)
+        local = self.cached(slots)
         if local is not None:
             return local
-        return self.from_found(names, self.store.get_many([self.key(n) for n in names]))
+        return self.from_found(slots, self.store.get_many([key for _, key in slots]))
 
-    def _create(self, names: list[str]) -> dict[str, int]:
-        """Create lost tags with the current time; a racing creator's version wins."""
-        return self._recreate(names, self.clock.time_ms(), forward=False)
+    def _create(self, slots: list[Slot]) -> dict[str, int]:
+        """Create lost copies with the current time; a racing creator's version wins."""
+        return self._recreate(slots, self.clock.time_ms(), forward=False)
 
-    def _recreate(self, names: list[str], now: int, forward: bool) -> dict[str, int]:
-        """Create missing tags at ``now``; where someone else just did, take their version.
+    def _recreate(self, slots: list[Slot], now: int, forward: bool) -> dict[str, int]:
+        """Create missing copies at ``now``; where someone else just did, take their version.
 
         With ``forward`` (a bump) that version is moved on as well. Foreign bytes
         under a tag key, or a key that vanished again, are replaced by ``now``.
         """
         versions: dict[str, int] = {}
-        for name in names:
-            key = self.key(name)
+        for label, key in slots:
             # A tag lost within the millisecond this process created it must not come
             # back with the same version, or entries recorded against it stay valid.
-            start = max(now, self._created.get(name, 0) + 1)
+            start = max(now, self._created.get(key, 0) + 1)
             if self.store.add(key, b"%d" % start, 0):
-                versions[name] = start
-                continue
-            current = stored_count(self.store.get(key))
-            if current is not None and forward:
-                current = self.store.incr(key, max(1, start - current))
-            if current is None:
-                self.store.set(key, b"%d" % start, 0)
-                current = start
-            versions[name] = current
-        if len(self._created) > 4096:
-            self._created.clear()
-        self._created.update(versions)
+                current: int | None = start
+            else:
+                current = stored_count(self.store.get(key))
+                if current is not None and forward:
+                    current = self.store.incr(key, max(1, start - current))
+                if current is None:
+                    self.store.set(key, b"%d" % start, 0)
+                    current = start
+            versions[label] = current
+            if len(self._created) > 4096:
+                self._created.clear()
+            self._created[key] = current
         return versions
 
     def bump(self, names: Iterable[str]) -> dict[str, int]:
-        """Move each tag to ``max(now, old + 1)``; return the new versions.
+        """Move every copy of each tag to ``max(now, old + 1)``; return each tag's new version.
 
-        Two round trips whatever the number of tags: one read of every tag, one
+        Two round trips whatever the number of tags: one read of every copy, one
         batch of increments (pipelined per server where the store can).
         """
         names = list(dict.fromkeys(names))
-        if not names:
+        slots = list(dict.fromkeys(slot for name in names for slot in self.everywhere(name)))
+        if not slots:
             return {}
-        keys = {name: self.key(name) for name in names}
-        found = self.store.get_many(list(keys.values()))
+        found = self.store.get_many([key for _, key in slots])
         now = self.clock.time_ms()
         deltas: dict[str, int] = {}
-        missing: list[str] = []
-        for name, key in keys.items():
-            old = stored_count(found.get(key, NO_VALUE))
+        missing: list[Slot] = []
+        for slot in slots:
+            old = stored_count(found.get(slot[1], NO_VALUE))
             if old is None:
-                missing.append(name)
+                missing.append(slot)
             else:
-                deltas[key] = max(1, now - old)
+                deltas[slot[1]] = max(1, now - old)
         results = incr_many(self.store, deltas)
         versions = {}
-        for name, key in keys.items():
+        for label, key in slots:
             if key in deltas and results.get(key) is not None:
-                versions[name] = results[key]
-            elif name not in missing:
-                missing.append(name)  # deleted between the read and the increment
+                versions[label] = results[key]  # type: ignore[assignment]
+            elif (label, key) not in missing:
+                missing.append((label, key))  # deleted between the read and the increment
         versions.update(self._recreate(missing, now, forward=True))
         self._remember(versions)
-        return versions
+        return {name: versions[name] for name in names}
 
 
 def incr_many(store: Store, deltas: Mapping[str, int]) -> dict[str, int | None]:

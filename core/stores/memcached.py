@@ -21,7 +21,7 @@ from pymemcache.client.base import Client
 
 from ..api import NO_VALUE, CasToken, NoValueType
 from ..errors import ConfigError, StoreUnavailable, ValueTooLarge
-from ..keys import validate_store_key
+from ..keys import MAX_KEY_BYTES, validate_store_key
 from ..logs import FailureLog
 from ..ring import LIBKETAMA_POINTS, Server, make_ring
 from .base import MiB, check_delta, too_large_message
@@ -34,8 +34,9 @@ __all__ = ["MemcachedStore"]
 T = TypeVar("T")
 THIRTY_DAYS = 30 * 24 * 3600
 ITEM_HEADROOM = 512
-OWNER_CACHE_SIZE = 8192
 """Bytes of memcached's 1 MiB item limit taken by the item header, key and flags."""
+OWNER_CACHE_SIZE = 8192
+COPY_SEARCH_PER_SERVER = 64  # suffixes tried per server when placing a key's copies
 
 
 class MemcachedStore:
@@ -80,6 +81,7 @@ class MemcachedStore:
         self._nodes = {s: Node(s, options, self._health_changed) for s in self.servers}
         self._single = self._nodes[self.servers[0]] if len(self.servers) == 1 else None
         self._owners: dict[str, Node] = {}
+        self._placed: dict[str, dict[Server, str]] = {}
         self._attempts = retry_attempts * len(self.servers) + 1
 
     def __repr__(self) -> str:
@@ -133,6 +135,39 @@ class MemcachedStore:
         if not nodes:
             raise StoreUnavailable("every memcached server of the pool is marked dead")
         return nodes
+
+    def spread(self, base: str) -> tuple[str, ...]:
+        """Return keys derived from ``base``, one owned by each server, ``base`` itself first."""
+        return tuple(dict.fromkeys(self._copies(base).values()))
+
+    def colocated(self, base: str, near: str) -> str:
+        """Return the key of ``spread(base)`` on the server that serves ``near`` now."""
+        if self._single is not None:
+            return base
+        node = self._owner(near) if not self._dead else self._route(near)[0]
+        return self._copies(base).get(node.server, base)
+
+    def _copies(self, base: str) -> dict[Server, str]:
+        """Map each server to a key it owns, ``base`` or ``base~n`` for the smallest such n.
+
+        Found by trying suffixes on the ring (a few µs per server, once per base);
+        a server with too small a share of the continuum to be found within the
+        bound gets no copy, and readers near it use ``base`` (one more server).
+        """
+        copies = self._placed.get(base)
+        if copies is None:
+            copies = {self.ring.server_for(base): base}
+            limit = COPY_SEARCH_PER_SERVER * len(self.servers)
+            if len(base) + len(str(limit)) + 1 <= MAX_KEY_BYTES:
+                for n in range(1, limit + 1):
+                    if len(copies) == len(self.servers):
+                        break
+                    candidate = f"{base}~{n}"
+                    copies.setdefault(self.ring.server_for(candidate), candidate)
+            if len(self._placed) >= OWNER_CACHE_SIZE:
+                self._placed.clear()
+            self._placed[base] = copies
+        return copies
 
     def _on_owner(self, key: str, call: Callable[[Client], T]) -> T:
         """Run ``call`` on the key's first usable server, failing over when it is down."""

@@ -284,3 +284,90 @@ def test_tag_bump_elsewhere_invalidates_a_near_cache_hit(trio) -> None:
     assert hot.get(this_process.key("home")) is not NO_VALUE, "the entry sits in the near cache"
     other_process.invalidate("posts")
     assert this_process.get_or_build("home", lambda: "v2", tags=["posts"]) == "v2"
+
+
+# -- tag versions next to their entries ------------------------------------------------------
+
+
+def test_every_server_holds_one_copy_of_a_tag(trio) -> None:
+    store = _store(trio)
+    base = "ns:t:posts"
+    copies = store.spread(base)
+    assert copies[0] == base
+    assert {store.ring.server_for(k) for k in copies} == set(store.servers)
+    for key in [f"page:{i}" for i in range(50)]:
+        assert store.ring.server_for(store.colocated(base, key)) == store.ring.server_for(key)
+
+
+def test_a_tagged_hit_is_one_request_to_one_server(trio, monkeypatch) -> None:
+    from mcache import Cache
+
+    cache = Cache(_store(trio), namespace="colo")
+    pages = [f"page:{i}" for i in range(30)]
+    for page in pages:
+        cache.get_or_build(page, lambda page=page: page, tags=["posts", "users"])
+    requests: list[tuple[str, int]] = []
+    original = memcached_module.send_get
+
+    def counting(client, group):
+        requests.append((client.server, len(group)))
+        return original(client, group)
+
+    monkeypatch.setattr(memcached_module, "send_get", counting)
+    for page in pages:
+        requests.clear()
+        assert cache.get_or_build(page, lambda: "rebuilt", tags=["posts", "users"]) == page
+        assert [n for _server, n in requests] == [3], "entry and both tag versions, one request"
+    assert cache.metrics.local()["hits"] == 30
+
+
+def test_invalidate_moves_the_copies_on_every_server(trio) -> None:
+    from mcache import Cache
+
+    cache = Cache(_store(trio), namespace="colo")
+    pages = [f"page:{i}" for i in range(60)]
+    servers = {cache.store.ring.server_for(cache.key(p)) for p in pages}  # type: ignore[attr-defined]
+    assert len(servers) == 3, "the pages live on every server"
+    for page in pages:
+        cache.get_or_build(page, lambda: "v1", tags=["posts"])
+    assert [cache.get_or_build(p, lambda: "v2", tags=["posts"]) for p in pages] == ["v1"] * 60
+    cache.invalidate("posts")
+    assert [cache.get_or_build(p, lambda: "v2", tags=["posts"]) for p in pages] == ["v2"] * 60
+
+
+def test_a_lost_copy_invalidates_the_entries_next_to_it(trio) -> None:
+    from mcache import Cache
+
+    store = _store(trio)
+    cache = Cache(store, namespace="colo")
+    pages = [f"page:{i}" for i in range(60)]
+    for page in pages:
+        cache.get_or_build(page, lambda: "v1", tags=["posts"])
+    lost = store.spread(cache.tags.key("posts"))[1]  # its server restarted, say
+    store.delete(lost)
+    next_to_it = {
+        p for p in pages if store.colocated(cache.tags.key("posts"), cache.key(p)) == lost
+    }
+    assert next_to_it and len(next_to_it) < len(pages)
+    for page in pages:
+        expected = "v2" if page in next_to_it else "v1"
+        assert cache.get_or_build(page, lambda: "v2", tags=["posts"]) == expected
+
+
+def test_a_version_is_only_compared_with_the_copy_it_came_from(trio) -> None:
+    from mcache import Cache, Entry
+
+    store = _store(trio)
+    cache = Cache(store, namespace="colo")
+    base = cache.tags.key("posts")
+    page = next(
+        p for p in (f"page:{i}" for i in range(100)) if store.colocated(base, cache.key(p)) != base
+    )
+    key = cache.key(page)
+    for copy in store.spread(base):
+        store.set(copy, b"1000")  # every copy at the same number, by coincidence
+    entry = Entry(
+        "recorded against the first copy", cache.clock.time_ms() + 60_000, 1, {"posts": 1000}
+    )
+    store.set(key, cache.codec.dumps(entry.to_wire(), key), 60)
+    assert cache.get_or_build(page, lambda: "rebuilt", tags=["posts"]) == "rebuilt"

@@ -140,9 +140,10 @@ class Colocating(Protocol):
     and its two tags touch three servers per hit, and a hit is as slow as the
     slowest of them; with a copy of each version on every server, the copy next
     to the entry comes back in the entry's own request. Copies are distinct
-    keys, every one of which a bump moves, so correctness never depends on
-    where a key actually lives (after a failover, a read may merely cost two
-    servers instead of one).
+    keys, every one of which a bump moves, so where a key actually lives never
+    decides correctness (after a failover, a read may merely cost two servers
+    instead of one), provided every process sharing the keys computes the same
+    copies: a store wrapping a ``Colocating`` one must forward both methods.
     """
 
     def spread(self, base: str) -> tuple[str, ...]:

@@ -81,11 +81,12 @@ class Builder:
         local = cache.tags.cached(slots)
         if local is not None:
             return self.decode(key, cache.store.get(key)), local
+        keys = [slot[1] for slot in slots]
         if cache.shared is cache.store:
-            found = cache.store.get_many([key, *(slot[1] for slot in slots)])
+            found = cache.store.get_many([key, *keys])
             return self.decode(key, found.get(key, NO_VALUE)), cache.tags.from_found(slots, found)
         entry = self.decode(key, cache.store.get(key))
-        return entry, cache.tags.read(tags, key)
+        return entry, cache.tags.from_found(slots, cache.shared.get_many(keys))
 
     def decode(self, key: str, data: object) -> Entry | None:
         """Return the entry stored as ``data``, or None for a miss or foreign bytes."""

@@ -49,6 +49,10 @@ class Ring:
         """Yield every server once, the owner of ``key`` first, then its successors."""
         raise NotImplementedError
 
+    def owning_servers(self) -> set[Server]:
+        """Return the servers that own some keys (a tiny weight may own none)."""
+        return set(self.servers)
+
 
 LIBKETAMA_POINTS = 160
 """Points per server (of average weight) in libketama: 40 md5 digests × 4."""
@@ -91,6 +95,10 @@ class KetamaRing(Ring):
     def server_for(self, key: str) -> Server:
         """Return the server that owns ``key``."""
         return self.servers[self._owners[self._position(key)]]
+
+    def owning_servers(self) -> set[Server]:
+        """Return the servers with at least one point on the continuum."""
+        return {self.servers[index] for index in set(self._owners)}
 
     def iter_servers(self, key: str) -> Iterator[Server]:
         """Yield every server once, walking the continuum clockwise from ``key``."""

@@ -18,8 +18,11 @@ A store spread over several servers (:class:`~mcache.api.Colocating`) keeps a
 copy of each version on every server (``{ns}:t:{name}``, and ``…~n`` suffixes
 that land on the other servers). A read takes the copy on the entry's own
 server, so a tagged hit is one request to one server; a bump moves every copy.
-The entry records which copy it read (its label, ``name`` or ``name~n``), so a
-version is only ever compared with the copy it came from.
+The entry records which copy it read (its label: the copy's key without the
+tag prefix, so ``name`` or ``name~n``), so a version is only ever compared with
+the copy it came from. Every process sharing a namespace must therefore see
+the same servers through a store that places copies, or its bumps would miss
+the copies it does not know of.
 
 ``local_ttl`` enables a process-local copy of tag versions: reads within that
 many seconds of the last fetch skip the tag keys, so a hit is one key's round
@@ -42,8 +45,12 @@ from .stores.base import stored_count
 
 __all__ = ["Slot", "Tags"]
 
-_SAFE_NAME = re.compile(r"[!-~]{1,150}")
+# Names kept readable in their keys: printable ASCII without "~" (copies end in
+# "~n") and not starting with "#" (hashed names do), so no tag's key is another
+# tag's key or copy. Anything else is hashed.
+_SAFE_NAME = re.compile(r"(?!#)[!-}]{1,150}")
 _COPY_ROOM = 8  # bytes kept free after a tag key for a copy's ``~n`` suffix
+_REMEMBERED = 65536  # tags (copies) a process keeps track of before starting afresh
 
 Slot = tuple[str, str]
 """One copy of a tag's version: (label recorded in entries, store key)."""
@@ -58,6 +65,7 @@ class Tags:
         self.clock = clock
         self.local_ttl = local_ttl
         self._placing = store if isinstance(store, Colocating) else None
+        self._prefix = f"{namespace}:t:" if namespace else "t:"
         self._local: dict[str, tuple[int, float]] = {}
         self._keys: dict[str, str] = {}
         self._created: dict[str, int] = {}
@@ -67,7 +75,7 @@ class Tags:
         """Return the store key of tag ``name`` (its first copy, where there are several)."""
         key = self._keys.get(name)
         if key is None:
-            prefix = f"{self.namespace}:t:" if self.namespace else "t:"
+            prefix = self._prefix
             if _SAFE_NAME.fullmatch(name) and len(prefix) + len(name) <= MAX_KEY_BYTES - _COPY_ROOM:
                 key = prefix + name
             else:
@@ -78,23 +86,22 @@ class Tags:
         return key
 
     def near(self, names: Iterable[str], key: str) -> list[Slot]:
-        """Return the copy of each tag to read along with the entry stored under ``key``."""
-        placing = self._placing
+        """Return the copy of each tag to read along with the entry stored under ``key``.
+
+        A copy's label is its store key without the tag prefix (the name itself
+        for a readable name's first copy): one label, one key, so an entry can
+        never mistake one copy's version for another's.
+        """
+        placing, cut = self._placing, len(self._prefix)
         if placing is None:
-            return [(name, self.key(name)) for name in names]
-        slots = []
-        for name in names:
-            base = self.key(name)
-            copy = placing.colocated(base, key)
-            slots.append((name if copy == base else name + copy[len(base) :], copy))
-        return slots
+            return [(k[cut:], k) for k in map(self.key, names)]
+        return [(c[cut:], c) for c in (placing.colocated(self.key(n), key) for n in names)]
 
     def everywhere(self, name: str) -> list[Slot]:
         """Return every copy of tag ``name``: a bump must move them all."""
-        base = self.key(name)
-        if self._placing is None:
-            return [(name, base)]
-        return [(name + copy[len(base) :], copy) for copy in self._placing.spread(base)]
+        base, cut = self.key(name), len(self._prefix)
+        copies = (base,) if self._placing is None else self._placing.spread(base)
+        return [(copy[cut:], copy) for copy in copies]
 
     def cached(self, slots: Iterable[Slot]) -> dict[str, int] | None:
         """Return the process-local versions of all ``slots``, or None if any is missing or old."""
@@ -113,6 +120,8 @@ class Tags:
         if self.local_ttl:
             until = time.monotonic() + self.local_ttl
             with self._lock:
+                if len(self._local) > _REMEMBERED:
+                    self._local.clear()
                 for label, version in versions.items():
                     known = self._local.get(label)
                     # A read that started before this process's own bump may finish
@@ -149,17 +158,23 @@ class Tags:
         """Create lost copies with the current time; a racing creator's version wins."""
         return self._recreate(slots, self.clock.time_ms(), forward=False)
 
-    def _recreate(self, slots: list[Slot], now: int, forward: bool) -> dict[str, int]:
+    def _recreate(
+        self, slots: list[Slot], now: int, forward: bool, seen: Mapping[str, int] | None = None
+    ) -> dict[str, int]:
         """Create missing copies at ``now``; where someone else just did, take their version.
 
         With ``forward`` (a bump) that version is moved on as well. Foreign bytes
-        under a tag key, or a key that vanished again, are replaced by ``now``.
+        under a tag key, or a key that vanished again, are replaced by ``now``,
+        or by one more than ``seen[key]`` (a version read moments ago, e.g. on a
+        replica), whichever is later: a host whose clock runs late must not move
+        a version backwards.
         """
         versions: dict[str, int] = {}
+        seen = seen or {}
         for label, key in slots:
             # A tag lost within the millisecond this process created it must not come
             # back with the same version, or entries recorded against it stay valid.
-            start = max(now, self._created.get(key, 0) + 1)
+            start = max(now, self._created.get(key, 0) + 1, seen.get(key, -1) + 1)
             if self.store.add(key, b"%d" % start, 0):
                 current: int | None = start
             else:
@@ -170,7 +185,7 @@ class Tags:
                     self.store.set(key, b"%d" % start, 0)
                     current = start
             versions[label] = current
-            if len(self._created) > 4096:
+            if len(self._created) > _REMEMBERED:
                 self._created.clear()
             self._created[key] = current
         return versions
@@ -188,12 +203,14 @@ class Tags:
         found = self.store.get_many([key for _, key in slots])
         now = self.clock.time_ms()
         deltas: dict[str, int] = {}
+        seen: dict[str, int] = {}
         missing: list[Slot] = []
         for slot in slots:
             old = stored_count(found.get(slot[1], NO_VALUE))
             if old is None:
                 missing.append(slot)
             else:
+                seen[slot[1]] = old
                 deltas[slot[1]] = max(1, now - old)
         results = incr_many(self.store, deltas)
         versions = {}
@@ -202,9 +219,10 @@ class Tags:
                 versions[label] = results[key]  # type: ignore[assignment]
             elif (label, key) not in missing:
                 missing.append((label, key))  # deleted between the read and the increment
-        versions.update(self._recreate(missing, now, forward=True))
+        versions.update(self._recreate(missing, now, forward=True, seen=seen))
         self._remember(versions)
-        return {name: versions[name] for name in names}
+        cut = len(self._prefix)
+        return {name: versions[self.key(name)[cut:]] for name in names}
 
 
 def incr_many(store: Store, deltas: Mapping[str, int]) -> dict[str, int | None]:

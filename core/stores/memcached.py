@@ -37,6 +37,7 @@ ITEM_HEADROOM = 512
 """Bytes of memcached's 1 MiB item limit taken by the item header, key and flags."""
 OWNER_CACHE_SIZE = 8192
 COPY_SEARCH_PER_SERVER = 64  # suffixes tried per server when placing a key's copies
+PLACEMENT_CACHE_SIZE = 65536  # bases whose copies are remembered (per-object tags are many)
 
 
 class MemcachedStore:
@@ -82,6 +83,7 @@ class MemcachedStore:
         self._single = self._nodes[self.servers[0]] if len(self.servers) == 1 else None
         self._owners: dict[str, Node] = {}
         self._placed: dict[str, dict[Server, str]] = {}
+        self._placeable = len(self.ring.owning_servers())  # a 0-point server owns no key
         self._attempts = retry_attempts * len(self.servers) + 1
 
     def __repr__(self) -> str:
@@ -141,11 +143,20 @@ class MemcachedStore:
         return tuple(dict.fromkeys(self._copies(base).values()))
 
     def colocated(self, base: str, near: str) -> str:
-        """Return the key of ``spread(base)`` on the server that serves ``near`` now."""
+        """Return the key of ``spread(base)`` on the server that serves ``near`` now.
+
+        With replicas the choice follows the ring owner even while it is down:
+        the entry's replica still records the owner's copy, whose own replica
+        answers, so an outage costs a second server per read, not a rebuild of
+        every tagged entry the dead server owned.
+        """
         if self._single is not None:
             return base
-        node = self._owner(near) if not self._dead else self._route(near)[0]
-        return self._copies(base).get(node.server, base)
+        if self._dead and self.replicas == 1:
+            server = self._route(near)[0].server
+        else:
+            server = self._owner(near).server
+        return self._copies(base).get(server, base)
 
     def _copies(self, base: str) -> dict[Server, str]:
         """Map each server to a key it owns, ``base`` or ``base~n`` for the smallest such n.
@@ -157,14 +168,14 @@ class MemcachedStore:
         copies = self._placed.get(base)
         if copies is None:
             copies = {self.ring.server_for(base): base}
-            limit = COPY_SEARCH_PER_SERVER * len(self.servers)
+            limit = COPY_SEARCH_PER_SERVER * self._placeable
             if len(base) + len(str(limit)) + 1 <= MAX_KEY_BYTES:
                 for n in range(1, limit + 1):
-                    if len(copies) == len(self.servers):
+                    if len(copies) == self._placeable:
                         break
                     candidate = f"{base}~{n}"
                     copies.setdefault(self.ring.server_for(candidate), candidate)
-            if len(self._placed) >= OWNER_CACHE_SIZE:
+            if len(self._placed) >= PLACEMENT_CACHE_SIZE:
                 self._placed.clear()
             self._placed[base] = copies
         return copies

@@ -21,7 +21,7 @@ import redis
 from pymemcache.client.base import Client
 
 from mcache import Cache, FakeClock
-from tests.benchmarks.common import latency_row, measure, table
+from tests.benchmarks.common import latency_row, measure, pinned, table
 from tests.servers import memcached_process, redis_process
 
 
@@ -84,7 +84,8 @@ def main() -> None:
     args = parser.parse_args()
     memcached, redis_server = memcached_process().start(), redis_process().start()
     try:
-        rows = latency(memcached.address, memcached.port, args.rounds, args.calls)
+        with pinned([memcached.process.pid]):  # type: ignore[union-attr]
+            rows = latency(memcached.address, memcached.port, args.rounds, args.calls)
         header = ["operation", "p50 µs", "raw pymemcache incr p50 µs", "ratio"]
         print(table(header, rows, args.markdown))
         print()

@@ -25,7 +25,7 @@ from uhashring import HashRing
 
 from mcache.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore
-from tests.benchmarks.common import latency_row, measure, table
+from tests.benchmarks.common import latency_row, measure, pinned, table
 from tests.servers import memcached_process
 
 FOUR = [Server(f"10.0.0.{i}", 11211) for i in range(1, 5)]
@@ -85,7 +85,8 @@ def cluster_reads(rounds: int, calls: int) -> list[list[str]]:
             subjects["Django PyMemcacheCache, 3 nodes"] = django_get
         rows = []
         for name, subject in subjects.items():
-            mine, theirs = measure(subject, lambda: raw.get("bench:hit"), rounds, calls)
+            with pinned([n.process.pid for n in nodes]):  # type: ignore[union-attr]
+                mine, theirs = measure(subject, lambda: raw.get("bench:hit"), rounds, calls)
             rows.append(latency_row(name, mine, theirs))
         return rows
     finally:

@@ -371,3 +371,59 @@ def test_a_version_is_only_compared_with_the_copy_it_came_from(trio) -> None:
     )
     store.set(key, cache.codec.dumps(entry.to_wire(), key), 60)
     assert cache.get_or_build(page, lambda: "rebuilt", tags=["posts"]) == "rebuilt"
+
+
+@pytest.mark.parametrize("name", ["user café", "x" * 120])
+def test_no_two_tags_share_a_label(trio, name: str) -> None:
+    from mcache import Cache
+
+    store = _store(trio)
+    cache = Cache(store, namespace="N" * 100)  # long names fill the key
+    base = cache.tags.key(name)
+    for copy in store.spread(base)[1:]:
+        other = name + copy[len(base) :]  # a tag named like one of the copies
+        page = next(
+            p for p in (f"p{i}" for i in range(1000)) if store.colocated(base, cache.key(p)) == copy
+        )
+        slots = cache.tags.near([name, other], cache.key(page))
+        assert len({label for label, _ in slots}) == len({key for _, key in slots}) == 2
+        assert cache.get_or_build(page, lambda: "v1", tags=[name, other]) == "v1"
+        cache.invalidate(name)
+        assert cache.get_or_build(page, lambda: "v2", tags=[name, other]) == "v2"
+
+
+def test_a_tag_named_like_a_copy_is_not_that_copy(trio) -> None:
+    from mcache import Cache
+
+    cache = Cache(_store(trio), namespace="colo")
+    copies = {key for _, key in cache.tags.everywhere("posts")}
+    assert cache.tags.key("posts~1") not in copies
+    assert cache.tags.key("#" + cache.tags.key("posts").rsplit(":", 1)[-1]) not in copies
+
+
+def test_replicated_tagged_entries_survive_their_owner(trio) -> None:
+    from mcache import Cache
+
+    store = _store(trio, replicas=2, dead_timeout=60)
+    cache = Cache(store, namespace="rep")
+    pages = [f"page:{i}" for i in range(60)]
+    for page in pages:
+        cache.get_or_build(page, lambda: "v1", tags=["posts", "users"])
+    victim = trio[0]
+    owned = [p for p in pages if store.ring.server_for(cache.key(p)).port == victim.port]
+    victim.kill()
+    got = [cache.get_or_build(p, lambda: "v2", tags=["posts", "users"]) for p in owned]
+    assert got == ["v1"] * len(owned), "their replicas still answer, tags included"
+    cache.invalidate("posts")
+    got = [cache.get_or_build(p, lambda: "v3", tags=["posts", "users"]) for p in pages]
+    assert got == ["v3"] * len(pages), "an invalidation during the outage reaches every entry"
+
+
+def test_a_server_without_points_costs_no_search() -> None:
+    servers = [Server("127.0.0.1", 1, 100), Server("127.0.0.1", 2, 100), Server("127.0.0.1", 3, 1)]
+    store = MemcachedStore(servers)
+    ring_owners = store.ring.owning_servers()
+    assert servers[2] not in ring_owners, "a weight of 1 against 100 gets no point"
+    copies = store.spread("t:posts")
+    assert {store.ring.server_for(k) for k in copies} == ring_owners
+    assert len(copies) == len(ring_owners)

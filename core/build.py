@@ -89,15 +89,19 @@ class Builder:
         return entry, cache.tags.from_found(slots, cache.shared.get_many(keys))
 
     def decode(self, key: str, data: object) -> Entry | None:
-        """Return the entry stored as ``data``, or None for a miss or foreign bytes."""
+        """Return the entry stored as ``data``, or None for a miss or undecodable bytes.
+
+        A value written by a plain ``set`` is an entry too: untagged, fresh until
+        the store drops it. So ``set`` then ``get_or_build`` returns what was set,
+        as Django's ``get_or_set`` after ``set`` does.
+        """
         if data is NO_VALUE:
             return None
-        entry = Entry.from_wire(self.cache.codec.loads(data, key))  # type: ignore[arg-type]
-        if entry is None:
-            self.cache.failures.warning(
-                "entry.foreign", "%r holds no mcache entry; rebuilding", key
-            )
-        return entry
+        value = self.cache.codec.loads(data, key)  # type: ignore[arg-type]
+        if value is NO_VALUE:
+            return None  # foreign or corrupted bytes: the codec logged them
+        entry = Entry.from_wire(value)
+        return Entry(value, 0) if entry is None else entry
 
     # -- the algorithm ------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
 from .counters import Counter, OnlineCounter, ViewCounter, VisitorCounter
+from .entry import Entry
 from .errors import ConfigError, MCacheError, StoreUnavailable, ValueTooLarge
 from .flight import Refresher, ThreadPoolRefresher
 from .keys import MAX_KEY_BYTES, make_key
@@ -148,12 +149,19 @@ class Cache:
     # -- plain operations -----------------------------------------------------------------
 
     def get(self, key: Key, default: Any = NO_VALUE) -> Any:
-        """Return the cached value, or ``default`` (``NO_VALUE`` unless given) on a miss."""
+        """Return the cached value, or ``default`` (``NO_VALUE`` unless given) on a miss.
+
+        An entry written by ``get_or_build`` counts while it is fresh and its
+        tags are unchanged; a stale one is a miss here (only ``get_or_build``,
+        which rebuilds it, may serve it stale).
+        """
         store_key = self._store_key(key)
         data = self.store_call("get", lambda: self.store.get(store_key), NO_VALUE)
         if data is NO_VALUE:
             return default
         value = self.codec.loads(data, store_key)  # type: ignore[arg-type]
+        if type(value) in (list, tuple) and (entry := Entry.from_wire(value)) is not None:
+            return self._current_values({key: entry}).get(key, default)
         return default if value is NO_VALUE else value
 
     def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
@@ -161,11 +169,32 @@ class Cache:
         by_store_key = {self._store_key(key): key for key in keys}
         found = self.store_call("get_many", lambda: self.store.get_many(list(by_store_key)), {})
         result: dict[Key, Any] = {}
+        entries: dict[Key, Entry] = {}
         for store_key, data in found.items():
             value = self.codec.loads(data, store_key)
-            if value is not NO_VALUE:
+            if type(value) in (list, tuple) and (entry := Entry.from_wire(value)) is not None:
+                entries[by_store_key[store_key]] = entry
+            elif value is not NO_VALUE:
                 result[by_store_key[store_key]] = value
+        if entries:
+            result.update(self._current_values(entries))
         return result
+
+    def _current_values(self, entries: Mapping[Key, Entry]) -> dict[Key, Any]:
+        """Return the values of the entries that are fresh, with every tag unchanged."""
+        now = self.clock.time_ms()
+        fresh = {key: entry for key, entry in entries.items() if entry.is_fresh(now)}
+        labels = {label for entry in fresh.values() for label in entry.tags}
+        try:
+            versions = self.tags.of_labels(labels) if labels else {}
+        except MCacheError as error:
+            self.store_failed("get", error)
+            return {}
+        return {
+            key: entry.value
+            for key, entry in fresh.items()
+            if all(versions.get(label) == v for label, v in entry.tags.items())
+        }
 
     def set(self, key: Key, value: Any, ttl: float | None = None) -> bool:
         """Cache ``value``; ``False`` when it could not be stored (logged, never raised)."""

@@ -154,6 +154,14 @@ class Tags:
             return local
         return self.from_found(slots, self.store.get_many([key for _, key in slots]))
 
+    def of_labels(self, labels: Iterable[str]) -> dict[str, int]:
+        """Return the current versions of the copies an entry recorded (its ``tags``)."""
+        slots = [(label, self._prefix + label) for label in labels]
+        local = self.cached(slots)
+        if local is not None:
+            return local
+        return self.from_found(slots, self.store.get_many([key for _, key in slots]))
+
     def _create(self, slots: list[Slot]) -> dict[str, int]:
         """Create lost copies with the current time; a racing creator's version wins."""
         return self._recreate(slots, self.clock.time_ms(), forward=False)

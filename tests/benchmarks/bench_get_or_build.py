@@ -172,6 +172,7 @@ def _contender(kind: str, addresses: list[str], options: dict[str, Any]) -> Cont
     build = _builder(addresses[0])
     if kind == "mcache":
         refresher = ThreadPoolRefresher()
+        refresher(lambda: None)  # a running site's pool has its thread started already
         cache = Cache(_cluster(addresses), namespace="st", refresher=refresher)
         call = lambda: cache.get_or_build(KEY, build, **options)  # noqa: E731
         return lambda: _warmed(cache.get_many, call), lambda: refresher.shutdown(wait=True)

@@ -497,3 +497,31 @@ def test_async_stale_background_and_errors() -> None:
             await cache.aget_or_build("other", failing)
 
     asyncio.run(main())
+
+
+# -- plain reads and writes meet get_or_build ----------------------------------------------------
+
+
+def test_plain_get_sees_a_built_entry_while_it_is_current(url: str) -> None:
+    clock = FakeClock()
+    cache = Cache(url, namespace="pg", clock=clock)
+    cache.get_or_build("page", lambda: "v1", ttl=10, stale_ttl=60, tags=["posts"])
+    cache.set("plain", [1, 2])
+    assert cache.get("page") == "v1"
+    assert cache.get_many(["page", "plain", "absent"]) == {"page": "v1", "plain": [1, 2]}
+    cache.invalidate("posts")
+    assert cache.get("page", "gone") == "gone", "a bumped tag makes it a miss"
+    cache.get_or_build("page", lambda: "v2", ttl=10, stale_ttl=60, tags=["posts"])
+    clock.advance(11)
+    assert cache.get("page", "gone") == "gone", "stale is a miss for a plain get"
+    assert cache.get_or_build("page", lambda: "v3", ttl=10, tags=["posts"]) == "v3"
+
+
+def test_a_plain_set_value_is_what_get_or_build_returns(url: str) -> None:
+    cache = Cache(url, namespace="ps")
+    cache.set("k", {"set": True}, ttl=60)
+    assert cache.get_or_build("k", lambda: "built") == {"set": True}
+    cache.set("tagged", "set")
+    assert cache.get_or_build("tagged", lambda: "built", tags=["t"]) == "built", (
+        "a plain value records no tag versions, so a tagged read rebuilds it"
+    )

@@ -144,7 +144,11 @@ class Cache:
             return fallback
 
     def _ttl(self, ttl: float | None) -> int:
-        return self.default_ttl if ttl is None else _seconds(ttl, "ttl")
+        if ttl is None:
+            return self.default_ttl
+        if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
+            return -1  # already expired: a set stores nothing readable, as Django's timeout=0
+        return _seconds(ttl, "ttl")
 
     # -- plain operations -----------------------------------------------------------------
 

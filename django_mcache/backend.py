@@ -1,0 +1,232 @@
+"""``MCacheBackend``: mcache as a Django cache in ``settings.CACHES``.
+
+Django concepts in, core calls out: keys go through Django's ``KEY_PREFIX``,
+``VERSION`` and ``KEY_FUNCTION`` and then through mcache's key hashing (so any
+key is memcached-safe: no key warnings, no ``InvalidCacheKey``); Django's
+timeouts become core TTLs (``None`` forever, ``0`` or less: expired at once);
+everything else is the core :class:`mcache.Cache`, whose ``get_or_build`` makes
+``get_or_set`` dog-pile safe.
+
+Django builds one backend per thread and alias. The core cache behind it is
+one per process and configuration, so threads share their connection pools and
+their single-flight calls (one build per process, not per thread), and a forked
+worker starts with its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
+from django.core.exceptions import ImproperlyConfigured
+
+from mcache import Cache
+from mcache.counters import Counter, OnlineCounter, ViewCounter
+from mcache.errors import ConfigError
+from mcache.lock import Lock
+
+from .config import cache_from_settings
+
+__all__ = ["MCacheBackend"]
+
+T = TypeVar("T")
+_shared: dict[tuple[str, str], Cache] = {}
+_shared_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_shared.clear)  # a child must not reuse the parent's sockets
+
+
+def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
+    """Return this process's core cache for a configuration, building it once."""
+    signature = (str(location), repr(sorted((str(k), repr(v)) for k, v in params.items())))
+    cache = _shared.get(signature)
+    if cache is None:
+        with _shared_lock:
+            cache = _shared.get(signature)
+            if cache is None:
+                try:
+                    cache = cache_from_settings(location, params)
+                except ConfigError as error:
+                    raise ImproperlyConfigured(f"mcache cache: {error}") from None
+                _shared[signature] = cache
+    return cache
+
+
+class MCacheBackend(BaseCache):
+    """A Django cache backend on mcache: memcached, Redis, memory or another Django cache."""
+
+    def __init__(self, location: str, params: dict[str, Any]) -> None:
+        super().__init__(params)
+        self.mcache = _core_cache(location, params)
+
+    # -- Django keys and timeouts -----------------------------------------------------------
+
+    def validate_key(self, key: str) -> None:
+        """Accept any key: mcache hashes it into a memcached-safe one."""
+
+    def _key(self, key: Any, version: int | None) -> str:
+        return self.make_and_validate_key(key, version=version)
+
+    def _ttl(self, timeout: Any) -> float:
+        """Return the core TTL for a Django timeout: 0 keeps forever, -1 is already expired."""
+        if timeout is DEFAULT_TIMEOUT:
+            timeout = self.default_timeout
+        if timeout is None:
+            return 0
+        return -1 if timeout <= 0 else timeout
+
+    # -- the BaseCache API ----------------------------------------------------------------------
+
+    def get(self, key: Any, default: Any = None, version: int | None = None) -> Any:
+        """Return the cached value, or ``default``."""
+        return self.mcache.get(self._key(key, version), default)
+
+    def set(
+        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> None:
+        """Cache ``value``; a failure is logged by mcache, never raised."""
+        self.mcache.set(self._key(key, version), value, self._ttl(timeout))
+
+    def add(
+        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> bool:
+        """Cache ``value`` unless the key holds one; return whether this call stored it."""
+        return self.mcache.add(self._key(key, version), value, self._ttl(timeout))
+
+    def touch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
+        """Give the key a new timeout; return whether it existed."""
+        return self.mcache.touch(self._key(key, version), self._ttl(timeout))
+
+    def delete(self, key: Any, version: int | None = None) -> bool:
+        """Remove the key; return whether it existed."""
+        return self.mcache.delete(self._key(key, version))
+
+    def get_many(self, keys: Iterable[Any], version: int | None = None) -> dict[Any, Any]:
+        """Return the values of the keys found, in one round trip per server."""
+        by_cache_key = {self._key(key, version): key for key in keys}
+        found = self.mcache.get_many(list(by_cache_key))
+        return {by_cache_key[cache_key]: value for cache_key, value in found.items()}
+
+    def set_many(
+        self, data: Mapping[Any, Any], timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> list[Any]:
+        """Cache several values; return the keys that could not be stored."""
+        by_cache_key = {self._key(key, version): key for key in data}
+        items = {cache_key: data[key] for cache_key, key in by_cache_key.items()}
+        failed = self.mcache.set_many(items, self._ttl(timeout))
+        return [by_cache_key[cache_key] for cache_key in failed]  # type: ignore[index]
+
+    def delete_many(self, keys: Iterable[Any], version: int | None = None) -> None:
+        """Remove several keys."""
+        self.mcache.delete_many([self._key(key, version) for key in keys])
+
+    def incr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+        """Add ``delta`` atomically; ``ValueError`` when the key is missing."""
+        value = self.mcache.incr(self._key(key, version), delta)
+        if value is None:
+            raise ValueError(f"Key '{key}' not found")
+        return value
+
+    def decr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+        """Subtract ``delta`` atomically (memcached floors at 0); ``ValueError`` when missing."""
+        return self.incr(key, -delta, version)
+
+    def clear(self) -> None:
+        """Flush the whole store, as Django's memcached and Redis backends do."""
+        self.mcache.store_call("clear", self.mcache.store.flush, None)
+
+    def close(self, **kwargs: Any) -> None:
+        """Keep the pooled connections: they outlive a request by design."""
+
+    def get_or_set(
+        self,
+        key: Any,
+        default: Any,
+        timeout: Any = DEFAULT_TIMEOUT,
+        version: int | None = None,
+    ) -> Any:
+        """Return the cached value or compute and cache it, once across callers (dog-pile safe).
+
+        While a value is being computed, other callers wait for it (up to the
+        ``wait`` option) instead of computing it too; an expired value is kept
+        ``stale_ttl`` longer and served while one caller recomputes it.
+        """
+        build = default if callable(default) else (lambda: default)
+        ttl = self._ttl(timeout)
+        if ttl < 0:
+            return build()  # timeout=0: computed, never cached
+        return self.mcache.get_or_build(self._key(key, version), build, ttl=ttl)
+
+    async def aget_or_set(
+        self,
+        key: Any,
+        default: Any,
+        timeout: Any = DEFAULT_TIMEOUT,
+        version: int | None = None,
+    ) -> Any:
+        """Await :meth:`get_or_set` (dog-pile safe as well)."""
+        return await sync_to_async(self.get_or_set)(key, default, timeout, version)
+
+    # -- mcache's extras -------------------------------------------------------------------------
+
+    def get_or_build(
+        self,
+        key: Any,
+        build: Callable[[], T],
+        *,
+        timeout: Any = DEFAULT_TIMEOUT,
+        version: int | None = None,
+        **options: Any,
+    ) -> T:
+        """Dog-pile-safe read with tags and stale serving; options as ``Cache.get_or_build``."""
+        ttl = self._ttl(timeout)
+        if ttl < 0:
+            return build()
+        return self.mcache.get_or_build(self._key(key, version), build, ttl=ttl, **options)
+
+    async def aget_or_build(
+        self,
+        key: Any,
+        build: Callable[[], Awaitable[T]],
+        *,
+        timeout: Any = DEFAULT_TIMEOUT,
+        version: int | None = None,
+        **options: Any,
+    ) -> T:
+        """Await a dog-pile-safe read whose builder is a coroutine function."""
+        ttl = self._ttl(timeout)
+        if ttl < 0:
+            return await build()
+        return await self.mcache.aget_or_build(self._key(key, version), build, ttl=ttl, **options)
+
+    def invalidate(self, *tags: str) -> dict[str, int]:
+        """Bump ``tags``: every entry carrying one of them is stale from now on."""
+        return self.mcache.invalidate(*tags)
+
+    def lock(self, name: str, timeout: int | None = None, wait: float = 0.0) -> Lock:
+        """Return the distributed lock ``name`` (a context manager)."""
+        return self.mcache.lock(name, timeout, wait)
+
+    def counter(self, name: str, ttl: int = 0) -> Counter:
+        """Return the atomic counter ``name``."""
+        return self.mcache.counter(name, ttl)
+
+    def view_counter(
+        self, name: str, initial: Callable[[Any], int] | None = None, ttl: int = 0
+    ) -> ViewCounter:
+        """Return the view counter ``name``, seeded per object by ``initial`` (e.g. from the DB)."""
+        return self.mcache.view_counter(name, initial, ttl)
+
+    def online_counter(
+        self, name: str = "site", window: int = 300, slots: int = 6, unique: str = "auto"
+    ) -> OnlineCounter:
+        """Return the online counter ``name``: distinct visitors over a sliding ``window``."""
+        return self.mcache.online_counter(name, window, slots, unique)
+
+    def stats(self) -> dict[str, Any]:
+        """Return mcache's cluster-wide counters and per-server statistics."""
+        return self.mcache.stats()

@@ -1,0 +1,139 @@
+"""From a ``settings.CACHES`` entry to a core :class:`mcache.Cache`.
+
+One job: read ``LOCATION`` and ``OPTIONS``, reject what is unknown or invalid
+with a message naming the setting and the fix, and build the ``Cache``. The
+backend calls it when Django first uses the alias; the system check
+(:mod:`django_mcache.checks`) calls it at start-up so a typo fails ``manage.py
+check`` instead of the first request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from mcache import Cache
+from mcache.codec import Codec
+from mcache.errors import ConfigError
+from mcache.stores.url import OPTIONS as STORE_OPTIONS
+
+__all__ = ["ALIAS_SCHEME", "CACHE_OPTIONS", "CODEC_OPTIONS", "cache_from_settings"]
+
+ALIAS_SCHEME = "alias:"
+CACHE_OPTIONS = frozenset(
+    {
+        "namespace",
+        "stale_ttl",
+        "lock_timeout",
+        "wait",
+        "refresh",
+        "early_refresh",
+        "jitter",
+        "tag_cache_ttl",
+        "refresher",
+        "trace_dir",
+        "stats_interval",
+    }
+)
+CODEC_OPTIONS = frozenset({"serializer", "compress_threshold", "signing_key"})
+DJANGO_CULL_OPTIONS = frozenset({"MAX_ENTRIES", "CULL_FREQUENCY"})
+"""Django's local-memory culling knobs: memcached and Redis evict by LRU instead."""
+
+_SAFE_NAMESPACE = re.compile(r"[!-~]{1,60}")
+
+
+def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
+    """Return the core cache a ``CACHES`` entry describes; raise ``ConfigError`` naming the fix."""
+    options = dict(params.get("OPTIONS") or {})
+    for name in DJANGO_CULL_OPTIONS:
+        options.pop(name, None)
+    unknown = sorted(set(options) - CACHE_OPTIONS - CODEC_OPTIONS - _store_options(location))
+    if unknown:
+        raise ConfigError(
+            f"unknown OPTIONS {', '.join(map(repr, unknown))} for LOCATION {location!r}; "
+            f"mcache options: {', '.join(sorted(CACHE_OPTIONS))}; codec options: "
+            f"{', '.join(sorted(CODEC_OPTIONS))}; store options for this LOCATION: "
+            f"{', '.join(sorted(_store_options(location))) or 'none'}"
+        )
+    cache_kwargs = {k: v for k, v in options.items() if k in CACHE_OPTIONS}
+    codec_kwargs = {k: v for k, v in options.items() if k in CODEC_OPTIONS}
+    store_kwargs = {
+        k: v for k, v in options.items() if k not in cache_kwargs and k not in codec_kwargs
+    }
+    cache_kwargs.setdefault("namespace", _namespace(params.get("KEY_PREFIX", "")))
+    if "refresher" in cache_kwargs:
+        cache_kwargs["refresher"] = _refresher(cache_kwargs["refresher"])
+    store = _store(location, store_kwargs)
+    return Cache(
+        store,
+        default_ttl=_default_ttl(params),
+        codec=Codec(**codec_kwargs),
+        **cache_kwargs,
+    )
+
+
+def _store_options(location: str) -> set[str]:
+    if not isinstance(location, str):
+        return set()
+    if location.startswith(ALIAS_SCHEME):
+        return set()
+    scheme = location.split("://", 1)[0]
+    scheme = "redis" if scheme in {"redis", "rediss"} else scheme
+    return set(STORE_OPTIONS.get(scheme, {}))
+
+
+def _store(location: str, options: dict[str, Any]) -> Any:
+    if not isinstance(location, str) or not location:
+        raise ConfigError(
+            "LOCATION must be a store URL such as 'memcached://127.0.0.1:11211',"
+            " 'redis://127.0.0.1:6379/0', 'memory://' or 'alias:<another cache alias>'"
+        )
+    if location.startswith(ALIAS_SCHEME):
+        from .django_store import DjangoCacheStore
+
+        return DjangoCacheStore(location[len(ALIAS_SCHEME) :])
+    from mcache.stores import from_url
+
+    return from_url(location, **options)
+
+
+def _namespace(key_prefix: object) -> str:
+    """Use KEY_PREFIX as the namespace of tags and counters, so sites sharing servers stay apart."""
+    prefix = str(key_prefix or "")
+    if not prefix or _SAFE_NAMESPACE.fullmatch(prefix):
+        return prefix
+    from mcache.keys import make_key
+
+    return "p" + make_key("", prefix).rsplit(":", 1)[-1][:16]
+
+
+def _default_ttl(params: Mapping[str, Any]) -> int:
+    timeout = params.get("TIMEOUT", 300)
+    if timeout is None:
+        return 0  # Django's TIMEOUT=None: keep forever
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        raise ConfigError(f"TIMEOUT must be a number of seconds or None, got {timeout!r}") from None
+    # TIMEOUT <= 0 (Django: cache nothing) is applied per call by the backend; the
+    # core cache, used directly through ``backend.mcache``, then keeps 1 second.
+    return max(1, int(-(-seconds // 1)))
+
+
+def _refresher(spec: object) -> Callable[[Callable[[], object]], bool]:
+    if isinstance(spec, str):
+        try:
+            spec = import_string(spec)
+        except ImportError as error:
+            raise ConfigError(f"OPTIONS['refresher']: cannot import {spec!r}: {error}") from None
+    if isinstance(spec, type):
+        spec = spec()
+    if not callable(spec):
+        raise ConfigError(
+            "OPTIONS['refresher'] must be a callable taking a job (or its dotted path),"
+            f" got {spec!r}"
+        )
+    return spec

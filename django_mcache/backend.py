@@ -51,9 +51,24 @@ def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
                 try:
                     cache = cache_from_settings(location, params)
                 except ConfigError as error:
-                    raise ImproperlyConfigured(f"mcache cache: {error}") from None
+                    return _Misconfigured(error)  # type: ignore[return-value]
                 _shared[signature] = cache
     return cache
+
+
+class _Misconfigured:
+    """Stands in for the core cache of a bad configuration: any use raises the reason.
+
+    Django instantiates every cache while running its own checks, so the
+    backend must not raise then; ``manage.py check`` reports the reason through
+    :mod:`django_mcache.checks`, and a request that uses the cache gets it too.
+    """
+
+    def __init__(self, error: ConfigError) -> None:
+        self._message = f"mcache cache: {error}"
+
+    def __getattr__(self, name: str) -> Any:
+        raise ImproperlyConfigured(self._message)
 
 
 class MCacheBackend(BaseCache):

@@ -9,7 +9,9 @@ check`` instead of the first request.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -85,7 +87,28 @@ def _store_options(location: str) -> set[str]:
     return set(STORE_OPTIONS.get(scheme, {}))
 
 
+_stores: dict[tuple[str, str], Any] = {}
+_stores_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_stores.clear)  # a child must not reuse the parent's sockets
+
+
 def _store(location: str, options: dict[str, Any]) -> Any:
+    """Return the process's one store for a LOCATION and its options.
+
+    Aliases naming the same LOCATION share it, as Django's own backends do: the
+    same ``memory://`` is one in-process store, the same memcached pool one set
+    of connections.
+    """
+    signature = (location, repr(sorted(options.items())))
+    with _stores_lock:
+        store = _stores.get(signature)
+        if store is None:
+            store = _stores[signature] = _new_store(location, options)
+    return store
+
+
+def _new_store(location: str, options: dict[str, Any]) -> Any:
     if not isinstance(location, str) or not location:
         raise ConfigError(
             "LOCATION must be a store URL such as 'memcached://127.0.0.1:11211',"

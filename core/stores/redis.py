@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import redis
 from redis.exceptions import RedisError, ResponseError
@@ -259,26 +259,7 @@ class RedisStore:
 
     def stats(self) -> dict[str, dict[str, int | float | str]]:
         """Return ``INFO`` mapped to memcached's field names, keyed by ``host:port/db``."""
-        info = self._run(self._redis.info)
-        kwargs = self._redis.connection_pool.connection_kwargs
-        db = kwargs.get("db", 0)
-        name = f"{kwargs.get('host', kwargs.get('path', 'redis'))}:{kwargs.get('port', '')}/{db}"
-        keyspace = info.get(f"db{db}", {})
-        mapped: dict[str, int | float | str] = {
-            "pid": info.get("process_id", 0),
-            "uptime": info.get("uptime_in_seconds", 0),
-            "version": str(info.get("redis_version", "")),
-            "curr_connections": info.get("connected_clients", 0),
-            "curr_items": keyspace.get("keys", 0) if isinstance(keyspace, dict) else 0,
-            "bytes": info.get("used_memory", 0),
-            "limit_maxbytes": info.get("maxmemory", 0),
-            "get_hits": info.get("keyspace_hits", 0),
-            "get_misses": info.get("keyspace_misses", 0),
-            "evictions": info.get("evicted_keys", 0),
-            "reclaimed": info.get("expired_keys", 0),
-            "total_connections": info.get("total_connections_received", 0),
-        }
-        return {name: mapped}
+        return info_stats(self._redis, self._run)
 
     def close(self) -> None:
         """Close pooled connections; the store reconnects on next use."""
@@ -291,3 +272,32 @@ def _redacted(url: str) -> str:
     if "@" not in rest:
         return url
     return f"{scheme}{sep}***@{rest.rpartition('@')[2]}"
+
+
+def info_stats(
+    client: Any, run: Callable[[Callable[[], Any]], Any] = lambda call: call()
+) -> dict[str, dict[str, int | float | str]]:
+    """Return a redis-py client's ``INFO`` in memcached's field names, keyed by ``host:port/db``.
+
+    Shared with the store over another Django cache, which may sit on django-redis.
+    """
+    info = run(client.info)
+    kwargs = client.connection_pool.connection_kwargs
+    db = kwargs.get("db", 0)
+    name = f"{kwargs.get('host', kwargs.get('path', 'redis'))}:{kwargs.get('port', '')}/{db}"
+    keyspace = info.get(f"db{db}", {})
+    mapped: dict[str, int | float | str] = {
+        "pid": info.get("process_id", 0),
+        "uptime": info.get("uptime_in_seconds", 0),
+        "version": str(info.get("redis_version", "")),
+        "curr_connections": info.get("connected_clients", 0),
+        "curr_items": keyspace.get("keys", 0) if isinstance(keyspace, dict) else 0,
+        "bytes": info.get("used_memory", 0),
+        "limit_maxbytes": info.get("maxmemory", 0),
+        "get_hits": info.get("keyspace_hits", 0),
+        "get_misses": info.get("keyspace_misses", 0),
+        "evictions": info.get("evicted_keys", 0),
+        "reclaimed": info.get("expired_keys", 0),
+        "total_connections": info.get("total_connections_received", 0),
+    }
+    return {name: mapped}

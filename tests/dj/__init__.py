@@ -1,0 +1,1 @@
+"""Tests of the Django adapter (pytest-django, SQLite, real memcached and Redis)."""

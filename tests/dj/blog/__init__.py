@@ -1,0 +1,1 @@
+"""A tiny blog app the adapter's tests cache pages and counters of."""

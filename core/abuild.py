@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from .build import BuildOptions, Call
 from .entry import Entry
+from .errors import Uncacheable
+from .flight import NotShared
 from .lock import Lock, backoff_delays
 
 if TYPE_CHECKING:
@@ -39,20 +41,24 @@ class AsyncBuilder:
     ) -> Any:
         """Return the cached value for ``key``, awaiting ``build()`` at most once across callers."""
         try:
-            entry, versions = await asyncio.to_thread(self.sync.read, key, tags)
-        except Exception as error:
-            self.cache.store_failed("get_or_build", error)
+            try:
+                entry, versions = await asyncio.to_thread(self.sync.read, key, tags)
+            except Exception as error:
+                self.cache.store_failed("get_or_build", error)
+                self.cache.metrics.add("misses")
+                return await build()
+            now = self.cache.clock.time_ms()
+            if self.sync.is_hit(key, entry, versions, now, o):
+                return entry.value  # type: ignore[union-attr]
+            self.cache.trace(key, "M")
+            call = Call(key, build, tags, o, versions, entry)
+            if entry is not None:
+                return await self.refresh_stale(call, entry)
             self.cache.metrics.add("misses")
-            return await build()
-        now = self.cache.clock.time_ms()
-        if self.sync.is_hit(key, entry, versions, now, o):
-            return entry.value  # type: ignore[union-attr]
-        self.cache.trace(key, "M")
-        call = Call(key, build, tags, o, versions, entry)
-        if entry is not None:
-            return await self.refresh_stale(call, entry)
-        self.cache.metrics.add("misses")
-        return await self.build_missing(call)
+            return await self.build_missing(call)
+        except Uncacheable as own:  # this caller's own build: followers got NotShared
+            self.cache.metrics.add("uncached")
+            return own.value
 
     async def refresh_stale(self, call: Call, entry: Entry) -> Any:
         """Let one caller rebuild; everyone else gets the stale value at once."""
@@ -89,20 +95,30 @@ class AsyncBuilder:
         if not leader:
             self.cache.metrics.add("coalesced")
             if await flight.await_for(call.options.wait) and flight.answered():
-                return flight.outcome()
+                return await self.outcome_of(flight, call)
             self.cache.metrics.add("wait_timeouts")
             flight, leader = flights.take_over(call.key, flight)
             if not leader:
                 if await flight.await_for(call.options.lock_timeout) and flight.answered():
-                    return flight.outcome()
+                    return await self.outcome_of(flight, call)
                 return await self.build_and_store(call, None, None)
             return await self.lead(flight, call, self.build_and_store(call, None, None))
         return await self.lead(flight, call, self.lead_missing(call))
+
+    async def outcome_of(self, flight: Any, call: Call) -> Any:
+        """Return the leader's value; if it was the leader's alone, build our own."""
+        try:
+            return flight.outcome()
+        except NotShared:
+            return await self.build_and_store(call, None, None)
 
     async def lead(self, flight: Any, call: Call, work: Awaitable[Any]) -> Any:
         """Await ``work`` as the flight's leader and publish its outcome."""
         try:
             value = await work
+        except Uncacheable:
+            flight.fail(NotShared())
+            raise
         except BaseException as error:
             flight.fail(error)
             raise
@@ -163,6 +179,8 @@ class AsyncBuilder:
             started = time.monotonic()
             try:
                 value = await call.build()
+            except Uncacheable:
+                raise  # not a failure: the builder's value is for its caller alone
             except Exception as error:
                 if stale is None:
                     self.sync.build_failed(call.key, error, None)

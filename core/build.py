@@ -18,22 +18,32 @@ The read path (DESIGN.md "get_or_build"):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
 from .entry import Entry
-from .flight import Flight, SingleFlight
+from .errors import Uncacheable
+from .flight import Flight, NotShared, SingleFlight
 from .lock import Lock, backoff_delays
 
 if TYPE_CHECKING:
     from .cache import Cache
 
-__all__ = ["BuildOptions", "Builder"]
+__all__ = ["STALE_SERVED", "BuildOptions", "Builder"]
+
+STALE_SERVED: ContextVar[bool] = ContextVar("mcache_stale_served", default=False)
+"""Set when ``get_or_build`` answered the current context with a stale value.
+
+For adapters that report it (``X-Cache: STALE``): set it to False before the
+call, read it after.
+"""
 
 
 @dataclass
@@ -111,19 +121,23 @@ class Builder:
         """Return the cached value for ``key``, building it at most once across callers."""
         cache = self.cache
         try:
-            entry, versions = self.read(key, tags)
-        except Exception as error:
-            cache.store_failed("get_or_build", error)
+            try:
+                entry, versions = self.read(key, tags)
+            except Exception as error:
+                cache.store_failed("get_or_build", error)
+                cache.metrics.add("misses")
+                return self.run_build(key, build, None)[0]  # the store is down: call the backend
+            if self.is_hit(key, entry, versions, cache.clock.time_ms(), o):
+                return entry.value  # type: ignore[union-attr]
+            cache.trace(key, "M")
+            call = Call(key, build, tags, o, versions, entry)
+            if entry is not None:
+                return self.refresh_stale(call, entry)
             cache.metrics.add("misses")
-            return self.run_build(key, build, None)[0]  # the store is down: call the backend
-        if self.is_hit(key, entry, versions, cache.clock.time_ms(), o):
-            return entry.value  # type: ignore[union-attr]
-        cache.trace(key, "M")
-        call = Call(key, build, tags, o, versions, entry)
-        if entry is not None:
-            return self.refresh_stale(call, entry)
-        cache.metrics.add("misses")
-        return self.build_missing(call)
+            return self.build_missing(call)
+        except Uncacheable as own:  # this caller's own build: followers got NotShared
+            cache.metrics.add("uncached")
+            return own.value
 
     def is_hit(
         self, key: str, entry: Entry | None, versions: dict[str, int], now: int, o: BuildOptions
@@ -143,6 +157,7 @@ class Builder:
 
     def serve_stale(self, key: str, entry: Entry) -> Any:
         """Return the stale value, counted and traced."""
+        STALE_SERVED.set(True)
         self.cache.trace(key, "S")
         self.cache.metrics.add("stale")
         return entry.value
@@ -169,12 +184,24 @@ class Builder:
     def hand_over(self, call: Call, lock: Lock) -> None:
         """Give the rebuild to the refresher; if it refuses or fails, free the lock."""
         try:
-            accepted = self.cache.refresher(lambda: self.build_and_store(call, lock, None))
+            accepted = self.cache.refresher(lambda: self.build_in_background(call, lock))
         except Exception as error:  # e.g. a task queue whose broker is down
             self.cache.failures.warning("refresh.submit", "background refresh refused: %r", error)
             accepted = False
         if not accepted:
             self.unlock(call.key, lock)
+
+    def build_in_background(self, call: Call, lock: Lock) -> None:
+        """Rebuild on the refresher; a value the builder marked Uncacheable is dropped."""
+        with contextlib.suppress(Uncacheable):
+            self.build_and_store(call, lock, None)
+
+    def outcome_of(self, flight: Flight, call: Call) -> Any:
+        """Return the leader's value; if it was the leader's alone, build our own."""
+        try:
+            return flight.outcome()
+        except NotShared:
+            return self.build_and_store(call, None, None)
 
     def build_missing(self, call: Call) -> Any:
         """Build a missing entry once per process, and once across processes.
@@ -188,12 +215,12 @@ class Builder:
         if not leader:
             self.cache.metrics.add("coalesced")
             if flight.wait(call.options.wait) and flight.answered():
-                return flight.outcome()
+                return self.outcome_of(flight, call)
             self.cache.metrics.add("wait_timeouts")
             flight, leader = self.flights.take_over(call.key, flight)
             if not leader:
                 if flight.wait(call.options.lock_timeout) and flight.answered():
-                    return flight.outcome()
+                    return self.outcome_of(flight, call)
                 return self.build_and_store(call, None, None)
             return self.lead(flight, call, lambda: self.build_and_store(call, None, None))
         return self.lead(flight, call, lambda: self.lead_missing(call))
@@ -202,6 +229,9 @@ class Builder:
         """Run ``work`` as the flight's leader and publish its outcome to the followers."""
         try:
             value = work()
+        except Uncacheable:
+            flight.fail(NotShared())
+            raise
         except BaseException as error:
             flight.fail(error)
             raise
@@ -294,6 +324,8 @@ class Builder:
         started = time.monotonic()
         try:
             value = build()
+        except Uncacheable:
+            raise  # not a failure: the builder's value is for its caller alone
         except Exception as error:
             if stale is None:
                 self.build_failed(key, error, None)

@@ -165,7 +165,7 @@ class Cache:
             return default
         value = self.codec.loads(data, store_key)  # type: ignore[arg-type]
         if type(value) in (list, tuple) and (entry := Entry.from_wire(value)) is not None:
-            return self._current_values({key: entry}).get(key, default)
+            return self._current_values({0: entry}).get(0, default)
         return default if value is NO_VALUE else value
 
     def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:

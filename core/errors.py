@@ -14,6 +14,7 @@ __all__ = [
     "MCacheError",
     "NotNumeric",
     "StoreUnavailable",
+    "Uncacheable",
     "ValueTooLarge",
 ]
 
@@ -44,3 +45,16 @@ class ValueTooLarge(MCacheError, ValueError):
 
 class NotNumeric(MCacheError, ValueError):
     """``incr``/``decr`` was asked of a value that is not a decimal integer."""
+
+
+class Uncacheable(Exception):
+    """Raised by a builder to hand back ``value`` without caching it.
+
+    ``get_or_build`` returns ``value`` to the caller whose build raised it and
+    stores nothing; callers that were waiting for that build run their own, since
+    the value was meant for one caller only (a page that sets a cookie, say).
+    """
+
+    def __init__(self, value: object) -> None:
+        super().__init__("value not to be cached")
+        self.value = value

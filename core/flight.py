@@ -17,11 +17,15 @@ from typing import Any, Protocol
 
 from .logs import FailureLog
 
-__all__ = ["Flight", "LeaderGone", "Refresher", "SingleFlight", "ThreadPoolRefresher"]
+__all__ = ["Flight", "LeaderGone", "NotShared", "Refresher", "SingleFlight", "ThreadPoolRefresher"]
 
 
 class LeaderGone(Exception):
     """The flight's leader was cancelled or interrupted: a follower must take over."""
+
+
+class NotShared(Exception):
+    """The leader's value was its own (``Uncacheable``): each follower builds its own."""
 
 
 class Flight:

@@ -29,12 +29,13 @@ COUNTERS = (
     "lock_waits",
     "wait_timeouts",
     "coalesced",
+    "uncached",
     "store_errors",
 )
 """What is counted: fresh hits, stale values served, reads that found nothing
 usable, builds run, builds that raised, callers that waited for another's build,
-waits that ran out, in-process callers that shared another thread's call, and
-store failures."""
+waits that ran out, in-process callers that shared another thread's call,
+values their builder marked ``Uncacheable``, and store failures."""
 
 
 class CacheStats:

@@ -525,3 +525,68 @@ def test_a_plain_set_value_is_what_get_or_build_returns(url: str) -> None:
     assert cache.get_or_build("tagged", lambda: "built", tags=["t"]) == "built", (
         "a plain value records no tag versions, so a tagged read rebuilds it"
     )
+
+
+# -- Uncacheable: a builder's value for its caller alone ------------------------------------------
+
+
+def test_uncacheable_value_is_returned_and_not_stored(url: str) -> None:
+    from mcache.errors import Uncacheable
+
+    cache = Cache(url, namespace="un")
+
+    def private() -> str:
+        raise Uncacheable("for this caller only")
+
+    assert cache.get_or_build("k", private) == "for this caller only"
+    assert cache.store.get(cache.key("k")) is NO_VALUE
+    assert cache.get_or_build("k", lambda: "public") == "public"
+    cache.metrics.flush()
+    assert cache.metrics.totals()["uncached"] == 1
+
+
+def test_waiting_threads_build_their_own_when_the_leaders_value_is_uncacheable() -> None:
+    from mcache.errors import Uncacheable
+
+    cache = Cache(MemoryStore(), namespace="un")
+    started, release = threading.Event(), threading.Event()
+    results: dict[str, Any] = {}
+
+    def leader_build() -> str:
+        started.set()
+        release.wait(5)
+        raise Uncacheable("leader's private page")
+
+    def leader() -> None:
+        results["leader"] = cache.get_or_build("page", leader_build)
+
+    def follower(name: str) -> None:
+        results[name] = cache.get_or_build("page", lambda: f"{name}'s own page")
+
+    first = threading.Thread(target=leader)
+    first.start()
+    started.wait(5)
+    others = [threading.Thread(target=follower, args=(f"f{i}",)) for i in range(3)]
+    for thread in others:
+        thread.start()
+    time.sleep(0.1)  # the followers are waiting on the leader's flight
+    release.set()
+    for thread in [first, *others]:
+        thread.join(5)
+    assert results["leader"] == "leader's private page"
+    for i in range(3):
+        assert results[f"f{i}"] != "leader's private page", "never another caller's value"
+
+
+def test_async_uncacheable(url: str) -> None:
+    import asyncio
+
+    from mcache.errors import Uncacheable
+
+    cache = Cache(url, namespace="un")
+
+    async def private() -> str:
+        raise Uncacheable("mine")
+
+    assert asyncio.run(cache.aget_or_build("k", private)) == "mine"
+    assert cache.store.get(cache.key("k")) is NO_VALUE

@@ -1,3 +1,24 @@
-"""URLs of the adapter's test views (filled in by the views tests)."""
+"""URLs of the adapter's test views."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from tests.dj import views
+
+urlpatterns = [
+    path("posts/", views.post_list),
+    path("posts/<int:pk>/", views.post_detail),
+    path("lang/", views.by_language),
+    path("undeclared-vary/", views.undeclared_vary),
+    path("vary-star/", views.vary_star),
+    path("cookie/", views.sets_cookie),
+    path("private/", views.private_page),
+    path("no-store/", views.no_store),
+    path("max-age-zero/", views.max_age_zero),
+    path("missing/", views.not_found),
+    path("stream/", views.streaming),
+    path("whoami/", views.whoami),
+    path("mine/", views.my_page),
+    path("slow/", views.slow),
+    path("async/", views.async_page),
+    path("cbv/", views.ClassBased.as_view()),
+]

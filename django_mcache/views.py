@@ -1,0 +1,295 @@
+"""``@cached_view``: whole responses through ``get_or_build``, dog-pile safe, with tags.
+
+What Django's cache middleware refuses to cache, this refuses too (rules below,
+checked with ``django.utils.cache``'s helpers), and it is stricter where a
+shared cache could leak one visitor's page to another: a request with
+``Authorization`` or from a signed-in user (unless ``per_user=True``) is never
+cached, and neither is a response that sets a cookie.
+
+A hit is one store round trip (entry and tag versions together); a stale page
+is served with ``X-Cache: STALE`` while one request re-renders it (after the
+response, on the refresher, with ``refresh="background"``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import caches
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from django.utils import translation
+from django.utils.cache import cc_delim_re, get_max_age, has_vary_header, patch_response_headers
+
+from mcache import Cache
+from mcache.build import STALE_SERVED
+from mcache.errors import Uncacheable
+
+from .tags import model_tag
+
+__all__ = ["cached_view"]
+
+View = Callable[..., Any]
+TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
+PRIVATE_DIRECTIVES = frozenset({"private", "no-cache", "no-store"})
+
+
+def cached_view(
+    ttl: float | None = None,
+    *,
+    stale_ttl: float | None = None,
+    tags: TagsSpec = None,
+    depends_on: Sequence[type] = (),
+    vary_on_headers: Sequence[str] = (),
+    per_user: bool = False,
+    cache: str = "default",
+    key_prefix: str | None = None,
+    refresh: str | None = None,
+    header: str | None = "X-Cache",
+) -> Callable[[View], View]:
+    """Cache a view's whole response; use ``method_decorator`` for class-based views.
+
+    The key covers the view, method, host, path, the sorted query string, the
+    values of ``vary_on_headers`` (an absent header differs from an empty one),
+    the language, and the user's id when ``per_user``. ``tags`` (names, or a
+    callable of ``request, *args, **kwargs``) and ``depends_on`` models make
+    the page stale when ``cache.invalidate(tag)`` runs or such a model is saved
+    (the ORM signals). ``header`` names the HIT/MISS/STALE response header
+    (``None``: no header).
+    """
+    options = _ViewOptions(
+        ttl,
+        stale_ttl,
+        tags,
+        tuple(model_tag(m) for m in depends_on),
+        tuple(vary_on_headers),
+        per_user,
+        cache,
+        key_prefix,
+        refresh,
+        header,
+    )
+
+    def decorate(view: View) -> View:
+        name = key_prefix or f"{view.__module__}.{view.__qualname__}"
+        if asyncio.iscoroutinefunction(view):
+
+            @functools.wraps(view)
+            async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+                return await _aserve(options, name, view, request, args, kwargs)
+
+            return async_wrapper
+
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            return _serve(options, name, view, request, args, kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+class _ViewOptions:
+    """The decorator's arguments, checked once."""
+
+    __slots__ = (
+        "cache",
+        "depends_on",
+        "header",
+        "key_prefix",
+        "per_user",
+        "refresh",
+        "stale_ttl",
+        "tags",
+        "ttl",
+        "vary",
+    )
+
+    def __init__(
+        self,
+        ttl: float | None,
+        stale_ttl: float | None,
+        tags: TagsSpec,
+        depends_on: tuple[str, ...],
+        vary: tuple[str, ...],
+        per_user: bool,
+        cache: str,
+        key_prefix: str | None,
+        refresh: str | None,
+        header: str | None,
+    ) -> None:
+        self.ttl, self.stale_ttl, self.tags, self.depends_on = ttl, stale_ttl, tags, depends_on
+        self.vary = tuple(sorted({h.lower() for h in vary}))
+        self.per_user, self.cache, self.key_prefix = per_user, cache, key_prefix
+        self.refresh, self.header = refresh, header
+
+    def core(self) -> Cache:
+        backend = caches[self.cache]
+        core = getattr(backend, "mcache", None)
+        if not isinstance(core, Cache):
+            raise ImproperlyConfigured(
+                f"cached_view(cache={self.cache!r}) needs an mcache cache: set"
+                f" CACHES[{self.cache!r}]['BACKEND'] = 'django_mcache.backend.MCacheBackend'"
+            )
+        return core
+
+    def tag_list(self, request: HttpRequest, args: tuple, kwargs: dict) -> list[str]:
+        tags = self.tags(request, *args, **kwargs) if callable(self.tags) else self.tags
+        names = [tags] if isinstance(tags, str) else list(tags or ())
+        return list(dict.fromkeys([*names, *self.depends_on]))
+
+    def build_options(self, request: HttpRequest, args: tuple, kwargs: dict) -> dict[str, Any]:
+        return {
+            "ttl": self.ttl,
+            "stale_ttl": self.stale_ttl,
+            "tags": self.tag_list(request, args, kwargs),
+            "refresh": self.refresh,
+        }
+
+
+# -- what may be cached ------------------------------------------------------------------------
+
+
+def _request_is_cacheable(request: HttpRequest, options: _ViewOptions) -> bool:
+    """Return whether a response to this request may come from, or go to, the shared cache."""
+    if request.method not in ("GET", "HEAD"):
+        return False
+    if "HTTP_AUTHORIZATION" in request.META:
+        return False  # credentials: the answer is this caller's
+    if options.per_user:
+        return True
+    user = getattr(request, "user", None)
+    return not (user is not None and user.is_authenticated)
+
+
+def _response_is_cacheable(response: HttpResponseBase, options: _ViewOptions) -> bool:
+    """Apply the cache middleware's rules, and refuse any response that sets a cookie."""
+    if response.streaming or response.status_code != 200 or response.cookies:
+        return False
+    directives = {
+        d.split("=", 1)[0].strip().lower()
+        for d in cc_delim_re.split(response.get("Cache-Control", ""))
+        if d.strip()
+    }
+    if directives & PRIVATE_DIRECTIVES or get_max_age(response) == 0:
+        return False
+    if has_vary_header(response, "*"):
+        return False
+    allowed = set(options.vary) | ({"cookie"} if options.per_user else set())
+    varied = {h.strip().lower() for h in cc_delim_re.split(response.get("Vary", "")) if h.strip()}
+    return varied <= allowed  # a Vary the key does not cover would serve the wrong variant
+
+
+# -- keys and snapshots ------------------------------------------------------------------------
+
+
+def _key(name: str, request: HttpRequest, options: _ViewOptions) -> tuple[Any, ...]:
+    query = tuple((name, tuple(values)) for name, values in sorted(request.GET.lists()))
+    headers = tuple(request.META.get("HTTP_" + h.upper().replace("-", "_")) for h in options.vary)
+    language = translation.get_language() if settings.USE_I18N else None
+    user = getattr(request, "user", None)
+    user_id = user.pk if options.per_user and user is not None and user.is_authenticated else None
+    return ("view", name, request.get_host(), request.path, query, headers, language, user_id)
+
+
+def _snapshot(response: HttpResponseBase, options: _ViewOptions) -> tuple[int, list, bytes]:
+    """Return what is stored: status, headers and body (a rendered response, never the object)."""
+    if options.ttl is not None:
+        patch_response_headers(response, int(options.ttl))
+    return (response.status_code, list(response.items()), response.content)
+
+
+def _restore(snapshot: tuple[int, list, bytes], state: str, options: _ViewOptions) -> HttpResponse:
+    status, headers, content = snapshot
+    response = HttpResponse(content, status=status)
+    for name, value in headers:
+        response[name] = value
+    if state == "STALE":
+        response["Cache-Control"] = "max-age=0"
+    if options.header:
+        response[options.header] = state
+    return response
+
+
+def _render(response: Any) -> Any:
+    if hasattr(response, "render") and callable(response.render) and not response.is_rendered:
+        response = response.render()  # a TemplateResponse: the bytes are what is cached
+    return response
+
+
+# -- serving -----------------------------------------------------------------------------------
+
+
+def _serve(
+    options: _ViewOptions, name: str, view: View, request: HttpRequest, args: tuple, kwargs: dict
+) -> Any:
+    if not _request_is_cacheable(request, options):
+        return view(request, *args, **kwargs)
+    core = options.core()
+    key = _key(name, request, options)
+    if request.method == "HEAD":  # served from the GET entry, never stored from a HEAD
+        found = core.get(key, None)
+        if found is None:
+            return view(request, *args, **kwargs)
+        return _restore(found, "HIT", options)
+    built: list[bool] = []
+
+    def build() -> tuple[int, list, bytes]:
+        response = _render(view(request, *args, **kwargs))
+        built.append(True)
+        if not _response_is_cacheable(response, options):
+            raise Uncacheable(response)
+        return _snapshot(response, options)
+
+    token = STALE_SERVED.set(False)
+    try:
+        result = core.get_or_build(key, build, **options.build_options(request, args, kwargs))
+        stale = STALE_SERVED.get()
+    finally:
+        STALE_SERVED.reset(token)
+    if isinstance(result, HttpResponseBase):
+        return result  # this request's own, uncacheable response
+    state = "MISS" if built else "STALE" if stale else "HIT"
+    return _restore(result, state, options)
+
+
+async def _aserve(
+    options: _ViewOptions, name: str, view: View, request: HttpRequest, args: tuple, kwargs: dict
+) -> Any:
+    from asgiref.sync import sync_to_async
+
+    if not await sync_to_async(_request_is_cacheable)(request, options):
+        return await view(request, *args, **kwargs)
+    core = options.core()
+    key = _key(name, request, options)
+    if request.method == "HEAD":
+        found = await sync_to_async(core.get)(key, None)
+        if found is None:
+            return await view(request, *args, **kwargs)
+        return _restore(found, "HIT", options)
+    built: list[bool] = []
+
+    async def build() -> tuple[int, list, bytes]:
+        response = _render(await view(request, *args, **kwargs))
+        built.append(True)
+        if not _response_is_cacheable(response, options):
+            raise Uncacheable(response)
+        return _snapshot(response, options)
+
+    token = STALE_SERVED.set(False)
+    try:
+        result = await core.aget_or_build(
+            key, build, **options.build_options(request, args, kwargs)
+        )
+        stale = STALE_SERVED.get()
+    finally:
+        STALE_SERVED.reset(token)
+    if isinstance(result, HttpResponseBase):
+        return result
+    state = "MISS" if built else "STALE" if stale else "HIT"
+    return _restore(result, state, options)

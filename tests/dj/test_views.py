@@ -1,0 +1,179 @@
+"""@cached_view through Django's test client, SQLite and the real stores."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import caches
+from django.test import Client, override_settings
+
+from mcache.stores import memcached as memcached_module
+from tests.dj import views
+from tests.dj.blog.models import Post
+
+BACKEND = "django_mcache.backend.MCacheBackend"
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    caches["default"].clear()
+    views.renders.clear()
+    yield
+
+
+def rendered(name: str) -> int:
+    return views.renders.count(name)
+
+
+def test_hit_after_miss_costs_no_query(client: Client, django_assert_num_queries) -> None:
+    Post.objects.create(title="hello")
+    with django_assert_num_queries(1):
+        first = client.get("/posts/")
+    with django_assert_num_queries(0):
+        second = client.get("/posts/")
+    assert first.content == second.content == b"posts: hello q="
+    assert first["X-Cache"] == "MISS" and second["X-Cache"] == "HIT"
+    assert "max-age=60" in second["Cache-Control"]
+
+
+def test_query_strings_are_sorted_into_one_entry_and_kept_apart(client: Client) -> None:
+    assert client.get("/posts/?a=1&b=2")["X-Cache"] == "MISS"
+    assert client.get("/posts/?b=2&a=1")["X-Cache"] == "HIT"
+    assert client.get("/posts/?a=2&b=2")["X-Cache"] == "MISS"
+    assert rendered("post_list") == 2
+
+
+def test_declared_vary_headers_separate_entries(client: Client) -> None:
+    fr = client.get("/lang/", HTTP_ACCEPT_LANGUAGE="fr")
+    de = client.get("/lang/", HTTP_ACCEPT_LANGUAGE="de")
+    again = client.get("/lang/", HTTP_ACCEPT_LANGUAGE="fr")
+    absent = client.get("/lang/")
+    empty = client.get("/lang/", HTTP_ACCEPT_LANGUAGE="")
+    assert (fr.content, de.content, again.content) == (b"lang=fr", b"lang=de", b"lang=fr")
+    assert again["X-Cache"] == "HIT"
+    assert absent.content == b"lang=None" and empty.content == b"lang="
+    assert rendered("by_language") == 4, "an absent header is not an empty one"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/undeclared-vary/",
+        "/vary-star/",
+        "/cookie/?who=alice",
+        "/private/?who=alice",
+        "/no-store/",
+        "/max-age-zero/",
+        "/missing/",
+        "/stream/",
+    ],
+)
+def test_never_cached_responses(client: Client, url: str) -> None:
+    first, second = client.get(url), client.get(url)
+    assert "X-Cache" not in first and "X-Cache" not in second
+    assert len(views.renders) == 2, "rendered for every request"
+
+
+def test_one_visitors_cookie_is_never_served_to_another(client: Client) -> None:
+    alice = client.get("/cookie/?who=alice")
+    bob = Client().get("/cookie/?who=alice")
+    assert alice.cookies["visitor"].value == "alice"
+    assert bob.cookies["visitor"].value == "alice"  # bob's own render, not alice's response
+    assert rendered("sets_cookie") == 2
+
+
+def test_post_and_authorization_are_never_cached(client: Client) -> None:
+    assert client.post("/cbv/").json() == {"posted": True}
+    with_auth = client.get("/posts/", HTTP_AUTHORIZATION="Bearer secret")
+    assert "X-Cache" not in with_auth
+    assert client.get("/posts/")["X-Cache"] == "MISS", "the credentialed render was not stored"
+
+
+def test_signed_in_users_bypass_unless_per_user() -> None:
+    alice = User.objects.create_user("alice", password="pw")
+    User.objects.create_user("bob", password="pw")
+    anonymous = Client().get("/whoami/")
+    signed_in = Client()
+    signed_in.force_login(alice)
+    page = signed_in.get("/whoami/")
+    assert anonymous.content == b"user=anonymous" and page.content == b"user=alice"
+    assert "X-Cache" not in page, "a signed-in user's page never goes to the shared cache"
+    assert Client().get("/whoami/")["X-Cache"] == "HIT"
+
+    alice_client, bob_client = Client(), Client()
+    alice_client.force_login(alice)
+    bob_client.login(username="bob", password="pw")
+    assert alice_client.get("/mine/").content == b"mine=alice"
+    assert bob_client.get("/mine/").content == b"mine=bob"
+    hit = alice_client.get("/mine/")
+    assert hit.content == b"mine=alice" and hit["X-Cache"] == "HIT"
+
+
+def test_tag_bump_and_model_tag_rebuild(client: Client) -> None:
+    post = Post.objects.create(title="first")
+    assert client.get(f"/posts/{post.pk}/").content == b"post first"
+    Post.objects.filter(pk=post.pk).update(title="edited")
+    assert client.get(f"/posts/{post.pk}/").content == b"post first", "cached"
+    caches["default"].invalidate(f"post:{post.pk}")
+    assert client.get(f"/posts/{post.pk}/").content == b"post edited"
+    Post.objects.filter(pk=post.pk).update(title="again")
+    caches["default"].invalidate("model:blog.post")  # what depends_on=[Post] registers
+    response = client.get(f"/posts/{post.pk}/")
+    assert response.content == b"post again" and response["X-Cache"] == "MISS"
+
+
+def test_stale_page_is_served_while_one_request_rebuilds(client: Client) -> None:
+    assert client.get("/slow/")["X-Cache"] == "MISS"
+    caches["default"].invalidate("slow")  # stale now, still stored
+    results: list = []
+    threads = [
+        threading.Thread(target=lambda: results.append(Client().get("/slow/"))) for _ in range(6)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    states = sorted(r["X-Cache"] for r in results)
+    assert states.count("MISS") == 1 and states.count("STALE") == 5, states
+    assert rendered("slow") == 2
+    assert client.get("/slow/")["X-Cache"] == "HIT"
+
+
+def test_head_is_served_from_the_get_entry(client: Client) -> None:
+    assert client.head("/posts/").status_code == 200
+    assert rendered("post_list") == 1 and client.get("/posts/")["X-Cache"] == "MISS"
+    assert client.head("/posts/")["X-Cache"] == "HIT"
+
+
+def test_async_and_class_based_views(client: Client, async_client) -> None:
+    assert client.get("/cbv/")["X-Cache"] == "MISS"
+    assert client.get("/cbv/").json() == {"view": "class based"}
+    assert rendered("class_based") == 1
+
+    import asyncio
+
+    async def twice():
+        return [await async_client.get("/async/"), await async_client.get("/async/")]
+
+    first, second = asyncio.run(twice())
+    assert (first["X-Cache"], second["X-Cache"]) == ("MISS", "HIT")
+    assert second.content == b"async page"
+
+
+def test_hit_is_one_request_to_one_server(memcached_cluster_url: str, monkeypatch) -> None:
+    caches_setting = {"default": {"BACKEND": BACKEND, "LOCATION": memcached_cluster_url}}
+    with override_settings(CACHES=caches_setting):
+        client = Client()
+        assert client.get("/posts/")["X-Cache"] == "MISS"
+        requests: list[int] = []
+        original = memcached_module.send_get
+        monkeypatch.setattr(
+            memcached_module,
+            "send_get",
+            lambda c, group: requests.append(len(group)) or original(c, group),
+        )
+        assert client.get("/posts/")["X-Cache"] == "HIT"
+        assert requests == [2], "the page and its tag's version, in one request"

@@ -290,11 +290,22 @@ def _check_namespace(namespace: object) -> str:
 
 
 def _readable_piece(value: object, budget: int) -> str | None:
-    """Return a short text form of a str/int (not bool) value, else None."""
-    if type(value) is str:
-        return value[:budget]
-    if type(value) is int and value.bit_length() <= 256:  # str() of huge ints is slow
-        return str(value)[:budget]
+    """Return a short text form of a value encoded as a plain str or int, else None.
+
+    Subclasses count when they are encoded as their base (Django's SafeString,
+    say): the key must not depend on anything the digest does not.
+    """
+    cls = type(value)
+    if (
+        cls is not str
+        and cls is not int
+        and (isinstance(value, bool | enum.Enum) or getattr(cls, "__cache_key__", None) is not None)
+    ):
+        return None
+    if isinstance(value, str):
+        return str.__str__(value)[:budget]
+    if isinstance(value, int) and value.bit_length() <= 256:  # str() of huge ints is slow
+        return int.__repr__(value)[:budget]
     return None
 
 

@@ -503,3 +503,15 @@ def test_flat_fast_path_encodes_like_the_general_path(items: list[object]) -> No
         assert fast == _encode_tuple(parts, set(), 0)
     else:
         assert fast is None
+
+
+def test_str_and_int_subclasses_key_like_their_base() -> None:
+    class Marked(str):  # e.g. Django's SafeString, what a template hands a tag
+        pass
+
+    class Count(int):
+        pass
+
+    assert make_key("ns", Marked("forum"), 3) == make_key("ns", "forum", 3)
+    assert make_key("ns", "forum", Count(3)) == make_key("ns", "forum", 3)
+    assert make_key("ns", True) != make_key("ns", 1)

@@ -1,0 +1,51 @@
+"""View counters of model rows, seeded from the database column that persists them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import caches
+from django.db.models import Model
+
+from mcache.counters import ViewCounter
+
+__all__ = ["view_counter"]
+
+_SEED_FIELDS = ("views", "view_count")
+
+
+def view_counter(
+    model: type[Model] | Model, *, field: str | None = None, cache: str = "default"
+) -> ViewCounter:
+    """Return the view counter of ``model``'s rows (one per model and cache).
+
+    A row's count starts from its ``field`` column: the argument, else
+    ``settings.MCACHE_VIEW_COUNT_FIELDS["app_label.model"]``, else a field named
+    ``views`` or ``view_count`` if the model has one, else 0. ``flush`` it from a
+    periodic task to write the counts back.
+    """
+    meta = model._meta
+    label = f"{meta.app_label}.{meta.model_name}"
+    field = field or _configured_field(label) or _detected_field(meta)
+    concrete = meta.concrete_model
+    initial = None if field is None else _reader(concrete, field)
+    return caches[cache].view_counter(f"views:{label}", initial)
+
+
+def _configured_field(label: str) -> str | None:
+    fields = getattr(settings, "MCACHE_VIEW_COUNT_FIELDS", {})
+    return {k.lower(): v for k, v in fields.items()}.get(label)
+
+
+def _detected_field(meta: Any) -> str | None:
+    names = {f.name for f in meta.get_fields()}
+    return next((name for name in _SEED_FIELDS if name in names), None)
+
+
+def _reader(model: type[Model], field: str) -> Any:
+    def initial(pk: Any) -> int:
+        value = model._default_manager.filter(pk=pk).values_list(field, flat=True).first()
+        return int(value or 0)
+
+    return initial

@@ -1,0 +1,147 @@
+"""Template tags: fragment caching with tags and dog-pile safety, view and online counters.
+
+``{% load mcache %}`` (the library is never called ``cache``: that is Django's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.core.cache import caches
+from django.db.models import Model
+from django.template.base import FilterExpression, NodeList, Parser, Token
+from django.utils import translation
+
+from ..counters import view_counter
+from ..tags import model_tag
+
+register = template.Library()
+
+
+class CachedBlockNode(template.Node):
+    """Renders its body once per key and TTL, across threads, processes and hosts."""
+
+    def __init__(
+        self,
+        nodelist: NodeList,
+        ttl: FilterExpression,
+        name: FilterExpression,
+        vary: list[FilterExpression],
+        options: dict[str, FilterExpression],
+    ) -> None:
+        self.nodelist, self.ttl, self.name, self.vary, self.options = (
+            nodelist,
+            ttl,
+            name,
+            vary,
+            options,
+        )
+
+    def render(self, context: template.Context) -> str:
+        ttl = _seconds(self.ttl.resolve(context))
+        name = self.name.resolve(context)
+        vary = tuple(v.resolve(context) for v in self.vary)
+        options = {k: v.resolve(context) for k, v in self.options.items()}
+        backend = caches[options.pop("using", "default")]
+        tags = _tag_names(options.pop("tags", None)) + _model_tags(options.pop("depends_on", None))
+        if options:
+            raise template.TemplateSyntaxError(
+                f"cachedblock: unknown option(s) {', '.join(sorted(options))};"
+                " use tags=, depends_on= or using="
+            )
+        key = ("block", str(name), vary, translation.get_language())
+        return backend.mcache.get_or_build(
+            key, lambda: self.nodelist.render(context), ttl=ttl, tags=tags or None
+        )
+
+
+@register.tag("cachedblock")
+def cachedblock(parser: Parser, token: Token) -> CachedBlockNode:
+    """``{% cachedblock ttl "name" [vary …] [tags="a,b"] [depends_on=obj] [using="alias"] %}``."""
+    bits = token.split_contents()
+    if len(bits) < 3:
+        raise template.TemplateSyntaxError(
+            '{% cachedblock %} needs a ttl and a name: {% cachedblock 300 "sidebar" %}'
+        )
+    nodelist = parser.parse(("endcachedblock",))
+    parser.delete_first_token()
+    vary, options = [], {}
+    for bit in bits[3:]:
+        name, sep, value = bit.partition("=")
+        if sep and name.isidentifier():
+            options[name] = parser.compile_filter(value)
+        else:
+            vary.append(parser.compile_filter(bit))
+    return CachedBlockNode(
+        nodelist, parser.compile_filter(bits[1]), parser.compile_filter(bits[2]), vary, options
+    )
+
+
+def _seconds(ttl: Any) -> float:
+    try:
+        if isinstance(ttl, bool):
+            raise ValueError
+        seconds = float(ttl)
+    except (TypeError, ValueError):
+        raise template.TemplateSyntaxError(
+            f"cachedblock: the ttl must be a number of seconds, got {ttl!r}"
+        ) from None
+    if seconds < 0:
+        raise template.TemplateSyntaxError(f"cachedblock: the ttl must be >= 0, got {ttl!r}")
+    return seconds
+
+
+def _tag_names(tags: Any) -> list[str]:
+    if not tags:
+        return []
+    if isinstance(tags, str):
+        return [t.strip() for t in tags.split(",") if t.strip()]
+    return [str(t) for t in tags]
+
+
+def _model_tags(depends_on: Any) -> list[str]:
+    if depends_on is None:
+        return []
+    items = depends_on if isinstance(depends_on, list | tuple | set) else [depends_on]
+    tags = []
+    for item in items:
+        if isinstance(item, Model) or (isinstance(item, type) and issubclass(item, Model)):
+            tags.append(model_tag(item))
+        elif hasattr(item, "model"):  # a queryset
+            tags.append(model_tag(item.model))
+        else:
+            raise template.TemplateSyntaxError(
+                f"cachedblock: depends_on takes models, instances or querysets, got {item!r}"
+            )
+    return tags
+
+
+@register.simple_tag
+def view_count(obj: Model, using: str = "default") -> int:
+    """``{% view_count post %}``: the object's view count (seeded from the database)."""
+    return view_counter(obj, cache=using).value(obj)
+
+
+@register.simple_tag(takes_context=True)
+def count_view(context: template.Context, obj: Model, using: str = "default") -> int:
+    """``{% count_view post %}``: count one view per request and render the new count."""
+    request = context.get("request")
+    counter = view_counter(obj, cache=using)
+    seen = getattr(request, "_mcache_views_counted", None) if request is not None else None
+    ident = (counter.name, counter.ident(obj))
+    if seen is not None and ident in seen:
+        return counter.value(obj)
+    count = counter.incr(obj)
+    if request is not None:
+        if seen is None:
+            seen = set()
+            request._mcache_views_counted = seen
+        seen.add(ident)
+    return count
+
+
+@register.simple_tag
+def online_count(scope: str = "site", using: str = "default") -> int:
+    """``{% online_count %}`` / ``{% online_count "forum" %}``: visitors seen in the window."""
+    return caches[using].online_counter(scope).count()

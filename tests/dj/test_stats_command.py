@@ -1,0 +1,95 @@
+"""manage.py mcache_stats against real servers, checked against known activity."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+from django.core.cache import caches
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+BACKEND = "django_mcache.backend.MCacheBackend"
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command("mcache_stats", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def cluster(memcached_cluster_url: str, tmp_path):
+    options = {"trace_dir": str(tmp_path / "trace"), "stats_interval": 3600}
+    setting = {
+        "default": {"BACKEND": BACKEND, "LOCATION": memcached_cluster_url, "OPTIONS": options},
+        "plain": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    }
+    with override_settings(CACHES=setting):
+        yield caches["default"]
+
+
+def test_json_report_matches_known_activity(cluster) -> None:
+    for _ in range(4):
+        cluster.get_or_set("page", lambda: "x" * 5000, 60)
+    cluster.get_or_build("sidebar", lambda: "s", tags=["posts"])
+    report = json.loads(run("--json"))
+    counters = report["cache"]
+    assert (counters["misses"], counters["hits"], counters["builds"]) == (2, 3, 2)
+    assert counters["hit_ratio"] == pytest.approx(3 / 5)
+    assert len(report["servers"]) == 3
+    assert sum(s["curr_items"] for s in report["servers"].values()) >= 2
+    for fields in report["servers"].values():
+        assert 0.0 <= fields["hit_ratio"] <= 1.0 and fields["uptime"] >= 0
+
+
+def test_text_report_names_servers_and_both_hit_ratios(cluster) -> None:
+    cluster.get_or_set("page", lambda: "v", 60)
+    text = run()
+    for name in cluster.mcache.store.stats():
+        assert name in text
+    assert "hit ratio" in text and "stale served" in text
+
+
+def test_watch_repeats(cluster) -> None:
+    assert run("--watch", "0.01", "--count", "2").count("mcache (every process") == 2
+
+
+def test_slab_chart_from_memcached(cluster) -> None:
+    cluster.set_many({f"k{i}": "v" * 3000 for i in range(50)})
+    rows = json.loads(run("--slabs", "--json"))
+    assert any(r["used"] > 0 and r["allocated"] >= r["used"] for r in rows)
+    assert "#" in run("--slabs")
+
+
+def test_slab_png(cluster, tmp_path) -> None:
+    cluster.set_many({f"k{i}": "v" * 3000 for i in range(50)})
+    target = tmp_path / "slabs.png"
+    assert str(target) in run("--png", str(target))
+    assert target.read_bytes().startswith(b"\x89PNG")
+
+
+def test_png_without_matplotlib_says_how_to_get_it(cluster, tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    with pytest.raises(CommandError, match="pip install matplotlib"):
+        run("--png", str(tmp_path / "x.png"))
+
+
+def test_trace_follows_a_key(cluster) -> None:
+    cluster.get_or_set("page", lambda: "v", 60)
+    cluster.get_or_set("page", lambda: "v", 60)
+    assert run("--trace", "page").strip() == "page: MLWUH"
+
+
+def test_mistakes_are_command_errors(cluster) -> None:
+    with pytest.raises(CommandError, match="not an mcache cache"):
+        run("--cache", "plain")
+    with pytest.raises(CommandError, match="no cache 'nope'"):
+        run("--cache", "nope")
+    with override_settings(CACHES={"default": {"BACKEND": BACKEND, "LOCATION": "memory://"}}):
+        with pytest.raises(CommandError, match="needs a memcached store"):
+            run("--slabs")
+        with pytest.raises(CommandError, match="tracing is off"):
+            run("--trace", "page")

@@ -24,7 +24,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.utils import translation
-from django.utils.cache import cc_delim_re, get_max_age, has_vary_header, patch_response_headers
+from django.utils.cache import (
+    cc_delim_re,
+    get_max_age,
+    has_vary_header,
+    patch_response_headers,
+    patch_vary_headers,
+)
 
 from mcache import Cache
 from mcache.build import STALE_SERVED
@@ -155,16 +161,25 @@ class _ViewOptions:
 # -- what may be cached ------------------------------------------------------------------------
 
 
+def _has_session_cookie(request: HttpRequest) -> bool:
+    return settings.SESSION_COOKIE_NAME in request.COOKIES
+
+
 def _request_is_cacheable(request: HttpRequest, options: _ViewOptions) -> bool:
     """Return whether a response to this request may come from, or go to, the shared cache."""
     if request.method not in ("GET", "HEAD"):
         return False
     if "HTTP_AUTHORIZATION" in request.META:
         return False  # credentials: the answer is this caller's
-    if options.per_user:
-        return True
+    if options.per_user or not _has_session_cookie(request):
+        return True  # without a session cookie the visitor is anonymous (session auth)
+    session = getattr(request, "session", None)
+    accessed = getattr(session, "accessed", False)
     user = getattr(request, "user", None)
-    return not (user is not None and user.is_authenticated)
+    signed_in = user is not None and user.is_authenticated
+    if session is not None:
+        session.accessed = accessed  # our look at the user is not the view's use of the session
+    return not signed_in
 
 
 def _response_is_cacheable(response: HttpResponseBase, options: _ViewOptions) -> bool:
@@ -185,30 +200,84 @@ def _response_is_cacheable(response: HttpResponseBase, options: _ViewOptions) ->
     return varied <= allowed  # a Vary the key does not cover would serve the wrong variant
 
 
+class _Render:
+    """One request's render of the view, watching what it did to the session and CSRF cookie.
+
+    Session and CSRF middleware act after the view returns, outside this
+    decorator, so their cookies never show on the response seen here. A view
+    that asked for a CSRF token, or changed the session, answered this visitor
+    alone; one that read the session is only shared with visitors who have no
+    session (for them its content cannot depend on one).
+    """
+
+    def __init__(self, request: HttpRequest, options: _ViewOptions) -> None:
+        self.request, self.options = request, options
+        self.built = False
+        self.session = getattr(request, "session", None)
+        self._accessed = False
+
+    def before(self) -> None:
+        if self.session is not None:
+            self._accessed = self.session.accessed
+            self.session.accessed = False
+
+    def after(self, response: Any) -> Snapshot:
+        response = _render(response)
+        self.built = True
+        reads_session = False
+        if self.session is not None:
+            reads_session = self.session.accessed
+            self.session.accessed = self._accessed or reads_session
+            if self.session.modified:
+                raise Uncacheable(response)
+        if self.request.META.get("CSRF_COOKIE_NEEDS_UPDATE"):
+            raise Uncacheable(response)  # the page holds this visitor's CSRF token
+        if reads_session and _has_session_cookie(self.request) and not self._keyed_by_user():
+            raise Uncacheable(response)
+        if not _response_is_cacheable(response, self.options):
+            raise Uncacheable(response)
+        return _snapshot(response, self.options, reads_session)
+
+    def _keyed_by_user(self) -> bool:
+        user = getattr(self.request, "user", None)
+        return self.options.per_user and user is not None and user.is_authenticated
+
+    def serves(self, snapshot: Any) -> bool:
+        """Return whether a stored page may answer this request without running the view."""
+        if type(snapshot) is not tuple or len(snapshot) != 4:
+            return False  # not a page this version stored: render instead
+        return not (snapshot[3] and _has_session_cookie(self.request) and not self._keyed_by_user())
+
+
 # -- keys and snapshots ------------------------------------------------------------------------
+
+Snapshot = tuple[int, list, bytes, bool]
+"""What is stored: status, headers, body, and whether the view read the session."""
 
 
 def _key(name: str, request: HttpRequest, options: _ViewOptions) -> tuple[Any, ...]:
     query = tuple((name, tuple(values)) for name, values in sorted(request.GET.lists()))
     headers = tuple(request.META.get("HTTP_" + h.upper().replace("-", "_")) for h in options.vary)
     language = translation.get_language() if settings.USE_I18N else None
-    user = getattr(request, "user", None)
-    user_id = user.pk if options.per_user and user is not None and user.is_authenticated else None
+    user = getattr(request, "user", None) if options.per_user else None
+    user_id = user.pk if user is not None and user.is_authenticated else None
     return ("view", name, request.get_host(), request.path, query, headers, language, user_id)
 
 
-def _snapshot(response: HttpResponseBase, options: _ViewOptions) -> tuple[int, list, bytes]:
-    """Return what is stored: status, headers and body (a rendered response, never the object)."""
+def _snapshot(response: HttpResponseBase, options: _ViewOptions, reads_session: bool) -> Snapshot:
+    """Return what is stored (a rendered response's parts, never the object)."""
     if options.ttl is not None:
         patch_response_headers(response, int(options.ttl))
-    return (response.status_code, list(response.items()), response.content)
+    return (response.status_code, list(response.items()), response.content, reads_session)
 
 
-def _restore(snapshot: tuple[int, list, bytes], state: str, options: _ViewOptions) -> HttpResponse:
-    status, headers, content = snapshot
+def _restore(snapshot: Snapshot, state: str, options: _ViewOptions) -> HttpResponse:
+    status, headers, content, reads_session = snapshot
     response = HttpResponse(content, status=status)
     for name, value in headers:
         response[name] = value
+    if reads_session:
+        patch_vary_headers(response, ["Cookie"])  # as SessionMiddleware would have said
     if state == "STALE":
         response["Cache-Control"] = "max-age=0"
     if options.header:
@@ -232,19 +301,16 @@ def _serve(
         return view(request, *args, **kwargs)
     core = options.core()
     key = _key(name, request, options)
+    render = _Render(request, options)
     if request.method == "HEAD":  # served from the GET entry, never stored from a HEAD
         found = core.get(key, None)
-        if found is None:
+        if found is None or not render.serves(found):
             return view(request, *args, **kwargs)
         return _restore(found, "HIT", options)
-    built: list[bool] = []
 
-    def build() -> tuple[int, list, bytes]:
-        response = _render(view(request, *args, **kwargs))
-        built.append(True)
-        if not _response_is_cacheable(response, options):
-            raise Uncacheable(response)
-        return _snapshot(response, options)
+    def build() -> Snapshot:
+        render.before()
+        return render.after(view(request, *args, **kwargs))
 
     token = STALE_SERVED.set(False)
     try:
@@ -254,8 +320,9 @@ def _serve(
         STALE_SERVED.reset(token)
     if isinstance(result, HttpResponseBase):
         return result  # this request's own, uncacheable response
-    state = "MISS" if built else "STALE" if stale else "HIT"
-    return _restore(result, state, options)
+    if not render.serves(result):
+        return view(request, *args, **kwargs)
+    return _restore(result, "MISS" if render.built else "STALE" if stale else "HIT", options)
 
 
 async def _aserve(
@@ -266,20 +333,18 @@ async def _aserve(
     if not await sync_to_async(_request_is_cacheable)(request, options):
         return await view(request, *args, **kwargs)
     core = options.core()
-    key = _key(name, request, options)
+    key = await sync_to_async(_key)(name, request, options)
+    render = _Render(request, options)
     if request.method == "HEAD":
         found = await sync_to_async(core.get)(key, None)
-        if found is None:
+        if found is None or not await sync_to_async(render.serves)(found):
             return await view(request, *args, **kwargs)
         return _restore(found, "HIT", options)
-    built: list[bool] = []
 
-    async def build() -> tuple[int, list, bytes]:
-        response = _render(await view(request, *args, **kwargs))
-        built.append(True)
-        if not _response_is_cacheable(response, options):
-            raise Uncacheable(response)
-        return _snapshot(response, options)
+    async def build() -> Snapshot:
+        render.before()
+        response = await view(request, *args, **kwargs)
+        return await sync_to_async(render.after)(response)
 
     token = STALE_SERVED.set(False)
     try:
@@ -291,5 +356,6 @@ async def _aserve(
         STALE_SERVED.reset(token)
     if isinstance(result, HttpResponseBase):
         return result
-    state = "MISS" if built else "STALE" if stale else "HIT"
-    return _restore(result, state, options)
+    if not await sync_to_async(render.serves)(result):
+        return await view(request, *args, **kwargs)
+    return _restore(result, "MISS" if render.built else "STALE" if stale else "HIT", options)

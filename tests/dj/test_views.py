@@ -177,3 +177,34 @@ def test_hit_is_one_request_to_one_server(memcached_cluster_url: str, monkeypatc
         )
         assert client.get("/posts/")["X-Cache"] == "HIT"
         assert requests == [2], "the page and its tag's version, in one request"
+
+
+def test_a_page_holding_a_csrf_token_is_never_shared() -> None:
+    alice, bob = Client(), Client()
+    first = alice.get("/csrf/")
+    second = bob.get("/csrf/")
+    assert "X-Cache" not in first and "X-Cache" not in second
+    assert first.cookies["csrftoken"].value != second.cookies["csrftoken"].value
+    assert rendered("csrf_form") == 2, "each visitor's form carries their own token"
+
+
+def test_a_page_that_reads_the_session_is_shared_only_by_visitors_without_one() -> None:
+    assert Client().get("/cart/").content == b"cart=0"
+    anonymous = Client().get("/cart/")
+    assert anonymous.content == b"cart=0" and anonymous["X-Cache"] == "HIT"
+    assert "Cookie" in anonymous["Vary"]
+    shopper = Client()
+    session = shopper.session
+    session["cart"] = 3
+    session.save()
+    shopper.cookies["sessionid"] = session.session_key
+    mine = shopper.get("/cart/")
+    assert mine.content == b"cart=3" and "X-Cache" not in mine
+    assert Client().get("/cart/").content == b"cart=0", "the shopper's page was not stored"
+
+
+def test_a_view_that_changes_the_session_is_never_cached() -> None:
+    first, second = Client().get("/remembers/"), Client().get("/remembers/")
+    assert "X-Cache" not in first and "X-Cache" not in second
+    assert "sessionid" in first.cookies
+    assert rendered("remembers") == 2

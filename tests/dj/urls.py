@@ -19,6 +19,9 @@ urlpatterns = [
     path("whoami/", views.whoami),
     path("mine/", views.my_page),
     path("slow/", views.slow),
+    path("csrf/", views.csrf_form),
+    path("cart/", views.cart),
+    path("remembers/", views.remembers),
     path("async/", views.async_page),
     path("cbv/", views.ClassBased.as_view()),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.template import RequestContext, Template
 from django.utils.cache import patch_vary_headers
 from django.utils.decorators import method_decorator
 from django.views import View
@@ -109,6 +110,26 @@ def my_page(request):
     renders.append("my_page")
     user = request.user
     return HttpResponse(f"mine={user.username if user.is_authenticated else 'anonymous'}")
+
+
+@cached_view(ttl=60)
+def csrf_form(request):
+    renders.append("csrf_form")
+    form = Template("<form>{% csrf_token %}</form>")
+    return HttpResponse(form.render(RequestContext(request)))
+
+
+@cached_view(ttl=60)
+def cart(request):
+    renders.append("cart")
+    return HttpResponse(f"cart={request.session.get('cart', 0)}")
+
+
+@cached_view(ttl=60)
+def remembers(request):
+    renders.append("remembers")
+    request.session["seen"] = True
+    return HttpResponse("noted")
 
 
 @cached_view(ttl=60, stale_ttl=600, tags=["slow"])

@@ -1,0 +1,197 @@
+"""The Django adapter against Django's own memcached cache, in one run.
+
+    python -m tests.benchmarks.bench_django [--seconds 5] [--rounds 3] [--markdown]
+
+1. **Backend get.** ``caches["default"].get`` through MCacheBackend and through
+   Django's ``PyMemcacheCache`` on the same memcached, each timed alternately
+   with a raw pymemcache ``get`` of the same bytes (client on one CPU, the
+   server on the other, as in every latency benchmark here).
+2. **A cached page under load.** One view (a query and ~3 KB of HTML) served
+   by gunicorn (2 workers, gthread) under ``@cached_view`` and under Django's
+   ``cache_page``, both on that memcached, hit by a loopback load generator
+   (asyncio, keep-alive connections) in alternating rounds. Every request after
+   the first is a hit; requests/s is the figure.
+
+Starts its own memcached and gunicorn on free loopback ports and stops them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from pymemcache.client.base import Client
+
+from tests.benchmarks.common import measure, pinned, table
+from tests.servers import free_port, memcached_process
+
+ROOT = Path(__file__).resolve().parents[2]
+VALUE = {"id": 7, "title": "a cached fragment", "rows": [{"n": i, "s": f"r{i}"} for i in range(30)]}
+SITE = "tests.benchmarks.django_site"
+
+
+def verdict(ok: bool) -> str:
+    return "meets" if ok else "MISSES"
+
+
+# -- 1. backend get ------------------------------------------------------------------------------
+
+
+def backend_get(address: str, pid: int, rounds: int, calls: int) -> tuple[list[list[str]], float]:
+    """Return the get table and MCacheBackend get ÷ raw pymemcache get."""
+    os.environ["MCACHE_BENCH_MEMCACHED"] = address
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", f"{SITE}.settings")
+    import django
+    from django.core.cache import caches
+
+    django.setup()
+    host, port = address.rsplit(":", 1)
+    raw = Client((host, int(port)), default_noreply=False, no_delay=True)
+    raw.set("bench:anchor", b"v" * len(pickle.dumps(VALUE, pickle.HIGHEST_PROTOCOL)))
+    subjects = {
+        "MCacheBackend.get": caches["default"],
+        "Django PyMemcacheCache.get": caches["django"],
+    }
+    rows, ratios = [], {}
+    for name, cache in subjects.items():
+        cache.set("fragment", VALUE, 3600)
+        assert cache.get("fragment") == VALUE
+        with pinned([pid]):
+            mine, theirs = measure(
+                lambda c=cache: c.get("fragment"), lambda: raw.get("bench:anchor"), rounds, calls
+            )
+        ratio = statistics.median(mine) / statistics.median(theirs)
+        ratios[name] = ratio
+        rows.append(
+            [
+                name,
+                f"{statistics.median(mine):.1f}",
+                f"{statistics.median(theirs):.1f}",
+                f"{ratio:.2f}×",
+            ]
+        )
+    return rows, ratios["MCacheBackend.get"]
+
+
+# -- 2. a cached page under load ---------------------------------------------------------------
+
+
+def start_site(address: str, db: str) -> tuple[subprocess.Popen[bytes], int]:
+    """Migrate the SQLite file and start gunicorn; return the process and its port."""
+    env = {**os.environ, "MCACHE_BENCH_MEMCACHED": address, "MCACHE_BENCH_DB": db,
+           "DJANGO_SETTINGS_MODULE": f"{SITE}.settings", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, check=True, cwd=ROOT
+    )
+    port = free_port()
+    gunicorn = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", f"{SITE}.wsgi", "-w", "2", "-k", "gthread",
+         "--threads", "4", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+        env=env, cwd=ROOT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            for path in ("/mcache/", "/django/"):
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2).read()
+            return gunicorn, port
+        except OSError:
+            time.sleep(0.2)
+    gunicorn.kill()
+    raise RuntimeError("gunicorn did not answer within 30 s")
+
+
+async def _client(port: int, path: str, until: float, counts: list[int]) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    request = f"GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+    try:
+        while time.monotonic() < until:
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError(head[:80].decode(errors="replace"))
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            await reader.readexactly(length)
+            counts[0] += 1
+    finally:
+        writer.close()
+
+
+def requests_per_second(port: int, path: str, seconds: float, connections: int) -> float:
+    """Hit ``path`` over ``connections`` keep-alive connections for ``seconds``."""
+    counts = [0]
+
+    async def run() -> None:
+        until = time.monotonic() + seconds
+        await asyncio.gather(*(_client(port, path, until, counts) for _ in range(connections)))
+
+    started = time.monotonic()
+    asyncio.run(run())
+    return counts[0] / (time.monotonic() - started)
+
+
+def page_load(
+    address: str, seconds: float, rounds: int, connections: int
+) -> tuple[list[list[str]], float]:
+    """Return the requests/s table and @cached_view ÷ cache_page."""
+    with tempfile.TemporaryDirectory() as tmp:
+        gunicorn, port = start_site(address, str(Path(tmp) / "site.sqlite3"))
+        try:
+            results: dict[str, list[float]] = {"/mcache/": [], "/django/": []}
+            for _ in range(rounds):
+                for path in results:
+                    results[path].append(requests_per_second(port, path, seconds, connections))
+        finally:
+            gunicorn.terminate()
+            gunicorn.wait(10)
+    mine, theirs = statistics.median(results["/mcache/"]), statistics.median(results["/django/"])
+    rounds_of = {path: " / ".join(f"{r:,.0f}" for r in got) for path, got in results.items()}
+    rows = [
+        ["@cached_view (mcache)", f"{mine:,.0f}", rounds_of["/mcache/"]],
+        ["cache_page (Django PyMemcacheCache)", f"{theirs:,.0f}", rounds_of["/django/"]],
+    ]
+    return rows, mine / theirs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of one load round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    head = "### " if args.markdown else ""
+    node = memcached_process().start()
+    try:
+        rows, get_ratio = backend_get(node.address, node.process.pid, 10, 2000)  # type: ignore[union-attr]
+        print(f"{head}1. get of a ~1 KB value, one memcached; anchor: raw pymemcache get\n")
+        print(table(["get", "p50 µs", "anchor p50 µs", "ratio"], rows, args.markdown))
+        print()
+        load, load_ratio = page_load(node.address, args.seconds, args.rounds, args.connections)
+        print(f"{head}2. One cached page under load: gunicorn 2 workers (gthread, 4 threads),")
+        runs = f"{args.rounds} × {args.seconds:g} s per page"
+        print(f"{args.connections} keep-alive connections, {runs}\n")
+        print(table(["page", "requests/s (median)", "rounds"], load, args.markdown))
+        print()
+        print(f"MCacheBackend get ÷ raw get: {get_ratio:.2f}× ({verdict(get_ratio <= 1.2)} ≤ 1.2×)")
+        met = verdict(load_ratio >= 1.2)
+        print(f"@cached_view ÷ cache_page requests/s: {load_ratio:.2f}× ({met} ≥ 1.2×)")
+    finally:
+        node.kill()
+
+
+if __name__ == "__main__":
+    main()

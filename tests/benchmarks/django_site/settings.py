@@ -1,0 +1,31 @@
+"""Settings of the benchmark site: SQLite file, both caches on the same memcached."""
+
+import os
+
+_memcached = os.environ.get("MCACHE_BENCH_MEMCACHED", "127.0.0.1:11211")
+
+SECRET_KEY = "benchmark-only"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+USE_TZ = True
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "django_mcache"]
+MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]  # sets Content-Length
+ROOT_URLCONF = "tests.benchmarks.django_site.urls"
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("MCACHE_BENCH_DB", "/tmp/mcache-bench.sqlite3"),
+    }
+}
+CACHES = {
+    "default": {
+        "BACKEND": "django_mcache.backend.MCacheBackend",
+        "LOCATION": f"memcached://{_memcached}",
+    },
+    "django": {
+        "BACKEND": "django.core.cache.backends.memcached.PyMemcacheCache",
+        "LOCATION": _memcached,
+    },
+}
+TEMPLATES: list[dict] = []
+DEFAULT_AUTO_FIELD = "django.db.models.AutoField"

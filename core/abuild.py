@@ -71,10 +71,9 @@ class AsyncBuilder:
             if lock is None:
                 return self.sync.serve_stale(call.key, entry)
             if call.options.refresh == "background":
-                loop = asyncio.get_running_loop()
                 sync_call = Call(
                     call.key,
-                    _on_loop(call.build, loop),
+                    _in_own_loop(call.build),
                     call.tags,
                     call.options,
                     call.versions,
@@ -197,6 +196,10 @@ class AsyncBuilder:
                 await asyncio.to_thread(self.sync.unlock, call.key, lock)
 
 
-def _on_loop(build: AsyncBuild, loop: asyncio.AbstractEventLoop) -> Callable[[], Any]:
-    """Return a blocking builder that runs the coroutine on ``loop`` (for refresher threads)."""
-    return lambda: asyncio.run_coroutine_threadsafe(build(), loop).result()  # type: ignore[arg-type]
+def _in_own_loop(build: AsyncBuild) -> Callable[[], Any]:
+    """Return a blocking builder that runs the coroutine on a loop of its own.
+
+    The refresher thread cannot count on the caller's loop: under WSGI (asgiref)
+    that loop belongs to one request and is gone once the response is sent.
+    """
+    return lambda: asyncio.run(build())  # type: ignore[arg-type]

@@ -298,6 +298,7 @@ class Cache:
         Same algorithm; each store call runs briefly in a worker thread
         (``asyncio.to_thread``), the builder is awaited on the caller's loop, and
         waits are awaits, so nested cached coroutines never starve the thread pool.
+        A background refresh runs the builder on a loop of the refresher's own.
         """
         options = self._call_options(ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh)
         return await self.abuilder.get_or_build(

@@ -9,6 +9,7 @@ processes ever meet at the distributed lock.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -142,15 +143,16 @@ class ThreadPoolRefresher:
         if not self._slots.acquire(blocking=False):
             self.failures.warning("refresh.full", "background refresh queue full; serving stale")
             return False
+        context = contextvars.copy_context()  # the caller's language, request state, …
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(self.max_workers, "mcache-refresh")
-            self._executor.submit(self._run, job)
+            self._executor.submit(self._run, context, job)
         return True
 
-    def _run(self, job: Callable[[], object]) -> None:
+    def _run(self, context: contextvars.Context, job: Callable[[], object]) -> None:
         try:
-            job()
+            context.run(job)
         except Exception as error:
             self.failures.warning("refresh.error", "background refresh failed: %s", error)
         finally:

@@ -15,19 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
+from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
+from django.urls import get_script_prefix, get_urlconf, set_script_prefix, set_urlconf
 from django.utils import translation
 from django.utils.cache import (
     cc_delim_re,
     get_max_age,
     has_vary_header,
+    patch_cache_control,
     patch_response_headers,
     patch_vary_headers,
 )
@@ -171,18 +175,27 @@ def _request_is_cacheable(request: HttpRequest, options: _ViewOptions) -> bool:
         return False
     if "HTTP_AUTHORIZATION" in request.META:
         return False  # credentials: the answer is this caller's
-    if options.per_user or not _has_session_cookie(request):
-        return True  # without a session cookie the visitor is anonymous (session auth)
+    return options.per_user or not _signed_in(request)
+
+
+def _signed_in(request: HttpRequest) -> bool:
+    """Return whether the request has a signed-in user, however it was authenticated.
+
+    Looking at the user loads the session; that look is ours, not the view's,
+    so the session's ``accessed`` flag is put back as it was.
+    """
     session = getattr(request, "session", None)
     accessed = getattr(session, "accessed", False)
     user = getattr(request, "user", None)
-    signed_in = user is not None and user.is_authenticated
+    signed_in = user is not None and bool(user.is_authenticated)
     if session is not None:
-        session.accessed = accessed  # our look at the user is not the view's use of the session
-    return not signed_in
+        session.accessed = accessed
+    return signed_in
 
 
-def _response_is_cacheable(response: HttpResponseBase, options: _ViewOptions) -> bool:
+def _response_is_cacheable(
+    response: HttpResponseBase, options: _ViewOptions, keyed_by_user: bool
+) -> bool:
     """Apply the cache middleware's rules, and refuse any response that sets a cookie."""
     if response.streaming or response.status_code != 200 or response.cookies:
         return False
@@ -195,7 +208,7 @@ def _response_is_cacheable(response: HttpResponseBase, options: _ViewOptions) ->
         return False
     if has_vary_header(response, "*"):
         return False
-    allowed = set(options.vary) | ({"cookie"} if options.per_user else set())
+    allowed = set(options.vary) | ({"cookie"} if keyed_by_user else set())
     varied = {h.strip().lower() for h in cc_delim_re.split(response.get("Vary", "")) if h.strip()}
     return varied <= allowed  # a Vary the key does not cover would serve the wrong variant
 
@@ -215,32 +228,57 @@ class _Render:
         self.built = False
         self.session = getattr(request, "session", None)
         self._accessed = False
+        self._thread = threading.get_ident()
+        # A refresher thread sees none of the request's thread-bound state (asgiref
+        # hides it from other threads), so what a render depends on is carried over.
+        self._language = translation.get_language()
+        self._script_prefix = get_script_prefix()
+        self._urlconf = get_urlconf()
 
-    def before(self) -> None:
+    def build(self, view: View, args: tuple, kwargs: dict) -> Snapshot:
+        """Render in the request's thread, or (a background refresh) in a refresher's."""
+        if threading.get_ident() == self._thread:
+            self.built = True
+            self._before()
+            return self._after(view(self.request, *args, **kwargs))
+        close_old_connections()  # a refresher thread keeps no request cycle of its own
+        set_script_prefix(self._script_prefix)
+        set_urlconf(self._urlconf)
+        try:
+            with translation.override(self._language):
+                return self._after(view(self.request, *args, **kwargs), watch_session=False)
+        finally:
+            set_urlconf(None)
+            close_old_connections()
+
+    def _before(self) -> None:
         if self.session is not None:
             self._accessed = self.session.accessed
             self.session.accessed = False
 
-    def after(self, response: Any) -> Snapshot:
+    def _after(self, response: Any, watch_session: bool = True) -> Snapshot:
         response = _render(response)
-        self.built = True
         reads_session = False
-        if self.session is not None:
+        if self.session is not None and watch_session:
             reads_session = self.session.accessed
             self.session.accessed = self._accessed or reads_session
-            if self.session.modified:
-                raise Uncacheable(response)
+        elif self.session is not None:
+            reads_session = self.session.accessed  # a re-render: the request's own reading counts
+        if self.session is not None and self.session.modified:
+            raise Uncacheable(response)
         if self.request.META.get("CSRF_COOKIE_NEEDS_UPDATE"):
             raise Uncacheable(response)  # the page holds this visitor's CSRF token
-        if reads_session and _has_session_cookie(self.request) and not self._keyed_by_user():
+        if _messages_used(self.request):
+            raise Uncacheable(response)  # flash messages are this visitor's (and a cookie)
+        keyed_by_user = self._keyed_by_user()
+        if reads_session and _has_session_cookie(self.request) and not keyed_by_user:
             raise Uncacheable(response)
-        if not _response_is_cacheable(response, self.options):
+        if not _response_is_cacheable(response, self.options, keyed_by_user):
             raise Uncacheable(response)
         return _snapshot(response, self.options, reads_session)
 
     def _keyed_by_user(self) -> bool:
-        user = getattr(self.request, "user", None)
-        return self.options.per_user and user is not None and user.is_authenticated
+        return self.options.per_user and _signed_in(self.request)
 
     def serves(self, snapshot: Any) -> bool:
         """Return whether a stored page may answer this request without running the view."""
@@ -259,9 +297,9 @@ def _key(name: str, request: HttpRequest, options: _ViewOptions) -> tuple[Any, .
     query = tuple((name, tuple(values)) for name, values in sorted(request.GET.lists()))
     headers = tuple(request.META.get("HTTP_" + h.upper().replace("-", "_")) for h in options.vary)
     language = translation.get_language() if settings.USE_I18N else None
-    user = getattr(request, "user", None) if options.per_user else None
-    user_id = user.pk if user is not None and user.is_authenticated else None
-    return ("view", name, request.get_host(), request.path, query, headers, language, user_id)
+    user_id = request.user.pk if options.per_user and _signed_in(request) else None
+    where = (request.scheme, request.get_host(), request.path)
+    return ("view", name, *where, query, headers, language, user_id)
 
 
 def _snapshot(response: HttpResponseBase, options: _ViewOptions, reads_session: bool) -> Snapshot:
@@ -278,11 +316,21 @@ def _restore(snapshot: Snapshot, state: str, options: _ViewOptions) -> HttpRespo
         response[name] = value
     if reads_session:
         patch_vary_headers(response, ["Cookie"])  # as SessionMiddleware would have said
+    if options.per_user:
+        patch_cache_control(response, private=True)  # a proxy must not share it
     if state == "STALE":
         response["Cache-Control"] = "max-age=0"
     if options.header:
         response[options.header] = state
     return response
+
+
+def _messages_used(request: HttpRequest) -> bool:
+    """Return whether the view read or queued flash messages (contrib.messages)."""
+    storage = getattr(request, "_messages", None)
+    if storage is None:
+        return False
+    return bool(storage.used or storage.added_new or getattr(storage, "_queued_messages", None))
 
 
 def _render(response: Any) -> Any:
@@ -309,8 +357,7 @@ def _serve(
         return _restore(found, "HIT", options)
 
     def build() -> Snapshot:
-        render.before()
-        return render.after(view(request, *args, **kwargs))
+        return render.build(view, args, kwargs)
 
     token = STALE_SERVED.set(False)
     try:
@@ -322,7 +369,12 @@ def _serve(
         return result  # this request's own, uncacheable response
     if not render.serves(result):
         return view(request, *args, **kwargs)
-    return _restore(result, "MISS" if render.built else "STALE" if stale else "HIT", options)
+    return _restore(result, _state(render, stale), options)
+
+
+def _state(render: _Render, stale: bool) -> str:
+    """STALE when the stale page was served (its rebuild may have started), MISS when built."""
+    return "STALE" if stale else "MISS" if render.built else "HIT"
 
 
 async def _aserve(
@@ -342,9 +394,14 @@ async def _aserve(
         return _restore(found, "HIT", options)
 
     async def build() -> Snapshot:
-        render.before()
+        if threading.get_ident() != render._thread:  # a background refresh on a refresher
+            with translation.override(render._language):
+                response = await view(request, *args, **kwargs)
+                return await sync_to_async(render._after)(response, False)
+        render.built = True
+        render._before()
         response = await view(request, *args, **kwargs)
-        return await sync_to_async(render.after)(response)
+        return await sync_to_async(render._after)(response)
 
     token = STALE_SERVED.set(False)
     try:
@@ -358,4 +415,4 @@ async def _aserve(
         return result
     if not await sync_to_async(render.serves)(result):
         return await view(request, *args, **kwargs)
-    return _restore(result, "MISS" if render.built else "STALE" if stale else "HIT", options)
+    return _restore(result, _state(render, stale), options)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import caches
-from django.test import Client, override_settings
+from django.test import Client, RequestFactory, override_settings
+from django.utils import translation
 
 from mcache.stores import memcached as memcached_module
 from tests.dj import views
@@ -208,3 +210,73 @@ def test_a_view_that_changes_the_session_is_never_cached() -> None:
     assert "X-Cache" not in first and "X-Cache" not in second
     assert "sessionid" in first.cookies
     assert rendered("remembers") == 2
+
+
+def test_a_user_signed_in_without_a_session_is_not_shared() -> None:
+    alice = User.objects.create_user("alice")
+    request = RequestFactory().get("/whoami/")
+    request.user = alice  # e.g. an API-key middleware: no session cookie at all
+    page = views.whoami(request)
+    assert page.content == b"user=alice" and "X-Cache" not in page
+    assert Client().get("/whoami/").content == b"user=anonymous"
+
+
+def test_flash_messages_are_never_shared() -> None:
+    alice = Client()
+    first = alice.get("/flash/?say=secret-for-alice")
+    assert b"secret-for-alice" in first.content and "X-Cache" not in first
+    other = Client().get("/flash/")
+    assert b"secret-for-alice" not in other.content
+    assert rendered("flash") == 2
+
+
+def test_per_user_vary_cookie_is_not_shared_between_anonymous_visitors() -> None:
+    dark = Client()
+    dark.cookies["theme"] = "dark-alice"
+    assert dark.get("/theme/").content == b"theme=dark-alice"
+    assert Client().get("/theme/").content == b"theme=None"
+    assert rendered("theme") == 2
+
+
+def test_per_user_pages_are_private_for_proxies() -> None:
+    alice = User.objects.create_user("alice", password="pw")
+    client = Client()
+    client.force_login(alice)
+    client.get("/mine/")
+    hit = client.get("/mine/")
+    assert hit["X-Cache"] == "HIT" and "private" in hit["Cache-Control"]
+
+
+def test_http_and_https_pages_are_kept_apart(client: Client) -> None:
+    assert client.get("/posts/")["X-Cache"] == "MISS"
+    assert client.get("/posts/", secure=True)["X-Cache"] == "MISS"
+    assert client.get("/posts/", secure=True)["X-Cache"] == "HIT"
+
+
+def wait_for(predicate, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_background_refresh_renders_in_the_requests_language(client: Client) -> None:
+    with translation.override("fr"):
+        assert client.get("/language/").content.startswith(b"language=fr")
+        caches["default"].invalidate("language")
+        stale = client.get("/language/")
+        assert stale["X-Cache"] == "STALE"
+        wait_for(lambda: rendered("language") == 2)
+        wait_for(lambda: client.get("/language/")["X-Cache"] == "HIT")
+        fresh = client.get("/language/")
+    assert fresh.content.startswith(b"language=fr") and fresh.content != stale.content
+
+
+def test_async_view_refreshes_in_the_background_under_wsgi(client: Client) -> None:
+    first = client.get("/async-background/")
+    caches["default"].invalidate("async-bg")
+    stale = client.get("/async-background/")
+    assert stale["X-Cache"] == "STALE" and stale.content == first.content
+    wait_for(lambda: rendered("async_background") == 2)
+    wait_for(lambda: client.get("/async-background/").content != first.content)
+    assert client.get("/async-background/")["X-Cache"] == "HIT"
+    assert rendered("async_background") == 2

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 
+from django.contrib import messages
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.template import RequestContext, Template
+from django.utils import translation
 from django.utils.cache import patch_vary_headers
 from django.utils.decorators import method_decorator
 from django.views import View
@@ -130,6 +132,34 @@ def remembers(request):
     renders.append("remembers")
     request.session["seen"] = True
     return HttpResponse("noted")
+
+
+@cached_view(ttl=60)
+def flash(request):
+    renders.append("flash")
+    if "say" in request.GET:
+        messages.info(request, request.GET["say"])
+    return HttpResponse("messages: " + ",".join(str(m) for m in messages.get_messages(request)))
+
+
+@cached_view(ttl=60, per_user=True)
+def theme(request):
+    renders.append("theme")
+    response = HttpResponse(f"theme={request.COOKIES.get('theme')}")
+    patch_vary_headers(response, ["Cookie"])
+    return response
+
+
+@cached_view(ttl=60, stale_ttl=600, tags=["language"], refresh="background")
+def language(request):
+    renders.append("language")
+    return HttpResponse(f"language={translation.get_language()} render={len(renders)}")
+
+
+@cached_view(ttl=60, stale_ttl=600, tags=["async-bg"], refresh="background")
+async def async_background(request):
+    renders.append("async_background")
+    return HttpResponse(f"async render={len(renders)}")
 
 
 @cached_view(ttl=60, stale_ttl=600, tags=["slow"])

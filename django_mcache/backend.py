@@ -76,7 +76,17 @@ class MCacheBackend(BaseCache):
 
     def __init__(self, location: str, params: dict[str, Any]) -> None:
         super().__init__(params)
-        self.mcache = _core_cache(location, params)
+        self._location, self._params = location, params
+        self._mcache = _core_cache(location, params)
+        self._pid = os.getpid()
+
+    @property
+    def mcache(self) -> Cache:
+        """The process's core cache; a worker forked after first use builds its own."""
+        if self._pid != os.getpid():
+            self._mcache = _core_cache(self._location, self._params)
+            self._pid = os.getpid()
+        return self._mcache
 
     # -- Django keys and timeouts -----------------------------------------------------------
 

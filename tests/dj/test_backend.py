@@ -271,3 +271,29 @@ class TestDjangoCacheStore(StoreContract):
 
     def wait(self, seconds: float) -> None:
         time.sleep(seconds)
+
+
+def test_a_forked_worker_gets_its_own_connections(memcached_url: str) -> None:
+    """gunicorn --preload forks after the parent used the cache: no socket may be shared."""
+    with override_settings(CACHES=mcache_caches(memcached_url)):
+        backend = caches["default"]
+        backend.set("before fork", "parent")
+        parent_core = backend.mcache
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report and leave without running pytest's teardown
+            try:
+                ok = backend.mcache is not parent_core and backend.get("before fork") == "parent"
+                for i in range(200):
+                    backend.set(f"child {i}", i)
+                    ok = ok and backend.get(f"child {i}") == i
+                os.write(writer, b"ok" if ok else b"bad")
+            finally:
+                os._exit(0)
+        os.close(writer)
+        for i in range(200):
+            backend.set(f"parent {i}", i)
+            assert backend.get(f"parent {i}") == i
+        os.waitpid(pid, 0)
+        assert os.read(reader, 16) == b"ok"
+        assert backend.mcache is parent_core

@@ -159,14 +159,17 @@ class Cache:
         tags are unchanged; a stale one is a miss here (only ``get_or_build``,
         which rebuilds it, may serve it stale).
         """
-        store_key = self._store_key(key)
-        data = self.store_call("get", lambda: self.store.get(store_key), NO_VALUE)
-        if data is NO_VALUE:
-            return default
-        value = self.codec.loads(data, store_key)  # type: ignore[arg-type]
-        if type(value) in (list, tuple) and (entry := Entry.from_wire(value)) is not None:
-            return self._current_values({0: entry}).get(0, default)
+        value = self._read(self._store_key(key))
+        self.metrics.add("misses" if value is NO_VALUE else "hits")
         return default if value is NO_VALUE else value
+
+    def _read(self, store_key: str) -> Any:
+        """Return the current value under ``store_key``, or ``NO_VALUE`` (nothing counted)."""
+        data = self.store_call("get", lambda: self.store.get(store_key), NO_VALUE)
+        value = NO_VALUE if data is NO_VALUE else self.codec.loads(data, store_key)  # type: ignore[arg-type]
+        if type(value) in (list, tuple) and (entry := Entry.from_wire(value)) is not None:
+            return self._current_values({0: entry}).get(0, NO_VALUE)
+        return value
 
     def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
         """Return the cached values of the keys found, in one round trip per server."""
@@ -182,6 +185,8 @@ class Cache:
                 result[by_store_key[store_key]] = value
         if entries:
             result.update(self._current_values(entries))
+        self.metrics.add("hits", len(result))
+        self.metrics.add("misses", len(by_store_key) - len(result))
         return result
 
     def _current_values(self, entries: Mapping[Key, Entry]) -> dict[Key, Any]:
@@ -226,7 +231,25 @@ class Cache:
         store_key = self._store_key(key)
         data = self.codec.dumps(value, store_key)
         seconds = self._ttl(ttl)
-        return self.store_call("add", lambda: self.store.add(store_key, data, seconds), False)
+        if self.store_call("add", lambda: self.store.add(store_key, data, seconds), False):
+            return True
+        return self.store_call(
+            "add", lambda: self._replace_expired(store_key, data, seconds), False
+        )
+
+    def _replace_expired(self, store_key: str, data: bytes, seconds: int) -> bool:
+        """Store ``data`` over an entry kept only to be served stale: for ``add`` it is gone.
+
+        ``cas`` makes it safe: of several callers adding at once, one wins.
+        """
+        current, token = self.store.gets(store_key)
+        if current is NO_VALUE or token is None:
+            return False
+        value = self.codec.loads(current, store_key)  # type: ignore[arg-type]
+        entry = Entry.from_wire(value) if type(value) in (list, tuple) else None
+        if entry is None or self._current_values({0: entry}):
+            return False
+        return self.store.cas(store_key, data, token, seconds)
 
     def delete(self, key: Key) -> bool:
         """Remove a cached value; ``True`` when it existed."""
@@ -250,9 +273,11 @@ class Cache:
         return self.store_call("incr", lambda: self.store.decr(store_key, -delta), None)
 
     def touch(self, key: Key, ttl: float | None = None) -> bool:
-        """Give a cached value a new TTL; ``False`` when it is missing."""
+        """Give a cached value a new TTL; ``False`` when it is missing (or stale: see ``get``)."""
         store_key = self._store_key(key)
         seconds = self._ttl(ttl)
+        if self._read(store_key) is NO_VALUE:
+            return False
         return self.store_call("touch", lambda: self.store.touch(store_key, seconds), False)
 
     # -- dog-pile-safe building, tags, locks ----------------------------------------------------

@@ -34,6 +34,7 @@ from .config import cache_from_settings
 __all__ = ["MCacheBackend"]
 
 T = TypeVar("T")
+_MISSING = object()
 _shared: dict[tuple[str, str], Cache] = {}
 _shared_lock = threading.Lock()
 if hasattr(os, "register_at_fork"):
@@ -182,9 +183,20 @@ class MCacheBackend(BaseCache):
         """
         build = default if callable(default) else (lambda: default)
         ttl = self._ttl(timeout)
-        if ttl < 0:
-            return build()  # timeout=0: computed, never cached
-        return self.mcache.get_or_build(self._key(key, version), build, ttl=ttl)
+        cache_key = self._key(key, version)
+        if ttl < 0:  # timeout=0: a value already there is returned, a new one never stored
+            found = self.mcache.get(cache_key, _MISSING)
+            return build() if found is _MISSING else found
+        built: list[Any] = []
+
+        def counted() -> Any:
+            built.append(value := build())
+            return value
+
+        value = self.mcache.get_or_build(cache_key, counted, ttl=ttl)
+        if built and type(value) is int:
+            self.mcache.set(cache_key, value, ttl)  # a plain number, so incr/decr can count it
+        return value
 
     async def aget_or_set(
         self,

@@ -297,3 +297,42 @@ def test_a_forked_worker_gets_its_own_connections(memcached_url: str) -> None:
         os.waitpid(pid, 0)
         assert os.read(reader, 16) == b"ok"
         assert backend.mcache is parent_core
+
+
+# -- after review: Django's semantics where get_or_set's entries differ from plain values ----------
+
+
+def test_get_or_set_numbers_count_with_incr(cache) -> None:
+    assert cache.get_or_set("hits", 0, 60) == 0
+    assert cache.incr("hits") == 1 and cache.incr("hits", 5) == 6
+    assert cache.get_or_set("hits", 0, 60) == 6
+
+
+def test_an_expired_get_or_set_value_is_gone_for_add_and_touch(cache) -> None:
+    cache.get_or_set("page", "old", 60)
+    key = cache.mcache.key(cache.make_key("page"))
+    old = Entry("old", cache.mcache.clock.time_ms() - 1000, 10, {})  # past its timeout, kept stale
+    cache.mcache.store.set(key, cache.mcache.codec.dumps(old.to_wire(), key), 60)
+    assert cache.touch("page", 30) is False
+    assert cache.add("page", "new", 60) is True
+    assert cache.get("page") == "new"
+    assert cache.add("page", "newer", 60) is False
+
+
+def test_get_or_set_with_timeout_zero_returns_what_is_there(cache) -> None:
+    cache.set("k", "cached")
+    assert cache.get_or_set("k", lambda: "computed", 0) == "cached"
+    assert cache.get_or_set("absent", lambda: "computed", 0) == "computed"
+    assert cache.get("absent") is None
+
+
+def test_plain_reads_count_in_the_stats(cache) -> None:
+    cache.set("a", 1)
+    cache.mcache.metrics.flush()  # and no flush for stats_interval: local() counts all that follows
+    before = cache.mcache.metrics.local()
+    cache.get("a")
+    cache.get("missing")
+    cache.get_many(["a", "b", "c"])
+    after = cache.mcache.metrics.local()
+    assert after["hits"] - before["hits"] == 2
+    assert after["misses"] - before["misses"] == 3

@@ -13,6 +13,9 @@ from django.db.models import Model
 from django.template.base import FilterExpression, NodeList, Parser, Token
 from django.utils import translation
 
+from mcache.errors import InvalidKey
+from mcache.keys import canonical_bytes
+
 from ..counters import view_counter
 from ..tags import model_tag
 
@@ -26,7 +29,7 @@ class CachedBlockNode(template.Node):
         self,
         nodelist: NodeList,
         ttl: FilterExpression,
-        name: FilterExpression,
+        name: str,
         vary: list[FilterExpression],
         options: dict[str, FilterExpression],
     ) -> None:
@@ -40,19 +43,20 @@ class CachedBlockNode(template.Node):
 
     def render(self, context: template.Context) -> str:
         ttl = _seconds(self.ttl.resolve(context))
-        name = self.name.resolve(context)
-        vary = tuple(v.resolve(context) for v in self.vary)
+        if ttl == 0:
+            return self.nodelist.render(context)  # Django's timeout 0: not cached
+        vary = tuple(_varying(v.resolve(context)) for v in self.vary)
         options = {k: v.resolve(context) for k, v in self.options.items()}
         backend = caches[options.pop("using", "default")]
         tags = _tag_names(options.pop("tags", None)) + _model_tags(options.pop("depends_on", None))
-        if options:
+        key = ("block", self.name, vary, translation.get_language())
+        core = getattr(backend, "mcache", None)
+        if core is None:
             raise template.TemplateSyntaxError(
-                f"cachedblock: unknown option(s) {', '.join(sorted(options))};"
-                " use tags=, depends_on= or using="
+                "cachedblock: using= must name an mcache cache (MCacheBackend)"
             )
-        key = ("block", str(name), vary, translation.get_language())
-        return backend.mcache.get_or_build(
-            key, lambda: self.nodelist.render(context), ttl=ttl, tags=tags or None
+        return core.get_or_build(
+            key, lambda: self.nodelist.render(context), ttl=ttl or 0, tags=tags or None
         )
 
 
@@ -70,15 +74,35 @@ def cachedblock(parser: Parser, token: Token) -> CachedBlockNode:
     for bit in bits[3:]:
         name, sep, value = bit.partition("=")
         if sep and name.isidentifier():
+            if name not in BLOCK_OPTIONS:
+                raise template.TemplateSyntaxError(
+                    f"cachedblock: unknown option {name}=; use tags=, depends_on= or using="
+                )
             options[name] = parser.compile_filter(value)
         else:
             vary.append(parser.compile_filter(bit))
-    return CachedBlockNode(
-        nodelist, parser.compile_filter(bits[1]), parser.compile_filter(bits[2]), vary, options
-    )
+    name = bits[2]
+    if len(name) >= 2 and name[0] == name[-1] and name[0] in "'\"":
+        name = name[1:-1]  # as Django's {% cache %}, the name is literal, quoted or not
+    return CachedBlockNode(nodelist, parser.compile_filter(bits[1]), name, vary, options)
 
 
-def _seconds(ttl: Any) -> float:
+BLOCK_OPTIONS = frozenset({"tags", "depends_on", "using"})
+
+
+def _varying(value: Any) -> Any:
+    """Key on the value itself where it can be (1 and "1" apart), else on its text, as Django."""
+    try:
+        canonical_bytes(value)
+    except InvalidKey:
+        return str(value)
+    return value
+
+
+def _seconds(ttl: Any) -> float | None:
+    """Return the block's TTL: None keeps it forever, 0 does not cache it (Django's rules)."""
+    if ttl is None:
+        return None
     try:
         if isinstance(ttl, bool):
             raise ValueError
@@ -128,17 +152,13 @@ def count_view(context: template.Context, obj: Model, using: str = "default") ->
     """``{% count_view post %}``: count one view per request and render the new count."""
     request = context.get("request")
     counter = view_counter(obj, cache=using)
-    seen = getattr(request, "_mcache_views_counted", None) if request is not None else None
+    if request is None:  # no request context processor: nothing tells one request from the next
+        return counter.incr(obj)
+    counted = request.__dict__.setdefault("_mcache_views_counted", {})
     ident = (counter.name, counter.ident(obj))
-    if seen is not None and ident in seen:
-        return counter.value(obj)
-    count = counter.incr(obj)
-    if request is not None:
-        if seen is None:
-            seen = set()
-            request._mcache_views_counted = seen
-        seen.add(ident)
-    return count
+    if ident not in counted:
+        counted[ident] = counter.incr(obj)
+    return counted[ident]
 
 
 @register.simple_tag

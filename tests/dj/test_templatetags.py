@@ -100,3 +100,37 @@ def test_online_count_reads_the_window(monkeypatch) -> None:
     clock.advance(site.slot_len)  # the count covers the slots before the one filling now
     assert render("{% online_count %}") == "2"
     assert render('{% online_count "forum" %}') == "1"
+
+
+def test_bare_block_names_are_literal_as_in_djangos_cache_tag() -> None:
+    page = (
+        "{% cachedblock 60 sidebar %}SIDEBAR{% endcachedblock %}"
+        "|{% cachedblock 60 header %}HEADER{% endcachedblock %}"
+    )
+    assert render(page) == "SIDEBAR|HEADER"
+    assert render(page) == "SIDEBAR|HEADER"
+
+
+def test_ttl_none_keeps_and_zero_does_not_cache() -> None:
+    renders = Renders()
+    forever = '{% cachedblock none "f" %}{{ renders }}{% endcachedblock %}'
+    never = '{% cachedblock 0 "n" %}{{ renders }}{% endcachedblock %}'
+    assert render(forever, renders=renders, none=None) == "1"
+    assert render(forever, renders=renders, none=None) == "1"
+    assert render(never, renders=renders) == "2"
+    assert render(never, renders=renders) == "3"
+
+
+def test_vary_on_values_without_a_key_form_uses_their_text() -> None:
+    from django.contrib.auth.models import AnonymousUser
+
+    block = '{% cachedblock 60 "nav" user %}{{ user }}{% endcachedblock %}'
+    assert render(block, user=AnonymousUser()) == "AnonymousUser"
+
+
+def test_count_view_shows_one_number_per_request() -> None:
+    post = Post.objects.create(title="p", views=0)
+    request = RequestFactory().get("/")
+    assert render("{% count_view post %}", post=post, request=request) == "1"
+    caches["default"].view_counter("views:blog.post").incr(post, 10)  # others view meanwhile
+    assert render("{% count_view post %}", post=post, request=request) == "1"

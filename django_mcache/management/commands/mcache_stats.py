@@ -28,6 +28,8 @@ class Command(BaseCommand):
         parser.add_argument("--count", type=int, default=0, help=False)  # --watch rounds (tests)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["watch"] is not None and options["watch"] <= 0:
+            raise CommandError("--watch takes a number of seconds > 0, e.g. --watch 5")
         cache = _core_cache(options["cache"])
         rounds = 0
         while True:

@@ -1,4 +1,4 @@
-"""Tag names for Django models, shared by ``cached_view(depends_on=…)`` and the ORM signals."""
+"""Tag names for Django models: what ``depends_on=`` adds and what a model change bumps."""
 
 from __future__ import annotations
 

@@ -64,13 +64,13 @@ def cached_view(
 ) -> Callable[[View], View]:
     """Cache a view's whole response; use ``method_decorator`` for class-based views.
 
-    The key covers the view, method, host, path, the sorted query string, the
+    The key covers the view, scheme, host, path, the sorted query string, the
     values of ``vary_on_headers`` (an absent header differs from an empty one),
-    the language, and the user's id when ``per_user``. ``tags`` (names, or a
-    callable of ``request, *args, **kwargs``) and ``depends_on`` models make
-    the page stale when ``cache.invalidate(tag)`` runs or such a model is saved
-    (the ORM signals). ``header`` names the HIT/MISS/STALE response header
-    (``None``: no header).
+    the language, and the user's id when ``per_user`` (GET and HEAD share it).
+    ``tags`` (names, or a callable of ``request, *args, **kwargs``) and
+    ``depends_on`` models (their ``model_tag``) make the page stale when
+    ``cache.invalidate`` bumps one of them. ``header`` names the HIT/MISS/STALE
+    response header (``None``: no header).
     """
     options = _ViewOptions(
         ttl,

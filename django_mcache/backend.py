@@ -76,7 +76,11 @@ class MCacheBackend(BaseCache):
     """A Django cache backend on mcache: memcached, Redis, memory or another Django cache."""
 
     def __init__(self, location: str, params: dict[str, Any]) -> None:
-        super().__init__(params)
+        options = params.get("OPTIONS")
+        # BaseCache reads OPTIONS as a dict; a wrong type is reported by the check instead.
+        super().__init__(
+            params if options is None or isinstance(options, Mapping) else {**params, "OPTIONS": {}}
+        )
         self._location, self._params = location, params
         self._mcache = _core_cache(location, params)
         self._pid = os.getpid()

@@ -49,7 +49,10 @@ _SAFE_NAMESPACE = re.compile(r"[!-~]{1,60}")
 
 def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     """Return the core cache a ``CACHES`` entry describes; raise ``ConfigError`` naming the fix."""
-    options = dict(params.get("OPTIONS") or {})
+    raw = params.get("OPTIONS") or {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"OPTIONS must be a dict of option names to values, got {raw!r}")
+    options = dict(raw)
     for name in DJANGO_CULL_OPTIONS:
         options.pop(name, None)
     unknown = sorted(set(options) - CACHE_OPTIONS - CODEC_OPTIONS - _store_options(location))

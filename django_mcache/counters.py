@@ -25,10 +25,10 @@ def view_counter(
     ``views`` or ``view_count`` if the model has one, else 0. ``flush`` it from a
     periodic task to write the counts back.
     """
-    meta = model._meta
+    concrete = model._meta.concrete_model  # a proxy model's rows are its concrete model's
+    meta = concrete._meta
     label = f"{meta.app_label}.{meta.model_name}"
     field = field or _configured_field(label) or _detected_field(meta)
-    concrete = meta.concrete_model
     initial = None if field is None else _reader(concrete, field)
     return caches[cache].view_counter(f"views:{label}", initial)
 

@@ -35,6 +35,7 @@ from django.utils.cache import (
     patch_response_headers,
     patch_vary_headers,
 )
+from django.utils.http import http_date
 
 from mcache import Cache
 from mcache.build import STALE_SERVED
@@ -320,6 +321,7 @@ def _restore(snapshot: Snapshot, state: str, options: _ViewOptions) -> HttpRespo
         patch_cache_control(response, private=True)  # a proxy must not share it
     if state == "STALE":
         response["Cache-Control"] = "max-age=0"
+        response["Expires"] = http_date()
     if options.header:
         response[options.header] = state
     return response
@@ -405,9 +407,8 @@ async def _aserve(
 
     token = STALE_SERVED.set(False)
     try:
-        result = await core.aget_or_build(
-            key, build, **options.build_options(request, args, kwargs)
-        )
+        build_options = await sync_to_async(options.build_options)(request, args, kwargs)
+        result = await core.aget_or_build(key, build, **build_options)
         stale = STALE_SERVED.get()
     finally:
         STALE_SERVED.reset(token)

@@ -336,3 +336,9 @@ def test_plain_reads_count_in_the_stats(cache) -> None:
     after = cache.mcache.metrics.local()
     assert after["hits"] - before["hits"] == 2
     assert after["misses"] - before["misses"] == 3
+
+
+def test_options_that_are_not_a_dict_are_a_check_error() -> None:
+    with override_settings(CACHES=mcache_caches("memory://", OPTIONS=["stale_ttl", 60])):
+        errors = [e for e in run_checks() if e.id == "django_mcache.E001"]
+    assert "OPTIONS must be a dict" in errors[0].msg

@@ -9,7 +9,10 @@ DEBUG = False
 ALLOWED_HOSTS = ["*"]
 USE_TZ = True
 INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "django_mcache"]
-MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]  # sets Content-Length
+MIDDLEWARE = [
+    "django.middleware.common.CommonMiddleware",  # sets Content-Length
+    "tests.benchmarks.django_site.urls.worker_header",  # lets the load generator balance
+]
 ROOT_URLCONF = "tests.benchmarks.django_site.urls"
 DATABASES = {
     "default": {

@@ -1,5 +1,7 @@
 """Two URLs, one page: /mcache/ with @cached_view, /django/ with Django's cache_page."""
 
+import os
+
 from django.db import connection
 from django.http import HttpResponse
 from django.urls import path
@@ -16,6 +18,18 @@ def page(request):
         cursor.execute("SELECT count(*) FROM django_content_type")
         (count,) = cursor.fetchone()
     return HttpResponse(f"<html><body><h1>{count} types</h1><ul>{ROWS}</ul></body></html>")
+
+
+def worker_header(get_response):
+    """Name the gunicorn worker in every response (X-Worker), cached or not."""
+    pid = str(os.getpid())
+
+    def middleware(request):
+        response = get_response(request)
+        response["X-Worker"] = pid
+        return response
+
+    return middleware
 
 
 urlpatterns = [

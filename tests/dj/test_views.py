@@ -68,6 +68,7 @@ def test_declared_vary_headers_separate_entries(client: Client) -> None:
         "/cookie/?who=alice",
         "/private/?who=alice",
         "/no-store/",
+        "/no-cache/",
         "/max-age-zero/",
         "/missing/",
         "/stream/",
@@ -280,3 +281,13 @@ def test_async_view_refreshes_in_the_background_under_wsgi(client: Client) -> No
     wait_for(lambda: client.get("/async-background/").content != first.content)
     assert client.get("/async-background/")["X-Cache"] == "HIT"
     assert rendered("async_background") == 2
+
+
+def test_the_state_header_can_be_renamed_or_left_out(client: Client) -> None:
+    client.get("/renamed-header/")
+    renamed = client.get("/renamed-header/")
+    assert renamed["X-Page-Cache"] == "HIT" and "X-Cache" not in renamed
+    client.get("/no-header/")
+    quiet = client.get("/no-header/")
+    assert "X-Cache" not in quiet and quiet.content == b"quiet"
+    assert rendered("no_header") == 1, "cached all the same"

@@ -82,6 +82,25 @@ def no_store(request):
 
 
 @cached_view(ttl=60)
+@cache_control(no_cache=True)
+def no_cache(request):
+    renders.append("no_cache")
+    return HttpResponse("no cache")
+
+
+@cached_view(ttl=60, header="X-Page-Cache")
+def renamed_header(request):
+    renders.append("renamed_header")
+    return HttpResponse("renamed")
+
+
+@cached_view(ttl=60, header=None)
+def no_header(request):
+    renders.append("no_header")
+    return HttpResponse("quiet")
+
+
+@cached_view(ttl=60)
 @cache_control(max_age=0)
 def max_age_zero(request):
     renders.append("max_age_zero")

@@ -367,6 +367,8 @@ class Builder:
     ) -> None:
         """Store the entry: fresh for ``ttl`` less up to ``jitter``, kept ``stale_ttl`` longer."""
         cache = self.cache
+        if not cache.may_store():
+            return  # built from data that may yet be rolled back: returned, never shared
         if o.ttl:
             fresh = o.ttl * (1 - self.rng.uniform(0, o.jitter))
             fresh_until = cache.clock.time_ms() + int(fresh * 1000)

@@ -71,6 +71,7 @@ class Cache:
         trace_dir: str | None = None,
         stats_interval: float = 5.0,
         failure_log: FailureLog | None = None,
+        may_store: Callable[[], bool] | None = None,
     ) -> None:
         self.store: Store = from_url(store) if isinstance(store, str) else store
         if not isinstance(self.store, Store):
@@ -91,6 +92,9 @@ class Cache:
         self.metrics = CacheStats(self.shared, namespace, stats_interval, self.failures)
         self.tracer = Tracer(trace_dir)
         self.refresher: Refresher = refresher or ThreadPoolRefresher()
+        # Asked before get_or_build stores what it built; a framework says no while
+        # the caller's database transaction holds uncommitted writes (see django_mcache).
+        self.may_store: Callable[[], bool] = may_store or _always
         self._view_counters: dict[str, ViewCounter] = {}
         self._registry_lock = threading.Lock()
         self.builder = Builder(self)
@@ -428,6 +432,10 @@ class Cache:
         counters = self.store_call("stats", self.metrics.totals, self.metrics.local())
         servers = self.store_call("stats", self.store.stats, {})
         return {"cache": counters, "servers": servers}
+
+
+def _always() -> bool:
+    return True
 
 
 def _seconds(value: float, name: str) -> int:

@@ -11,3 +11,6 @@ class DjangoMCacheConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the checks)
+        from .signals import connect
+
+        connect()

@@ -72,10 +72,13 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     if "refresher" in cache_kwargs:
         cache_kwargs["refresher"] = _refresher(cache_kwargs["refresher"])
     store = _store(location, store_kwargs)
+    from .invalidation import may_store
+
     return Cache(
         store,
         default_ttl=_default_ttl(params),
         codec=Codec(**codec_kwargs),
+        may_store=may_store,
         **cache_kwargs,
     )
 

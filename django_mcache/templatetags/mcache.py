@@ -17,7 +17,7 @@ from mcache.errors import InvalidKey
 from mcache.keys import canonical_bytes
 
 from ..counters import view_counter
-from ..tags import model_tag
+from ..tags import model_tag, obj_tag
 
 register = template.Library()
 
@@ -130,7 +130,9 @@ def _model_tags(depends_on: Any) -> list[str]:
     items = depends_on if isinstance(depends_on, list | tuple | set) else [depends_on]
     tags = []
     for item in items:
-        if isinstance(item, Model) or (isinstance(item, type) and issubclass(item, Model)):
+        if isinstance(item, Model):
+            tags.append(obj_tag(item))  # this row: bumped when it is saved or deleted
+        elif isinstance(item, type) and issubclass(item, Model):
             tags.append(model_tag(item))
         elif hasattr(item, "model"):  # a queryset
             tags.append(model_tag(item.model))

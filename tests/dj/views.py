@@ -14,7 +14,7 @@ from django.views import View
 from django.views.decorators.cache import cache_control
 
 from django_mcache.views import cached_view
-from tests.dj.blog.models import Post
+from tests.dj.blog.models import Label, Post
 
 renders: list[str] = []  # every real render, so tests can count them
 
@@ -79,6 +79,26 @@ def private_page(request):
 def no_store(request):
     renders.append("no_store")
     return HttpResponse("no store")
+
+
+@cached_view(ttl=60, tags=lambda request, pk: [f"obj:blog.blog:{pk}"])
+def blog_page(request, pk):
+    renders.append("blog_page")
+    titles = ",".join(p.title for p in Post.objects.filter(blog_id=pk).order_by("pk"))
+    return HttpResponse(f"blog {pk}: {titles}")
+
+
+@cached_view(ttl=60, depends_on=[Label])
+def label_cloud(request):
+    renders.append("label_cloud")
+    names = ",".join(sorted(f"{x.name}:{x.post_set.count()}" for x in Label.objects.all()))
+    return HttpResponse(f"labels {names}")
+
+
+@cached_view(ttl=60, tags=["feed"])
+def feed(request):
+    renders.append("feed")
+    return HttpResponse(f"feed {Post.objects.count()}")
 
 
 @cached_view(ttl=60)

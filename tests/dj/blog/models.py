@@ -1,6 +1,26 @@
-"""Models the view, template and counter tests read from SQLite."""
+"""Models the view, template, counter and ORM tests read from SQLite."""
 
 from django.db import models
+
+from django_mcache.invalidation import TaggedManager
+
+
+class Blog(models.Model):
+    """A blog: its pages depend on its posts (a post declares the blog's tag through its FK)."""
+
+    name = models.CharField(max_length=100)
+
+    class Meta:
+        app_label = "blog"
+
+
+class Label(models.Model):
+    """A label on posts, through a many-to-many relation."""
+
+    name = models.CharField(max_length=50)
+
+    class Meta:
+        app_label = "blog"
 
 
 class Post(models.Model):
@@ -8,9 +28,17 @@ class Post(models.Model):
 
     title = models.CharField(max_length=200)
     views = models.PositiveIntegerField(default=0)
+    blog = models.ForeignKey(Blog, null=True, blank=True, on_delete=models.CASCADE)
+    labels = models.ManyToManyField(Label, blank=True)
+
+    objects = models.Manager()
+    tagged = TaggedManager()
 
     class Meta:
         app_label = "blog"
 
     def __str__(self) -> str:
         return self.title
+
+    def cache_tags(self) -> list[str]:
+        return ["feed"]  # every post change also refreshes the RSS feed

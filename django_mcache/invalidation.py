@@ -35,6 +35,7 @@ __all__ = [
     "invalidate_model",
     "invalidate_obj",
     "may_store",
+    "recent_bump",
 ]
 
 _PENDING = "_mcache_bumps_pending"
@@ -46,13 +47,24 @@ def _core() -> Any:
     return getattr(backend, "mcache", None)
 
 
+_recent: dict[str, int] = {}  # tag -> when this process last bumped it (ms), for the router
+
+
+def recent_bump(tag: str) -> int | None:
+    """Return when this process last bumped ``tag`` (ms since the epoch), if it did."""
+    return _recent.get(tag)
+
+
 def bump(tags: Iterable[str], using: str = "default") -> None:
     """Bump ``tags`` now and, inside a transaction on ``using``, again after it commits."""
     tags = sorted(set(tags))
     core = _core()
     if not tags or core is None:
         return
-    core.invalidate(*tags)
+    versions = core.invalidate(*tags)
+    if len(_recent) > 65536:
+        _recent.clear()
+    _recent.update(versions)
     connection = connections[using]
     if _in_transaction(connection):
         setattr(connection, _PENDING, True)
@@ -60,7 +72,7 @@ def bump(tags: Iterable[str], using: str = "default") -> None:
 
 
 def _after_commit(core: Any, tags: list[str], using: str) -> None:
-    core.invalidate(*tags)
+    _recent.update(core.invalidate(*tags))
     connection = connections[using]
     if not _in_transaction(connection):
         setattr(connection, _PENDING, False)

@@ -22,7 +22,15 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+DATABASES = {
+    "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
+    # The router's replica: in tests it mirrors the default database, as a replica would.
+    "replica": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": ":memory:",
+        "TEST": {"MIRROR": "default"},
+    },
+}
 CACHES = {
     "default": {
         "BACKEND": "django_mcache.backend.MCacheBackend",

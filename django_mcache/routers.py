@@ -1,0 +1,79 @@
+"""``FreshReadRouter``: read from the replica unless the model changed too recently for it.
+
+A model's tag version is the time (ms) of its last change, so "changed less
+than ``MCACHE_REPLICATION_LAG`` seconds ago" is a comparison, and reads of
+models that changed that recently go to the primary, which has the change,
+instead of a replica that may not yet. Writes always go to the primary.
+
+The versions are kept in the process for a short while (a tenth of the lag,
+at most 100 ms), and a change this process made is known at once, so routing
+costs a round trip only now and then.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import caches
+
+from mcache.clock import Clock, system_clock
+
+from .invalidation import recent_bump
+from .tags import model_tag
+
+__all__ = ["FreshReadRouter"]
+
+
+class FreshReadRouter:
+    """Database router: ``DATABASE_ROUTERS = ["django_mcache.routers.FreshReadRouter"]``."""
+
+    def __init__(self) -> None:
+        self.replica = getattr(settings, "MCACHE_REPLICA_DB", "replica")
+        self.primary = getattr(settings, "MCACHE_PRIMARY_DB", "default")
+        self.lag_ms = int(float(getattr(settings, "MCACHE_REPLICATION_LAG", 2.0)) * 1000)
+        self.local_ms = min(100, self.lag_ms // 10)
+        self._known: dict[str, tuple[int, float]] = {}
+        self._lock = threading.Lock()
+        self.clock: Clock = system_clock
+
+    def db_for_read(self, model: Any, **hints: Any) -> str:
+        """Return the primary if ``model`` changed within the lag, else the replica."""
+        changed = self._version(model_tag(model))
+        now = self.clock.time_ms()
+        return self.primary if changed is None or now - changed < self.lag_ms else self.replica
+
+    def db_for_write(self, model: Any, **hints: Any) -> str:
+        """Writes go to the primary."""
+        return self.primary
+
+    def allow_relation(self, obj1: Any, obj2: Any, **hints: Any) -> bool:
+        """Rows of the primary and its replica may relate: they are the same database."""
+        return True
+
+    def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool | None:
+        """Migrate the primary only; the replica follows it by replication."""
+        return db != self.replica
+
+    def _version(self, tag: str) -> int | None:
+        """Return the tag's version, from this process's own bumps, a recent read, or the store."""
+        mine = recent_bump(tag)
+        now = time.monotonic()
+        with self._lock:
+            known = self._known.get(tag)
+        if known is not None and known[1] > now:
+            return max(known[0], mine or 0)
+        core = getattr(caches[getattr(settings, "MCACHE_CACHE", "default")], "mcache", None)
+        if core is None:
+            return None
+        try:
+            version = core.tags.read([tag], core.tags.key(tag)).get(tag)
+        except Exception:  # the cache is down: reading the primary is always correct
+            return None
+        if version is None:
+            return None
+        with self._lock:
+            self._known[tag] = (version, now + self.local_ms / 1000)
+        return max(version, mine or 0)

@@ -1,0 +1,67 @@
+"""``SESSION_ENGINE = "django_mcache.sessions"``: sessions on mcache, replicated.
+
+Sessions are the data that must never be lost: a lost one logs its user out.
+On a memcached pool each session is written to ``MCACHE_SESSION_REPLICAS``
+servers (default 2, at most the pool's size) and read from the first that has
+it, so any one server may die without losing a session. The cache is the one
+``SESSION_CACHE_ALIAS`` names (an mcache cache); Django's own cache session
+semantics apply: expiry through the store's TTL, ``cycle_key`` on login, and
+``clear_expired`` doing nothing because the store expires sessions itself.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.sessions.backends.base import SessionBase
+from django.contrib.sessions.backends.cache import SessionStore as CacheSessionStore
+from django.core.exceptions import ImproperlyConfigured
+
+from .backend import MCacheBackend
+from .checks import BACKEND
+
+__all__ = ["SessionStore"]
+
+_caches: dict[tuple[int, str, int, str], MCacheBackend] = {}
+_lock = threading.Lock()
+
+
+def session_cache() -> MCacheBackend:
+    """Return this process's session cache: the alias's, with replicas on a memcached pool."""
+    alias = getattr(settings, "SESSION_CACHE_ALIAS", "default")
+    replicas = int(getattr(settings, "MCACHE_SESSION_REPLICAS", 2))
+    signature = (os.getpid(), alias, replicas, repr(settings.CACHES.get(alias)))
+    with _lock:
+        cache = _caches.get(signature)
+        if cache is None:
+            cache = _caches[signature] = _build(alias, replicas)
+    return cache
+
+
+def _build(alias: str, replicas: int) -> MCacheBackend:
+    params = settings.CACHES.get(alias)
+    if params is None or params.get("BACKEND") != BACKEND:
+        raise ImproperlyConfigured(
+            f"django_mcache.sessions needs SESSION_CACHE_ALIAS ({alias!r}) to name a cache"
+            f" whose BACKEND is {BACKEND}"
+        )
+    location = params.get("LOCATION", "")
+    options = dict(params.get("OPTIONS") or {})
+    if isinstance(location, str) and location.startswith("memcached://") and replicas > 1:
+        servers = len(urlsplit(location).netloc.split(","))
+        options["replicas"] = min(replicas, servers)
+    return MCacheBackend(location, {**params, "OPTIONS": options})
+
+
+class SessionStore(CacheSessionStore):
+    """Django's cache session store on a replicated mcache store."""
+
+    cache_key_prefix = "django_mcache.sessions."
+
+    def __init__(self, session_key: str | None = None) -> None:
+        self._cache: Any = session_cache()
+        SessionBase.__init__(self, session_key)

@@ -152,3 +152,26 @@ def test_nested_savepoints() -> None:
     assert cache.get_or_build("home", lambda: "after", tags=[TAG]) == "after", "not stored inside"
     assert cache.get_or_build("home", lambda: "again", tags=[TAG]) == "after"
     assert list(Post.objects.values_list("title", flat=True)) == ["kept"]
+
+
+@pytest.mark.django_db
+def test_cachedblocks_follow_saves_deletes_and_m2m() -> None:
+    from django.template import Context, Template
+
+    def render(source: str, **context) -> str:
+        return Template("{% load mcache %}" + source).render(Context(context))
+
+    post = Post.objects.create(title="one")
+    label = Label.objects.create(name="news")
+    row = '{% cachedblock 60 "row" post.pk depends_on=post %}{{ post.title }}{% endcachedblock %}'
+    cloud = '{% cachedblock 60 "cloud" depends_on=labels %}{{ labels.count }}{% endcachedblock %}'
+    count = lambda: render(cloud, labels=Label.objects.filter(post__isnull=False))  # noqa: E731
+    assert render(row, post=post) == "one" and count() == "0"
+    post.labels.add(label)  # bumps the post's tags as well as the labels'
+    assert count() == "1" and render(row, post=post) == "one"
+    post.title = "renamed"
+    assert render(row, post=post) == "one", "not saved yet"
+    post.save()
+    assert render(row, post=post) == "renamed"
+    post.delete()
+    assert render(row, post=Post(pk=post.pk, title="gone")) == "gone"

@@ -41,6 +41,8 @@ class AsyncBuilder:
     ) -> Any:
         """Return the cached value for ``key``, awaiting ``build()`` at most once across callers."""
         try:
+            if not self.cache.may_store():  # here, not in a worker: it asks about this thread
+                return await build()
             try:
                 entry, versions = await asyncio.to_thread(self.sync.read, key, tags)
             except Exception as error:

@@ -121,6 +121,10 @@ class Builder:
         """Return the cached value for ``key``, building it at most once across callers."""
         cache = self.cache
         try:
+            if not cache.may_store():
+                # Uncommitted data (see Cache.may_store): built for this caller alone,
+                # never stored and never handed to the threads that share its calls.
+                return self.run_build(key, build, None)[0]
             try:
                 entry, versions = self.read(key, tags)
             except Exception as error:

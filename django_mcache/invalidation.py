@@ -23,7 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
-from django.db import connections, models, transaction
+from django.db import connections, models, router, transaction
 
 from .tags import model_tag, obj_tag
 
@@ -38,7 +38,7 @@ __all__ = [
     "recent_bump",
 ]
 
-_PENDING = "_mcache_bumps_pending"
+_recent: dict[str, int] = {}  # tag -> when this process last bumped it (ms), for the router
 
 
 def _core() -> Any:
@@ -47,35 +47,61 @@ def _core() -> Any:
     return getattr(backend, "mcache", None)
 
 
-_recent: dict[str, int] = {}  # tag -> when this process last bumped it (ms), for the router
-
-
 def recent_bump(tag: str) -> int | None:
     """Return when this process last bumped ``tag`` (ms since the epoch), if it did."""
     return _recent.get(tag)
 
 
-def bump(tags: Iterable[str], using: str = "default") -> None:
-    """Bump ``tags`` now and, inside a transaction on ``using``, again after it commits."""
-    tags = sorted(set(tags))
-    core = _core()
-    if not tags or core is None:
-        return
+def _invalidate(core: Any, tags: Iterable[str]) -> None:
     versions = core.invalidate(*tags)
     if len(_recent) > 65536:
         _recent.clear()
     _recent.update(versions)
-    connection = connections[using]
-    if _in_transaction(connection):
-        setattr(connection, _PENDING, True)
-        transaction.on_commit(lambda: _after_commit(core, tags, using), using=using)
 
 
-def _after_commit(core: Any, tags: list[str], using: str) -> None:
-    _recent.update(core.invalidate(*tags))
+def bump(tags: Iterable[str], using: str = "default") -> None:
+    """Bump ``tags`` now and, inside a transaction on ``using``, again after it commits.
+
+    The after-commit bumps of one transaction are gathered into one callback
+    (a loop of 200 saves costs one more bump, not 200).
+    """
+    tags = set(tags)
+    core = _core()
+    if not tags or core is None:
+        return
+    _invalidate(core, tags)
     connection = connections[using]
     if not _in_transaction(connection):
-        setattr(connection, _PENDING, False)
+        return
+    pending = _pending_callback(connection)
+    if pending is None:
+        pending = _AfterCommit(core, using)
+        transaction.on_commit(pending, using=using, robust=True)
+    pending.tags |= tags
+
+
+class _AfterCommit:
+    """The one after-commit bump of a transaction's tags."""
+
+    mcache_bump = True
+
+    def __init__(self, core: Any, using: str) -> None:
+        self.core, self.using, self.tags = core, using, set()
+
+    def __call__(self) -> None:
+        _invalidate(self.core, self.tags)
+
+
+def _pending_callback(connection: Any) -> _AfterCommit | None:
+    """Return our callback still waiting for this connection's commit, if any.
+
+    Django drops the callbacks of a savepoint that rolls back, and all of them
+    on a rollback, so what is in ``run_on_commit`` is exactly what is pending.
+    """
+    for entry in getattr(connection, "run_on_commit", ()):
+        if getattr(entry[1], "mcache_bump", False):
+            return entry[1]
+    return None
 
 
 def _in_transaction(connection: Any) -> bool:
@@ -92,41 +118,48 @@ def _in_transaction(connection: Any) -> bool:
 
 
 def may_store() -> bool:
-    """Return False while this thread's transaction has uncommitted writes that bumped tags.
-
-    A connection whose transaction has ended (committed or rolled back) no
-    longer counts, and its mark is cleared here.
-    """
+    """Return False while this thread's transaction has uncommitted writes that bumped tags."""
     for connection in connections.all(initialized_only=True):
-        if getattr(connection, _PENDING, False):
-            if _in_transaction(connection):
-                return False
-            setattr(connection, _PENDING, False)
+        if _in_transaction(connection) and _pending_callback(connection) is not None:
+            return False
     return True
+
+
+def label_of(model: type[models.Model] | models.Model) -> str:
+    """Return ``app_label.model`` of the concrete model (a proxy's rows are its model's)."""
+    meta = model._meta.concrete_model._meta
+    return f"{meta.app_label}.{meta.model_name}"
+
+
+def related_fields(model: type[models.Model]) -> list[Any]:
+    """Return the columns that point at other rows: foreign keys and one-to-ones."""
+    return [
+        f for f in model._meta.concrete_fields if f.is_relation and (f.many_to_one or f.one_to_one)
+    ]
 
 
 def instance_tags(instance: models.Model, old_related: dict[str, Any] | None = None) -> set[str]:
     """Return every tag a change of ``instance`` bumps.
 
-    Its model's and its own, what it declares (a ``cache_tags()`` method, or
+    Its model's and its own (and, under multi-table inheritance, its parents'),
+    what it declares (a ``cache_tags()`` method, or
     ``settings.MCACHE_MODEL_TAGS["app_label.model"](instance)``), and the object
     tags of the rows its foreign keys point at, before and after the change.
     """
     tags = {model_tag(instance), obj_tag(instance)}
+    for parent in instance._meta.get_parent_list():
+        tags |= {model_tag(parent), f"obj:{label_of(parent)}:{instance.pk}"}
     declared = getattr(instance, "cache_tags", None)
     if callable(declared):
         tags.update(declared())
-    meta = instance._meta
-    extra = _configured_tags().get(f"{meta.app_label}.{meta.model_name}")
+    extra = _configured_tags().get(label_of(instance))
     if extra is not None:
         tags.update(extra(instance))
-    for field in meta.concrete_fields:
-        if field.is_relation and field.many_to_one:
-            related = field.related_model._meta
-            label = f"{related.app_label}.{related.model_name}"
-            for value in (getattr(instance, field.attname), (old_related or {}).get(field.attname)):
-                if value is not None:
-                    tags.add(f"obj:{label}:{value}")
+    for field in related_fields(type(instance)):
+        label = label_of(field.related_model)
+        for value in (instance.__dict__.get(field.attname), (old_related or {}).get(field.attname)):
+            if value is not None:
+                tags.add(f"obj:{label}:{value}")
     return tags
 
 
@@ -135,44 +168,67 @@ def _configured_tags() -> dict[str, Any]:
     return {label.lower(): tags for label, tags in configured.items()}
 
 
-def invalidate_model(model: type[models.Model] | models.Model, using: str = "default") -> None:
+def invalidate_model(model: type[models.Model] | models.Model, using: str | None = None) -> None:
     """Make every entry that depends on ``model``'s rows stale (for writes without signals)."""
-    bump([model_tag(model)], using)
+    bump([model_tag(model)], using or router.db_for_write(model))
 
 
 def invalidate_obj(instance: models.Model, using: str | None = None) -> None:
     """Make every entry that depends on this row, or on its model, stale."""
-    bump(instance_tags(instance), using or instance._state.db or "default")
+    bump(
+        instance_tags(instance), using or instance._state.db or router.db_for_write(type(instance))
+    )
 
 
 class TaggedQuerySet(models.QuerySet):
     """A QuerySet whose bulk writes, which send no signals, bump their tags too.
 
-    ``update()`` reads the pks it is about to change (one more query) so each
-    row's object tag is bumped; ``bulk_create``/``bulk_update`` know their rows.
+    ``update()`` reads the rows it is about to change first (one more query:
+    their pks and the foreign keys it changes, or whole rows when the model
+    declares tags of its own), so each row's tags, its old and new related
+    rows and the declared tags are bumped as a save would bump them;
+    ``bulk_create``/``bulk_update`` know their rows.
     """
 
     def update(self, **kwargs: Any) -> int:
-        pks = list(self.values_list("pk", flat=True))
+        tags = {model_tag(self.model)}
+        related = {f.attname: f for f in related_fields(self.model)}
+        changed = [related[name] for name in kwargs if name in related] + [
+            related[f.attname] for f in related.values() if f.name in kwargs
+        ]
+        if _declares_tags(self.model):
+            for obj in self:
+                tags |= instance_tags(obj)
+        else:
+            names = ["pk", *(f.attname for f in changed)]
+            for row in self.values_list(*names):
+                tags.add(f"obj:{label_of(self.model)}:{row[0]}")
+                for field, value in zip(changed, row[1:], strict=True):
+                    if value is not None:
+                        tags.add(f"obj:{label_of(field.related_model)}:{value}")
         count = super().update(**kwargs)
-        self._bump_rows(pks)
+        for field in changed:
+            value = kwargs.get(field.attname, kwargs.get(field.name))
+            value = getattr(value, "pk", value)
+            if value is not None:
+                tags.add(f"obj:{label_of(field.related_model)}:{value}")
+        bump(tags, self.db)
         return count
 
     def bulk_create(self, objs: Iterable[models.Model], *args: Any, **kwargs: Any) -> Any:
         created = super().bulk_create(objs, *args, **kwargs)
-        self._bump_rows([obj.pk for obj in created if obj.pk is not None])
+        bump({model_tag(self.model)}.union(*(instance_tags(obj) for obj in created)), self.db)
         return created
 
     def bulk_update(self, objs: Iterable[models.Model], *args: Any, **kwargs: Any) -> Any:
         objs = list(objs)
         updated = super().bulk_update(objs, *args, **kwargs)
-        self._bump_rows([obj.pk for obj in objs])
+        bump({model_tag(self.model)}.union(*(instance_tags(obj) for obj in objs)), self.db)
         return updated
 
-    def _bump_rows(self, pks: list[Any]) -> None:
-        meta = self.model._meta
-        label = f"{meta.app_label}.{meta.model_name}"
-        bump([model_tag(self.model), *(f"obj:{label}:{pk}" for pk in pks)], self.db)
+
+def _declares_tags(model: type[models.Model]) -> bool:
+    return callable(getattr(model, "cache_tags", None)) or label_of(model) in _configured_tags()
 
 
 TaggedManager = models.Manager.from_queryset(TaggedQuerySet)

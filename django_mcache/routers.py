@@ -7,7 +7,10 @@ instead of a replica that may not yet. Writes always go to the primary.
 
 The versions are kept in the process for a short while (a tenth of the lag,
 at most 100 ms), and a change this process made is known at once, so routing
-costs a round trip only now and then.
+costs a round trip only now and then. The price: for up to that long after
+another process's write, this one may still read the model from the replica
+(a form post answered by one worker and its redirect by another); keep the
+lag setting above the replication lag by at least that much.
 """
 
 from __future__ import annotations
@@ -40,7 +43,16 @@ class FreshReadRouter:
         self.clock: Clock = system_clock
 
     def db_for_read(self, model: Any, **hints: Any) -> str:
-        """Return the primary if ``model`` changed within the lag, else the replica."""
+        """Return the primary if ``model`` changed within the lag, else the replica.
+
+        Models whose changes bump no tag (see ``MCACHE_EXCLUDE_MODELS``, e.g.
+        database sessions) are always read from the primary: nothing would say
+        they just changed.
+        """
+        from .signals import tracked
+
+        if not tracked(model):
+            return self.primary
         changed = self._version(model_tag(model))
         now = self.clock.time_ms()
         return self.primary if changed is None or now - changed < self.lag_ms else self.replica
@@ -54,8 +66,8 @@ class FreshReadRouter:
         return True
 
     def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool | None:
-        """Migrate the primary only; the replica follows it by replication."""
-        return db != self.replica
+        """Never migrate the replica (it follows the primary); leave other aliases to others."""
+        return False if db == self.replica else None
 
     def _version(self, tag: str) -> int | None:
         """Return the tag's version, from this process's own bumps, a recent read, or the store."""

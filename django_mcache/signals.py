@@ -1,26 +1,29 @@
 """ORM signals that bump model and object tags (see :mod:`django_mcache.invalidation`).
 
-Connected in ``AppConfig.ready``: ``post_save``, ``post_delete`` and
-``m2m_changed`` (both sides of the relation), for ``settings.MCACHE_MODELS``
-("app_label.model" names; every model when unset) less
-``settings.MCACHE_EXCLUDE_MODELS`` (sessions, admin log entries, content types
-and permissions by default: they change often and no page is built from them).
-``post_init`` remembers each row's foreign keys, so a change of relation bumps
-the old related row as well as the new one.
+Connected in ``AppConfig.ready``, model by model: ``post_save``,
+``post_delete`` and ``m2m_changed`` (both sides of the relation) for
+``settings.MCACHE_MODELS`` ("app_label.model" names; every model when unset)
+less ``settings.MCACHE_EXCLUDE_MODELS`` (sessions, admin log entries, content
+types and permissions by default: they change often and no page is built from
+them). Receivers are connected per model (``sender=``) so that excluded models
+keep Django's fast deletes and pay nothing on load; ``post_init`` is connected
+only for models with foreign keys, to remember them, so a change of relation
+bumps the old related row as well as the new one.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_init, post_save
 
-from .invalidation import bump, instance_tags
+from .invalidation import bump, instance_tags, label_of, related_fields
 from .tags import model_tag
 
-__all__ = ["connect"]
+__all__ = ["connect", "tracked"]
 
 DEFAULT_EXCLUDED = (
     "sessions.session",
@@ -29,15 +32,12 @@ DEFAULT_EXCLUDED = (
     "auth.permission",
 )
 _FKS = "_mcache_related"
+_CLEARED = "_mcache_cleared"
 
 
-def _label(model: Any) -> str:
-    meta = model._meta
-    return f"{meta.app_label}.{meta.model_name}"
-
-
-def _tracked(model: Any) -> bool:
-    label = _label(model)
+def tracked(model: Any) -> bool:
+    """Return whether changes to ``model``'s rows bump tags (MCACHE_MODELS / _EXCLUDE_MODELS)."""
+    label = label_of(model)
     included = getattr(settings, "MCACHE_MODELS", None)
     if included is not None and label not in {m.lower() for m in included}:
         return False
@@ -46,23 +46,25 @@ def _tracked(model: Any) -> bool:
 
 
 def _remember_related(sender: Any, instance: Model, **kwargs: Any) -> None:
-    fields = [f.attname for f in instance._meta.concrete_fields if f.many_to_one]
-    if fields:
-        instance.__dict__[_FKS] = {name: instance.__dict__.get(name) for name in fields}
+    deferred = instance.get_deferred_fields()
+    instance.__dict__[_FKS] = {
+        f.attname: instance.__dict__.get(f.attname)
+        for f in related_fields(sender)
+        if f.attname not in deferred  # unknown: only the new row gets bumped
+    }
 
 
 def _saved(
     sender: Any, instance: Model, raw: bool = False, using: str = "default", **kwargs: Any
 ) -> None:
-    if raw or not _tracked(sender):
-        return
-    bump(instance_tags(instance, instance.__dict__.get(_FKS)), using)
-    _remember_related(sender, instance)
+    if not raw:
+        bump(instance_tags(instance, instance.__dict__.get(_FKS)), using)
+        if related_fields(sender):
+            _remember_related(sender, instance)
 
 
 def _deleted(sender: Any, instance: Model, using: str = "default", **kwargs: Any) -> None:
-    if _tracked(sender):
-        bump(instance_tags(instance, instance.__dict__.get(_FKS)), using)
+    bump(instance_tags(instance, instance.__dict__.get(_FKS)), using)
 
 
 def _m2m_changed(
@@ -75,21 +77,51 @@ def _m2m_changed(
     using: str = "default",
     **kwargs: Any,
 ) -> None:
+    if action == "pre_clear":  # the rows losing the relation are unknown after the clear
+        instance.__dict__[_CLEARED] = _related_pks(sender, instance, model, reverse)
+        return
     if action not in {"post_add", "post_remove", "post_clear"}:
         return
-    tags = {model_tag(sender)} if _tracked(sender) else set()
-    if _tracked(type(instance)):
+    if action == "post_clear":
+        pk_set = instance.__dict__.pop(_CLEARED, set())
+    tags = {model_tag(sender)}
+    if tracked(type(instance)):
         tags |= instance_tags(instance)
-    if _tracked(model):
-        label = _label(model)
+    if tracked(model):
         tags.add(model_tag(model))
-        tags.update(f"obj:{label}:{pk}" for pk in pk_set or ())
+        tags.update(f"obj:{label_of(model)}:{pk}" for pk in pk_set or ())
     bump(tags, using)
 
 
+def _related_pks(through: Any, instance: Model, model: Any, reverse: bool) -> set[Any]:
+    """Return the pks of the ``model`` rows related to ``instance`` through ``through``."""
+    keys = [f for f in through._meta.concrete_fields if f.is_relation and f.many_to_one]
+    mine = label_of(instance)
+    source = [f for f in keys if label_of(f.related_model) == mine]
+    target = [f for f in keys if label_of(f.related_model) == label_of(model)]
+    if len(source) != 1 or len(target) != 1 or source == target:  # a relation to the same model
+        source, target = (keys[1:2], keys[0:1]) if reverse else (keys[0:1], keys[1:2])
+    rows = through._default_manager.filter(**{source[0].attname: instance.pk})
+    return set(rows.values_list(target[0].attname, flat=True))
+
+
 def connect() -> None:
-    """Connect the receivers (idempotent: each has a dispatch uid)."""
-    post_init.connect(_remember_related, dispatch_uid="mcache_post_init")
-    post_save.connect(_saved, dispatch_uid="mcache_post_save")
-    post_delete.connect(_deleted, dispatch_uid="mcache_post_delete")
-    m2m_changed.connect(_m2m_changed, dispatch_uid="mcache_m2m_changed")
+    """Connect the receivers for every tracked model (idempotent: dispatch uids)."""
+    for model in apps.get_models(include_auto_created=True):
+        if model._meta.auto_created:  # an m2m through table: its changes come as m2m_changed
+            m2m_changed.connect(_m2m_changed, sender=model, dispatch_uid=f"mcache_m2m_{model}")
+            continue
+        if not tracked(model):
+            continue
+        uid = f"mcache_{model._meta.label_lower}"
+        post_save.connect(_saved, sender=model, dispatch_uid=f"{uid}_save")
+        post_delete.connect(_deleted, sender=model, dispatch_uid=f"{uid}_delete")
+        if related_fields(model):
+            post_init.connect(_remember_related, sender=model, dispatch_uid=f"{uid}_init")
+    for model in apps.get_models():  # explicit through models are models of their own
+        for field in model._meta.local_many_to_many:
+            through = field.remote_field.through
+            if not through._meta.auto_created:
+                m2m_changed.connect(
+                    _m2m_changed, sender=through, dispatch_uid=f"mcache_m2m_{through}"
+                )

@@ -175,3 +175,119 @@ def test_cachedblocks_follow_saves_deletes_and_m2m() -> None:
     assert render(row, post=post) == "renamed"
     post.delete()
     assert render(row, post=Post(pk=post.pk, title="gone")) == "gone"
+
+
+# -- after review ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_waiting_thread_never_gets_a_value_built_from_uncommitted_data() -> None:
+    import time
+
+    started = threading.Event()
+    seen: list[str] = []
+
+    def writer() -> None:
+        with transaction.atomic():
+            Post.objects.create(title="uncommitted")
+
+            def slow() -> str:
+                started.set()
+                time.sleep(0.3)
+                return "page with the uncommitted post"
+
+            caches["default"].get_or_build("shared", slow, tags=[TAG])
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    started.wait(5)
+    seen.append(caches["default"].get_or_build("shared", lambda: "own page", tags=[TAG]))
+    thread.join()
+    assert seen == ["own page"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_write_does_not_stop_later_transactions_from_caching() -> None:
+    cache = caches["default"]
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Post.objects.create(title="x")
+        raise RuntimeError
+    with transaction.atomic():  # read-only, as with ATOMIC_REQUESTS
+        assert cache.get_or_build("k", lambda: "stored", tags=[TAG]) == "stored"
+    assert cache.get_or_build("k", lambda: "rebuilt", tags=[TAG]) == "stored"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_many_writes_in_one_transaction_share_one_after_commit_bump() -> None:
+    from django.db import connection
+
+    with transaction.atomic():
+        for i in range(50):
+            Post.objects.create(title=f"p{i}")
+        ours = [e for e in connection.run_on_commit if getattr(e[1], "mcache_bump", False)]
+        assert len(ours) == 1
+
+
+@pytest.mark.django_db
+def test_clear_bumps_the_rows_that_lost_the_relation() -> None:
+    post, label = Post.objects.create(title="p"), Label.objects.create(name="news")
+    post.labels.add(label)
+    tag = f"obj:blog.label:{label.pk}"
+    cache = caches["default"]
+    assert cache.get_or_build("label page", lambda: "with post", tags=[tag]) == "with post"
+    post.labels.clear()
+    assert cache.get_or_build("label page", lambda: "without", tags=[tag]) == "without"
+
+
+@pytest.mark.django_db
+def test_proxies_children_and_one_to_ones_bump_what_they_are() -> None:
+    from tests.dj.blog.models import Article, Featured, Profile
+
+    cache = caches["default"]
+
+    def page(name: str, tag: str, value: str) -> str:
+        return cache.get_or_build(name, lambda: value, tags=[tag])
+
+    featured = Featured.objects.create(title="f")
+    assert page("posts", TAG, "v1") == "v1"
+    featured.title = "g"
+    featured.save()
+    assert page("posts", TAG, "v2") == "v2", "a proxy's save is a post's"
+    article = Article.objects.create(title="a")
+    post_tag = f"obj:blog.post:{article.pk}"
+    assert page("article as post", post_tag, "v1") == "v1"
+    article.source = "wire"
+    article.save()
+    assert page("article as post", post_tag, "v2") == "v2", "a child's save is its parent's"
+    old, new = Blog.objects.create(name="old"), Blog.objects.create(name="new")
+    profile = Profile.objects.create(blog=old)
+    assert page("old blog", f"obj:blog.blog:{old.pk}", "v1") == "v1"
+    profile = Profile.objects.get(pk=profile.pk)
+    profile.blog = new
+    profile.save()
+    assert page("old blog", f"obj:blog.blog:{old.pk}", "v2") == "v2"
+
+
+@pytest.mark.django_db
+def test_bulk_paths_bump_declared_and_related_tags() -> None:
+    blog = Blog.objects.create(name="b")
+    cache = caches["default"]
+    assert cache.get_or_build("feed", lambda: "v1", tags=["feed"]) == "v1"
+    Post.tagged.bulk_create([Post(title="x"), Post(title="y")])
+    assert cache.get_or_build("feed", lambda: "v2", tags=["feed"]) == "v2", "declared tag"
+    blog_tag = f"obj:blog.blog:{blog.pk}"
+    assert cache.get_or_build("blog", lambda: "v1", tags=[blog_tag]) == "v1"
+    Post.tagged.filter(title="x").update(blog=blog)
+    assert cache.get_or_build("blog", lambda: "v2", tags=[blog_tag]) == "v2", "new related row"
+
+
+@pytest.mark.django_db
+def test_the_router_reads_untracked_models_from_the_primary() -> None:
+    from django.contrib.sessions.models import Session
+
+    from django_mcache.routers import FreshReadRouter
+
+    fresh = FreshReadRouter()
+    assert fresh.db_for_read(Session) == "default"
+    assert fresh.allow_migrate("other", "blog") is None
+    assert fresh.allow_migrate("replica", "blog") is False

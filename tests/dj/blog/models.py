@@ -42,3 +42,29 @@ class Post(models.Model):
 
     def cache_tags(self) -> list[str]:
         return ["feed"]  # every post change also refreshes the RSS feed
+
+
+class Featured(Post):
+    """A proxy: its rows are posts, and so are its tags."""
+
+    class Meta:
+        app_label = "blog"
+        proxy = True
+
+
+class Article(Post):
+    """Multi-table inheritance: an article is also a post."""
+
+    source = models.CharField(max_length=100, default="")
+
+    class Meta:
+        app_label = "blog"
+
+
+class Profile(models.Model):
+    """A one-to-one relation to a blog."""
+
+    blog = models.OneToOneField(Blog, null=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        app_label = "blog"

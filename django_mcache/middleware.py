@@ -1,8 +1,10 @@
 """``OnlineVisitorsMiddleware``: distinct visitors over a sliding window, site-wide and per scope.
 
 A visitor is their session key when they have a session (read from the cookie,
-so no session is loaded or saved for it), else a random id in a signed cookie
-this middleware sets once. Robots (user agents containing any of
+so no session is loaded or saved for it), else an id in a signed cookie this
+middleware sets once (derived from the address and user agent, so a client
+that keeps no cookie still counts once). Logging in changes the session key,
+so that visitor may count twice within the window. Robots (user agents containing any of
 ``MCACHE_ROBOTS``) are not counted. The window and slots come from
 ``MCACHE_ONLINE_WINDOW`` (300 s) and ``MCACHE_ONLINE_SLOTS`` (6); the count is
 ``{% online_count %}`` or ``cache.online_counter("site").count()``. A view
@@ -11,7 +13,7 @@ counts its own scope with ``count_online(request, "forum")``.
 
 from __future__ import annotations
 
-import secrets
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +50,19 @@ def _visitor(request: HttpRequest) -> tuple[str, bool]:
     try:
         return "c:" + request.get_signed_cookie(COOKIE, salt=SALT), False
     except (KeyError, signing.BadSignature):
-        return "c:" + secrets.token_urlsafe(16), True
+        return "c:" + _derived_id(request), True
+
+
+def _derived_id(request: HttpRequest) -> str:
+    """Return an id from the address and user agent, keyed with SECRET_KEY.
+
+    A client that keeps no cookies then counts once, not once per request;
+    the price is that visitors behind one address with the same browser count
+    as one until their cookies come back.
+    """
+    seen = f"{request.META.get('REMOTE_ADDR', '')}|{request.META.get('HTTP_USER_AGENT', '')}"
+    key = settings.SECRET_KEY.encode()[:64]
+    return hashlib.blake2b(seen.encode(), key=key, digest_size=12).hexdigest()
 
 
 def count_online(request: HttpRequest, scope: str) -> None:

@@ -97,7 +97,7 @@ def site_count(clock: FakeClock) -> int:
 
 
 def test_distinct_visitors_count_once_each_without_sessions(online) -> None:
-    visitors = [Client(HTTP_USER_AGENT="Mozilla/5.0") for _ in range(5)]
+    visitors = [Client(HTTP_USER_AGENT="Mozilla/5.0", REMOTE_ADDR=f"10.0.0.{i}") for i in range(5)]
     for visitor in visitors:
         for _ in range(3):
             visitor.get("/lang/")
@@ -152,3 +152,9 @@ def test_reads_go_to_the_primary_right_after_a_write_then_to_the_replica(fresh_r
     post.save()
     assert Post.objects.all().db == "default"
     assert router.db_for_write(Post) == "default"
+
+
+def test_a_client_that_keeps_no_cookie_counts_once(online) -> None:
+    for _ in range(4):
+        Client(HTTP_USER_AGENT="Mozilla/5.0 (no cookies)").get("/lang/")
+    assert site_count(online) == 1

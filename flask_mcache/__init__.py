@@ -1,1 +1,145 @@
-"""Flask extension for mcache (arrives with the Flask extension issue)."""
+"""Flask extension for mcache: ``MCache(app)`` or ``MCache()`` + ``init_app(app)``.
+
+Per-app state lives in ``app.extensions["mcache"]`` (never on the extension
+object), so one ``MCache`` serves several apps in one process, each with its
+own ``MCACHE_*`` config. Everything delegates to the core :class:`mcache.Cache`
+of the current app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from flask import Flask, current_app
+
+from mcache import Cache
+from mcache.counters import Counter, OnlineCounter, ViewCounter
+from mcache.lock import Lock
+from mcache.memoize import Memoized
+
+from .config import cache_from_config
+from .views import TagsSpec, cached_view
+
+__all__ = ["MCache"]
+
+T = TypeVar("T")
+
+
+class MCache:
+    """The extension: dog-pile-safe caching, tags, locks and counters for Flask apps."""
+
+    def __init__(self, app: Flask | None = None) -> None:
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        """Build the app's cache from ``MCACHE_*`` config (bad values raise here); add the CLI."""
+        app.extensions["mcache"] = cache_from_config(app.config)
+        from .cli import mcache_cli
+
+        if "mcache" not in app.cli.commands:
+            app.cli.add_command(mcache_cli)
+
+    @property
+    def cache(self) -> Cache:
+        """Return the current app's core cache."""
+        try:
+            return current_app.extensions["mcache"]
+        except KeyError:
+            raise RuntimeError(
+                "this app has no mcache: call MCache(app) or mcache.init_app(app) first"
+            ) from None
+
+    def cached_view(
+        self,
+        ttl: float | None = None,
+        *,
+        stale_ttl: float | None = None,
+        tags: TagsSpec = None,
+        vary_on_headers: Sequence[str] = (),
+        per_user: Callable[[], Any] | None = None,
+        refresh: str | None = None,
+        header: str | None = "X-Cache",
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Cache a view's whole response: dog-pile safe, stale-while-rebuilding, tagged.
+
+        The key covers the method (HEAD shares GET's), scheme, host, path, the
+        sorted query string, the values of ``vary_on_headers``, and what
+        ``per_user()`` returns (e.g. ``lambda: current_user.get_id()``).
+        ``tags`` may be a callable of the view's arguments.
+        """
+        return cached_view(
+            lambda: self.cache, ttl, stale_ttl, tags, vary_on_headers, per_user, refresh, header
+        )
+
+    def cached(
+        self, ttl: float | None = None, *, tags: Any = None, **options: Any
+    ) -> Callable[[Callable[..., T]], Memoized]:
+        """Memoize a function by its canonical arguments (``.invalidate(*args)``, ``.uncached``)."""
+        extension = self
+
+        def decorate(function: Callable[..., T]) -> Memoized:
+            memoized: dict[int, Memoized] = {}
+
+            def for_app() -> Memoized:
+                cache = extension.cache
+                found = memoized.get(id(cache))
+                if found is None:
+                    found = memoized[id(cache)] = cache.cached(ttl, tags=tags, **options)(function)
+                return found
+
+            return _PerApp(function, for_app)  # type: ignore[return-value]
+
+        return decorate
+
+    def get_or_build(self, key: Any, build: Callable[[], T], **options: Any) -> T:
+        """Dog-pile-safe read (see ``mcache.Cache.get_or_build``)."""
+        return self.cache.get_or_build(key, build, **options)
+
+    def invalidate(self, *tags: str) -> dict[str, int]:
+        """Bump ``tags``: every entry carrying one of them is stale from now on."""
+        return self.cache.invalidate(*tags)
+
+    def lock(self, name: str, timeout: int | None = None, wait: float = 0.0) -> Lock:
+        """Return the distributed lock ``name``."""
+        return self.cache.lock(name, timeout, wait)
+
+    def counter(self, name: str, ttl: int = 0) -> Counter:
+        """Return the atomic counter ``name``."""
+        return self.cache.counter(name, ttl)
+
+    def view_counter(
+        self, name: str, initial: Callable[[Any], int] | None = None, ttl: int = 0
+    ) -> ViewCounter:
+        """Return the view counter ``name``, seeded by ``initial`` (e.g. from the database)."""
+        return self.cache.view_counter(name, initial, ttl)
+
+    def online_counter(
+        self, name: str = "site", window: int = 300, slots: int = 6, unique: str = "auto"
+    ) -> OnlineCounter:
+        """Return the online counter ``name``."""
+        return self.cache.online_counter(name, window, slots, unique)
+
+    def stats(self) -> dict[str, Any]:
+        """Return mcache's counters and the servers' statistics."""
+        return self.cache.stats()
+
+
+class _PerApp:
+    """A memoized function bound to whichever app is current when it is called."""
+
+    def __init__(self, function: Callable[..., Any], for_app: Callable[[], Memoized]) -> None:
+        self.__wrapped__ = function
+        self.__name__ = getattr(function, "__name__", "cached")
+        self.__doc__ = function.__doc__
+        self._for_app = for_app
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._for_app()(*args, **kwargs)
+
+    def invalidate(self, *args: Any, **kwargs: Any) -> Any:
+        return self._for_app().invalidate(*args, **kwargs)
+
+    def uncached(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__wrapped__(*args, **kwargs)

@@ -1,0 +1,76 @@
+"""``flask mcache …``: stats (the same report as Django's ``mcache_stats``), invalidate, flush."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+from flask import current_app
+from flask.cli import AppGroup
+
+from mcache import Cache
+from mcache.report import collect, render_text, slab_chart, slab_rows
+
+mcache_cli = AppGroup("mcache", help="mcache: statistics, invalidation, flush.")
+
+
+def _cache() -> Cache:
+    cache = current_app.extensions.get("mcache")
+    if cache is None:
+        raise click.ClickException("this app has no mcache: call MCache(app) or init_app(app)")
+    return cache
+
+
+@mcache_cli.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.option("--slabs", is_flag=True, help="chart memory per slab class (memcached)")
+@click.option("--watch", type=click.FloatRange(min=0.01), help="repeat every N seconds")
+@click.option("--count", type=int, default=0, hidden=True)
+def stats(as_json: bool, slabs: bool, watch: float | None, count: int) -> None:
+    """Show the servers and mcache's own counters (hit ratio net of tag/lock/counter keys)."""
+    cache = _cache()
+    rounds = 0
+    while True:
+        click.echo(_report(cache, as_json, slabs))
+        rounds += 1
+        if watch is None or (count and rounds >= count):
+            return
+        time.sleep(watch)
+
+
+def _report(cache: Cache, as_json: bool, slabs: bool) -> str:
+    if slabs:
+        detail = getattr(getattr(cache.store, "shared", cache.store), "stats_detail", None)
+        if detail is None:
+            raise click.ClickException(
+                f"--slabs needs a memcached store; this app uses {cache.store!r}"
+            )
+        rows = slab_rows(detail("slabs"))
+        if as_json:
+            return json.dumps([{"chunk_size": s, "allocated": t, "used": u} for s, t, u in rows])
+        return slab_chart(rows)
+    report = collect(cache)
+    return json.dumps(report, default=str) if as_json else render_text(report)
+
+
+@mcache_cli.command("invalidate")
+@click.argument("tags", nargs=-1, required=True)
+def invalidate(tags: tuple[str, ...]) -> None:
+    """Bump TAGS: every entry carrying one of them is stale from now on."""
+    versions = _cache().invalidate(*tags)
+    if not versions:
+        raise click.ClickException("the store could not be reached; nothing was invalidated")
+    for tag, version in versions.items():
+        click.echo(f"{tag} {version}")
+
+
+@mcache_cli.command("flush")
+@click.option("--yes", is_flag=True, help="do not ask for confirmation")
+def flush(yes: bool) -> None:
+    """Remove every key of the store (all of it, not only this app's namespace)."""
+    cache = _cache()
+    if not yes:
+        click.confirm(f"Flush every key of {cache.store!r}?", abort=True)
+    cache.store.flush()
+    click.echo("flushed")

@@ -1,0 +1,71 @@
+"""From ``app.config`` (``MCACHE_*`` keys) to a core :class:`mcache.Cache`.
+
+Every ``MCACHE_`` key must be one of ``KEYS``: a typo fails ``init_app`` with
+the list of valid keys instead of being ignored, and a bad value fails it with
+the key's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mcache import Cache
+from mcache.codec import Codec
+from mcache.errors import ConfigError
+from mcache.stores import from_url
+
+__all__ = ["KEYS", "cache_from_config"]
+
+CACHE_KEYS = {
+    "MCACHE_NAMESPACE": "namespace",
+    "MCACHE_DEFAULT_TTL": "default_ttl",
+    "MCACHE_STALE_TTL": "stale_ttl",
+    "MCACHE_LOCK_TIMEOUT": "lock_timeout",
+    "MCACHE_WAIT": "wait",
+    "MCACHE_REFRESH": "refresh",
+    "MCACHE_EARLY_REFRESH": "early_refresh",
+    "MCACHE_JITTER": "jitter",
+    "MCACHE_TAG_CACHE_TTL": "tag_cache_ttl",
+    "MCACHE_TRACE_DIR": "trace_dir",
+    "MCACHE_STATS_INTERVAL": "stats_interval",
+}
+CODEC_KEYS = {
+    "MCACHE_SERIALIZER": "serializer",
+    "MCACHE_SIGNING_KEY": "signing_key",
+    "MCACHE_COMPRESS_THRESHOLD": "compress_threshold",
+}
+STORE_KEYS = {"MCACHE_REPLICAS": "replicas", "MCACHE_STORE_OPTIONS": ""}
+KEYS = frozenset({"MCACHE_URL", "MCACHE_ONLINE", *CACHE_KEYS, *CODEC_KEYS, *STORE_KEYS})
+
+
+def cache_from_config(config: Mapping[str, Any]) -> Cache:
+    """Return the core cache ``config`` describes; ``ConfigError`` names the key to fix."""
+    unknown = sorted(k for k in config if k.startswith("MCACHE_") and k not in KEYS)
+    if unknown:
+        raise ConfigError(
+            f"unknown config key(s) {', '.join(unknown)}; mcache reads {', '.join(sorted(KEYS))}"
+        )
+    url = config.get("MCACHE_URL", "memory://")
+    store_options = dict(config.get("MCACHE_STORE_OPTIONS") or {})
+    if config.get("MCACHE_REPLICAS") not in (None, 1):
+        store_options["replicas"] = config["MCACHE_REPLICAS"]
+    try:
+        store = from_url(url, **store_options)
+    except ConfigError as error:
+        raise ConfigError(f"MCACHE_URL / MCACHE_STORE_OPTIONS / MCACHE_REPLICAS: {error}") from None
+    codec_kwargs = {param: config[key] for key, param in CODEC_KEYS.items() if key in config}
+    cache_kwargs = {param: config[key] for key, param in CACHE_KEYS.items() if key in config}
+    try:
+        codec = Codec(**codec_kwargs)
+        return Cache(store, codec=codec, **cache_kwargs)
+    except ConfigError as error:
+        raise ConfigError(f"{_key_named_in(str(error))}: {error}") from None
+
+
+def _key_named_in(message: str) -> str:
+    """Return the config key whose parameter the core's message starts with."""
+    for key, param in {**CACHE_KEYS, **CODEC_KEYS}.items():
+        if message.startswith(param) or f" {param} " in message:
+            return key
+    return "MCACHE_*"

@@ -1,0 +1,1 @@
+"""Tests of the Flask extension (Flask test client, real memcached and Redis)."""

@@ -1,0 +1,274 @@
+"""flask_mcache.MCache through Flask's test client and CLI runner, on real stores."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from flask import Flask, Response, make_response, request, session
+
+from flask_mcache import MCache
+from mcache.errors import ConfigError
+from mcache.stores import memcached as memcached_module
+
+renders: list[str] = []
+
+
+def make_app(url: str = "memory://", **config) -> tuple[Flask, MCache]:
+    app = Flask(__name__)
+    app.config.update(SECRET_KEY="tests", MCACHE_URL=url, MCACHE_NAMESPACE="fl", **config)
+    mcache = MCache(app)
+
+    @app.get("/page")
+    @mcache.cached_view(ttl=60, tags=["pages"])
+    def page():
+        renders.append("page")
+        return f"page q={sorted(request.args.items(multi=True))}"
+
+    @app.route("/both", methods=["GET", "POST"])
+    @mcache.cached_view(ttl=60)
+    def both():
+        renders.append("both")
+        return f"{request.method} {len(renders)}"
+
+    @app.get("/lang")
+    @mcache.cached_view(ttl=60, vary_on_headers=["Accept-Language"])
+    def lang():
+        renders.append("lang")
+        response = make_response(f"lang={request.headers.get('Accept-Language')}")
+        response.vary.add("Accept-Language")
+        return response
+
+    @app.get("/cookie")
+    @mcache.cached_view(ttl=60)
+    def cookie():
+        renders.append("cookie")
+        response = make_response(f"hello {request.args.get('who')}")
+        response.set_cookie("visitor", request.args.get("who", ""))
+        return response
+
+    @app.get("/private")
+    @mcache.cached_view(ttl=60)
+    def private():
+        renders.append("private")
+        return Response(f"private {request.args.get('who')}", headers={"Cache-Control": "private"})
+
+    @app.get("/no-store")
+    @mcache.cached_view(ttl=60)
+    def no_store():
+        renders.append("no_store")
+        return Response("x", headers={"Cache-Control": "no-store"})
+
+    @app.get("/missing")
+    @mcache.cached_view(ttl=60)
+    def missing():
+        renders.append("missing")
+        return "gone", 404
+
+    @app.get("/remember")
+    @mcache.cached_view(ttl=60)
+    def remember():
+        renders.append("remember")
+        session["seen"] = True
+        return "noted"
+
+    @app.get("/mine")
+    @mcache.cached_view(ttl=60, per_user=lambda: request.headers.get("X-User"))
+    def mine():
+        renders.append("mine")
+        return f"mine={request.headers.get('X-User')}"
+
+    @app.get("/post/<int:pk>")
+    @mcache.cached_view(ttl=60, stale_ttl=600, tags=lambda pk: [f"post:{pk}"])
+    def post(pk):
+        renders.append("post")
+        time.sleep(0.2)
+        return f"post {pk} render {len(renders)}"
+
+    return app, mcache
+
+
+@pytest.fixture(autouse=True)
+def clean():
+    renders.clear()
+
+
+@pytest.fixture(params=["memory", "memcached", "redis"])
+def url(request: pytest.FixtureRequest) -> str:
+    return (
+        "memory://"
+        if request.param == "memory"
+        else request.getfixturevalue(f"{request.param}_url")
+    )
+
+
+def count(name: str) -> int:
+    return renders.count(name)
+
+
+def test_hits_and_misses_per_query_string_and_method(url: str) -> None:
+    app, _ = make_app(url)
+    client = app.test_client()
+    first = client.get("/page?b=2&a=1")
+    second = client.get("/page?a=1&b=2")
+    other = client.get("/page?a=2")
+    assert (first.headers["X-Cache"], second.headers["X-Cache"]) == ("MISS", "HIT")
+    assert other.headers["X-Cache"] == "MISS" and count("page") == 2
+    assert first.data == second.data != other.data
+    assert client.post("/both").data.startswith(b"POST")
+    assert "X-Cache" not in client.post("/both").headers
+    assert client.get("/both").headers["X-Cache"] == "MISS", "a POST is never cached"
+
+
+def test_vary_headers_separate_entries() -> None:
+    app, _ = make_app()
+    client = app.test_client()
+    assert client.get("/lang", headers={"Accept-Language": "fr"}).data == b"lang=fr"
+    assert client.get("/lang", headers={"Accept-Language": "de"}).data == b"lang=de"
+    assert client.get("/lang", headers={"Accept-Language": "fr"}).headers["X-Cache"] == "HIT"
+
+
+@pytest.mark.parametrize(
+    "path", ["/cookie?who=alice", "/private?who=alice", "/no-store", "/missing", "/remember"]
+)
+def test_never_cached(path: str) -> None:
+    app, _ = make_app()
+    client = app.test_client()
+    first, second = client.get(path), app.test_client().get(path)
+    assert "X-Cache" not in first.headers and "X-Cache" not in second.headers
+    assert len(renders) == 2
+
+
+def test_one_users_page_is_never_served_to_another() -> None:
+    app, _ = make_app()
+    client = app.test_client()
+    assert client.get("/cookie?who=alice").headers["Set-Cookie"].startswith("visitor=alice")
+    bob = app.test_client().get("/cookie?who=bob")
+    assert b"bob" in bob.data and "alice" not in bob.headers.get("Set-Cookie", "")
+    assert client.get("/page", headers={"Authorization": "Bearer x"}).headers.get("X-Cache") is None
+    assert app.test_client().get("/page").headers["X-Cache"] == "MISS"
+    alice = client.get("/mine", headers={"X-User": "alice"})
+    bob_page = client.get("/mine", headers={"X-User": "bob"})
+    assert (alice.data, bob_page.data) == (b"mine=alice", b"mine=bob")
+    assert client.get("/mine", headers={"X-User": "alice"}).headers["X-Cache"] == "HIT"
+
+
+def test_stale_is_served_while_one_request_rebuilds(memcached_url: str) -> None:
+    app, mcache = make_app(memcached_url)
+    client = app.test_client()
+    assert client.get("/post/1").headers["X-Cache"] == "MISS"
+    with app.app_context():
+        mcache.invalidate("post:1")
+    results: list = []
+    threads = [
+        threading.Thread(target=lambda: results.append(app.test_client().get("/post/1")))
+        for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    states = sorted(r.headers["X-Cache"] for r in results)
+    assert states.count("MISS") == 1 and states.count("STALE") == 7, states
+    assert count("post") == 2
+
+
+def test_eight_threads_on_an_absent_page_build_once(memcached_url: str) -> None:
+    app, _ = make_app(memcached_url)
+    results: list = []
+    threads = [
+        threading.Thread(target=lambda: results.append(app.test_client().get("/post/7")))
+        for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert count("post") == 1 and len({r.data for r in results}) == 1
+
+
+def test_a_hit_is_one_request_to_one_server(memcached_cluster_url: str, monkeypatch) -> None:
+    app, _ = make_app(memcached_cluster_url)
+    client = app.test_client()
+    client.get("/page")
+    requests: list[int] = []
+    original = memcached_module.send_get
+    monkeypatch.setattr(
+        memcached_module, "send_get", lambda c, g: requests.append(len(g)) or original(c, g)
+    )
+    assert client.get("/page").headers["X-Cache"] == "HIT"
+    assert requests == [2], "the page and its tag version together"
+
+
+def test_function_caching_and_extras() -> None:
+    app, mcache = make_app()
+    calls = []
+
+    @mcache.cached(ttl=60, tags=lambda n: [f"n:{n}"])
+    def square(n: int) -> int:
+        calls.append(n)
+        return n * n
+
+    with app.app_context():
+        assert square(3) == 9 and square(3) == 9 and calls == [3]
+        square.invalidate(3)
+        assert square(3) == 9 and calls == [3, 3]
+        mcache.invalidate("n:3")
+        assert square(3) == 9 and calls == [3, 3, 3]
+        assert mcache.get_or_build("k", lambda: "v", tags=["t"]) == "v"
+        with mcache.lock("job", timeout=5):
+            assert mcache.lock("job").try_acquire() is False
+        assert mcache.counter("c").incr() == 1
+        assert mcache.stats()["cache"]["hits"] >= 1
+
+
+def test_several_apps_keep_their_own_caches() -> None:
+    one, ext_one = make_app(MCACHE_DEFAULT_TTL=10)
+    two = Flask("two")
+    two.config.update(MCACHE_NAMESPACE="two")
+    ext_one.init_app(two)
+    assert one.extensions["mcache"] is not two.extensions["mcache"]
+    assert two.extensions["mcache"].namespace == "two"
+    assert not hasattr(ext_one, "_cache"), "no per-app state on the extension"
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"MCACHE_REFRESH": "later"}, "MCACHE_REFRESH"),
+        ({"MCACHE_STALE_TTL": -5}, "MCACHE_STALE_TTL"),
+        ({"MCACHE_TLL": 5}, "MCACHE_TLL"),
+        ({"MCACHE_URL": "memcache://x"}, "MCACHE_URL"),
+    ],
+)
+def test_bad_config_fails_at_init_app_naming_the_key(config, named) -> None:
+    app = Flask("bad")
+    app.config.update(config)
+    with pytest.raises(ConfigError, match=named):
+        MCache(app)
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+
+def test_cli_stats_invalidate_and_flush(memcached_cluster_url: str) -> None:
+    app, mcache = make_app(memcached_cluster_url)
+    client = app.test_client()
+    client.get("/page")
+    client.get("/page")
+    with app.app_context():
+        mcache.cache.store.set_many({f"fill{i}": b"v" * 3000 for i in range(60)})
+    runner = app.test_cli_runner()
+    report = json.loads(runner.invoke(args=["mcache", "stats", "--json"]).output)
+    assert report["cache"]["hits"] == 1 and report["cache"]["misses"] == 1
+    assert len(report["servers"]) == 3
+    assert "#" in runner.invoke(args=["mcache", "stats", "--slabs"]).output
+    result = runner.invoke(args=["mcache", "invalidate", "pages"])
+    assert result.exit_code == 0 and result.output.startswith("pages ")
+    assert client.get("/page").headers["X-Cache"] == "MISS"
+    refused = runner.invoke(args=["mcache", "flush"], input="n\n")
+    assert refused.exit_code != 0 and client.get("/page").headers["X-Cache"] == "HIT"
+    assert runner.invoke(args=["mcache", "flush", "--yes"]).output.strip() == "flushed"
+    assert client.get("/page").headers["X-Cache"] == "MISS"

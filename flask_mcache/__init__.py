@@ -37,9 +37,16 @@ class MCache:
         """Build the app's cache from ``MCACHE_*`` config (bad values raise here); add the CLI."""
         app.extensions["mcache"] = cache_from_config(app.config)
         from .cli import mcache_cli
+        from .jinja import MCacheExtension, count_view, online_count, track_online, view_count
 
         if "mcache" not in app.cli.commands:
             app.cli.add_command(mcache_cli)
+        app.jinja_env.add_extension(MCacheExtension)
+        app.jinja_env.globals.update(
+            view_count=view_count, count_view=count_view, online_count=online_count
+        )
+        if app.config.get("MCACHE_ONLINE"):
+            app.before_request(track_online)
 
     @property
     def cache(self) -> Cache:

@@ -1,0 +1,114 @@
+"""Jinja support: ``{% mcache ttl, "name", tags=[…], vary=[…] %}…{% endmcache %}`` and counters.
+
+The tag is ``mcache``, not ``cache``, so it never clashes with Flask-Caching's.
+A fragment is rendered once per name, vary values and TTL however many
+requests want it at once (``get_or_build``), served stale while one request
+re-renders it, and invalidated with ``mcache.invalidate(tag)``. The globals
+``view_count``, ``count_view`` (once per request) and ``online_count`` read
+the app's counters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from flask import current_app, g, request
+from jinja2 import nodes
+from jinja2.ext import Extension
+from jinja2.parser import Parser
+
+__all__ = ["MCacheExtension", "count_view", "online_count", "track_online", "view_count"]
+
+ROBOTS = ("bot", "crawler", "spider", "slurp", "curl", "wget", "python-requests")
+
+
+class MCacheExtension(Extension):
+    """``{% mcache ttl, "name" [, tags=[…]] [, vary=[…]] %}…{% endmcache %}``."""
+
+    tags = {"mcache"}
+
+    def parse(self, parser: Parser) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        ttl = parser.parse_expression()
+        parser.stream.expect("comma")
+        name = parser.parse_expression()
+        options: dict[str, nodes.Expr] = {}
+        while parser.stream.skip_if("comma"):
+            key = parser.stream.expect("name")
+            if key.value not in {"tags", "vary"}:
+                parser.fail(f"mcache: unknown option {key.value}=; use tags= or vary=", key.lineno)
+            parser.stream.expect("assign")
+            options[key.value] = parser.parse_expression()
+        body = parser.parse_statements(("name:endmcache",), drop_needle=True)
+        args = [
+            ttl,
+            name,
+            options.get("tags", nodes.Const(None)),
+            options.get("vary", nodes.Const(None)),
+        ]
+        call = self.call_method("_cached", args)
+        return nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _cached(self, ttl: Any, name: Any, tags: Any, vary: Any, caller: Any) -> str:
+        cache = current_app.extensions["mcache"]
+        if ttl == 0:
+            return caller()  # as Flask-Caching and Django: a timeout of 0 caches nothing
+        key = ("jinja", str(name), tuple(_keyable(v) for v in (vary or ())))
+        tag_list = [tags] if isinstance(tags, str) else list(tags or ())
+        return cache.get_or_build(key, caller, ttl=ttl or 0, tags=tag_list or None)
+
+
+def _keyable(value: Any) -> Any:
+    from mcache.errors import InvalidKey
+    from mcache.keys import canonical_bytes
+
+    try:
+        canonical_bytes(value)
+    except InvalidKey:
+        return str(value)
+    return value
+
+
+def _ident(obj_or_key: Any) -> Any:
+    """Return what a view count is kept under: a key as given, or a row's class and id."""
+    if isinstance(obj_or_key, str | int):
+        return obj_or_key
+    ident = getattr(obj_or_key, "id", None)
+    if ident is None:
+        ident = getattr(obj_or_key, "pk", None)
+    return (type(obj_or_key).__qualname__, ident)
+
+
+def view_count(obj_or_key: Any) -> int:
+    """Return the view count of a row or key."""
+    return current_app.extensions["mcache"].view_counter("views").value(_ident(obj_or_key))
+
+
+def count_view(obj_or_key: Any) -> int:
+    """Count one view per request, and return the count this request recorded."""
+    counted = g.setdefault("_mcache_views_counted", {})
+    ident = _ident(obj_or_key)
+    if ident not in counted:
+        counted[ident] = current_app.extensions["mcache"].view_counter("views").incr(ident)
+    return counted[ident]
+
+
+def online_count(scope: str | None = None) -> int:
+    """Return the distinct visitors seen in the window of ``scope`` (the whole site by default)."""
+    return current_app.extensions["mcache"].online_counter(scope or "site").count()
+
+
+def track_online() -> None:
+    """A ``before_request`` hook (``MCACHE_ONLINE = True``): count this visitor on the site.
+
+    The visitor is an id keyed with ``SECRET_KEY`` from the address and user
+    agent, so no cookie or session is needed; robots are not counted.
+    """
+    agent = request.headers.get("User-Agent", "").lower()
+    if not agent or any(robot in agent for robot in ROBOTS):
+        return
+    secret = str(current_app.config.get("SECRET_KEY") or "mcache").encode()[:64]
+    seen = f"{request.remote_addr}|{agent}".encode()
+    visitor = hashlib.blake2b(seen, key=secret, digest_size=12).hexdigest()
+    current_app.extensions["mcache"].online_counter("site").hit(visitor)

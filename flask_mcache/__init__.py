@@ -128,6 +128,17 @@ class MCache:
         """Return the online counter ``name``."""
         return self.cache.online_counter(name, window, slots, unique)
 
+    def watch_sqlalchemy(self, target: Any, app: Flask | None = None) -> None:
+        """Bump model and row tags from a SQLAlchemy session class, sessionmaker or ``db``.
+
+        See :mod:`flask_mcache.sqlalchemy`; needs SQLAlchemy (``mcache[sqlalchemy]``).
+        """
+        from . import sqlalchemy as watcher
+
+        cache = (app or current_app).extensions["mcache"]
+        cache.may_store = watcher.may_store
+        watcher.watch(target, lambda: cache)
+
     def stats(self) -> dict[str, Any]:
         """Return mcache's counters and the servers' statistics."""
         return self.cache.stats()

@@ -272,3 +272,30 @@ def test_cli_stats_invalidate_and_flush(memcached_cluster_url: str) -> None:
     assert refused.exit_code != 0 and client.get("/page").headers["X-Cache"] == "HIT"
     assert runner.invoke(args=["mcache", "flush", "--yes"]).output.strip() == "flushed"
     assert client.get("/page").headers["X-Cache"] == "MISS"
+
+
+def test_background_refresh_re_renders_after_the_response(memcached_url: str) -> None:
+    app = Flask(__name__)
+    app.config.update(SECRET_KEY="t", MCACHE_URL=memcached_url, MCACHE_NAMESPACE="bg")
+    mcache = MCache(app)
+
+    @app.get("/news")
+    @mcache.cached_view(ttl=60, stale_ttl=600, tags=["news"], refresh="background")
+    def news():
+        renders.append("news")
+        return f"news for {request.args.get('region')} #{count('news')}"
+
+    client = app.test_client()
+    assert client.get("/news?region=eu").data == b"news for eu #1"
+    with app.app_context():
+        mcache.invalidate("news")
+    stale = client.get("/news?region=eu")
+    assert stale.headers["X-Cache"] == "STALE" and stale.data == b"news for eu #1"
+    deadline = time.monotonic() + 5
+    while count("news") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    while client.get("/news?region=eu").headers["X-Cache"] != "HIT" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert client.get("/news?region=eu").data == b"news for eu #2", (
+        "rendered with the request's args"
+    )

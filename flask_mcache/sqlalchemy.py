@@ -1,0 +1,106 @@
+"""Tag bumps from SQLAlchemy sessions, as the Django adapter's ORM signals do.
+
+``mcache.watch_sqlalchemy(target)`` listens on a session class, a
+``sessionmaker``, a ``scoped_session`` or Flask-SQLAlchemy's ``db``. Each
+flush bumps, for every row it inserted, updated or deleted,
+``model:<table>``, ``obj:<table>:<pk>`` and the object tags of the rows its
+foreign keys point at, old and new. The flush bump stops fresh hits on the old
+data at once. The commit bumps the same tags again, killing entries another
+request rebuilt from the old data meanwhile. A rollback keeps only the flush
+bump, which merely costs a rebuild. Between a flush and its commit or
+rollback, ``get_or_build`` in that thread builds for its caller alone and
+stores nothing, since the data may yet be rolled back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sqlalchemy import event, inspect
+from sqlalchemy.orm import Session
+
+from mcache import Cache
+
+__all__ = ["model_tag", "obj_tag", "row_tags", "watch"]
+
+_TAGS = "mcache_tags"
+_local = threading.local()
+
+
+def model_tag(cls: Any) -> str:
+    """Return the tag of every entry depending on a mapped class's rows: ``model:<table>``."""
+    return f"model:{inspect(cls).local_table.name}"
+
+
+def obj_tag(table: str, pk: Iterable[Any]) -> str:
+    """Return the tag of one row: ``obj:<table>:<pk>`` (composite keys joined by ``-``)."""
+    return f"obj:{table}:{'-'.join(str(p) for p in pk)}"
+
+
+def row_tags(obj: Any) -> set[str]:
+    """Return the tags a change of ``obj`` bumps: its model's, its own, its related rows'."""
+    state = inspect(obj)
+    mapper = state.mapper
+    table = mapper.local_table.name
+    tags = {f"model:{table}"}
+    identity = state.identity or mapper.primary_key_from_instance(obj)
+    if identity and all(p is not None for p in identity):
+        tags.add(obj_tag(table, identity))
+    for column in mapper.local_table.columns:
+        for key in column.foreign_keys:
+            attr = mapper.get_property_by_column(column).key
+            history = state.attrs[attr].history
+            for value in (*history.added, *history.deleted, *history.unchanged):
+                if value is not None:
+                    tags.add(obj_tag(key.column.table.name, [value]))
+    return tags
+
+
+def _pending() -> set[int]:
+    pending = getattr(_local, "sessions", None)
+    if pending is None:
+        pending = _local.sessions = set()
+    return pending
+
+
+def may_store() -> bool:
+    """Return False while a session of this thread has flushed changes not yet committed."""
+    return not _pending()
+
+
+def watch(target: Any, cache: Callable[[], Cache]) -> None:
+    """Listen on ``target``'s session events; ``cache()`` returns the cache to bump."""
+    if hasattr(target, "session") and not isinstance(target, Session):  # Flask-SQLAlchemy's db
+        target = target.session
+    if hasattr(target, "session_factory"):  # a scoped_session
+        target = target.session_factory
+
+    def after_flush(session: Session, context: Any) -> None:
+        # Here new rows have their keys and every row still has its change history.
+        flushed: set[str] = set()
+        for obj in (*session.new, *session.dirty, *session.deleted):
+            if obj in session.dirty and not session.is_modified(obj):
+                continue
+            flushed |= row_tags(obj)
+        if flushed:
+            session.info.setdefault(_TAGS, set()).update(flushed)
+            cache().invalidate(*flushed)
+            _pending().add(id(session))
+
+    def after_commit(session: Session) -> None:
+        tags = session.info.pop(_TAGS, None)
+        _pending().discard(id(session))
+        if tags:
+            cache().invalidate(*tags)
+
+    def after_rollback(session: Session) -> None:
+        session.info.pop(_TAGS, None)
+        _pending().discard(id(session))
+
+    event.listen(target, "after_flush", after_flush)
+    event.listen(target, "after_commit", after_commit)
+    event.listen(target, "after_rollback", after_rollback)
+    # after_soft_rollback covers a rollback of the whole transaction after a failed flush
+    event.listen(target, "after_soft_rollback", lambda session, previous: after_rollback(session))

@@ -1,0 +1,132 @@
+"""SQLAlchemy sessions bump model and row tags: at flush, again at commit, never stored mid-way."""
+
+from __future__ import annotations
+
+import pytest
+from flask import Flask
+from sqlalchemy import ForeignKey, String, create_engine, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from flask_mcache import MCache
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Blog(Base):
+    __tablename__ = "blogs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(50))
+
+
+class Post(Base):
+    __tablename__ = "posts"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    title: Mapped[str] = mapped_column(String(100))
+    blog_id: Mapped[int | None] = mapped_column(ForeignKey("blogs.id"), nullable=True)
+
+
+@pytest.fixture
+def site(memcached_url: str):
+    engine = create_engine(
+        "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
+    )
+    Base.metadata.create_all(engine)
+    Sessions = sessionmaker(engine)
+    app = Flask(__name__)
+    app.config.update(MCACHE_URL=memcached_url, MCACHE_NAMESPACE="sa")
+    mcache = MCache(app)
+    mcache.watch_sqlalchemy(Sessions, app)
+
+    @app.get("/posts")
+    @mcache.cached_view(ttl=60, tags=["model:posts"])
+    def posts():
+        with Sessions() as session:
+            return ",".join(session.scalars(select(Post.title).order_by(Post.id)))
+
+    @app.get("/blogs/<int:pk>")
+    @mcache.cached_view(ttl=60, tags=lambda pk: [f"obj:blogs:{pk}"])
+    def blog(pk):
+        with Sessions() as session:
+            titles = session.scalars(select(Post.title).where(Post.blog_id == pk).order_by(Post.id))
+            return f"blog {pk}: " + ",".join(titles)
+
+    return app, mcache, Sessions
+
+
+def test_insert_update_delete_invalidate_after_commit(site) -> None:
+    app, _, Sessions = site
+    client = app.test_client()
+    assert client.get("/posts").data == b""
+    with Sessions() as session, session.begin():
+        session.add(Post(title="one"))
+    assert client.get("/posts").data == b"one"
+    with Sessions() as session, session.begin():
+        session.scalars(select(Post)).one().title = "edited"
+    assert client.get("/posts").data == b"edited"
+    assert client.get("/posts").headers["X-Cache"] == "HIT"
+    with Sessions() as session, session.begin():
+        session.delete(session.scalars(select(Post)).one())
+    assert client.get("/posts").data == b""
+
+
+def test_a_moved_row_refreshes_its_old_and_new_parent(site) -> None:
+    app, _, Sessions = site
+    client = app.test_client()
+    with Sessions() as session, session.begin():
+        session.add_all(
+            [Blog(id=1, name="a"), Blog(id=2, name="b"), Post(id=1, title="p", blog_id=1)]
+        )
+    assert client.get("/blogs/1").data == b"blog 1: p"
+    assert client.get("/blogs/2").data == b"blog 2: "
+    with Sessions() as session, session.begin():
+        session.get(Post, 1).blog_id = 2
+    assert client.get("/blogs/1").data == b"blog 1: "
+    assert client.get("/blogs/2").data == b"blog 2: p"
+
+
+def test_nothing_built_from_flushed_data_survives_a_rollback(site) -> None:
+    app, mcache, Sessions = site
+    with app.app_context():
+        session: Session = Sessions()
+        session.add(Post(title="never committed"))
+        session.flush()
+        inside = mcache.get_or_build(
+            "home",
+            lambda: ",".join(session.scalars(select(Post.title))),
+            tags=["model:posts"],
+        )
+        assert inside == "never committed"
+        session.rollback()
+        session.close()
+        assert mcache.get_or_build("home", lambda: "committed view", tags=["model:posts"]) == (
+            "committed view"
+        )
+        assert (
+            mcache.get_or_build("home", lambda: "again", tags=["model:posts"]) == "committed view"
+        )
+
+
+def test_an_entry_rebuilt_between_flush_and_commit_dies_at_commit(site) -> None:
+    import threading
+
+    app, mcache, Sessions = site
+    with app.app_context():
+        session = Sessions()
+        session.add(Post(title="new"))
+        session.flush()
+        seen: list[str] = []
+
+        def other_request() -> None:
+            with app.app_context():
+                seen.append(mcache.get_or_build("home", lambda: "old data", tags=["model:posts"]))
+
+        thread = threading.Thread(target=other_request)
+        thread.start()
+        thread.join()
+        assert seen == ["old data"]
+        session.commit()
+        session.close()
+        assert mcache.get_or_build("home", lambda: "new data", tags=["model:posts"]) == "new data"

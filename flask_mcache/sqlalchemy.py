@@ -99,7 +99,13 @@ def watch(target: Any, cache: Callable[[], Cache]) -> None:
         session.info.pop(_TAGS, None)
         _pending().discard(id(session))
 
+    def after_transaction_end(session: Session, transaction: Any) -> None:
+        if transaction.parent is None:  # the outermost ended: committed, rolled back or closed
+            session.info.pop(_TAGS, None)
+            _pending().discard(id(session))
+
     event.listen(target, "after_flush", after_flush)
+    event.listen(target, "after_transaction_end", after_transaction_end)
     event.listen(target, "after_commit", after_commit)
     event.listen(target, "after_rollback", after_rollback)
     # after_soft_rollback covers a rollback of the whole transaction after a failed flush

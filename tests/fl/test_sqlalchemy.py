@@ -130,3 +130,14 @@ def test_an_entry_rebuilt_between_flush_and_commit_dies_at_commit(site) -> None:
         session.commit()
         session.close()
         assert mcache.get_or_build("home", lambda: "new data", tags=["model:posts"]) == "new data"
+
+
+def test_a_session_closed_without_commit_lets_caching_resume(site) -> None:
+    app, mcache, Sessions = site
+    with app.app_context():
+        session = Sessions()
+        session.add(Post(title="abandoned"))
+        session.flush()
+        session.close()  # no commit, no explicit rollback
+        assert mcache.get_or_build("home", lambda: "stored", tags=["model:posts"]) == "stored"
+        assert mcache.get_or_build("home", lambda: "rebuilt", tags=["model:posts"]) == "stored"

@@ -45,7 +45,9 @@ class MCache:
         app.jinja_env.globals.update(
             view_count=view_count, count_view=count_view, online_count=online_count
         )
-        if app.config.get("MCACHE_ONLINE"):
+        if app.config.get("MCACHE_ONLINE") and track_online not in app.before_request_funcs.get(
+            None, []
+        ):
             app.before_request(track_online)
 
     @property
@@ -156,8 +158,30 @@ class _PerApp:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._for_app()(*args, **kwargs)
 
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """Bind to an instance, so methods can be cached (the instance is an argument)."""
+        if obj is None:
+            return self
+        return _Bound(self, obj)
+
     def invalidate(self, *args: Any, **kwargs: Any) -> Any:
         return self._for_app().invalidate(*args, **kwargs)
 
     def uncached(self, *args: Any, **kwargs: Any) -> Any:
         return self.__wrapped__(*args, **kwargs)
+
+
+class _Bound:
+    """A cached method of one instance."""
+
+    def __init__(self, function: _PerApp, obj: Any) -> None:
+        self._function, self._obj = function, obj
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function(self._obj, *args, **kwargs)
+
+    def invalidate(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function.invalidate(self._obj, *args, **kwargs)
+
+    def uncached(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function.uncached(self._obj, *args, **kwargs)

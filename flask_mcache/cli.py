@@ -10,6 +10,7 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from mcache import Cache
+from mcache.errors import MCacheError
 from mcache.report import collect, render_text, slab_chart, slab_rows
 
 mcache_cli = AppGroup("mcache", help="mcache: statistics, invalidation, flush.")
@@ -72,5 +73,8 @@ def flush(yes: bool) -> None:
     cache = _cache()
     if not yes:
         click.confirm(f"Flush every key of {cache.store!r}?", abort=True)
-    cache.store.flush()
+    try:
+        cache.store.flush()
+    except MCacheError as error:
+        raise click.ClickException(f"flush failed: {error}") from None
     click.echo("flushed")

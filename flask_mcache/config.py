@@ -12,7 +12,7 @@ from typing import Any
 
 from mcache import Cache
 from mcache.codec import Codec
-from mcache.errors import ConfigError
+from mcache.errors import ConfigError, MCacheError
 from mcache.stores import from_url
 
 __all__ = ["KEYS", "cache_from_config"]
@@ -46,6 +46,7 @@ def cache_from_config(config: Mapping[str, Any]) -> Cache:
         raise ConfigError(
             f"unknown config key(s) {', '.join(unknown)}; mcache reads {', '.join(sorted(KEYS))}"
         )
+    _check_types(config)
     url = config.get("MCACHE_URL", "memory://")
     store_options = dict(config.get("MCACHE_STORE_OPTIONS") or {})
     if config.get("MCACHE_REPLICAS") not in (None, 1):
@@ -59,8 +60,38 @@ def cache_from_config(config: Mapping[str, Any]) -> Cache:
     try:
         codec = Codec(**codec_kwargs)
         return Cache(store, codec=codec, **cache_kwargs)
-    except ConfigError as error:
+    except (MCacheError, TypeError, ValueError) as error:
         raise ConfigError(f"{_key_named_in(str(error))}: {error}") from None
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "MCACHE_URL": (str,),
+    "MCACHE_NAMESPACE": (str,),
+    "MCACHE_ONLINE": (bool,),
+    "MCACHE_STORE_OPTIONS": (Mapping,),
+    "MCACHE_REFRESH": (str,),
+    "MCACHE_TRACE_DIR": (str,),
+    "MCACHE_SERIALIZER": (str,),
+    "MCACHE_EARLY_REFRESH": (bool, int, float),
+    "MCACHE_STATS_INTERVAL": (int, float),
+    "MCACHE_DEFAULT_TTL": (int, float),
+    "MCACHE_STALE_TTL": (int, float),
+    "MCACHE_LOCK_TIMEOUT": (int, float),
+    "MCACHE_WAIT": (int, float),
+    "MCACHE_JITTER": (int, float),
+    "MCACHE_TAG_CACHE_TTL": (int, float),
+    "MCACHE_REPLICAS": (int,),
+}
+
+
+def _check_types(config: Mapping[str, Any]) -> None:
+    for key, types in _TYPES.items():
+        value = config.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            expected = " or ".join(t.__name__ for t in types)
+            raise ConfigError(f"{key} must be a {expected}, got {value!r}")
 
 
 def _key_named_in(message: str) -> str:

@@ -15,6 +15,7 @@ stores nothing, since the data may yet be rolled back.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -58,16 +59,18 @@ def row_tags(obj: Any) -> set[str]:
     return tags
 
 
-def _pending() -> set[int]:
+def _pending() -> weakref.WeakSet[Session]:
+    """Return this thread's sessions with flushed, uncommitted changes (a session dropped
+    without ending its transaction leaves with the garbage collector, not stuck here)."""
     pending = getattr(_local, "sessions", None)
     if pending is None:
-        pending = _local.sessions = set()
+        pending = _local.sessions = weakref.WeakSet()
     return pending
 
 
 def may_store() -> bool:
     """Return False while a session of this thread has flushed changes not yet committed."""
-    return not _pending()
+    return not len(_pending())
 
 
 def watch(target: Any, cache: Callable[[], Cache]) -> None:
@@ -87,26 +90,24 @@ def watch(target: Any, cache: Callable[[], Cache]) -> None:
         if flushed:
             session.info.setdefault(_TAGS, set()).update(flushed)
             cache().invalidate(*flushed)
-            _pending().add(id(session))
+            _pending().add(session)
 
     def after_commit(session: Session) -> None:
+        if session.in_nested_transaction():
+            return  # a savepoint released: the outer transaction is still open
         tags = session.info.pop(_TAGS, None)
-        _pending().discard(id(session))
+        _pending().discard(session)
         if tags:
             cache().invalidate(*tags)
 
-    def after_rollback(session: Session) -> None:
-        session.info.pop(_TAGS, None)
-        _pending().discard(id(session))
-
     def after_transaction_end(session: Session, transaction: Any) -> None:
-        if transaction.parent is None:  # the outermost ended: committed, rolled back or closed
+        # The outermost transaction ended (committed, rolled back, or the session
+        # closed without either). A savepoint rolling back keeps its tags: one
+        # bump too many at commit is harmless, one too few is a stale page.
+        if transaction.parent is None and not transaction.nested:
             session.info.pop(_TAGS, None)
-            _pending().discard(id(session))
+            _pending().discard(session)
 
     event.listen(target, "after_flush", after_flush)
     event.listen(target, "after_transaction_end", after_transaction_end)
     event.listen(target, "after_commit", after_commit)
-    event.listen(target, "after_rollback", after_rollback)
-    # after_soft_rollback covers a rollback of the whole transaction after a failed flush
-    event.listen(target, "after_soft_rollback", lambda session, previous: after_rollback(session))

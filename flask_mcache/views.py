@@ -4,16 +4,17 @@ Never cached (the view runs, its response is not stored): methods other than
 GET and HEAD, requests with ``Authorization``, responses that are not 200, are
 streamed, set a cookie, carry ``Cache-Control: private``, ``no-cache``,
 ``no-store`` or ``max-age=0``, ``Vary: *`` or a ``Vary`` the key does not
-cover, and views that changed the session. Flask saves the session and adds
-``Vary: Cookie`` after the view, outside this decorator, so the session is
-watched directly: a page whose view read it is shared only with visitors who
-have no session cookie. Flask-Caching, the anchor, stores ``Set-Cookie``
-responses and keys on the path alone; this does neither.
+cover, and views that changed the session (Flask sets its cookie after the
+view, outside this decorator). A visitor with a session cookie is served and
+stored pages only when they are keyed ``per_user``. Flask-Caching, the anchor,
+stores ``Set-Cookie`` responses and keys on the path alone; this does neither.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import io
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -27,7 +28,7 @@ from mcache.errors import Uncacheable
 
 __all__ = ["cached_view"]
 
-Snapshot = tuple[int, list, bytes, bool]
+Snapshot = tuple[int, list, bytes]
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
 
 
@@ -49,34 +50,31 @@ def cached_view(
 
         @functools.wraps(view)
         def wrapper(**view_args: Any) -> Any:
-            if request.method not in ("GET", "HEAD") or "Authorization" in request.headers:
+            if not _request_is_cacheable(per_user):
                 return view(**view_args)
             cache = core()
             key = _key(name, vary, per_user)
-            cookie = current_app.config.get("SESSION_COOKIE_NAME", "session")
-            has_session_cookie = cookie in request.cookies
             if request.method == "HEAD":
                 found = cache.get(key, None)
-                if not _servable(found, has_session_cookie):
+                if not _servable(found):
                     return view(**view_args)
                 return _restore(found, "HIT", header, ttl)
             built: list[bool] = []
             thread = threading.get_ident()
+            app = current_app._get_current_object()  # type: ignore[attr-defined]
+            environ = _detached_environ(request.environ)
 
             def build() -> Snapshot:
                 if threading.get_ident() == thread:
                     built.append(True)
-                accessed = getattr(session, "accessed", False)
-                session.accessed = False  # type: ignore[attr-defined]
-                response = make_response(view(**view_args))
-                reads_session = bool(getattr(session, "accessed", False))
-                session.accessed = accessed or reads_session  # type: ignore[attr-defined]
-                if getattr(session, "modified", False) or not _cacheable(response, vary):
-                    raise Uncacheable(response)
-                if reads_session and has_session_cookie:
-                    raise Uncacheable(response)
-                return (response.status_code, list(response.headers.items()),
-                        response.get_data(), reads_session)  # fmt: skip
+                    return _snapshot(view(**view_args), vary)
+                # A background refresh: the request is over, so the view runs in a
+                # context of its own, in an empty set of context variables (the copy
+                # the refresher carries still holds the ended request's contexts),
+                # without the visitor's cookies or credentials; its teardown runs.
+                return contextvars.Context().run(
+                    _render_detached, app, environ, view, view_args, vary
+                )
 
             view_tags = tags(**view_args) if callable(tags) else tags
             token = STALE_SERVED.set(False)
@@ -89,7 +87,7 @@ def cached_view(
                 STALE_SERVED.reset(token)
             if isinstance(result, Response):
                 return result  # this request's own response, never stored
-            if not _servable(result, has_session_cookie):
+            if not _servable(result):
                 return view(**view_args)
             state = "STALE" if stale else "MISS" if built else "HIT"
             return _restore(result, state, header, ttl)
@@ -99,11 +97,50 @@ def cached_view(
     return decorate
 
 
+def _request_is_cacheable(per_user: Callable[[], Any] | None) -> bool:
+    """GET/HEAD without credentials; with a session cookie only when pages are per user.
+
+    Flask's session is a signed cookie, and what a view did with it cannot be
+    told reliably from outside the view (before Flask 3.1 many reads leave no
+    trace), so a visitor who has one is only served, and only stored, pages
+    keyed by ``per_user``.
+    """
+    if request.method not in ("GET", "HEAD") or "Authorization" in request.headers:
+        return False
+    if per_user is not None:
+        return True
+    cookie = current_app.session_interface.get_cookie_name(current_app)
+    return cookie not in request.cookies
+
+
+def _detached_environ(environ: dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of the request's WSGI environ a background re-render can use alone."""
+    copy = {k: v for k, v in environ.items() if k not in ("HTTP_COOKIE", "HTTP_AUTHORIZATION")}
+    copy["wsgi.input"] = io.BytesIO(b"")
+    copy["CONTENT_LENGTH"] = "0"
+    return copy
+
+
+def _render_detached(
+    app: Any, environ: dict[str, Any], view: Callable[..., Any], view_args: dict, vary: tuple
+) -> Snapshot:
+    with app.request_context(environ):
+        return _snapshot(view(**view_args), vary)
+
+
+def _snapshot(returned: Any, vary: tuple[str, ...]) -> Snapshot:
+    response = make_response(returned)
+    if getattr(session, "modified", False) or not _cacheable(response, vary):
+        raise Uncacheable(response)  # e.g. a flash or a login: Flask sets a cookie after us
+    return (response.status_code, list(response.headers.items()), response.get_data())
+
+
 def _key(name: str, vary: tuple[str, ...], per_user: Callable[[], Any] | None) -> tuple:
     query = tuple((k, tuple(v)) for k, v in sorted(request.args.lists()))
     headers = tuple(request.headers.get(h) for h in vary)
     user = per_user() if per_user is not None else None
-    return ("view", name, request.scheme, request.host, request.path, query, headers, user)
+    where = (request.scheme, request.host, request.root_path, request.path)
+    return ("view", name, *where, query, headers, user)
 
 
 def _cacheable(response: Response, vary: tuple[str, ...]) -> bool:
@@ -116,22 +153,18 @@ def _cacheable(response: Response, vary: tuple[str, ...]) -> bool:
     return "*" not in varied and varied <= set(vary)
 
 
-def _servable(snapshot: Any, has_session_cookie: bool) -> bool:
-    if type(snapshot) is not tuple or len(snapshot) != 4:
-        return False
-    return not (snapshot[3] and has_session_cookie)
+def _servable(snapshot: Any) -> bool:
+    return type(snapshot) is tuple and len(snapshot) == 3
 
 
 def _restore(snapshot: Snapshot, state: str, header: str | None, ttl: float | None) -> Response:
-    status, headers, body, reads_session = snapshot
+    status, headers, body = snapshot
     response = Response(body, status=status)
     response.headers.clear()
     for name, value in headers:
         response.headers.add(name, value)
     if ttl and "Cache-Control" not in response.headers:
         response.headers["Cache-Control"] = f"max-age={int(ttl)}"
-    if reads_session:
-        response.vary.add("Cookie")
     if state == "STALE":
         response.headers["Cache-Control"] = "max-age=0"
         response.headers["Expires"] = http_date()

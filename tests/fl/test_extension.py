@@ -299,3 +299,111 @@ def test_background_refresh_re_renders_after_the_response(memcached_url: str) ->
     assert client.get("/news?region=eu").data == b"news for eu #2", (
         "rendered with the request's args"
     )
+
+
+# -- after review ----------------------------------------------------------------------------
+
+
+def session_app() -> tuple[Flask, MCache]:
+    app, mcache = make_app()
+
+    @app.get("/login/<name>")
+    def login(name):
+        session["user"] = name
+        return "ok"
+
+    @app.get("/hello")
+    @mcache.cached_view(ttl=60)
+    def hello():
+        renders.append("hello")
+        return f"hello {session.get('user', 'stranger')}" if "user" in session else "hello stranger"
+
+    @app.get("/me")
+    @mcache.cached_view(ttl=60, per_user=lambda: session.get("user"))
+    def me():
+        renders.append("me")
+        return f"me={session.get('user')}"
+
+    return app, mcache
+
+
+def test_a_visitor_with_a_session_is_neither_served_nor_stored_unless_per_user() -> None:
+    app, _ = session_app()
+    alice = app.test_client()
+    alice.get("/login/alice")
+    page = alice.get("/hello")
+    assert page.data == b"hello alice" and "X-Cache" not in page.headers
+    stranger = app.test_client().get("/hello")
+    assert stranger.data == b"hello stranger" and stranger.headers["X-Cache"] == "MISS"
+    assert alice.get("/hello").data == b"hello alice", "never the shared page"
+    assert alice.get("/me").headers["X-Cache"] == "MISS"
+    assert alice.get("/me").headers["X-Cache"] == "HIT"
+    bob = app.test_client()
+    bob.get("/login/bob")
+    assert bob.get("/me").data == b"me=bob"
+
+
+def test_a_background_refresh_runs_in_a_context_of_its_own(memcached_url: str) -> None:
+    app = Flask(__name__)
+    app.config.update(SECRET_KEY="t", MCACHE_URL=memcached_url, MCACHE_NAMESPACE="ctx")
+    mcache = MCache(app)
+    torn_down: list[bool] = []
+    cookies_seen: list[dict] = []
+    app.teardown_appcontext(lambda error: torn_down.append(True))
+
+    @app.get("/feed")
+    @mcache.cached_view(ttl=60, stale_ttl=600, tags=["feed"], refresh="background")
+    def feed():
+        cookies_seen.append(dict(request.cookies))
+        return f"feed {len(cookies_seen)}"
+
+    client = app.test_client()
+    client.get("/feed")
+    with app.app_context():
+        mcache.invalidate("feed")
+    client.set_cookie("tracking", "visitor-1")
+    assert client.get("/feed").headers["X-Cache"] == "STALE"
+    deadline = time.monotonic() + 5
+    while len(cookies_seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert cookies_seen[1] == {}, "the re-render never sees the visitor's cookies"
+    while len(torn_down) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(torn_down) >= 4, "the re-render's own context was torn down too"
+
+
+def test_cached_methods() -> None:
+    app, mcache = make_app()
+
+    class Repo:
+        def __init__(self, base: int) -> None:
+            self.base = base
+
+        def __cache_key__(self) -> int:
+            return self.base
+
+        @mcache.cached(ttl=60)
+        def plus(self, n: int) -> int:
+            renders.append("plus")
+            return self.base + n
+
+    with app.app_context():
+        assert Repo(1).plus(2) == 3 and Repo(1).plus(2) == 3 and count("plus") == 1
+        Repo(1).plus.invalidate(2)
+        assert Repo(1).plus(2) == 3 and count("plus") == 2
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"MCACHE_STORE_OPTIONS": 5}, "MCACHE_STORE_OPTIONS"),
+        ({"MCACHE_STATS_INTERVAL": "s"}, "MCACHE_STATS_INTERVAL"),
+        ({"MCACHE_NAMESPACE": 5}, "MCACHE_NAMESPACE"),
+        ({"MCACHE_ONLINE": "no"}, "MCACHE_ONLINE"),
+    ],
+)
+def test_wrong_types_name_their_key(config, named) -> None:
+    app = Flask("bad")
+    app.config.update(config)
+    with pytest.raises(ConfigError, match=named):
+        MCache(app)

@@ -141,3 +141,37 @@ def test_a_session_closed_without_commit_lets_caching_resume(site) -> None:
         session.close()  # no commit, no explicit rollback
         assert mcache.get_or_build("home", lambda: "stored", tags=["model:posts"]) == "stored"
         assert mcache.get_or_build("home", lambda: "rebuilt", tags=["model:posts"]) == "stored"
+
+
+def test_a_released_savepoint_keeps_the_outer_transaction_pending(site) -> None:
+    from flask_mcache.sqlalchemy import may_store
+
+    app, mcache, Sessions = site
+    with app.app_context():
+        assert mcache.get_or_build("home", lambda: "before", tags=["model:posts"]) == "before"
+        session = Sessions()
+        session.add(Post(title="outer"))
+        session.flush()
+        with session.begin_nested():
+            session.add(Post(title="inner"))
+        assert may_store() is False, "still uncommitted after the savepoint's release"
+        session.commit()
+        assert may_store() is True
+        assert mcache.get_or_build("home", lambda: "after", tags=["model:posts"]) == "after"
+        session.close()
+
+
+def test_a_dropped_session_does_not_stop_caching(site) -> None:
+    import gc
+
+    from flask_mcache.sqlalchemy import may_store
+
+    _, _, Sessions = site
+    session = Sessions()
+    session.add(Post(title="dropped"))
+    session.flush()
+    assert may_store() is False
+    session.connection().close()
+    del session
+    gc.collect()
+    assert may_store() is True

@@ -1,7 +1,9 @@
 """Jinja support: ``{% mcache ttl, "name", tags=[…], vary=[…] %}…{% endmcache %}`` and counters.
 
 The tag is ``mcache``, not ``cache``, so it never clashes with Flask-Caching's.
-A fragment is rendered once per name, vary values and TTL however many
+Fragment names are global to the app (two templates using one name share
+the fragment, as with Flask-Caching). A fragment is rendered once per name,
+vary values and TTL however many
 requests want it at once (``get_or_build``), served stale while one request
 re-renders it, and invalidated with ``mcache.invalidate(tag)``. The globals
 ``view_count``, ``count_view`` (once per request) and ``online_count`` read
@@ -17,6 +19,7 @@ from flask import current_app, g, request
 from jinja2 import nodes
 from jinja2.ext import Extension
 from jinja2.parser import Parser
+from markupsafe import Markup
 
 __all__ = ["MCacheExtension", "count_view", "online_count", "track_online", "view_count"]
 
@@ -56,7 +59,8 @@ class MCacheExtension(Extension):
             return caller()  # as Flask-Caching and Django: a timeout of 0 caches nothing
         key = ("jinja", str(name), tuple(_keyable(v) for v in (vary or ())))
         tag_list = [tags] if isinstance(tags, str) else list(tags or ())
-        return cache.get_or_build(key, caller, ttl=ttl or 0, tags=tag_list or None)
+        rendered = cache.get_or_build(key, caller, ttl=ttl or 0, tags=tag_list or None)
+        return Markup(rendered)  # rendered (and escaped) once already, whatever the codec kept
 
 
 def _keyable(value: Any) -> Any:

@@ -175,3 +175,36 @@ def test_a_dropped_session_does_not_stop_caching(site) -> None:
     del session
     gc.collect()
     assert may_store() is True
+
+
+def test_flask_sqlalchemy_db(memcached_url: str) -> None:
+    from flask_sqlalchemy import SQLAlchemy
+
+    app = Flask("fsa")
+    app.config.update(
+        SQLALCHEMY_DATABASE_URI="sqlite://", MCACHE_URL=memcached_url, MCACHE_NAMESPACE="fsa"
+    )
+    db = SQLAlchemy(app)
+
+    class Note(db.Model):
+        __tablename__ = "notes"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        text: Mapped[str] = mapped_column(String(50))
+
+    mcache = MCache(app)
+    mcache.watch_sqlalchemy(db, app)
+
+    @app.get("/notes")
+    @mcache.cached_view(ttl=60, tags=["model:notes"])
+    def notes():
+        return ",".join(n.text for n in db.session.scalars(select(Note).order_by(Note.id)))
+
+    with app.app_context():
+        db.create_all()
+    client = app.test_client()
+    assert client.get("/notes").data == b""
+    assert client.get("/notes").headers["X-Cache"] == "HIT"
+    with app.app_context():
+        db.session.add(Note(text="hello"))
+        db.session.commit()
+    assert client.get("/notes").data == b"hello"

@@ -42,6 +42,7 @@ __all__ = [
     "MAX_KEY_BYTES",
     "MAX_NAMESPACE_CHARS",
     "canonical_bytes",
+    "keyable",
     "make_key",
     "validate_store_key",
 ]
@@ -265,6 +266,19 @@ def _encode_model(obj: Any, label: str, active: _Active, depth: int) -> bytes:
         # Every unsaved instance would share one key and so one cached value.
         raise InvalidKey(f"cannot build a cache key from an unsaved {label} (its pk is None)")
     return _frame(b"m", _encode_str(label) + _encode(pk, active, depth))
+
+
+def keyable(value: object) -> object:
+    """Return ``value`` if a key can be made of it, else its text (as Django's ``{% cache %}``).
+
+    For template fragments varying on whatever a template holds (a user object,
+    a lazy translation): typed where possible, so ``1`` and ``"1"`` differ.
+    """
+    try:
+        canonical_bytes(value)
+    except InvalidKey:
+        return str(value)
+    return value
 
 
 def canonical_bytes(obj: object) -> bytes:

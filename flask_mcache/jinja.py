@@ -21,6 +21,8 @@ from jinja2.ext import Extension
 from jinja2.parser import Parser
 from markupsafe import Markup
 
+from mcache.keys import keyable
+
 __all__ = ["MCacheExtension", "count_view", "online_count", "track_online", "view_count"]
 
 ROBOTS = ("bot", "crawler", "spider", "slurp", "curl", "wget", "python-requests")
@@ -57,21 +59,10 @@ class MCacheExtension(Extension):
         cache = current_app.extensions["mcache"]
         if ttl == 0:
             return caller()  # as Flask-Caching and Django: a timeout of 0 caches nothing
-        key = ("jinja", str(name), tuple(_keyable(v) for v in (vary or ())))
+        key = ("jinja", str(name), tuple(keyable(v) for v in (vary or ())))
         tag_list = [tags] if isinstance(tags, str) else list(tags or ())
         rendered = cache.get_or_build(key, caller, ttl=ttl or 0, tags=tag_list or None)
         return Markup(rendered)  # rendered (and escaped) once already, whatever the codec kept
-
-
-def _keyable(value: Any) -> Any:
-    from mcache.errors import InvalidKey
-    from mcache.keys import canonical_bytes
-
-    try:
-        canonical_bytes(value)
-    except InvalidKey:
-        return str(value)
-    return value
 
 
 def _ident(obj_or_key: Any) -> Any:

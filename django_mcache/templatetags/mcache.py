@@ -13,8 +13,7 @@ from django.db.models import Model
 from django.template.base import FilterExpression, NodeList, Parser, Token
 from django.utils import translation
 
-from mcache.errors import InvalidKey
-from mcache.keys import canonical_bytes
+from mcache.keys import keyable
 
 from ..counters import view_counter
 from ..tags import model_tag, obj_tag
@@ -45,7 +44,7 @@ class CachedBlockNode(template.Node):
         ttl = _seconds(self.ttl.resolve(context))
         if ttl == 0:
             return self.nodelist.render(context)  # Django's timeout 0: not cached
-        vary = tuple(_varying(v.resolve(context)) for v in self.vary)
+        vary = tuple(keyable(v.resolve(context)) for v in self.vary)
         options = {k: v.resolve(context) for k, v in self.options.items()}
         backend = caches[options.pop("using", "default")]
         tags = _tag_names(options.pop("tags", None)) + _model_tags(options.pop("depends_on", None))
@@ -88,15 +87,6 @@ def cachedblock(parser: Parser, token: Token) -> CachedBlockNode:
 
 
 BLOCK_OPTIONS = frozenset({"tags", "depends_on", "using"})
-
-
-def _varying(value: Any) -> Any:
-    """Key on the value itself where it can be (1 and "1" apart), else on its text, as Django."""
-    try:
-        canonical_bytes(value)
-    except InvalidKey:
-        return str(value)
-    return value
 
 
 def _seconds(ttl: Any) -> float | None:

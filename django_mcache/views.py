@@ -87,7 +87,8 @@ def cached_view(
     )
 
     def decorate(view: View) -> View:
-        name = key_prefix or f"{view.__module__}.{view.__qualname__}"
+        qualname = getattr(view, "__qualname__", type(view).__qualname__)  # a Feed instance, say
+        name = key_prefix or f"{view.__module__}.{qualname}"
         if asyncio.iscoroutinefunction(view):
 
             @functools.wraps(view)

@@ -1,0 +1,1 @@
+"""The example's blog hosting: blogs, posts and comments."""

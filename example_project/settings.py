@@ -1,0 +1,61 @@
+"""Settings of the example blog: SQLite in a temp dir, mcache on MCACHE_URL (default memory://)."""
+
+import os
+import tempfile
+from pathlib import Path
+
+SECRET_KEY = os.environ.get("MCACHE_EXAMPLE_SECRET", "example-only-not-secret")
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+USE_TZ = True
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.syndication",
+    "django_mcache",
+    "example_project.blog",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django_mcache.middleware.OnlineVisitorsMiddleware",
+]
+ROOT_URLCONF = "example_project.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("MCACHE_EXAMPLE_DB")
+        or str(Path(tempfile.gettempdir()) / "mcache-example.sqlite3"),
+    }
+}
+CACHES = {
+    "default": {
+        "BACKEND": "django_mcache.backend.MCacheBackend",
+        "LOCATION": os.environ.get("MCACHE_URL", "memory://"),
+        "KEY_PREFIX": "example",
+        "OPTIONS": {"stale_ttl": 600},
+    }
+}
+SESSION_ENGINE = "django_mcache.sessions"
+MCACHE_VIEW_COUNT_FIELDS = {"blog.post": "views"}
+STATIC_URL = "/static/"
+DEFAULT_AUTO_FIELD = "django.db.models.AutoField"

@@ -12,6 +12,22 @@ import os
 import sys
 
 
+def prepare() -> bool:
+    """Set Django up on the example's settings, migrate and seed; return whether it seeded.
+
+    The Flask twin calls it too, so both read the same database.
+    """
+    os.environ["DJANGO_SETTINGS_MODULE"] = "example_project.settings"  # the example's own
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+    from example_project.seed import seed
+
+    return seed()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m example_project", description=__doc__.split("\n\n")[0]
@@ -19,16 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--check", action="store_true", help="walk every page once and exit")
     args = parser.parse_args(argv)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "example_project.settings"  # the example's own
-    import django
+    seeded = prepare()
     from django.conf import settings
     from django.core.management import call_command
 
-    django.setup()
-    call_command("migrate", verbosity=0, interactive=False)
-    from example_project.seed import seed
-
-    seeded = seed()
     if args.check:
         from example_project.check import check
 

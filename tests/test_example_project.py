@@ -41,3 +41,19 @@ def test_the_store_is_switched_by_mcache_url(tmp_path: Path, store: str, request
     done = check(tmp_path, MCACHE_URL=url)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all pages fine" in done.stdout
+
+
+def test_the_flask_twin_reads_the_same_data_and_follows_an_edit(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "example_project.flask_app", "--check"],
+        cwd=ROOT,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+            "MCACHE_EXAMPLE_DB": str(tmp_path / "example.sqlite3"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all pages fine" in done.stdout and "FAIL" not in done.stdout

@@ -62,7 +62,7 @@ def cached_view(
             built: list[bool] = []
             thread = threading.get_ident()
             app = current_app._get_current_object()  # type: ignore[attr-defined]
-            environ = _detached_environ(request.environ)
+            environ = request.environ  # copied only if a background refresh needs it
 
             def build() -> Snapshot:
                 if threading.get_ident() == thread:
@@ -73,7 +73,7 @@ def cached_view(
                 # the refresher carries still holds the ended request's contexts),
                 # without the visitor's cookies or credentials; its teardown runs.
                 return contextvars.Context().run(
-                    _render_detached, app, environ, view, view_args, vary
+                    _render_detached, app, _detached_environ(environ), view, view_args, vary
                 )
 
             view_tags = tags(**view_args) if callable(tags) else tags

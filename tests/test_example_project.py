@@ -12,9 +12,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def check(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def check(
+    tmp_path: Path, module: str = "example_project", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m <module> --check`` on a fresh database, outside pytest's settings."""
     return subprocess.run(
-        [sys.executable, "-m", "example_project", "--check"],
+        [sys.executable, "-m", module, "--check"],
         cwd=ROOT,
         env={
             **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
@@ -44,16 +47,6 @@ def test_the_store_is_switched_by_mcache_url(tmp_path: Path, store: str, request
 
 
 def test_the_flask_twin_reads_the_same_data_and_follows_an_edit(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "example_project.flask_app", "--check"],
-        cwd=ROOT,
-        env={
-            **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
-            "MCACHE_EXAMPLE_DB": str(tmp_path / "example.sqlite3"),
-        },
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = check(tmp_path, "example_project.flask_app")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all pages fine" in done.stdout and "FAIL" not in done.stdout

@@ -9,19 +9,9 @@ from django.test import RequestFactory
 
 from mcache import FakeClock
 from tests.dj.blog.models import Post
+from tests.renders import Renders
 
 pytestmark = pytest.mark.django_db
-
-
-class Renders:
-    """A template variable that counts how often the block body really rendered."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self) -> int:
-        self.count += 1
-        return self.count
 
 
 @pytest.fixture(autouse=True)

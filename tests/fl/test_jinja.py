@@ -8,15 +8,7 @@ from jinja2 import TemplateSyntaxError
 
 from flask_mcache import MCache
 from mcache import FakeClock
-
-
-class Renders:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self) -> int:
-        self.count += 1
-        return self.count
+from tests.renders import Renders
 
 
 @pytest.fixture

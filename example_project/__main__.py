@@ -3,6 +3,7 @@
 ``--check`` instead walks every page with Django's test client, edits a post
 and checks that the pages that show it change, then exits (0 when all is well).
 ``MCACHE_URL=memcached://127.0.0.1:11211`` (or ``redis://…``) switches stores.
+``python -m example_project stampede`` runs the stampede demo (see ``stampede.py``).
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ def prepare() -> bool:
     """
     os.environ["DJANGO_SETTINGS_MODULE"] = "example_project.settings"  # the example's own
     import django
-    from django.core.management import call_command
 
     django.setup()
-    call_command("migrate", verbosity=0, interactive=False)
-    from example_project.seed import seed
+    from example_project.seed import migrate_and_seed
 
-    return seed()
+    return migrate_and_seed()
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["stampede"]:
+        from example_project.stampede import main as stampede
+
+        return stampede(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m example_project", description=__doc__.split("\n\n")[0]
     )

@@ -25,6 +25,14 @@ WORDS = [
 ]
 
 
+def migrate_and_seed() -> bool:
+    """Bring the database schema up to date, then seed it; return whether it seeded."""
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+    return seed()
+
+
 def seed() -> bool:
     """Create the demo data unless there is some already; return whether it did."""
     if Blog.objects.exists():

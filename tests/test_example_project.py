@@ -1,7 +1,8 @@
-"""The example blog, as a new user runs it: ``python -m example_project --check``."""
+"""The example blog as a new user runs it: ``python -m example_project --check``, ``stampede``."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,11 +14,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def check(
-    tmp_path: Path, module: str = "example_project", **env: str
+    tmp_path: Path, module: str = "example_project", *args: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m <module> --check`` on a fresh database, outside pytest's settings."""
+    """Run ``python -m <module> <args or --check>`` on a fresh database, outside our settings."""
     return subprocess.run(
-        [sys.executable, "-m", module, "--check"],
+        [sys.executable, "-m", module, *(args or ["--check"])],
         cwd=ROOT,
         env={
             **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
@@ -50,3 +51,26 @@ def test_the_flask_twin_reads_the_same_data_and_follows_an_edit(tmp_path: Path) 
     done = check(tmp_path, "example_project.flask_app")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all pages fine" in done.stdout and "FAIL" not in done.stdout
+
+
+def test_the_stampede_demo_shows_one_build_for_mcache_and_one_per_visitor_for_django(
+    tmp_path: Path, memcached_url: str
+) -> None:
+    figures = tmp_path / "stampede.json"
+    done = check(
+        tmp_path,
+        "example_project",
+        *("stampede", "--clients", "8", "--processes", "2", "--build-seconds", "0.3"),
+        *("--store", memcached_url, "--json", str(figures)),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "visitors on an expired page" in done.stdout and "mcache @cached_view" in done.stdout
+    rows = {row["contender"]: row for row in json.loads(figures.read_text())}
+    assert {r["clients"] for r in rows.values()} == {8}
+    assert {r["errors"] for r in rows.values()} == {0}
+    for django in ("Django cache_page", "Django get_or_set"):
+        assert rows[django]["builds"] > 1 and rows[django]["stale"] == 0, rows[django]
+    for mcache in ("mcache @cached_view", "mcache get_or_set"):
+        assert rows[mcache]["builds"] == 1 and rows[mcache]["stale"] == 7, rows[mcache]
+    background = rows["mcache @cached_view, background"]
+    assert background["builds"] == 1 and background["stale"] == 8, background  # nobody waited

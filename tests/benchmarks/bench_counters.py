@@ -14,14 +14,21 @@ reported.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 
 import redis
 from pymemcache.client.base import Client
 
 from mcache import Cache, FakeClock
-from tests.benchmarks.common import latency_row, measure, pinned, table
+from tests.benchmarks.common import (
+    Figure,
+    arguments,
+    latency_row,
+    measure,
+    pinned,
+    report,
+    table,
+)
 from tests.servers import memcached_process, redis_process
 
 
@@ -75,23 +82,40 @@ def _memory_row(name: str, counted: int, used: int, visitors: int) -> list[str]:
     return [name, f"{visitors:,}", f"{counted:,}", f"{used:,}", f"{used / visitors:.1f}"]
 
 
+def figures(latencies: list[list[str]], memories: list[list[str]]) -> list[Figure]:
+    """The headline figures (the issue set no targets): incr, and a visitor's memory."""
+    incr = latencies[0]
+    markers, hll = memories
+    return [
+        Figure("Counter.incr ÷ raw incr", f"{incr[1]} µs", f"{incr[2]} µs", incr[3], "", None),
+        Figure(
+            f"online visitors ({markers[1]}): bytes per visitor, HyperLogLog",
+            f"{hll[4]} B ({hll[2]} counted)",
+            f"{markers[4]} B (markers, exact)",
+            "",
+            "",
+            None,
+        ),
+    ]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--visitors", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     memcached, redis_server = memcached_process().start(), redis_process().start()
     try:
         with pinned([memcached.process.pid]):  # type: ignore[union-attr]
-            rows = latency(memcached.address, memcached.port, args.rounds, args.calls)
+            latencies = latency(memcached.address, memcached.port, args.rounds, args.calls)
         header = ["operation", "p50 µs", "raw pymemcache incr p50 µs", "ratio"]
-        print(table(header, rows, args.markdown))
+        print(table(header, latencies, args.markdown))
         print()
-        rows = memory(memcached.address, redis_server.port, args.visitors)
+        memories = memory(memcached.address, redis_server.port, args.visitors)
         header = ["online visitors as", "visitors", "counted", "bytes", "bytes per visitor"]
-        print(table(header, rows, args.markdown))
+        print(table(header, memories, args.markdown))
+        report(figures(latencies, memories), args.figures)
     finally:
         memcached.kill()
         redis_server.kill()

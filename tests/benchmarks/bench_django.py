@@ -18,7 +18,6 @@ Starts its own memcached and gunicorn on free loopback ports and stops them.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import pickle
@@ -32,16 +31,12 @@ from pathlib import Path
 
 from pymemcache.client.base import Client
 
-from tests.benchmarks.common import measure, pinned, table
+from tests.benchmarks.common import Figure, arguments, measure, pinned, report, table
 from tests.servers import free_port, memcached_process
 
 ROOT = Path(__file__).resolve().parents[2]
 VALUE = {"id": 7, "title": "a cached fragment", "rows": [{"n": i, "s": f"r{i}"} for i in range(30)]}
 SITE = "tests.benchmarks.django_site"
-
-
-def verdict(ok: bool) -> str:
-    return "meets" if ok else "MISSES"
 
 
 # -- 1. backend get ------------------------------------------------------------------------------
@@ -200,11 +195,10 @@ def page_load(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--seconds", type=float, default=5.0, help="length of one load round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     head = "### " if args.markdown else ""
     node = memcached_process().start()
@@ -218,10 +212,28 @@ def main() -> None:
         runs = f"{args.rounds} × {args.seconds:g} s per page"
         print(f"{args.connections} keep-alive connections, {runs}\n")
         print(table(["page", "requests/s (median)", "rounds"], load, args.markdown))
-        print()
-        print(f"MCacheBackend get ÷ raw get: {get_ratio:.2f}× ({verdict(get_ratio <= 1.2)} ≤ 1.2×)")
-        met = verdict(load_ratio >= 1.2)
-        print(f"@cached_view ÷ cache_page requests/s: {load_ratio:.2f}× ({met} ≥ 1.2×)")
+        get_row = rows[0]
+        report(
+            [
+                Figure(
+                    "MCacheBackend get ÷ raw get",
+                    f"{get_row[1]} µs",
+                    f"{get_row[2]} µs",
+                    f"{get_ratio:.2f}×",
+                    "≤ 1.2×",
+                    get_ratio <= 1.2,
+                ),
+                Figure(
+                    "@cached_view ÷ cache_page requests/s (gunicorn)",
+                    f"{load[0][1]}/s",
+                    f"{load[1][1]}/s",
+                    f"{load_ratio:.2f}×",
+                    "≥ 1.2×",
+                    load_ratio >= 1.2,
+                ),
+            ],
+            args.figures,
+        )
     finally:
         node.kill()
 

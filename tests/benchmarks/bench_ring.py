@@ -13,7 +13,6 @@ each divided by a raw pymemcache ``get`` on a single node.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import statistics
 import time
@@ -25,7 +24,7 @@ from uhashring import HashRing
 
 from mcache.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore
-from tests.benchmarks.common import latency_row, measure, pinned, table
+from tests.benchmarks.common import Figure, arguments, latency_row, measure, pinned, report, table
 from tests.servers import memcached_process
 
 FOUR = [Server(f"10.0.0.{i}", 11211) for i in range(1, 5)]
@@ -108,22 +107,45 @@ def _django_cache(addresses: list[str]) -> Callable[[], object] | None:
     return lambda: cache.get("bench:hit")
 
 
+def figures(schemes: list[list[str]], reads: list[list[str]]) -> list[Figure]:
+    """The headline figures: keys moved by ketama when a server joins, a 3-node get."""
+    moved = float(schemes[0][1].rstrip("%"))
+    ratio = float(reads[0][3].rstrip("×"))
+    return [
+        Figure(
+            "ketama: keys moved adding a 5th server",
+            f"{moved:.1f}%",
+            f"{schemes[2][1]} (modulo)",
+            "",
+            "≤ 22%",
+            moved <= 22,
+        ),
+        Figure(
+            "3-node MemcachedStore get ÷ raw 1-node get",
+            f"{reads[0][1]} µs",
+            f"{reads[0][2]} µs",
+            f"{ratio:.2f}×",
+            "≤ 1.2×",
+            ratio <= 1.2,
+        ),
+    ]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     keys = [f"user:{i}:profile" for i in range(args.keys)]
     header = ["scheme", "moved 4→5", "max/min load", "stddev % of mean", "lookup µs/key"]
-    print(table(header, placement(keys), args.markdown))
+    schemes = placement(keys)
+    print(table(header, schemes, args.markdown))
     print()
     rows = cluster_reads(args.rounds, args.calls)
     header = ["get hit", "p50 µs", "raw pymemcache 1 node p50 µs", "ratio"]
     print(table(header, rows, args.markdown))
-    ratio = float(rows[0][3].rstrip("×"))
-    print(f"\n3-node MemcachedStore get ÷ raw 1-node get = {ratio:.2f}× (target ≤ 1.2×)")
+    report(figures(schemes, rows), args.figures)
 
 
 if __name__ == "__main__":

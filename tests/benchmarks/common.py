@@ -1,14 +1,27 @@
-"""What every benchmark script shares: alternating timing, percentiles, tables."""
+"""What every benchmark script shares: alternating timing, percentiles, tables, figures."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 
-__all__ = ["Call", "latency_row", "measure", "p99", "pinned", "table"]
+__all__ = [
+    "Call",
+    "Figure",
+    "arguments",
+    "latency_row",
+    "measure",
+    "p99",
+    "pinned",
+    "report",
+    "table",
+]
 
 Call = Callable[[], object]
 
@@ -101,3 +114,42 @@ def pinned(server_pids: list[int]) -> Iterator[str]:
         for pid in server_pids:
             with contextlib.suppress(FileNotFoundError):
                 _set_affinity(pid, everything)
+
+
+@dataclass
+class Figure:
+    """One headline figure of a benchmark: mcache, its anchor in the same run, the target.
+
+    ``met`` is None for a figure reported without a target. Each script prints
+    its figures last and, given ``--figures PATH``, writes them there as JSON
+    for ``python -m tests.benchmarks`` to gather into one table.
+    """
+
+    name: str
+    mcache: str
+    anchor: str
+    ratio: str
+    target: str
+    met: bool | None
+
+
+def arguments(doc: str | None) -> argparse.ArgumentParser:
+    """Return a parser with the options every benchmark script takes."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--markdown", action="store_true", help="print tables as Markdown")
+    parser.add_argument("--figures", metavar="PATH", help="also write the figures as JSON")
+    return parser
+
+
+def report(figures: list[Figure], path: str | None) -> None:
+    """Print one line per figure (meets / MISSES its target); write them to ``path``."""
+    print()
+    for f in figures:
+        shown = f.ratio or f.mcache
+        if f.met is None:
+            print(f"{f.name}: {shown}")
+        else:
+            print(f"{f.name}: {shown} ({'meets' if f.met else 'MISSES'} {f.target})")
+    if path:
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump([asdict(f) for f in figures], out, indent=2)

@@ -2,39 +2,54 @@
 
 from __future__ import annotations
 
+import re
+
 from django.core.cache import caches
 from django.test import Client
+from django.utils import timezone
 
 from example_project.blog.models import Post
+from example_project.checklist import Checklist
 
-PAGES = ["/", "/blogs/cooking/", "/blogs/cooking/?page=2", "/calendar/", "/feed/"]
+PAGES = {  # path: what it must show
+    "/": "Latest posts",
+    "/blogs/cooking/": "Cooking at home",
+    "/blogs/cooking/?page=2": "Page 2 of",
+    "/calendar/": "ordered triples of posts",
+    "/feed/": "<rss",
+}
 
 
 def check() -> int:
-    """Return 0 when every page answers, hits after a miss, and follows an edit; else 1."""
+    """Return 0 when every page answers, hits after a miss, and follows edits; else 1."""
     caches["default"].clear()
     client = Client(HTTP_USER_AGENT="Mozilla/5.0 (check)")
-    problems: list[str] = []
-
-    def expect(ok: bool, what: str) -> None:
-        print(("ok   " if ok else "FAIL ") + what)
-        if not ok:
-            problems.append(what)
-
-    for path in PAGES:
+    checks = Checklist()
+    expect = checks.expect
+    for path, shown in PAGES.items():
         first, second = client.get(path), client.get(path)
         expect(first.status_code == second.status_code == 200, f"{path} answers 200")
+        expect(shown.encode() in first.content, f"{path} shows {shown!r}")
         expect(second.get("X-Cache") == "HIT", f"{path} is a hit the second time")
+    admin = client.get("/admin/", follow=True)
+    expect(admin.status_code == 200 and b"Log in" in admin.content, "/admin/ offers a login")
     post = Post.objects.select_related("blog").filter(blog__slug="cooking").first()
     page = client.get(f"/posts/{post.pk}/")
     again = client.get(f"/posts/{post.pk}/")
     expect(page.status_code == 200 and post.title.encode() in page.content, "a post page answers")
     expect(b"1 views" in page.content and b"2 views" in again.content, "its view count moves")
+    expect(re.search(rb"\d+ online", again.content) is not None, "it shows the online count")
     post.title = "Edited just now"
     post.save()
     for path in ("/", "/blogs/cooking/", "/feed/"):
         response = client.get(path)
         expect(b"Edited just now" in response.content, f"{path} shows the edit at once")
+    second_page = client.get("/blogs/cooking/?page=2").content
+    Post.objects.create(
+        blog=post.blog, title="Added just now", body="new", published=timezone.now()
+    )
+    expect(b"Added just now" in client.get("/blogs/cooking/").content, "a new post is listed")
+    moved = client.get("/blogs/cooking/?page=2").content
+    expect(moved != second_page, "and every page of the list moves with it (page 2 changed)")
     expect(client.get("/calendar/").get("X-Cache") in ("MISS", "STALE"), "the calendar is rebuilt")
-    print("all pages fine" if not problems else f"{len(problems)} problem(s)")
-    return 1 if problems else 0
+    return checks.verdict()

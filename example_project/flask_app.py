@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from datetime import datetime
 
@@ -18,6 +19,7 @@ from flask import Flask, abort, render_template_string
 from sqlalchemy import ForeignKey, String, create_engine, func, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
+from example_project.checklist import Checklist
 from flask_mcache import MCache
 
 
@@ -43,7 +45,19 @@ class Post(Base):
 
 
 PAGE = """<!doctype html><title>mcache example (Flask)</title>
-<p><a href="/">Home</a> · {{ online_count() }} online</p>{{ body|safe }}"""
+<p><a href="/">Home</a> · {{ online_count() }} online</p>{% block body %}{% endblock %}"""
+HOME = """{% extends page %}{% block body %}<h1>Latest posts</h1><ul>
+{% for p in posts %}<li><a href="/posts/{{ p.id }}/">{{ p.title }}</a></li>{% endfor %}
+</ul>{% endblock %}"""
+BLOG = """{% extends page %}{% block body %}<h1>{{ blog.name }}</h1><ul>
+{% for title in titles %}<li>{{ title }}</li>{% endfor %}</ul>{% endblock %}"""
+POST = """{% extends page %}{% block body %}
+{% mcache 600, 'post-body', tags=[tag], vary=[post.id] %}
+<h1>{{ post.title }}</h1><article>{{ post.body }}</article>{% endmcache %}
+<p>{{ count_view('post:' ~ post.id) }} views</p>{% endblock %}"""
+CALENDAR = """{% extends page %}{% block body %}<h1>Posts per day</h1><table>
+{% for day, posts in rows %}<tr><td>{{ day }}</td><td>{{ posts }}</td></tr>{% endfor %}
+</table>{% endblock %}"""
 POSTS = "model:blog_post"
 
 
@@ -62,14 +76,17 @@ def create_app(database: str) -> Flask:
     mcache = MCache(app)
     mcache.watch_sqlalchemy(sessions, app)
     app.sessions = sessions  # type: ignore[attr-defined]
+    base = app.jinja_env.from_string(PAGE)
+
+    def render(template: str, **context: object) -> str:
+        return render_template_string(template, page=base, **context)
 
     @app.get("/")
     @mcache.cached_view(ttl=300, tags=[POSTS])
     def home():
         with sessions() as session:
             posts = session.scalars(select(Post).order_by(Post.published.desc()).limit(10)).all()
-            items = "".join(f'<li><a href="/posts/{p.id}/">{p.title}</a></li>' for p in posts)
-        return render_template_string(PAGE, body=f"<h1>Latest posts</h1><ul>{items}</ul>")
+            return render(HOME, posts=posts)
 
     @app.get("/blogs/<slug>/")
     @mcache.cached_view(ttl=300, tags=[POSTS, "model:blog_blog"])
@@ -79,8 +96,7 @@ def create_app(database: str) -> Flask:
             if found is None:
                 abort(404)
             titles = session.scalars(select(Post.title).where(Post.blog_id == found.id)).all()
-        items = "".join(f"<li>{t}</li>" for t in titles)
-        return render_template_string(PAGE, body=f"<h1>{found.name}</h1><ul>{items}</ul>")
+            return render(BLOG, blog=found, titles=titles)
 
     @app.get("/posts/<int:pk>/")
     def post(pk):
@@ -88,13 +104,7 @@ def create_app(database: str) -> Flask:
             found = session.get(Post, pk)
             if found is None:
                 abort(404)
-            return render_template_string(
-                "{% mcache 600, 'post-body', tags=[tag], vary=[post.id] %}"
-                "<h1>{{ post.title }}</h1><article>{{ post.body }}</article>{% endmcache %}"
-                "<p>{{ count_view('post:' ~ post.id) }} views</p>",
-                post=found,
-                tag=f"obj:blog_post:{pk}",
-            )
+            return render(POST, post=found, tag=f"obj:blog_post:{pk}")
 
     @app.get("/calendar/")
     @mcache.cached_view(ttl=600, tags=[POSTS], refresh="background")
@@ -102,34 +112,52 @@ def create_app(database: str) -> Flask:
         with sessions() as session:
             day = func.date(Post.published)
             rows = session.execute(select(day, func.count()).group_by(day).order_by(day.desc()))
-            table = "".join(f"<tr><td>{d}</td><td>{n}</td></tr>" for d, n in rows)
-        return render_template_string(PAGE, body=f"<h1>Posts per day</h1><table>{table}</table>")
+            return render(CALENDAR, rows=rows.all())
 
     return app
 
 
 def check(app: Flask) -> int:
-    """Walk every page twice, edit a post through SQLAlchemy, and check the home page shows it."""
+    """Walk every page twice, edit and add posts through SQLAlchemy, and see the pages follow."""
     client = app.test_client()
-    problems = []
-    for path in ("/", "/blogs/cooking/", "/calendar/"):
+    checks = Checklist()
+    for path, shown in (
+        ("/", "Latest posts"),
+        ("/blogs/cooking/", "Cooking"),
+        ("/calendar/", "day"),
+    ):
         first, second = client.get(path), client.get(path)
-        ok = first.status_code == second.status_code == 200 and second.headers["X-Cache"] == "HIT"
-        print(("ok   " if ok else "FAIL ") + f"{path} answers, then hits")
-        problems += [] if ok else [path]
+        checks.expect(first.status_code == second.status_code == 200, f"{path} answers 200")
+        checks.expect(shown.encode() in first.data, f"{path} shows {shown!r}")
+        checks.expect(second.headers.get("X-Cache") == "HIT", f"{path} is a hit the second time")
     with app.sessions() as session, session.begin():  # type: ignore[attr-defined]
         latest = session.scalars(select(Post).order_by(Post.published.desc())).first()
-        latest.title = "Edited through SQLAlchemy"
+        latest.title = "Edited <through> SQLAlchemy"
         pk = latest.id
-    shown = b"Edited through SQLAlchemy" in client.get("/").data
-    print(("ok   " if shown else "FAIL ") + "/ shows the edit at once")
+    home = client.get("/").data
+    checks.expect(b"Edited &lt;through&gt; SQLAlchemy" in home, "/ shows the edit at once, escaped")
     views = [client.get(f"/posts/{pk}/").data for _ in range(2)]
-    counted = b"1 views" in views[0] and b"2 views" in views[1]
-    print(("ok   " if counted else "FAIL ") + "a post's view count moves")
-    problems += [] if shown else ["edit"]
-    problems += [] if counted else ["views"]
-    print("all pages fine" if not problems else f"{len(problems)} problem(s)")
-    return 1 if problems else 0
+    checks.expect(b"Edited &lt;through&gt;" in views[0], "the post page shows it")
+    checks.expect(b"1 views" in views[0] and b"2 views" in views[1], "a post's view count moves")
+    checks.expect(re.search(rb"\d+ online", views[1]) is not None, "it shows the online count")
+    with app.sessions() as session, session.begin():  # type: ignore[attr-defined]
+        cooking = session.scalars(select(Blog).where(Blog.slug == "cooking")).one()
+        session.add(
+            Post(
+                blog_id=cooking.id,
+                title="Added through SQLAlchemy",
+                body="new",
+                published=datetime.now(),
+                views=0,
+            )
+        )
+    listing = client.get("/blogs/cooking/").data
+    checks.expect(
+        b"Added through SQLAlchemy" in listing, "the blog's list shows a new post at once"
+    )
+    rebuilt = client.get("/calendar/").headers.get("X-Cache")
+    checks.expect(rebuilt in ("MISS", "STALE"), "the calendar is rebuilt after the new post")
+    return checks.verdict()
 
 
 def main(argv: list[str] | None = None) -> int:

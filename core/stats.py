@@ -9,8 +9,10 @@ reported net of lock, tag and counter traffic: those never pass through here.
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 from typing import Any
 
 from .api import Store
@@ -38,8 +40,23 @@ waits that ran out, in-process callers that shared another thread's call,
 values their builder marked ``Uncacheable``, and store failures."""
 
 
+_LIVE: weakref.WeakSet[CacheStats] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Flush what every live ``Cache`` counted since its last flush.
+
+    Otherwise a short-lived process (a management command, a script, a worker
+    recycled after N requests) would take up to ``interval`` seconds of counts
+    with it, and the cluster-wide totals would miss them.
+    """
+    for stats in list(_LIVE):
+        stats.flush()
+
+
 class CacheStats:
-    """Counters of one ``Cache``, flushed to the store every ``interval`` seconds."""
+    """Counters of one ``Cache``, flushed to the store every ``interval`` seconds and at exit."""
 
     def __init__(
         self,
@@ -55,6 +72,7 @@ class CacheStats:
         self._pending: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._lock = threading.Lock()
         self._next_flush = time.monotonic() + interval
+        _LIVE.add(self)
 
     def key(self, name: str) -> str:
         """Return the store key of counter ``name``."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -390,6 +392,19 @@ def test_counters_of_two_processes_add_up(url: str) -> None:
     totals = Cache(url, namespace="agg").stats()["cache"]
     assert (totals["hits"], totals["misses"], totals["builds"]) == (12, 5, 5)
     assert totals["hit_ratio"] == pytest.approx(12 / 17)
+
+
+def test_a_process_that_exits_before_the_interval_still_adds_its_counts(url: str) -> None:
+    script = (
+        "from mcache import Cache\n"
+        f"cache = Cache({url!r}, namespace='exiting', stats_interval=3600)\n"
+        "cache.get_or_build('page', lambda: 1)\n"
+        "cache.get_or_build('page', lambda: 1)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    totals = Cache(url, namespace="exiting").stats()["cache"]
+    assert (totals["hits"], totals["misses"], totals["builds"]) == (1, 1, 1)
 
 
 # -- decorator and asyncio -----------------------------------------------------------------------

@@ -84,11 +84,12 @@ class Cache:
         self.defaults = _options(
             self.default_ttl, stale_ttl, lock_timeout, wait, refresh, early_refresh, jitter
         )
+        self._stale_ttl = stale_ttl  # None: a call's stale_ttl follows the call's own ttl
         self.codec = codec or Codec()
         self.clock = clock
         self.failures = failure_log or FailureLog()
         self.shared: Store = getattr(self.store, "shared", self.store)
-        self.tags = Tags(self.shared, namespace, clock, _seconds(tag_cache_ttl, "tag_cache_ttl"))
+        self.tags = Tags(self.shared, namespace, clock, _duration(tag_cache_ttl, "tag_cache_ttl"))
         self.metrics = CacheStats(self.shared, namespace, stats_interval, self.failures)
         self.tracer = Tracer(trace_dir)
         self.refresher: Refresher = refresher or ThreadPoolRefresher()
@@ -348,7 +349,7 @@ class Cache:
             return d
         return _options(
             d.ttl if ttl is None else _seconds(ttl, "ttl"),
-            d.stale_ttl if stale_ttl is None else stale_ttl,
+            self._stale_ttl if stale_ttl is None else stale_ttl,
             d.lock_timeout if lock_timeout is None else lock_timeout,
             d.wait if wait is None else wait,
             d.refresh if refresh is None else refresh,
@@ -438,13 +439,18 @@ def _always() -> bool:
     return True
 
 
-def _seconds(value: float, name: str) -> int:
-    """Return a duration in whole seconds, rounding fractions up so nothing ends early."""
+def _duration(value: float, name: str) -> float:
+    """Return a duration in seconds, fractions kept; reject what is not one."""
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise ConfigError(f"{name} must be a number of seconds, got {value!r}")
     if value < 0:
         raise ConfigError(f"{name} must be >= 0 seconds (0 means no expiry), got {value!r}")
-    return math.ceil(value)
+    return float(value)
+
+
+def _seconds(value: float, name: str) -> int:
+    """Return a duration in whole seconds, rounding fractions up so nothing ends early."""
+    return math.ceil(_duration(value, name))
 
 
 def _options(

@@ -52,7 +52,7 @@ def _flush_at_exit() -> None:
     with it, and the cluster-wide totals would miss them.
     """
     for stats in list(_LIVE):
-        stats.flush()
+        stats.flush(quiet=True)
 
 
 class CacheStats:
@@ -85,8 +85,8 @@ class CacheStats:
         if time.monotonic() >= self._next_flush:
             self.flush()
 
-    def flush(self) -> None:
-        """Add this process's pending counts to the store's totals."""
+    def flush(self, quiet: bool = False) -> None:
+        """Add this process's pending counts to the store's totals (``quiet``: log no failure)."""
         with self._lock:
             pending, self._pending = self._pending, dict.fromkeys(COUNTERS, 0)
             self._next_flush = time.monotonic() + self.interval
@@ -102,7 +102,8 @@ class CacheStats:
             with self._lock:
                 for name, count in pending.items():
                     self._pending[name] += count
-            self.failures.warning("stats.flush", "cache statistics not flushed: %s", error)
+            if not quiet:  # at exit, a server already stopped is no news
+                self.failures.warning("stats.flush", "cache statistics not flushed: %s", error)
 
     def local(self) -> dict[str, int]:
         """Return this process's counts not yet flushed."""

@@ -22,15 +22,21 @@ from django.core import signing
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 
-__all__ = ["OnlineVisitorsMiddleware", "count_online"]
+__all__ = ["OnlineVisitorsMiddleware", "count_online", "online_counter"]
 
 COOKIE = "mcache_visitor"
 SALT = "django_mcache.online"
 DEFAULT_ROBOTS = ("bot", "crawler", "spider", "slurp", "curl", "wget", "python-requests")
 
 
-def _counter(scope: str) -> Any:
-    backend = caches[getattr(settings, "MCACHE_CACHE", "default")]
+def online_counter(scope: str = "site", using: str | None = None) -> Any:
+    """Return the online counter of ``scope`` as the settings shape it, for counting and showing.
+
+    The middleware counts into it and ``{% online_count %}`` reads it, so both
+    must agree on the cache (``MCACHE_CACHE``), ``MCACHE_ONLINE_WINDOW`` and
+    ``MCACHE_ONLINE_SLOTS``: a counter read with another window has other keys.
+    """
+    backend = caches[using or getattr(settings, "MCACHE_CACHE", "default")]
     window = int(getattr(settings, "MCACHE_ONLINE_WINDOW", 300))
     slots = int(getattr(settings, "MCACHE_ONLINE_SLOTS", 6))
     return backend.online_counter(scope, window, slots)
@@ -69,7 +75,7 @@ def count_online(request: HttpRequest, scope: str) -> None:
     """Count this request's visitor in ``scope`` as well (call it from a view)."""
     visitor = getattr(request, "mcache_visitor", None)
     if visitor is not None:
-        _counter(scope).hit(visitor)
+        online_counter(scope).hit(visitor)
 
 
 class OnlineVisitorsMiddleware:
@@ -83,7 +89,7 @@ class OnlineVisitorsMiddleware:
         if not _is_robot(request):
             visitor, is_new = _visitor(request)
             request.mcache_visitor = visitor  # type: ignore[attr-defined]
-            _counter("site").hit(visitor)
+            online_counter("site").hit(visitor)
             if is_new:
                 new_cookie = visitor[2:]
         response = self.get_response(request)

@@ -71,8 +71,14 @@ def cached_view(
     ``tags`` (names, or a callable of ``request, *args, **kwargs``) and
     ``depends_on`` models (their ``model_tag``) make the page stale when
     ``cache.invalidate`` bumps one of them. ``header`` names the HIT/MISS/STALE
-    response header (``None``: no header).
+    response header (``None``: no header). ``ttl`` is how long a page is fresh,
+    in seconds (``None``: the cache's ``TIMEOUT``); as with ``cache_page``, 0 or
+    less does not cache it at all.
     """
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
+        raise TypeError(f"cached_view: ttl must be a number of seconds or None, got {ttl!r}")
+    if ttl is not None and ttl <= 0:
+        return lambda view: view  # Django's rule: a timeout of 0 caches nothing
     options = _ViewOptions(
         ttl,
         stale_ttl,

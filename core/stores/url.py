@@ -105,13 +105,47 @@ def _query_options(scheme: str, query: str, url: str) -> dict[str, object]:
     return parsed
 
 
+_KINDS: dict[Parser, tuple[type, ...]] = {
+    parse_size: (int,),
+    int: (int,),
+    float: (int, float),
+    _parse_bool: (bool,),
+    str: (str,),
+}
+_KIND_NAMES = {
+    parse_size: "a size such as 65536 or '64m'",
+    int: "a whole number",
+    float: "a number",
+    _parse_bool: "True or False",
+    str: "a string",
+}
+
+
 def _checked_kwargs(scheme: str, options: Mapping[str, object]) -> dict[str, object]:
+    """Check keyword options as the query string's are: a string is parsed ('64m')."""
     allowed = {*OPTIONS[scheme], "clock"} if scheme == "memory" else set(OPTIONS[scheme])
-    for name in options:
+    checked: dict[str, object] = {}
+    for name, value in options.items():
         if name not in allowed:
             valid = ", ".join(sorted(allowed))
             raise ConfigError(f"unknown {scheme} store option {name!r}; valid options: {valid}")
-    return dict(options)
+        parser = OPTIONS[scheme].get(name)
+        if parser is None or (value is None and name == "max_connections"):
+            checked[name] = value
+        elif isinstance(value, str) and parser is not str:
+            try:
+                checked[name] = parser(value)
+            except ValueError as error:
+                raise ConfigError(f"{scheme} store option {name}={value!r}: {error}") from None
+        elif isinstance(value, bool) is not (parser is _parse_bool) or not isinstance(
+            value, _KINDS[parser]
+        ):
+            raise ConfigError(
+                f"{scheme} store option {name} must be {_KIND_NAMES[parser]}, got {value!r}"
+            )
+        else:
+            checked[name] = value
+    return checked
 
 
 def _option_parser(scheme: str, name: str, url: str) -> Parser:

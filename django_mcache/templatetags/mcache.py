@@ -16,6 +16,7 @@ from django.utils import translation
 from mcache.keys import keyable
 
 from ..counters import view_counter
+from ..middleware import online_counter
 from ..tags import model_tag, obj_tag
 
 register = template.Library()
@@ -154,6 +155,10 @@ def count_view(context: template.Context, obj: Model, using: str = "default") ->
 
 
 @register.simple_tag
-def online_count(scope: str = "site", using: str = "default") -> int:
-    """``{% online_count %}`` / ``{% online_count "forum" %}``: visitors seen in the window."""
-    return caches[using].online_counter(scope).count()
+def online_count(scope: str = "site", using: str | None = None) -> int:
+    """``{% online_count %}`` / ``{% online_count "forum" %}``: visitors seen in the window.
+
+    Read from the counter the middleware counts into (``MCACHE_CACHE``,
+    ``MCACHE_ONLINE_WINDOW``, ``MCACHE_ONLINE_SLOTS``).
+    """
+    return online_counter(scope, using).count()

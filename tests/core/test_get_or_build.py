@@ -337,6 +337,28 @@ def test_soft_and_hard_ttl_with_an_injected_clock() -> None:
     assert cache.get_or_build("k", lambda: "v3", ttl=10, stale_ttl=20) == "v3"
 
 
+def test_a_calls_ttl_carries_its_stale_ttl_unless_one_was_set() -> None:
+    clock = FakeClock()
+    cache = Cache(MemoryStore(clock=clock), namespace="st", clock=clock, jitter=0, default_ttl=300)
+    cache.get_or_build("k", lambda: "v1", ttl=10)  # kept 10 s fresh + 10 s stale, not 300
+    clock.advance(21)
+    assert cache.get_or_build("k", lambda: "v2", refresh="background", ttl=10) == "v2"
+    kept = Cache(MemoryStore(clock=clock), clock=clock, jitter=0, stale_ttl=300)
+    kept.get_or_build("k", lambda: "v1", ttl=10)  # the cache's own stale_ttl still applies
+    clock.advance(21)
+    assert kept.get_or_build("k", lambda: "v2", refresh="background", ttl=10) == "v1"
+
+
+def test_a_fraction_of_a_second_of_tag_cache_stays_a_fraction() -> None:
+    store = MemoryStore()
+    reader = Cache(store, namespace="tc", tag_cache_ttl=0.2)
+    writer = Cache(store, namespace="tc")
+    assert reader.get_or_build("page", lambda: "v1", tags=["posts"]) == "v1"
+    writer.invalidate("posts")
+    time.sleep(0.3)  # past 0.2 s, well short of a whole second
+    assert reader.get_or_build("page", lambda: "v2", tags=["posts"]) == "v2"
+
+
 def test_custom_refresher_receives_background_jobs() -> None:
     clock = FakeClock()
     jobs: list[Any] = []

@@ -81,3 +81,13 @@ def test_bad_keyword_option() -> None:
 def test_error_shows_a_valid_example() -> None:
     with pytest.raises(ConfigError, match=r"memcached://127\.0\.0\.1:11211"):
         from_url("memcached://")
+
+
+def test_keyword_options_are_parsed_and_checked_as_the_query_strings_are() -> None:
+    assert from_url("memory://", max_bytes="8m").max_bytes == 8 * 1024 * 1024
+    with pytest.raises(ConfigError, match="max_bytes='8q'"):
+        from_url("memory://", max_bytes="8q")
+    with pytest.raises(ConfigError, match="timeout must be a number, got"):
+        from_url("memcached://127.0.0.1:11211", timeout=[1])
+    with pytest.raises(ConfigError, match="flush_on_rejoin must be True or False"):
+        from_url("memcached://127.0.0.1:11211", flush_on_rejoin=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.cache import caches
 from django.template import Context, Template, TemplateSyntaxError
-from django.test import RequestFactory
+from django.test import RequestFactory, override_settings
 
 from mcache import FakeClock
 from tests.dj.blog.models import Post
@@ -90,6 +90,22 @@ def test_online_count_reads_the_window(monkeypatch) -> None:
     clock.advance(site.slot_len)  # the count covers the slots before the one filling now
     assert render("{% online_count %}") == "2"
     assert render('{% online_count "forum" %}') == "1"
+
+
+def test_online_count_reads_the_counter_the_middleware_counts_into(monkeypatch) -> None:
+    from django.http import HttpResponse
+
+    from django_mcache.middleware import OnlineVisitorsMiddleware
+
+    core = caches["default"].mcache
+    clock = FakeClock(core.clock.time())
+    monkeypatch.setattr(core, "clock", clock)
+    middleware = OnlineVisitorsMiddleware(lambda request: HttpResponse())
+    with override_settings(MCACHE_ONLINE_WINDOW=60, MCACHE_ONLINE_SLOTS=3):
+        for visitor in ("a", "b", "c"):
+            middleware(RequestFactory().get("/", HTTP_USER_AGENT=f"Mozilla/5.0 ({visitor})"))
+        clock.advance(20)  # one 20 s slot later: the slot they were counted in is complete
+        assert render("{% online_count %}") == "3"
 
 
 def test_bare_block_names_are_literal_as_in_djangos_cache_tag() -> None:

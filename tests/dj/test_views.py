@@ -291,3 +291,23 @@ def test_the_state_header_can_be_renamed_or_left_out(client: Client) -> None:
     quiet = client.get("/no-header/")
     assert "X-Cache" not in quiet and quiet.content == b"quiet"
     assert rendered("no_header") == 1, "cached all the same"
+
+
+def test_a_ttl_of_zero_caches_nothing_as_with_cache_page() -> None:
+    from django.http import HttpResponse
+
+    from django_mcache.views import cached_view
+
+    calls = []
+
+    @cached_view(0)
+    def page(request):
+        calls.append(request.path)
+        return HttpResponse("fresh every time")
+
+    request = RequestFactory().get("/zero/")
+    responses = [page(request), page(request)]
+    assert len(calls) == 2
+    assert all("X-Cache" not in response for response in responses)
+    with pytest.raises(TypeError, match="ttl must be a number of seconds"):
+        cached_view("60")

@@ -57,10 +57,9 @@ class MCacheExtension(Extension):
 
     def _cached(self, ttl: Any, name: Any, tags: Any, vary: Any, caller: Any) -> str:
         cache = current_app.extensions["mcache"]
-        if ttl == 0:
-            return caller()  # as Flask-Caching and Django: a timeout of 0 caches nothing
         key = ("jinja", str(name), tuple(keyable(v) for v in (vary or ())))
         tag_list = [tags] if isinstance(tags, str) else list(tags or ())
+        # None or 0 keeps the fragment until invalidated, as Flask-Caching's {% cache %} does
         rendered = cache.get_or_build(key, caller, ttl=ttl or 0, tags=tag_list or None)
         return Markup(rendered)  # rendered (and escaped) once already, whatever the codec kept
 

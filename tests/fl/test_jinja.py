@@ -41,16 +41,22 @@ def test_fragment_renders_once_and_follows_its_tag(app) -> None:
         assert render_template_string(block, renders=renders) == "n=2"
 
 
-def test_vary_values_and_a_zero_ttl(app) -> None:
+def test_vary_values_and_a_ttl_of_zero_or_none_keeps_until_invalidated(app) -> None:
     renders = Renders()
     block = '{% mcache 60, "menu", vary=[user] %}{{ user }}/{{ renders() }}{% endmcache %}'
-    never = '{% mcache 0, "never" %}{{ renders() }}{% endmcache %}'
     with app.test_request_context():
         assert render_template_string(block, renders=renders, user=1) == "1/1"
         assert render_template_string(block, renders=renders, user="1") == "1/2"
         assert render_template_string(block, renders=renders, user=1) == "1/1"
-        assert render_template_string(never, renders=renders) == "3"
-        assert render_template_string(never, renders=renders) == "4"
+        for ttl in ("0", "None"):  # Flask-Caching's rule: no timeout
+            kept = (
+                f'{{% mcache {ttl}, "kept-{ttl}", tags=["k"] %}}'
+                "{{ renders() }}{% endmcache %}"
+            )
+            first = render_template_string(kept, renders=renders)
+            assert render_template_string(kept, renders=renders) == first
+            app.mcache.invalidate("k")
+            assert render_template_string(kept, renders=renders) == str(int(first) + 1)
 
 
 def test_unknown_options_fail_when_the_template_is_compiled(app) -> None:

@@ -10,6 +10,7 @@ reported net of lock, tag and counter traffic: those never pass through here.
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 import time
 import weakref
@@ -51,8 +52,13 @@ def _flush_at_exit() -> None:
     recycled after N requests) would take up to ``interval`` seconds of counts
     with it, and the cluster-wide totals would miss them.
     """
-    for stats in list(_LIVE):
-        stats.flush(quiet=True)
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)  # a server already stopped at exit is no news
+    try:
+        for stats in list(_LIVE):
+            stats.flush(quiet=True)
+    finally:
+        logging.disable(previous)
 
 
 class CacheStats:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import math
+import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -30,7 +31,7 @@ from .clock import Clock, system_clock
 from .codec import Codec
 from .counters import Counter, OnlineCounter, ViewCounter, VisitorCounter
 from .entry import Entry
-from .errors import ConfigError, MCacheError, StoreUnavailable, ValueTooLarge
+from .errors import ConfigError, InvalidKey, MCacheError, StoreUnavailable, ValueTooLarge
 from .flight import Refresher, ThreadPoolRefresher
 from .keys import MAX_KEY_BYTES, make_key
 from .lock import Lock
@@ -78,7 +79,11 @@ class Cache:
             raise ConfigError(
                 f"store must be a URL such as 'memory://' or a Store, got {type(store).__name__}"
             )
-        make_key(namespace, "probe")  # raises InvalidKey now, not on the first request
+        try:
+            make_key(namespace, "probe")  # now, not on the first request
+        except InvalidKey as error:
+            raise ConfigError(f"namespace: {error}") from None
+        _check_settings(stats_interval, trace_dir)
         self.namespace = namespace
         self.default_ttl = _seconds(default_ttl, "default_ttl")
         self.defaults = _options(
@@ -91,7 +96,10 @@ class Cache:
         self.shared: Store = getattr(self.store, "shared", self.store)
         self.tags = Tags(self.shared, namespace, clock, _duration(tag_cache_ttl, "tag_cache_ttl"))
         self.metrics = CacheStats(self.shared, namespace, stats_interval, self.failures)
-        self.tracer = Tracer(trace_dir)
+        try:
+            self.tracer = Tracer(trace_dir)
+        except OSError as error:
+            raise ConfigError(f"trace_dir {trace_dir!r} cannot be created: {error}") from None
         self.refresher: Refresher = refresher or ThreadPoolRefresher()
         # Asked before get_or_build stores what it built; a framework says no while
         # the caller's database transaction holds uncommitted writes (see django_mcache).
@@ -433,6 +441,15 @@ class Cache:
         counters = self.store_call("stats", self.metrics.totals, self.metrics.local())
         servers = self.store_call("stats", self.store.stats, {})
         return {"cache": counters, "servers": servers}
+
+
+def _check_settings(stats_interval: float, trace_dir: object) -> None:
+    if not isinstance(stats_interval, int | float) or isinstance(stats_interval, bool):
+        raise ConfigError(f"stats_interval must be a number of seconds, got {stats_interval!r}")
+    if not stats_interval > 0:  # 0 would flush the counters inside every request
+        raise ConfigError(f"stats_interval must be > 0 seconds, got {stats_interval!r}")
+    if trace_dir is not None and not isinstance(trace_dir, str | os.PathLike):
+        raise ConfigError(f"trace_dir must be a directory path or None, got {trace_dir!r}")
 
 
 def _always() -> bool:

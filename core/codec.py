@@ -121,7 +121,8 @@ class MsgpackSerializer:
             import msgpack  # imported lazily: an optional dependency
         except ImportError as e:
             raise ConfigError(
-                'serializer "msgpack" needs the msgpack package: pip install "mcache[msgpack]"'
+                'serializer "msgpack" needs the msgpack package:'
+                " pip install msgpack (or the [msgpack] extra)"
             ) from e
         self._msgpack: Any = msgpack
 

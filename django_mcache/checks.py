@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, register
 
-from mcache.errors import ConfigError
+from mcache.errors import MCacheError
 
 from .config import cache_from_settings
 
@@ -23,7 +23,7 @@ def check_caches(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             continue
         try:
             cache_from_settings(params.get("LOCATION", ""), params)
-        except ConfigError as error:
+        except (MCacheError, TypeError, ValueError) as error:  # whatever the option, a clear E001
             errors.append(
                 Error(
                     f"CACHES[{alias!r}]: {error}",

@@ -18,11 +18,14 @@ django-cacheops does.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import connections, models, router, transaction
 
 from .tags import model_tag, obj_tag
@@ -149,18 +152,49 @@ def instance_tags(instance: models.Model, old_related: dict[str, Any] | None = N
     tags = {model_tag(instance), obj_tag(instance)}
     for parent in instance._meta.get_parent_list():
         tags |= {model_tag(parent), f"obj:{label_of(parent)}:{instance.pk}"}
-    declared = getattr(instance, "cache_tags", None)
-    if callable(declared):
-        tags.update(declared())
-    extra = _configured_tags().get(label_of(instance))
-    if extra is not None:
-        tags.update(extra(instance))
+    tags |= _declared_tags(instance)
+    before = _as_it_was(instance, old_related)
+    if before is not None:  # a post moved to another blog: the old blog's declared tags too
+        with contextlib.suppress(ObjectDoesNotExist):  # the row it pointed at is gone
+            tags |= _declared_tags(before)
     for field in related_fields(type(instance)):
         label = label_of(field.related_model)
         for value in (instance.__dict__.get(field.attname), (old_related or {}).get(field.attname)):
             if value is not None:
                 tags.add(f"obj:{label}:{value}")
     return tags
+
+
+def _declared_tags(instance: models.Model) -> set[str]:
+    """The tags ``instance`` declares: its ``cache_tags()`` and ``MCACHE_MODEL_TAGS``'s."""
+    tags: set[str] = set()
+    declared = getattr(instance, "cache_tags", None)
+    if callable(declared):
+        tags.update(declared())
+    extra = _configured_tags().get(label_of(instance))
+    if extra is not None:
+        tags.update(extra(instance))
+    return tags
+
+
+def _as_it_was(instance: models.Model, old_related: dict[str, Any] | None) -> models.Model | None:
+    """Return a copy of ``instance`` with its foreign keys as they were, or None if none moved.
+
+    Related rows are not carried over, so the copy's declared tags read the rows
+    it used to point at (a query each, only when a foreign key changed).
+    """
+    moved = {
+        attname: value
+        for attname, value in (old_related or {}).items()
+        if value != instance.__dict__.get(attname)
+    }
+    if not moved:
+        return None
+    before = copy.copy(instance)
+    before._state = copy.copy(instance._state)
+    before._state.fields_cache = {}
+    before.__dict__.update(moved)
+    return before
 
 
 def _configured_tags() -> dict[str, Any]:

@@ -133,7 +133,7 @@ class MCache:
     def watch_sqlalchemy(self, target: Any, app: Flask | None = None) -> None:
         """Bump model and row tags from a SQLAlchemy session class, sessionmaker or ``db``.
 
-        See :mod:`flask_mcache.sqlalchemy`; needs SQLAlchemy (``mcache[sqlalchemy]``).
+        See :mod:`flask_mcache.sqlalchemy`; needs SQLAlchemy (the ``[sqlalchemy]`` extra).
         """
         from . import sqlalchemy as watcher
 

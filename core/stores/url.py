@@ -208,7 +208,7 @@ def _memcached(netloc: str, path: str, options: dict[str, object], url: str) -> 
         from .memcached import MemcachedStore
     except ImportError as error:
         raise ConfigError(
-            f'{url!r} needs pymemcache: pip install "mcache[memcached]" ({error})'
+            f"{url!r} needs pymemcache: pip install pymemcache (or the [memcached] extra) ({error})"
         ) from error
     if path.strip("/"):
         raise ConfigError(f"memcached:// takes no path, got {url!r}; e.g. {EXAMPLES['memcached']}")
@@ -235,7 +235,7 @@ def _redis(base_url: str, options: dict[str, object]) -> Store:
         from .redis import RedisStore
     except ImportError as error:
         raise ConfigError(
-            f'{base_url!r} needs redis-py: pip install "mcache[redis]" ({error})'
+            f"{base_url!r} needs redis-py: pip install redis (or the [redis] extra) ({error})"
         ) from error
     parts = urlsplit(base_url)
     database = parts.path.strip("/")

@@ -207,6 +207,27 @@ def test_invalid_value_is_a_check_error_and_fails_at_first_use() -> None:
             caches["default"].get("k")
 
 
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"namespace": "a b"}, "namespace"),
+        ({"stats_interval": "x"}, "stats_interval"),
+        ({"stats_interval": 0}, "stats_interval"),
+        ({"trace_dir": 5}, "trace_dir"),
+        ({"max_bytes": "8q"}, "max_bytes"),
+        ({"max_bytes": True}, "max_bytes"),
+        ({"serializer": "yaml"}, "yaml"),
+        ({"lock_timeout": -1}, "lock_timeout"),
+    ],
+)
+def test_every_bad_option_value_is_a_check_error_naming_it(options: dict, named: str) -> None:
+    with override_settings(CACHES=mcache_caches("memory://", OPTIONS=options)):
+        errors = [e for e in run_checks() if e.id == "django_mcache.E001"]
+        assert len(errors) == 1 and named in errors[0].msg, errors
+        with pytest.raises(ImproperlyConfigured, match=named):
+            caches["default"].get("k")
+
+
 def test_bad_location_is_a_check_error() -> None:
     with override_settings(CACHES=mcache_caches("memcache://h:11211")):
         errors = [e for e in run_checks() if e.id == "django_mcache.E001"]

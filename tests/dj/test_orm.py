@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.core.cache import caches
 from django.db import transaction
-from django.test import Client
+from django.test import Client, override_settings
 
 from django_mcache import invalidate_model, invalidate_obj
 from django_mcache.tags import model_tag
@@ -59,6 +59,24 @@ def test_a_changed_foreign_key_bumps_the_old_and_the_new_row() -> None:
     fetched.save()
     assert Client().get(f"/blogs/{old_blog.pk}/").content.endswith(b": ")
     assert Client().get(f"/blogs/{new_blog.pk}/").content.endswith(b"moving")
+
+
+@pytest.mark.django_db
+def test_declared_tags_of_the_row_a_foreign_key_used_to_point_at_are_bumped_too() -> None:
+    cache = caches["default"]
+    old_blog, new_blog = Blog.objects.create(name="old"), Blog.objects.create(name="new")
+    post = Post.objects.create(title="moving", blog=old_blog)
+    by_blog_name = {"blog.post": lambda p: [f"blog-name:{p.blog.name}"] if p.blog_id else []}
+    with override_settings(MCACHE_MODEL_TAGS=by_blog_name):
+        for name in ("old", "new"):
+            cache.get_or_build(f"list-{name}", lambda: "before", tags=[f"blog-name:{name}"])
+        fetched = Post.objects.get(pk=post.pk)
+        fetched.blog = new_blog
+        fetched.save()
+        for name in ("old", "new"):
+            after = cache.get_or_build(f"list-{name}", lambda: "after", tags=[f"blog-name:{name}"])
+            assert after == "after", f"the {name} blog's list was not refreshed"
+        assert fetched.blog.name == "new", "the copy taken for the old tags left the row alone"
 
 
 @pytest.mark.django_db

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -157,6 +158,23 @@ class ThreadPoolRefresher:
             self.failures.warning("refresh.error", "background refresh failed: %s", error)
         finally:
             self._slots.release()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no job is queued or running; return whether that happened in time.
+
+        For a test or a demo that counts what the background rebuilds did.
+        """
+        deadline = time.monotonic() + timeout
+        taken = 0
+        try:
+            for _ in range(self.max_workers + self.max_queue):
+                if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    return False
+                taken += 1
+            return True
+        finally:
+            for _ in range(taken):
+                self._slots.release()
 
     def shutdown(self, wait: bool = True) -> None:
         """Stop the pool, waiting for running jobs when ``wait``."""

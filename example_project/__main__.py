@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 
 
-def prepare() -> bool:
+def prepare(key_prefix: str | None = None) -> bool:
     """Set Django up on the example's settings, migrate and seed; return whether it seeded.
 
-    The Flask twin calls it too, so both read the same database.
+    ``key_prefix`` puts the cache under a namespace of its own (``--check`` uses
+    a fresh one: a cold cache without emptying a server). The Flask twin calls
+    it too, so both read the same database.
     """
     os.environ["DJANGO_SETTINGS_MODULE"] = "example_project.settings"  # the example's own
     import django
+    from django.conf import settings
+
+    if key_prefix is not None:
+        settings.CACHES["default"]["KEY_PREFIX"] = key_prefix
 
     django.setup()
     from example_project.seed import migrate_and_seed
@@ -34,12 +41,14 @@ def main(argv: list[str] | None = None) -> int:
 
         return stampede(argv[1:])
     parser = argparse.ArgumentParser(
-        prog="python -m example_project", description=__doc__.split("\n\n")[0]
+        prog="python -m example_project",
+        description=__doc__.split("\n\n")[0],
+        epilog="python -m example_project stampede --help: the stampede demo",
     )
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--check", action="store_true", help="walk every page once and exit")
     args = parser.parse_args(argv)
-    seeded = prepare()
+    seeded = prepare(f"example-check-{secrets.token_hex(4)}" if args.check else None)
     from django.conf import settings
     from django.core.management import call_command
 
@@ -51,10 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mcache example blog on http://127.0.0.1:{args.port}/  (store: {store}", end="")
     print(f", database: {settings.DATABASES['default']['NAME']}{', seeded' if seeded else ''})")
     print("Try: reload a page and watch its X-Cache header (MISS, then HIT);")
-    print("     /calendar/ is slow once, then instant; edit a post in /admin/ and see /")
-    print("     change at once; python manage.py-style stats: python -m django mcache_stats")
-    print("     (with DJANGO_SETTINGS_MODULE=example_project.settings).")
-    call_command("runserver", f"127.0.0.1:{args.port}", use_reloader=False)
+    print("     /calendar/ takes a second once, then is instant; edit a post in /admin/")
+    print("     and see / and every page of its blog change at once.")
+    print("     With MCACHE_URL on memcached or Redis, the stats of every process:")
+    print("     DJANGO_SETTINGS_MODULE=example_project.settings python -m django mcache_stats")
+    call_command("runserver", f"127.0.0.1:{args.port}", use_reloader=False, insecure_serving=True)
     return 0
 
 

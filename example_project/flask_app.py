@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import secrets
 import sys
 from datetime import datetime
 
@@ -52,16 +53,20 @@ HOME = """{% extends page %}{% block body %}<h1>Latest posts</h1><ul>
 BLOG = """{% extends page %}{% block body %}<h1>{{ blog.name }}</h1><ul>
 {% for title in titles %}<li>{{ title }}</li>{% endfor %}</ul>{% endblock %}"""
 POST = """{% extends page %}{% block body %}
-{% mcache 600, 'post-body', tags=[tag], vary=[post.id] %}
+{% mcache 600, 'post-body', tags=tags, vary=[post.id] %}
 <h1>{{ post.title }}</h1><article>{{ post.body }}</article>{% endmcache %}
 <p>{{ count_view('post:' ~ post.id) }} views</p>{% endblock %}"""
 CALENDAR = """{% extends page %}{% block body %}<h1>Posts per day</h1><table>
 {% for day, posts in rows %}<tr><td>{{ day }}</td><td>{{ posts }}</td></tr>{% endfor %}
 </table>{% endblock %}"""
-POSTS = "model:blog_post"
+# Each adapter names tags its own way (SQLAlchemy: tables; Django: app labels). The pages
+# carry both, and share the Django site's namespace, so an edit in either app (Django's
+# admin included) refreshes them at once when both run on one memcached or Redis.
+POSTS = ["model:blog_post", "model:blog.post"]
+BLOGS = ["model:blog_blog", "model:blog.blog"]
 
 
-def create_app(database: str) -> Flask:
+def create_app(database: str, namespace: str = "example") -> Flask:
     """Return the Flask app reading ``database`` (a SQLite file the Django example prepared)."""
     engine = create_engine(f"sqlite:///{database}")
     sessions = sessionmaker(engine)
@@ -69,7 +74,7 @@ def create_app(database: str) -> Flask:
     app.config.update(
         SECRET_KEY=os.environ.get("MCACHE_EXAMPLE_SECRET", "example-only-not-secret"),
         MCACHE_URL=os.environ.get("MCACHE_URL", "memory://"),
-        MCACHE_NAMESPACE="flask-example",
+        MCACHE_NAMESPACE=namespace,
         MCACHE_STALE_TTL=600,
         MCACHE_ONLINE=True,
     )
@@ -82,14 +87,14 @@ def create_app(database: str) -> Flask:
         return render_template_string(template, page=base, **context)
 
     @app.get("/")
-    @mcache.cached_view(ttl=300, tags=[POSTS])
+    @mcache.cached_view(ttl=300, tags=POSTS)
     def home():
         with sessions() as session:
             posts = session.scalars(select(Post).order_by(Post.published.desc()).limit(10)).all()
             return render(HOME, posts=posts)
 
     @app.get("/blogs/<slug>/")
-    @mcache.cached_view(ttl=300, tags=[POSTS, "model:blog_blog"])
+    @mcache.cached_view(ttl=300, tags=POSTS + BLOGS)
     def blog(slug):
         with sessions() as session:
             found = session.scalars(select(Blog).where(Blog.slug == slug)).first()
@@ -104,10 +109,10 @@ def create_app(database: str) -> Flask:
             found = session.get(Post, pk)
             if found is None:
                 abort(404)
-            return render(POST, post=found, tag=f"obj:blog_post:{pk}")
+            return render(POST, post=found, tags=[f"obj:blog_post:{pk}", f"obj:blog.post:{pk}"])
 
     @app.get("/calendar/")
-    @mcache.cached_view(ttl=600, tags=[POSTS], refresh="background")
+    @mcache.cached_view(ttl=600, tags=POSTS, refresh="background")
     def calendar():
         with sessions() as session:
             day = func.date(Post.published)
@@ -132,31 +137,41 @@ def check(app: Flask) -> int:
         checks.expect(second.headers.get("X-Cache") == "HIT", f"{path} is a hit the second time")
     with app.sessions() as session, session.begin():  # type: ignore[attr-defined]
         latest = session.scalars(select(Post).order_by(Post.published.desc())).first()
+        pk, title = latest.id, latest.title
         latest.title = "Edited <through> SQLAlchemy"
-        pk = latest.id
-    home = client.get("/").data
-    checks.expect(b"Edited &lt;through&gt; SQLAlchemy" in home, "/ shows the edit at once, escaped")
-    views = [client.get(f"/posts/{pk}/").data for _ in range(2)]
-    checks.expect(b"Edited &lt;through&gt;" in views[0], "the post page shows it")
-    checks.expect(b"1 views" in views[0] and b"2 views" in views[1], "a post's view count moves")
-    checks.expect(re.search(rb"\d+ online", views[1]) is not None, "it shows the online count")
-    with app.sessions() as session, session.begin():  # type: ignore[attr-defined]
-        cooking = session.scalars(select(Blog).where(Blog.slug == "cooking")).one()
-        session.add(
-            Post(
+    added = None
+    try:
+        home = client.get("/").data
+        edited = b"Edited &lt;through&gt; SQLAlchemy" in home
+        checks.expect(edited, "/ shows the edit at once, escaped")
+        views = [client.get(f"/posts/{pk}/").data for _ in range(2)]
+        checks.expect(b"Edited &lt;through&gt;" in views[0], "the post page shows it")
+        counted = b"1 views" in views[0] and b"2 views" in views[1]
+        checks.expect(counted, "a post's view count moves")
+        online = re.search(rb"\d+ online", views[1]) is not None
+        checks.expect(online, "it shows the online count")
+        with app.sessions() as session, session.begin():  # type: ignore[attr-defined]
+            cooking = session.scalars(select(Blog).where(Blog.slug == "cooking")).one()
+            new = Post(
                 blog_id=cooking.id,
                 title="Added through SQLAlchemy",
                 body="new",
                 published=datetime.now(),
                 views=0,
             )
-        )
-    listing = client.get("/blogs/cooking/").data
-    checks.expect(
-        b"Added through SQLAlchemy" in listing, "the blog's list shows a new post at once"
-    )
-    rebuilt = client.get("/calendar/").headers.get("X-Cache")
-    checks.expect(rebuilt in ("MISS", "STALE"), "the calendar is rebuilt after the new post")
+            session.add(new)
+            session.flush()
+            added = new.id
+        listing = client.get("/blogs/cooking/").data
+        shown = b"Added through SQLAlchemy" in listing
+        checks.expect(shown, "the blog's list shows a new post at once")
+        rebuilt = client.get("/calendar/").headers.get("X-Cache")
+        checks.expect(rebuilt in ("MISS", "STALE"), "the calendar is rebuilt after the new post")
+    finally:  # leave the demo data as it was
+        with app.sessions() as session, session.begin():  # type: ignore[attr-defined]
+            session.get(Post, pk).title = title
+            if added is not None:
+                session.delete(session.get(Post, added))
     return checks.verdict()
 
 
@@ -170,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     from example_project.__main__ import prepare
 
     prepare()
-    app = create_app(settings.DATABASES["default"]["NAME"])
+    namespace = f"flask-check-{secrets.token_hex(4)}" if args.check else "example"
+    app = create_app(settings.DATABASES["default"]["NAME"], namespace)
     if args.check:
         return check(app)
     print(f"mcache example blog (Flask) on http://127.0.0.1:{args.port}/")

@@ -14,6 +14,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",  # the admin's CSS, served by `python -m example_project`
     "django.contrib.syndication",
     "django_mcache",
     "example_project.blog",

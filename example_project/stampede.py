@@ -14,7 +14,8 @@ fresh build.
 The store is ``--store``, else ``MCACHE_URL``, else a private memcached started
 on a free loopback port when the ``memcached`` binary is installed. With only
 the in-process ``memory://`` store, processes cannot share a cache, so the
-demo runs one process (threads only) and says so.
+demo runs one process (threads only) and says so. Keys go under a prefix of
+their own for each run, so a server other things use is never emptied.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import multiprocessing
 import os
 import queue
+import secrets
 import shutil
 import socket
-import statistics
 import subprocess
 import threading
 import time
@@ -102,7 +104,8 @@ urlpatterns: list = []  # filled by _configure, once Django is set up
 def _django_cache(url: str) -> dict:
     """Django's own backend on the same server as mcache's store."""
     if url.startswith("memcached://"):
-        locations = url.removeprefix("memcached://").split("?")[0].split(",")
+        servers = url.removeprefix("memcached://").split("?")[0].split(",")
+        locations = [s.rsplit(":", 1)[0] if s.count(":") == 2 else s for s in servers]  # no weight
         return {
             "BACKEND": "django.core.cache.backends.memcached.PyMemcacheCache",
             "LOCATION": locations,
@@ -112,8 +115,19 @@ def _django_cache(url: str) -> dict:
     return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 
 
-def _configure(store: str, build_seconds: float) -> None:
-    """Set Django up on the example's settings, with both caches on ``store``."""
+def check_store(url: str) -> str | None:
+    """Return why the demo cannot run on ``url``, or None."""
+    if url.startswith(("memcached://", "redis://", "rediss://", "memory://")):
+        return None
+    return f"--store must be memcached://, redis:// or memory:// (for Django's too), not {url!r}"
+
+
+def _configure(store: str, build_seconds: float, prefix: str) -> None:
+    """Set Django up on the example's settings, with both caches on ``store`` under ``prefix``.
+
+    A fresh prefix per run instead of ``clear()``: the demo may run on a
+    server other things use, and must not empty it.
+    """
     global _build_seconds
     _build_seconds = build_seconds
     os.environ["MCACHE_URL"] = store
@@ -124,10 +138,10 @@ def _configure(store: str, build_seconds: float) -> None:
         "default": {
             "BACKEND": "django_mcache.backend.MCacheBackend",
             "LOCATION": store,
-            "KEY_PREFIX": "stampede",
+            "KEY_PREFIX": prefix,
             "OPTIONS": {"stale_ttl": STALE_TTL, "wait": 2 * build_seconds + 1},
         },
-        "django": {**_django_cache(store), "KEY_PREFIX": "stampede-django"},
+        "django": {**_django_cache(store), "KEY_PREFIX": f"{prefix}-django"},
     }
     settings.ROOT_URLCONF = __name__
     import django
@@ -150,47 +164,58 @@ class Result:
     errors: int
 
 
-def _request(page: str, released: float, go: threading.Event | object) -> tuple[float, bool, bool]:
+def _request(page: str, released: float, ready: threading.Barrier, go) -> tuple[float, bool, bool]:
     """Return (latency ms, answered with the expired page, error) for one GET."""
     from django.test import Client
 
     client = Client()
-    go.wait()  # type: ignore[attr-defined]
+    ready.wait()
+    go.wait()
     start = time.perf_counter()
     try:
         response = client.get(page)
-    except Exception:
+        built_at = float(response.content.split(b"\n", 1)[0].removeprefix(b"built-at:"))
+        failed = response.status_code != 200
+    except Exception:  # counted as an error, never a request lost from the table
         return (time.perf_counter() - start) * 1000, False, True
-    took = (time.perf_counter() - start) * 1000
-    if response.status_code != 200:
-        return took, False, True
-    built_at = float(response.content.split(b"\n", 1)[0].removeprefix(b"built-at:"))
-    return took, built_at < released, False
+    return (time.perf_counter() - start) * 1000, built_at < released and not failed, failed
+
+
+def percentile(sorted_ms: list[float], share: float) -> float:
+    """Return the nearest-rank percentile: a latency some request really had."""
+    return sorted_ms[max(0, math.ceil(share * len(sorted_ms)) - 1)]
 
 
 def _serve_burst(page: str, threads: int, released: float, go, events) -> None:
     """Start ``threads`` requests that wait for ``go``; report each as it completes."""
+    ready = threading.Barrier(threads + 1)
 
     def one() -> None:
-        events.put(("done", _request(page, released, go)))
+        events.put(("done", _request(page, released, ready, go)))
 
     pool = [threading.Thread(target=one) for _ in range(threads)]
     for thread in pool:
         thread.start()
+    ready.wait()  # every thread has its client and is about to wait for go
     events.put(("armed", threads))
     for thread in pool:
         thread.join()
 
 
-def _worker(store: str, build_seconds: float, commands, events, go) -> None:
+def _worker(store: str, build_seconds: float, prefix: str, commands, events, go) -> None:
     """One 'web worker' process: serve each burst it is given with that many threads."""
-    _configure(store, build_seconds)
+    from django.core.cache import caches
+
+    _configure(store, build_seconds, prefix)
+    refresher = caches["default"].mcache.refresher
     events.put(("ready", os.getpid()))
     while (command := commands.get()) is not None:
         page, threads, released = command
         with _builds_lock:
             before = _builds.get(page, 0)
         _serve_burst(page, threads, released, go, events)
+        if hasattr(refresher, "wait_idle"):  # a background rebuild counts once it has run
+            refresher.wait_idle(build_seconds + 10)
         with _builds_lock:
             events.put(("builds", _builds.get(page, 0) - before))
 
@@ -211,11 +236,12 @@ def private_memcached() -> Iterator[str | None]:
     server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        while server.poll() is None and time.monotonic() < deadline:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
+                yield f"memcached://127.0.0.1:{port}"
+                return
             time.sleep(0.05)
-        yield f"memcached://127.0.0.1:{port}"
+        raise RuntimeError(f"could not start memcached on 127.0.0.1:{port}; pass --store")
     finally:
         server.kill()
         server.wait()
@@ -253,8 +279,8 @@ def _burst(page: str, clients: int, processes: int, channels, on_done) -> Result
         CONTENDERS[page],
         clients,
         builds,
-        round(statistics.median(took), 1),
-        round(statistics.quantiles(took, n=100, method="inclusive")[98], 1),
+        round(percentile(took, 0.50), 1),
+        round(percentile(took, 0.99), 1),
         round(took[-1], 1),
         sum(o[1] for o in outcomes),
         sum(o[2] for o in outcomes),
@@ -268,19 +294,18 @@ def run(
 
     ``progress``, when given, is called as ``progress(contender, done, clients)``.
     """
-    _configure(store, build_seconds)
+    prefix = f"stampede-{secrets.token_hex(4)}"
+    _configure(store, build_seconds, prefix)
     from example_project.seed import migrate_and_seed
 
     migrate_and_seed()
-    from django.core.cache import caches
-
-    caches["default"].clear()
-    caches["django"].clear()
     context = multiprocessing.get_context("spawn")
     commands, events, go = context.Queue(), context.Queue(), context.Event()
     workers = [
         context.Process(
-            target=_worker, args=(store, build_seconds, commands, events, go), daemon=True
+            target=_worker,
+            args=(store, build_seconds, prefix, commands, events, go),
+            daemon=True,
         )
         for _ in range(processes)
     ]
@@ -325,7 +350,7 @@ def _render(results: list[Result], store: str, processes: int, build_seconds: fl
         box=box.SIMPLE_HEAD,
     )
     table.add_column("contender", no_wrap=True)
-    for column in ("builds", "p50 ms", "p99 ms", "max ms", "stale", "errors"):
+    for column in ("backend builds", "p50 ms", "p99 ms", "max ms", "stale answers", "errors"):
         table.add_column(column, justify="right")
     for r in results:
         table.add_row(
@@ -340,7 +365,9 @@ def _render(results: list[Result], store: str, processes: int, build_seconds: fl
         console = Console(width=max(console.width, 100))
     console.print(table)
     console.print(
-        "builds: backend runs during the burst; stale: answers that were the expired page.\n"
+        "backend builds: runs of the page's backend during the burst (background ones"
+        " included); stale answers: the expired page; p99 is nearest-rank, a latency some"
+        " request had.\n"
         "Django's backends keep no expired value, so every visitor who misses runs the backend."
         " mcache lets one visitor rebuild (its lock is a memcached add) and serves the expired"
         " page to the others; with a background refresh no visitor waits at all."
@@ -359,18 +386,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.clients < 1 or args.processes < 1:
         parser.error("--clients and --processes must be at least 1")
-    with private_memcached() as started:
-        store = args.store or os.environ.get("MCACHE_URL") or started or "memory://"
-        processes = args.processes
+    store = args.store or os.environ.get("MCACHE_URL")
+    with contextlib.ExitStack() as servers:
+        if store is None:  # a private memcached when the machine has one, else memory://
+            store = servers.enter_context(private_memcached()) or "memory://"
+        if (problem := check_store(store)) is not None:
+            parser.error(problem)
+        processes = min(args.processes, args.clients)
         if store.startswith("memory:"):
             print("No memcached or Redis: one process (threads only) on the memory store.")
             processes = 1
-        processes = min(processes, args.clients)
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress
 
-        with Progress(
-            "{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
-        ) as bars:
+        with Progress("{task.description}", BarColumn(), MofNCompleteColumn()) as bars:
             tasks = {name: bars.add_task(name, total=args.clients) for name in CONTENDERS.values()}
             results = run(
                 store,

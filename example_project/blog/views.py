@@ -44,13 +44,14 @@ def calendar(request):
         .annotate(posts=Count("id"))
         .order_by("-day")
     )
-    with connection.cursor() as cursor:  # a cross join of every post with every pair of posts
+    with connection.cursor() as cursor:  # every ordered quadruple of posts: ~1 s on the demo data
         cursor.execute(
-            "SELECT count(*) FROM blog_post a, blog_post b, blog_post c"
-            " WHERE a.id < b.id AND b.id < c.id"
+            "SELECT count(*), sum(length(a.title) + length(d.title))"
+            " FROM blog_post a, blog_post b, blog_post c, blog_post d"
+            " WHERE a.id < b.id AND b.id < c.id AND c.id < d.id"
         )
-        (triples,) = cursor.fetchone()
-    return render(request, "blog/calendar.html", {"days": days, "triples": triples})
+        quadruples, _letters = cursor.fetchone()
+    return render(request, "blog/calendar.html", {"days": days, "quadruples": quadruples})
 
 
 class LatestPosts(Feed):

@@ -32,6 +32,7 @@ SCRIPTS: dict[str, list[str]] = {  # name -> the arguments that make it quick
     "bench_get_or_build": ["--quick"],
     "bench_django": ["--seconds", "2", "--rounds", "2"],
 }
+TIMEOUT = 1800  # seconds one script may take: a hung server start must not hang the runner
 HEADER = ["figure", "mcache", "anchor", "ratio", "target", "", "command"]
 
 
@@ -44,7 +45,13 @@ def run_script(
     argv += ["--markdown"] if markdown else []
     started = time.monotonic()
     output = subprocess.DEVNULL if quiet else None
-    status = subprocess.run(argv, cwd=ROOT, stdout=output, check=False).returncode
+    try:
+        status = subprocess.run(
+            argv, cwd=ROOT, stdout=output, stderr=output, check=False, timeout=TIMEOUT
+        ).returncode
+    except subprocess.TimeoutExpired:
+        print(f"{name} ran past {TIMEOUT} s and was stopped", file=sys.stderr)
+        status = -1
     return status, time.monotonic() - started
 
 
@@ -68,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer samples (a few minutes)")
     parser.add_argument("--markdown", action="store_true", help="print tables as Markdown")
     parser.add_argument("--only", nargs="+", choices=sorted(SCRIPTS), metavar="NAME")
-    parser.add_argument("--quiet", action="store_true", help="show only the final table")
+    parser.add_argument(
+        "--quiet", action="store_true", help="hide the scripts' own output (progress lines stay)"
+    )
     args = parser.parse_args(argv)
     names = args.only or list(SCRIPTS)
     rows: list[list[str]] = []

@@ -42,15 +42,20 @@ def measure(
     """Time ``subject`` and ``anchor`` alternately; return their samples in µs.
 
     Alternating in rounds makes drift on a busy machine (another process, CPU
-    frequency, the VM's neighbours) hit both sides alike, so the ratio holds.
+    frequency, the VM's neighbours) hit both sides alike, so the ratio holds;
+    the order flips every round (ABBA), so neither side always goes first.
     """
     _sample(subject, calls // 4)
     _sample(anchor, calls // 4)
     mine: list[float] = []
     theirs: list[float] = []
-    for _ in range(rounds):
-        mine += _sample(subject, calls)
-        theirs += _sample(anchor, calls)
+    for round_number in range(rounds):
+        if round_number % 2:
+            theirs += _sample(anchor, calls)
+            mine += _sample(subject, calls)
+        else:
+            mine += _sample(subject, calls)
+            theirs += _sample(anchor, calls)
     return mine, theirs
 
 

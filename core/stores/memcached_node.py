@@ -150,6 +150,9 @@ class Node:
             if self.failures < self.options.retry_attempts or self.dead_until:
                 return
             self.dead_until = time.monotonic() + self.options.dead_timeout
+            # Before anything slow: until the store knows, its fast path keeps routing
+            # here, and a call can burn every attempt on this server in that window.
+            self._on_health(self)
         self.close()
         self.options.failures.warning(
             f"memcached.dead.{self.server.name}",
@@ -160,7 +163,6 @@ class Node:
             self.failures,
             error,
         )
-        self._on_health(self)
 
     def usable(self) -> bool:
         """Return whether calls may go to this server now, probing it once it is due."""

@@ -1,0 +1,69 @@
+"""One small site twice, in Django and in Flask, for the reliability tests.
+
+Its "database" is a dict, so any number of test-client threads can read it and
+a test can change it; every real render is counted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from django.http import HttpResponse
+from django.urls import path
+from flask import Flask
+
+from django_mcache.views import cached_view
+from flask_mcache import MCache
+
+CATALOG = {"version": "v1", "fail": False, "sleep": 0.0, "size": 0}
+renders: list[str] = []
+_lock = threading.Lock()
+
+
+def render_catalog(framework: str) -> str:
+    """What the backend answers: slow, failing or huge when a test says so."""
+    with _lock:
+        renders.append(framework)
+    if CATALOG["sleep"]:
+        time.sleep(CATALOG["sleep"])
+    if CATALOG["fail"]:
+        raise RuntimeError("the database is down")
+    return f"catalog {CATALOG['version']}" + "x" * CATALOG["size"]
+
+
+@cached_view(ttl=1, stale_ttl=60, tags=["catalog"])
+def django_catalog(request):
+    return HttpResponse(render_catalog("django"))
+
+
+@cached_view(ttl=60, tags=["catalog"])
+def django_echo(request, rest):
+    return HttpResponse(f"echo {request.get_full_path()}")
+
+
+urlpatterns = [
+    path("catalog/", django_catalog),
+    path("echo/<path:rest>", django_echo),
+]
+
+
+def flask_app(url: str, **config: object) -> Flask:
+    """The same catalog in Flask on ``url``."""
+    app = Flask(__name__)
+    app.config.update(SECRET_KEY="reliability", MCACHE_URL=url, MCACHE_NAMESPACE="fl", **config)
+    mcache = MCache(app)
+
+    @app.get("/catalog/")
+    @mcache.cached_view(ttl=1, stale_ttl=60, tags=["catalog"])
+    def catalog():
+        return render_catalog("flask")
+
+    @app.get("/echo/<path:rest>")
+    @mcache.cached_view(ttl=60)
+    def echo(rest):
+        from flask import request
+
+        return f"echo {request.full_path.rstrip('?')}"
+
+    return app

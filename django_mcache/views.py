@@ -310,6 +310,35 @@ def _key(name: str, request: HttpRequest, options: _ViewOptions) -> tuple[Any, .
     return ("view", name, *where, query, headers, language, user_id)
 
 
+def _page(found: Any) -> Snapshot | None:
+    """Return ``found`` as a stored page, or None when it is none.
+
+    Serializers such as msgpack give tuples back as lists; anything else under
+    a page's key (another client's value, bytes written by hand) is no page.
+    """
+    if (
+        type(found) in (tuple, list)
+        and len(found) == 4
+        and type(found[0]) is int
+        and type(found[1]) in (tuple, list)
+        and type(found[2]) is bytes
+        and type(found[3]) is bool
+    ):
+        return (found[0], [tuple(header) for header in found[1]], found[2], found[3])
+    return None
+
+
+def _foreign(found: Any) -> bool:
+    """Return whether ``found`` is neither a stored page nor this request's own response."""
+    return not isinstance(found, HttpResponseBase) and _page(found) is None
+
+
+def _forget(core: Cache, key: tuple[Any, ...]) -> None:
+    """Drop a value that is no page, so the page is rendered and stored again; log it once."""
+    core.failures.warning("view.foreign", "a page's key held no page; rendered anew: %r", key[:5])
+    core.delete(key)
+
+
 def _snapshot(response: HttpResponseBase, options: _ViewOptions, reads_session: bool) -> Snapshot:
     """Return what is stored (a rendered response's parts, never the object)."""
     if options.ttl is not None:
@@ -360,7 +389,7 @@ def _serve(
     key = _key(name, request, options)
     render = _Render(request, options)
     if request.method == "HEAD":  # served from the GET entry, never stored from a HEAD
-        found = core.get(key, None)
+        found = _page(core.get(key, None))
         if found is None or not render.serves(found):
             return view(request, *args, **kwargs)
         return _restore(found, "HIT", options)
@@ -370,15 +399,20 @@ def _serve(
 
     token = STALE_SERVED.set(False)
     try:
-        result = core.get_or_build(key, build, **options.build_options(request, args, kwargs))
+        build_options = options.build_options(request, args, kwargs)
+        result = core.get_or_build(key, build, **build_options)
+        if _foreign(result):  # another client's value under this page's key
+            _forget(core, key)
+            result = core.get_or_build(key, build, **build_options)
         stale = STALE_SERVED.get()
     finally:
         STALE_SERVED.reset(token)
     if isinstance(result, HttpResponseBase):
         return result  # this request's own, uncacheable response
-    if not render.serves(result):
+    page = _page(result)
+    if page is None or not render.serves(page):
         return view(request, *args, **kwargs)
-    return _restore(result, _state(render, stale), options)
+    return _restore(page, _state(render, stale), options)
 
 
 def _state(render: _Render, stale: bool) -> str:
@@ -397,7 +431,7 @@ async def _aserve(
     key = await sync_to_async(_key)(name, request, options)
     render = _Render(request, options)
     if request.method == "HEAD":
-        found = await sync_to_async(core.get)(key, None)
+        found = _page(await sync_to_async(core.get)(key, None))
         if found is None or not await sync_to_async(render.serves)(found):
             return await view(request, *args, **kwargs)
         return _restore(found, "HIT", options)
@@ -416,11 +450,15 @@ async def _aserve(
     try:
         build_options = await sync_to_async(options.build_options)(request, args, kwargs)
         result = await core.aget_or_build(key, build, **build_options)
+        if _foreign(result):  # another client's value under this page's key
+            await sync_to_async(_forget)(core, key)
+            result = await core.aget_or_build(key, build, **build_options)
         stale = STALE_SERVED.get()
     finally:
         STALE_SERVED.reset(token)
     if isinstance(result, HttpResponseBase):
         return result
-    if not await sync_to_async(render.serves)(result):
+    page = _page(result)
+    if page is None or not await sync_to_async(render.serves)(page):
         return await view(request, *args, **kwargs)
-    return _restore(result, _state(render, stale), options)
+    return _restore(page, _state(render, stale), options)

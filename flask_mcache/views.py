@@ -55,8 +55,8 @@ def cached_view(
             cache = core()
             key = _key(name, vary, per_user)
             if request.method == "HEAD":
-                found = cache.get(key, None)
-                if not _servable(found):
+                found = _page(cache.get(key, None))
+                if found is None:
                     return view(**view_args)
                 return _restore(found, "HIT", header, ttl)
             built: list[bool] = []
@@ -79,18 +79,21 @@ def cached_view(
             view_tags = tags(**view_args) if callable(tags) else tags
             token = STALE_SERVED.set(False)
             try:
-                result = cache.get_or_build(
-                    key, build, ttl=ttl, stale_ttl=stale_ttl, tags=view_tags, refresh=refresh
-                )
+                options = dict(ttl=ttl, stale_ttl=stale_ttl, tags=view_tags, refresh=refresh)
+                result = cache.get_or_build(key, build, **options)
+                if not isinstance(result, Response) and _page(result) is None:
+                    _forget(cache, key)  # another client's value under this page's key
+                    result = cache.get_or_build(key, build, **options)
                 stale = STALE_SERVED.get()
             finally:
                 STALE_SERVED.reset(token)
             if isinstance(result, Response):
                 return result  # this request's own response, never stored
-            if not _servable(result):
+            page = _page(result)
+            if page is None:
                 return view(**view_args)
             state = "STALE" if stale else "MISS" if built else "HIT"
-            return _restore(result, state, header, ttl)
+            return _restore(page, state, header, ttl)
 
         return wrapper
 
@@ -153,8 +156,27 @@ def _cacheable(response: Response, vary: tuple[str, ...]) -> bool:
     return "*" not in varied and varied <= set(vary)
 
 
-def _servable(snapshot: Any) -> bool:
-    return type(snapshot) is tuple and len(snapshot) == 3
+def _page(found: Any) -> Snapshot | None:
+    """Return ``found`` as a stored page, or None when it is none.
+
+    Serializers such as msgpack give tuples back as lists; anything else under
+    a page's key (another client's value, bytes written by hand) is no page.
+    """
+    if (
+        type(found) in (tuple, list)
+        and len(found) == 3
+        and type(found[0]) is int
+        and type(found[1]) in (tuple, list)
+        and type(found[2]) is bytes
+    ):
+        return (found[0], [tuple(header) for header in found[1]], found[2])
+    return None
+
+
+def _forget(cache: Cache, key: tuple[Any, ...]) -> None:
+    """Drop a value that is no page, so the page is rendered and stored again; log it once."""
+    cache.failures.warning("view.foreign", "a page's key held no page; rendered anew: %r", key[:4])
+    cache.delete(key)
 
 
 def _restore(snapshot: Snapshot, state: str, header: str | None, ttl: float | None) -> Response:

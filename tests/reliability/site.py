@@ -6,6 +6,7 @@ a test can change it; every real render is counted.
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 
@@ -22,14 +23,14 @@ _lock = threading.Lock()
 
 
 def render_catalog(framework: str) -> str:
-    """What the backend answers: slow, failing or huge when a test says so."""
+    """What the backend answers: slow, failing or huge (and incompressible) when told so."""
     with _lock:
         renders.append(framework)
     if CATALOG["sleep"]:
         time.sleep(CATALOG["sleep"])
     if CATALOG["fail"]:
         raise RuntimeError("the database is down")
-    return f"catalog {CATALOG['version']}" + "x" * CATALOG["size"]
+    return f"catalog {CATALOG['version']}" + secrets.token_hex(CATALOG["size"] // 2)
 
 
 @cached_view(ttl=1, stale_ttl=60, tags=["catalog"])
@@ -48,10 +49,12 @@ urlpatterns = [
 ]
 
 
-def flask_app(url: str, **config: object) -> Flask:
+def flask_app(url: str, namespace: str = "fl", **config: object) -> Flask:
     """The same catalog in Flask on ``url``."""
     app = Flask(__name__)
-    app.config.update(SECRET_KEY="reliability", MCACHE_URL=url, MCACHE_NAMESPACE="fl", **config)
+    app.config.update(
+        SECRET_KEY="reliability", MCACHE_URL=url, MCACHE_NAMESPACE=namespace, **config
+    )
     mcache = MCache(app)
 
     @app.get("/catalog/")

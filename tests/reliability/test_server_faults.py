@@ -25,13 +25,15 @@ FAST = "connect_timeout=0.2&timeout=0.3&dead_timeout=1&retry_attempts=1"
 Fetch = Callable[[], tuple[int, bytes]]
 
 
-def django_settings(url: str) -> dict:
+def django_settings(url: str, prefix: str = "rel", **options: object) -> dict:
+    """Settings for the Django half of the site on ``url``."""
     return {
         "CACHES": {
             "default": {
                 "BACKEND": "django_mcache.backend.MCacheBackend",
                 "LOCATION": url,
-                "KEY_PREFIX": "rel",
+                "KEY_PREFIX": prefix,
+                "OPTIONS": options,
             }
         },
         "ROOT_URLCONF": "tests.reliability.site",

@@ -1,0 +1,106 @@
+"""Builds that fail: a lock holder killed, a backend that raises or hangs past ``wait``.
+
+Wherever there is a stale page it is served; where there is none the error
+reaches the caller as it would without a cache; no lock is left behind.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import pytest
+from django.core.cache import caches
+from django.test import Client, override_settings
+
+from mcache import NO_VALUE, Cache
+from tests.core import workers
+from tests.reliability import site
+from tests.reliability.test_server_faults import django_settings
+
+
+def test_a_killed_lock_holder_costs_stale_answers_then_one_rebuild(memcached_url: str) -> None:
+    cache = Cache(memcached_url, namespace="kl", jitter=0)
+    cache.get_or_build("job", lambda: "old", ttl=1, stale_ttl=60)
+    time.sleep(1.1)  # stale now: the holder takes the lock to rebuild it, and dies
+    context = multiprocessing.get_context("spawn")
+    holder = context.Process(target=workers.hold_lock_forever, args=(memcached_url, "kl", "job", 2))
+    holder.start()
+    lock_key = cache.derived_key("l", cache.key("job"))
+    deadline = time.monotonic() + 30
+    while cache.store.get(lock_key) is NO_VALUE:
+        assert time.monotonic() < deadline, "the holder never took the lock"
+        time.sleep(0.02)
+    holder.kill()
+    holder.join()
+    while cache.store.get(lock_key) is not NO_VALUE:  # the dead holder's lock, until it expires
+        assert cache.get_or_build("job", lambda: "new", ttl=1) == "old", "stale meanwhile"
+        assert time.monotonic() < deadline + 5
+        time.sleep(0.05)
+    assert cache.get_or_build("job", lambda: "new", ttl=1) == "new", "rebuilt once it expired"
+    assert cache.store.get(lock_key) is NO_VALUE, "and its own lock released"
+
+
+def mcache_page(client: Client) -> tuple[int, str, str]:
+    response = client.get("/catalog/")
+    return response.status_code, response.content.decode(), response["X-Cache"]
+
+
+def flask_page(client) -> tuple[int, str, str]:
+    response = client.get("/catalog/")
+    return response.status_code, response.data.decode(), response.headers.get("X-Cache", "")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("framework", ["django", "flask"])
+def test_a_failing_backend_serves_stale_or_raises_and_leaves_no_lock(
+    framework: str, memcached_url: str
+) -> None:
+    with override_settings(**django_settings(memcached_url)):
+        if framework == "django":
+            client, page, core = Client(), mcache_page, caches["default"].mcache
+        else:
+            app = site.flask_app(memcached_url, TESTING=True)  # errors propagate, as uncached
+            client, page = app.test_client(), flask_page
+            core = app.extensions["mcache"]
+        assert page(client) == (200, "catalog v1", "MISS")
+        site.CATALOG["fail"] = True
+        time.sleep(1.1)  # the page is stale: its rebuild fails, the stale page is served
+        assert page(client) == (200, "catalog v1", "STALE")
+        core.invalidate("catalog")
+        core.store.flush()  # no stale page left at all: the error is the caller's
+        with pytest.raises(RuntimeError, match="the database is down"):
+            page(client)
+        waits = core.metrics.local()["lock_waits"]
+        site.CATALOG["fail"] = False
+        assert page(client) == (200, "catalog v1", "MISS"), "built at once: no lock was left"
+        assert core.metrics.local()["lock_waits"] == waits
+
+
+@pytest.mark.django_db
+def test_a_backend_hanging_past_wait_costs_the_others_wait_seconds_not_the_hang(
+    memcached_url: str,
+) -> None:
+    with override_settings(**django_settings(memcached_url, wait=0.3)):
+        site.CATALOG["sleep"] = 1.5
+        first = threading.Thread(target=lambda: Client().get("/catalog/"))
+        first.start()
+        time.sleep(0.2)  # the first visitor holds the lock, building for 1.5 s
+        site.CATALOG["sleep"] = 0.0
+        started = time.monotonic()
+        status, body, state = mcache_page(Client())
+        waited = time.monotonic() - started
+        first.join()
+        assert (status, body, state) == (200, "catalog v1", "MISS")
+        assert waited < 1.2, f"waited {waited:.2f} s: past wait, the second visitor built its own"
+        assert site.renders.count("django") == 2
+        time.sleep(1.1)  # stale now; a hung rebuild must not hold anyone up
+        site.CATALOG["sleep"] = 1.5
+        builder = threading.Thread(target=lambda: Client().get("/catalog/"))
+        builder.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        assert mcache_page(Client())[1:] == ("catalog v1", "STALE")
+        assert time.monotonic() - started < 0.5, "the stale page comes at once"
+        builder.join()

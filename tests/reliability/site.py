@@ -11,7 +11,7 @@ import threading
 import time
 
 from django.http import HttpResponse
-from django.urls import path
+from django.urls import path, re_path
 from flask import Flask
 
 from django_mcache.views import cached_view
@@ -45,7 +45,7 @@ def django_echo(request, rest):
 
 urlpatterns = [
     path("catalog/", django_catalog),
-    path("echo/<path:rest>", django_echo),
+    re_path(r"^echo/(?P<rest>.+)$", django_echo),
 ]
 
 

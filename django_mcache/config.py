@@ -49,6 +49,15 @@ _SAFE_NAMESPACE = re.compile(r"[!-~]{1,60}")
 
 def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     """Return the core cache a ``CACHES`` entry describes; raise ``ConfigError`` naming the fix."""
+    if not isinstance(location, str) or not location:
+        hint = ""
+        if isinstance(location, list | tuple):  # as Django's own memcached backends take it
+            hint = f"; for a pool write 'memcached://{','.join(map(str, location))}'"
+        raise ConfigError(
+            "LOCATION must be a store URL such as 'memcached://127.0.0.1:11211',"
+            " 'redis://127.0.0.1:6379/0', 'memory://' or 'alias:<another cache alias>',"
+            f" got {location!r}{hint}"
+        )
     raw = params.get("OPTIONS") or {}
     if not isinstance(raw, Mapping):
         raise ConfigError(f"OPTIONS must be a dict of option names to values, got {raw!r}")

@@ -43,7 +43,24 @@ def django_echo(request, rest):
     return HttpResponse(f"echo {request.get_full_path()}")
 
 
+@cached_view(ttl=60)
+def django_private(request, kind):
+    """A page one visitor must never get from another's visit, whatever the key says."""
+    user = request.user.username if kind == "signed_in" else request.headers.get("X-User", "")
+    response = HttpResponse(f"page of {user}")
+    if kind == "set_cookie":
+        response.set_cookie("theme", user)
+    elif kind == "cc_private":
+        response["Cache-Control"] = "private"
+    elif kind == "cc_no_store":
+        response["Cache-Control"] = "no-store"
+    elif kind == "vary_cookie":
+        response["Vary"] = "Cookie"
+    return response
+
+
 urlpatterns = [
+    path("private/<str:kind>/", django_private),
     path("catalog/", django_catalog),
     re_path(r"^echo/(?P<rest>.+)$", django_echo),
 ]
@@ -61,6 +78,23 @@ def flask_app(url: str, namespace: str = "fl", **config: object) -> Flask:
     @mcache.cached_view(ttl=1, stale_ttl=60, tags=["catalog"])
     def catalog():
         return render_catalog("flask")
+
+    @app.get("/private/<kind>/")
+    @mcache.cached_view(ttl=60)
+    def private(kind):
+        from flask import make_response, request, session
+
+        user = session.get("user", "") if kind == "signed_in" else request.headers.get("X-User")
+        response = make_response(f"page of {user}")
+        if kind == "set_cookie":
+            response.set_cookie("theme", user or "")
+        elif kind == "cc_private":
+            response.headers["Cache-Control"] = "private"
+        elif kind == "cc_no_store":
+            response.headers["Cache-Control"] = "no-store"
+        elif kind == "vary_cookie":
+            response.vary.add("Cookie")
+        return response
 
     @app.get("/echo/<path:rest>")
     @mcache.cached_view(ttl=60)

@@ -31,6 +31,7 @@ SCRIPTS: dict[str, list[str]] = {  # name -> the arguments that make it quick
     "bench_counters": ["--visitors", "10000", "--rounds", "3", "--calls", "300"],
     "bench_get_or_build": ["--quick"],
     "bench_django": ["--seconds", "2", "--rounds", "2"],
+    "soak": ["--seconds", "15"],
 }
 TIMEOUT = 1800  # seconds one script may take: a hung server start must not hang the runner
 HEADER = ["figure", "mcache", "anchor", "ratio", "target", "", "command"]

@@ -26,13 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from pymemcache.client.base import Client
 
-from tests.benchmarks.common import Figure, arguments, measure, pinned, report, table
-from tests.servers import free_port, memcached_process
+from tests.benchmarks.common import Figure, arguments, gunicorn, measure, pinned, report, table
+from tests.servers import memcached_process
 
 ROOT = Path(__file__).resolve().parents[2]
 VALUE = {"id": 7, "title": "a cached fragment", "rows": [{"n": i, "s": f"r{i}"} for i in range(30)]}
@@ -88,22 +87,7 @@ def start_site(address: str, db: str) -> tuple[subprocess.Popen[bytes], int]:
     subprocess.run(
         [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, check=True, cwd=ROOT
     )
-    port = free_port()
-    gunicorn = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", f"{SITE}.wsgi", "-w", "2", "-k", "gthread",
-         "--threads", "4", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
-        env=env, cwd=ROOT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            for path in ("/mcache/", "/django/"):
-                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2).read()
-            return gunicorn, port
-        except OSError:
-            time.sleep(0.2)
-    gunicorn.kill()
-    raise RuntimeError("gunicorn did not answer within 30 s")
+    return gunicorn(f"{SITE}.wsgi", env, str(ROOT), ("/mcache/", "/django/"))
 
 
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -176,15 +160,15 @@ def page_load(
 ) -> tuple[list[list[str]], float]:
     """Return the requests/s table and @cached_view ÷ cache_page."""
     with tempfile.TemporaryDirectory() as tmp:
-        gunicorn, port = start_site(address, str(Path(tmp) / "site.sqlite3"))
+        server, port = start_site(address, str(Path(tmp) / "site.sqlite3"))
         try:
             results: dict[str, list[float]] = {"/mcache/": [], "/django/": []}
             for _ in range(rounds):
                 for path in results:
                     results[path].append(requests_per_second(port, path, seconds, connections))
         finally:
-            gunicorn.terminate()
-            gunicorn.wait(10)
+            server.terminate()
+            server.wait(10)
     mine, theirs = statistics.median(results["/mcache/"]), statistics.median(results["/django/"])
     rounds_of = {path: " / ".join(f"{r:,.0f}" for r in got) for path, got in results.items()}
     rows = [

@@ -7,7 +7,10 @@ import contextlib
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
@@ -15,6 +18,7 @@ __all__ = [
     "Call",
     "Figure",
     "arguments",
+    "gunicorn",
     "latency_row",
     "measure",
     "p99",
@@ -158,3 +162,31 @@ def report(figures: list[Figure], path: str | None) -> None:
     if path:
         with open(path, "w", encoding="utf-8") as out:
             json.dump([asdict(f) for f in figures], out, indent=2)
+
+
+def gunicorn(
+    wsgi: str, env: dict[str, str], cwd: str, paths: tuple[str, ...] = ("/",)
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Serve ``wsgi`` with gunicorn (2 gthread workers × 4 threads) on a free loopback port.
+
+    Returns once every one of ``paths`` answers (which also warms them), with
+    the process and its port; the caller terminates it.
+    """
+    from tests.servers import free_port
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", wsgi, "-w", "2", "-k", "gthread", "--threads", "4",
+         "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
+        env=env, cwd=cwd,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            for path in paths:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5).read()
+            return server, port
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    raise RuntimeError(f"gunicorn serving {wsgi} did not answer within 30 s")

@@ -23,12 +23,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from mcache import Cache
-from tests.benchmarks.common import Figure, arguments, report, table
-from tests.servers import ServerProcess, free_port, memcached_process
+from tests.benchmarks.common import Figure, arguments, gunicorn, report, table
+from tests.servers import ServerProcess, memcached_process
 
 ROOT = Path(__file__).resolve().parents[2]
 PATHS = [
@@ -54,21 +53,7 @@ def start_site(url: str, db: str) -> tuple[subprocess.Popen[bytes], int]:
     }
     prepare = "from example_project.__main__ import prepare; prepare()"
     subprocess.run([sys.executable, "-c", prepare], env=env, check=True, cwd=ROOT)
-    port = free_port()
-    gunicorn = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "example_project.wsgi", "-w", "2", "-k", "gthread",
-         "--threads", "4", "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
-        env=env, cwd=ROOT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
-            return gunicorn, port
-        except OSError:
-            time.sleep(0.2)
-    gunicorn.kill()
-    raise RuntimeError("gunicorn did not answer within 30 s")
+    return gunicorn("example_project.wsgi", env, str(ROOT))
 
 
 Sample = tuple[float, float, bool]  # (seconds since start, latency ms, ok)
@@ -162,13 +147,13 @@ def main() -> None:
     ]
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            gunicorn, port = start_site(url, str(Path(tmp) / "soak.sqlite3"))
+            server, port = start_site(url, str(Path(tmp) / "soak.sqlite3"))
             try:
                 events = [(kill_at, victim.kill), (restart_at, victim.restart), *bumps]
                 samples = load(port, args.seconds, args.connections, events)
             finally:
-                gunicorn.terminate()  # its workers flush their statistics as they exit
-                gunicorn.wait(20)
+                server.terminate()  # its workers flush their statistics as they exit
+                server.wait(20)
         builds = Cache(url, namespace="example").stats()["cache"]["builds"]
     finally:
         for node in nodes:

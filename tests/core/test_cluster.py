@@ -7,7 +7,6 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from uhashring import HashRing
@@ -16,7 +15,7 @@ from mcache import NO_VALUE
 from mcache.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore, MemoryStore, TieredStore
 from mcache.stores import memcached as memcached_module
-from tests.servers import ServerProcess, memcached_process
+from tests.servers import ServerProcess
 
 FOUR = [Server(f"10.0.0.{i}", 11211) for i in range(1, 5)]
 KEYS = [f"user:{i}:profile" for i in range(100_000)]
@@ -79,15 +78,7 @@ def test_iter_servers_visits_each_server_once_owner_first() -> None:
             assert sorted(order, key=lambda s: s.name) == FOUR
 
 
-# -- real servers: a private trio per test, so killing one disturbs nobody -------------------
-
-
-@pytest.fixture
-def trio(memcached_nodes) -> Iterator[list[ServerProcess]]:
-    nodes = [memcached_process().start() for _ in range(3)]
-    yield nodes
-    for node in nodes:
-        node.kill()
+# -- real servers: a private trio per test (conftest), so killing one disturbs nobody ----------
 
 
 def _store(nodes: list[ServerProcess], **options) -> MemcachedStore:

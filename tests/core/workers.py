@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from mcache import Cache
+from mcache import NO_VALUE, Cache
 
 BUILDS_KEY = "test:builds"
 
@@ -66,6 +66,17 @@ def stampede(
     time.sleep(linger)  # let a background refresh finish before the process ends
     cache.metrics.flush()
     results.put(outcomes)
+
+
+def wait_for_lock(cache: Cache, key: str, timeout: float = 30) -> str:
+    """Wait until someone holds the build lock of ``key``; return the lock's store key."""
+    lock_key = cache.derived_key("l", cache.key(key))
+    deadline = time.monotonic() + timeout
+    while cache.store.get(lock_key) is NO_VALUE:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"nobody took the lock of {key!r} within {timeout} s")
+        time.sleep(0.02)
+    return lock_key
 
 
 def hold_lock_forever(url: str, namespace: str, key: str, lock_timeout: int) -> None:

@@ -1,4 +1,4 @@
-"""Servers of their own for the reliability tests: they kill and restart them."""
+"""A Redis of their own for the reliability tests (they kill it), and a fresh catalog."""
 
 from __future__ import annotations
 
@@ -7,16 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.reliability import site
-from tests.servers import ServerProcess, memcached_process, redis_process
-
-
-@pytest.fixture
-def trio(memcached_nodes) -> Iterator[list[ServerProcess]]:
-    """Three memcached of this test's own (``memcached_nodes`` checks the binary is there)."""
-    nodes = [memcached_process().start() for _ in range(3)]
-    yield nodes
-    for node in nodes:
-        node.kill()
+from tests.servers import ServerProcess, redis_process
 
 
 @pytest.fixture

@@ -146,6 +146,17 @@ class _ViewOptions:
         self.per_user, self.cache, self.key_prefix = per_user, cache, key_prefix
         self.refresh, self.header = refresh, header
 
+    def caches_nothing(self) -> bool:
+        """Return whether pages must not be cached: no ttl given and the cache's TIMEOUT is 0.
+
+        Django's rule (a ``TIMEOUT`` of 0 or less stores nothing) is how sites turn
+        caching off in development; ``cache_page`` without a timeout follows it too.
+        """
+        if self.ttl is not None:
+            return False
+        timeout = caches[self.cache].default_timeout
+        return timeout is not None and timeout <= 0
+
     def core(self) -> Cache:
         backend = caches[self.cache]
         core = getattr(backend, "mcache", None)
@@ -383,7 +394,7 @@ def _render(response: Any) -> Any:
 def _serve(
     options: _ViewOptions, name: str, view: View, request: HttpRequest, args: tuple, kwargs: dict
 ) -> Any:
-    if not _request_is_cacheable(request, options):
+    if options.caches_nothing() or not _request_is_cacheable(request, options):
         return view(request, *args, **kwargs)
     core = options.core()
     key = _key(name, request, options)
@@ -425,7 +436,7 @@ async def _aserve(
 ) -> Any:
     from asgiref.sync import sync_to_async
 
-    if not await sync_to_async(_request_is_cacheable)(request, options):
+    if options.caches_nothing() or not await sync_to_async(_request_is_cacheable)(request, options):
         return await view(request, *args, **kwargs)
     core = options.core()
     key = await sync_to_async(_key)(name, request, options)

@@ -311,3 +311,28 @@ def test_a_ttl_of_zero_caches_nothing_as_with_cache_page() -> None:
     assert all("X-Cache" not in response for response in responses)
     with pytest.raises(TypeError, match="ttl must be a number of seconds"):
         cached_view("60")
+
+
+def test_a_cache_timeout_of_zero_turns_page_caching_off() -> None:
+    from django.http import HttpResponse
+
+    from django_mcache.views import cached_view
+
+    calls = []
+
+    @cached_view()
+    def page(request):
+        calls.append(1)
+        return HttpResponse("rendered")
+
+    zero = {
+        "default": {
+            "BACKEND": "django_mcache.backend.MCacheBackend",
+            "LOCATION": "memory://",
+            "TIMEOUT": 0,
+        }
+    }
+    with override_settings(CACHES=zero):
+        request = RequestFactory().get("/zero-timeout/")
+        assert all("X-Cache" not in page(request) for _ in range(2))
+    assert len(calls) == 2

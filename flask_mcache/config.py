@@ -36,7 +36,10 @@ CODEC_KEYS = {
     "MCACHE_COMPRESS_THRESHOLD": "compress_threshold",
 }
 STORE_KEYS = {"MCACHE_REPLICAS": "replicas", "MCACHE_STORE_OPTIONS": ""}
-KEYS = frozenset({"MCACHE_URL", "MCACHE_ONLINE", *CACHE_KEYS, *CODEC_KEYS, *STORE_KEYS})
+ONLINE_KEYS = frozenset(
+    {"MCACHE_ONLINE", "MCACHE_ONLINE_WINDOW", "MCACHE_ONLINE_SLOTS", "MCACHE_ROBOTS"}
+)
+KEYS = frozenset({"MCACHE_URL", *ONLINE_KEYS, *CACHE_KEYS, *CODEC_KEYS, *STORE_KEYS})
 
 
 def cache_from_config(config: Mapping[str, Any]) -> Cache:
@@ -59,15 +62,28 @@ def cache_from_config(config: Mapping[str, Any]) -> Cache:
     cache_kwargs = {param: config[key] for key, param in CACHE_KEYS.items() if key in config}
     try:
         codec = Codec(**codec_kwargs)
-        return Cache(store, codec=codec, **cache_kwargs)
+        cache = Cache(store, codec=codec, **cache_kwargs)
     except (MCacheError, TypeError, ValueError) as error:
         raise ConfigError(f"{_key_named_in(str(error))}: {error}") from None
+    window, slots = (
+        config.get("MCACHE_ONLINE_WINDOW") or 300,
+        config.get("MCACHE_ONLINE_SLOTS") or 6,
+    )
+    if not (slots >= 2 and window >= slots):
+        raise ConfigError(
+            f"MCACHE_ONLINE_WINDOW / MCACHE_ONLINE_SLOTS: a window of {window} s needs at least"
+            f" 2 slots and no more slots than seconds, got {slots}"
+        )
+    return cache
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_URL": (str,),
     "MCACHE_NAMESPACE": (str,),
     "MCACHE_ONLINE": (bool,),
+    "MCACHE_ONLINE_WINDOW": (int,),
+    "MCACHE_ONLINE_SLOTS": (int,),
+    "MCACHE_ROBOTS": (list, tuple),
     "MCACHE_STORE_OPTIONS": (Mapping,),
     "MCACHE_REFRESH": (str,),
     "MCACHE_TRACE_DIR": (str,),

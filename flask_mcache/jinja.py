@@ -88,9 +88,21 @@ def count_view(obj_or_key: Any) -> int:
     return counted[ident]
 
 
+def online_counter(scope: str = "site") -> Any:
+    """Return the online counter of ``scope`` as the config shapes it, for counting and showing.
+
+    The hook counts into it and ``online_count`` reads it, so both must agree on
+    ``MCACHE_ONLINE_WINDOW`` (300 s) and ``MCACHE_ONLINE_SLOTS`` (6).
+    """
+    config = current_app.config
+    window = config.get("MCACHE_ONLINE_WINDOW") or 300
+    slots = config.get("MCACHE_ONLINE_SLOTS") or 6
+    return current_app.extensions["mcache"].online_counter(scope, window, slots)
+
+
 def online_count(scope: str | None = None) -> int:
     """Return the distinct visitors seen in the window of ``scope`` (the whole site by default)."""
-    return current_app.extensions["mcache"].online_counter(scope or "site").count()
+    return online_counter(scope or "site").count()
 
 
 def track_online() -> None:
@@ -100,9 +112,10 @@ def track_online() -> None:
     agent, so no cookie or session is needed; robots are not counted.
     """
     agent = request.headers.get("User-Agent", "").lower()
-    if not agent or any(robot in agent for robot in ROBOTS):
+    robots = current_app.config.get("MCACHE_ROBOTS") or ROBOTS
+    if not agent or any(robot in agent for robot in robots):
         return
     secret = str(current_app.config.get("SECRET_KEY") or "mcache").encode()[:64]
     seen = f"{request.remote_addr}|{agent}".encode()
     visitor = hashlib.blake2b(seen, key=secret, digest_size=12).hexdigest()
-    current_app.extensions["mcache"].online_counter("site").hit(visitor)
+    online_counter("site").hit(visitor)

@@ -84,3 +84,25 @@ def test_online_tracking_counts_distinct_humans(app, monkeypatch) -> None:
         clock.advance(app.mcache.online_counter("site").slot_len)
         with app.test_request_context():
             assert render_template_string("{{ online_count() }}") == "2"
+
+
+def test_online_settings_shape_what_is_counted_and_shown(monkeypatch) -> None:
+    app = Flask(__name__)
+    app.config.update(
+        SECRET_KEY="t",
+        MCACHE_NAMESPACE="online-settings",
+        MCACHE_ONLINE=True,
+        MCACHE_ONLINE_WINDOW=60,
+        MCACHE_ONLINE_SLOTS=3,
+        MCACHE_ROBOTS=["monitor"],
+    )
+    MCache(app)
+    app.get("/")(lambda: "home")
+    core = app.extensions["mcache"]
+    clock = FakeClock(core.clock.time())
+    monkeypatch.setattr(core, "clock", clock)
+    for agent in ("Mozilla/5.0 (a)", "Mozilla/5.0 (b)", "uptime-monitor/1.0"):
+        app.test_client().get("/", headers={"User-Agent": agent})
+    clock.advance(20)  # a 20 s slot later (60 s in 3 slots): the first slot is complete
+    with app.test_request_context():
+        assert render_template_string("{{ online_count() }}") == "2"

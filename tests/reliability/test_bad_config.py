@@ -118,6 +118,9 @@ FLASK: list[tuple[dict, str]] = [
     ({"MCACHE_SIGNING_KEY": ""}, "MCACHE_SIGNING_KEY"),
     ({"MCACHE_STATS_INTERVAL": 0}, "MCACHE_STATS_INTERVAL"),
     ({"MCACHE_ONLINE": "yes"}, "MCACHE_ONLINE must be a"),
+    ({"MCACHE_ONLINE_WINDOW": 60, "MCACHE_ONLINE_SLOTS": 1}, "MCACHE_ONLINE_SLOTS"),
+    ({"MCACHE_ONLINE_WINDOW": "5m"}, "MCACHE_ONLINE_WINDOW must be a"),
+    ({"MCACHE_ROBOTS": "bot"}, "MCACHE_ROBOTS must be a"),
 ]
 
 

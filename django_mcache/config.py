@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django.conf import settings
 from django.utils.module_loading import import_string
 
 from mcache import Cache
@@ -22,7 +23,7 @@ from mcache.codec import Codec
 from mcache.errors import ConfigError
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
 
-__all__ = ["ALIAS_SCHEME", "CACHE_OPTIONS", "CODEC_OPTIONS", "cache_from_settings"]
+__all__ = ["ALIAS_SCHEME", "CACHE_OPTIONS", "CODEC_OPTIONS", "cache_alias", "cache_from_settings"]
 
 ALIAS_SCHEME = "alias:"
 CACHE_OPTIONS = frozenset(
@@ -45,6 +46,15 @@ DJANGO_CULL_OPTIONS = frozenset({"MAX_ENTRIES", "CULL_FREQUENCY"})
 """Django's local-memory culling knobs: memcached and Redis evict by LRU instead."""
 
 _SAFE_NAMESPACE = re.compile(r"[!-~]{1,60}")
+
+
+def cache_alias(explicit: str | None = None) -> str:
+    """Return the cache alias to use: ``explicit``, else ``MCACHE_CACHE``, else "default".
+
+    Pages, blocks, counters, ORM bumps and the router all default to the same
+    cache, so a site that moves mcache to another alias moves all of them.
+    """
+    return explicit or getattr(settings, "MCACHE_CACHE", "default")
 
 
 def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:

@@ -10,13 +10,15 @@ from django.db.models import Model
 
 from mcache.counters import ViewCounter
 
+from .config import cache_alias
+
 __all__ = ["view_counter"]
 
 _SEED_FIELDS = ("views", "view_count")
 
 
 def view_counter(
-    model: type[Model] | Model, *, field: str | None = None, cache: str = "default"
+    model: type[Model] | Model, *, field: str | None = None, cache: str | None = None
 ) -> ViewCounter:
     """Return the view counter of ``model``'s rows (one per model and cache).
 
@@ -30,7 +32,7 @@ def view_counter(
     label = f"{meta.app_label}.{meta.model_name}"
     field = field or _configured_field(label) or _detected_field(meta)
     initial = None if field is None else _reader(concrete, field)
-    return caches[cache].view_counter(f"views:{label}", initial)
+    return caches[cache_alias(cache)].view_counter(f"views:{label}", initial)
 
 
 def _configured_field(label: str) -> str | None:

@@ -28,6 +28,7 @@ from django.core.cache import caches
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import connections, models, router, transaction
 
+from .config import cache_alias
 from .tags import model_tag, obj_tag
 
 __all__ = [
@@ -46,7 +47,7 @@ _recent: dict[str, int] = {}  # tag -> when this process last bumped it (ms), fo
 
 def _core() -> Any:
     """Return the core cache the ORM bumps go to (``MCACHE_CACHE``, default "default")."""
-    backend = caches[getattr(settings, "MCACHE_CACHE", "default")]
+    backend = caches[cache_alias()]
     return getattr(backend, "mcache", None)
 
 

@@ -22,6 +22,8 @@ from django.core import signing
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 
+from .config import cache_alias
+
 __all__ = ["OnlineVisitorsMiddleware", "count_online", "online_counter"]
 
 COOKIE = "mcache_visitor"
@@ -36,7 +38,7 @@ def online_counter(scope: str = "site", using: str | None = None) -> Any:
     must agree on the cache (``MCACHE_CACHE``), ``MCACHE_ONLINE_WINDOW`` and
     ``MCACHE_ONLINE_SLOTS``: a counter read with another window has other keys.
     """
-    backend = caches[using or getattr(settings, "MCACHE_CACHE", "default")]
+    backend = caches[cache_alias(using)]
     window = int(getattr(settings, "MCACHE_ONLINE_WINDOW", 300))
     slots = int(getattr(settings, "MCACHE_ONLINE_SLOTS", 6))
     return backend.online_counter(scope, window, slots)

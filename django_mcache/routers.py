@@ -24,6 +24,7 @@ from django.core.cache import caches
 
 from mcache.clock import Clock, system_clock
 
+from .config import cache_alias
 from .invalidation import recent_bump
 from .tags import model_tag
 
@@ -77,7 +78,7 @@ class FreshReadRouter:
             known = self._known.get(tag)
         if known is not None and known[1] > now:
             return max(known[0], mine or 0)
-        core = getattr(caches[getattr(settings, "MCACHE_CACHE", "default")], "mcache", None)
+        core = getattr(caches[cache_alias()], "mcache", None)
         if core is None:
             return None
         try:

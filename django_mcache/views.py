@@ -41,6 +41,7 @@ from mcache import Cache
 from mcache.build import STALE_SERVED
 from mcache.errors import Uncacheable
 
+from .config import cache_alias
 from .tags import model_tag
 
 __all__ = ["cached_view"]
@@ -58,7 +59,7 @@ def cached_view(
     depends_on: Sequence[type] = (),
     vary_on_headers: Sequence[str] = (),
     per_user: bool = False,
-    cache: str = "default",
+    cache: str | None = None,
     key_prefix: str | None = None,
     refresh: str | None = None,
     header: str | None = "X-Cache",
@@ -136,7 +137,7 @@ class _ViewOptions:
         depends_on: tuple[str, ...],
         vary: tuple[str, ...],
         per_user: bool,
-        cache: str,
+        cache: str | None,
         key_prefix: str | None,
         refresh: str | None,
         header: str | None,
@@ -154,16 +155,16 @@ class _ViewOptions:
         """
         if self.ttl is not None:
             return False
-        timeout = caches[self.cache].default_timeout
+        timeout = caches[cache_alias(self.cache)].default_timeout
         return timeout is not None and timeout <= 0
 
     def core(self) -> Cache:
-        backend = caches[self.cache]
-        core = getattr(backend, "mcache", None)
+        alias = cache_alias(self.cache)
+        core = getattr(caches[alias], "mcache", None)
         if not isinstance(core, Cache):
             raise ImproperlyConfigured(
-                f"cached_view(cache={self.cache!r}) needs an mcache cache: set"
-                f" CACHES[{self.cache!r}]['BACKEND'] = 'django_mcache.backend.MCacheBackend'"
+                f"cached_view(cache={alias!r}) needs an mcache cache: set"
+                f" CACHES[{alias!r}]['BACKEND'] = 'django_mcache.backend.MCacheBackend'"
             )
         return core
 

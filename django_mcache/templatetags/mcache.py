@@ -15,6 +15,7 @@ from django.utils import translation
 
 from mcache.keys import keyable
 
+from ..config import cache_alias
 from ..counters import view_counter
 from ..middleware import online_counter
 from ..tags import model_tag, obj_tag
@@ -47,7 +48,7 @@ class CachedBlockNode(template.Node):
             return self.nodelist.render(context)  # Django's timeout 0: not cached
         vary = tuple(keyable(v.resolve(context)) for v in self.vary)
         options = {k: v.resolve(context) for k, v in self.options.items()}
-        backend = caches[options.pop("using", "default")]
+        backend = caches[cache_alias(options.pop("using", None))]
         tags = _tag_names(options.pop("tags", None)) + _model_tags(options.pop("depends_on", None))
         key = ("block", self.name, vary, translation.get_language())
         core = getattr(backend, "mcache", None)
@@ -135,13 +136,13 @@ def _model_tags(depends_on: Any) -> list[str]:
 
 
 @register.simple_tag
-def view_count(obj: Model, using: str = "default") -> int:
+def view_count(obj: Model, using: str | None = None) -> int:
     """``{% view_count post %}``: the object's view count (seeded from the database)."""
     return view_counter(obj, cache=using).value(obj)
 
 
 @register.simple_tag(takes_context=True)
-def count_view(context: template.Context, obj: Model, using: str = "default") -> int:
+def count_view(context: template.Context, obj: Model, using: str | None = None) -> int:
     """``{% count_view post %}``: count one view per request and render the new count."""
     request = context.get("request")
     counter = view_counter(obj, cache=using)

@@ -309,3 +309,24 @@ def test_the_router_reads_untracked_models_from_the_primary() -> None:
     assert fresh.db_for_read(Session) == "default"
     assert fresh.allow_migrate("other", "blog") is None
     assert fresh.allow_migrate("replica", "blog") is False
+
+
+@pytest.mark.django_db
+def test_mcache_cache_moves_pages_blocks_and_bumps_together() -> None:
+    two = {
+        alias: {
+            "BACKEND": "django_mcache.backend.MCacheBackend",
+            "LOCATION": "memory://",
+            "KEY_PREFIX": alias,
+        }
+        for alias in ("default", "pages")
+    }
+    with override_settings(CACHES=two, MCACHE_CACHE="pages"):
+        post = Post.objects.create(title="first")
+        assert state(f"/posts/{post.pk}/") == "MISS"
+        assert state(f"/posts/{post.pk}/") == "HIT"
+        assert caches["pages"].mcache.metrics.local()["hits"] == 1, "the page lives in 'pages'"
+        assert caches["default"].mcache.metrics.local()["hits"] == 0
+        post.title = "edited"
+        post.save()  # the bump goes to the same cache as the page
+        assert Client().get(f"/posts/{post.pk}/").content == b"post edited"

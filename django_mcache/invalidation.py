@@ -18,15 +18,15 @@ django-cacheops does.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
-from django.core.exceptions import ObjectDoesNotExist
 from django.db import connections, models, router, transaction
+from django.db.models.base import ModelState
+
+from mcache.logs import FailureLog
 
 from .config import cache_alias
 from .tags import model_tag, obj_tag
@@ -41,6 +41,8 @@ __all__ = [
     "may_store",
     "recent_bump",
 ]
+
+_failures = FailureLog()
 
 _recent: dict[str, int] = {}  # tag -> when this process last bumped it (ms), for the router
 
@@ -156,8 +158,16 @@ def instance_tags(instance: models.Model, old_related: dict[str, Any] | None = N
     tags |= _declared_tags(instance)
     before = _as_it_was(instance, old_related)
     if before is not None:  # a post moved to another blog: the old blog's declared tags too
-        with contextlib.suppress(ObjectDoesNotExist):  # the row it pointed at is gone
+        try:
             tags |= _declared_tags(before)
+        except Exception as error:  # the old row gone, a tag function assuming the new one…
+            _failures.warning(
+                "invalidation.old_tags",
+                "declared tags of %s as it was before the change could not be computed (%r);"
+                " only its current ones are bumped",
+                label_of(instance),
+                error,
+            )
     for field in related_fields(type(instance)):
         label = label_of(field.related_model)
         for value in (instance.__dict__.get(field.attname), (old_related or {}).get(field.attname)):
@@ -181,19 +191,26 @@ def _declared_tags(instance: models.Model) -> set[str]:
 def _as_it_was(instance: models.Model, old_related: dict[str, Any] | None) -> models.Model | None:
     """Return a copy of ``instance`` with its foreign keys as they were, or None if none moved.
 
-    Related rows are not carried over, so the copy's declared tags read the rows
-    it used to point at (a query each, only when a foreign key changed).
+    Only a key that pointed at a row and now points elsewhere counts: one that
+    was empty (a row being created, a form filling it in) had no old target
+    whose pages could show the row. Related rows are not carried over, so the
+    copy's declared tags read the rows it used to point at (a query each).
     """
+    parent_links = {f.attname for f in instance._meta.concrete_fields if f.remote_field
+                    and getattr(f.remote_field, "parent_link", False)}  # fmt: skip
     moved = {
         attname: value
         for attname, value in (old_related or {}).items()
-        if value != instance.__dict__.get(attname)
+        if value is not None
+        and attname not in parent_links
+        and value != instance.__dict__.get(attname)
     }
     if not moved:
         return None
-    before = copy.copy(instance)
-    before._state = copy.copy(instance._state)
-    before._state.fields_cache = {}
+    before = type(instance).__new__(type(instance))
+    before.__dict__.update(instance.__dict__)
+    before._state = ModelState()
+    before._state.db, before._state.adding = instance._state.db, instance._state.adding
     before.__dict__.update(moved)
     return before
 

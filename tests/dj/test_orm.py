@@ -12,7 +12,7 @@ from django.test import Client, override_settings
 from django_mcache import invalidate_model, invalidate_obj
 from django_mcache.tags import model_tag
 from tests.dj import views
-from tests.dj.blog.models import Blog, Label, Post
+from tests.dj.blog.models import Article, Blog, Label, Post
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +66,7 @@ def test_declared_tags_of_the_row_a_foreign_key_used_to_point_at_are_bumped_too(
     cache = caches["default"]
     old_blog, new_blog = Blog.objects.create(name="old"), Blog.objects.create(name="new")
     post = Post.objects.create(title="moving", blog=old_blog)
-    by_blog_name = {"blog.post": lambda p: [f"blog-name:{p.blog.name}"] if p.blog_id else []}
+    by_blog_name = {"blog.post": lambda p: [f"blog-name:{p.blog.name}"]}  # assumes a blog
     with override_settings(MCACHE_MODEL_TAGS=by_blog_name):
         for name in ("old", "new"):
             cache.get_or_build(f"list-{name}", lambda: "before", tags=[f"blog-name:{name}"])
@@ -77,6 +77,38 @@ def test_declared_tags_of_the_row_a_foreign_key_used_to_point_at_are_bumped_too(
             after = cache.get_or_build(f"list-{name}", lambda: "after", tags=[f"blog-name:{name}"])
             assert after == "after", f"the {name} blog's list was not refreshed"
         assert fetched.blog.name == "new", "the copy taken for the old tags left the row alone"
+
+
+@pytest.mark.django_db
+def test_creating_rows_never_computes_tags_of_an_empty_old_state(
+    django_assert_num_queries,
+) -> None:
+    blog = Blog.objects.create(name="b")
+    by_blog_name = {"blog.post": lambda p: [f"blog-name:{p.blog.name}"]}  # assumes a blog
+    with override_settings(MCACHE_MODEL_TAGS=by_blog_name):
+        post = Post(title="filled in like a form")  # its blog empty when built
+        post.blog = blog
+        post.save()  # before: the copy with no blog raised AttributeError after the INSERT
+        with django_assert_num_queries(1):  # the INSERT: no query for an old state
+            Post.objects.create(title="direct", blog=blog)
+    with django_assert_num_queries(2):  # a multi-table child: its two INSERTs, nothing more
+        Article.objects.create(title="child", blog=blog)
+
+
+@pytest.mark.django_db
+def test_old_declared_tags_that_cannot_be_computed_are_logged_not_raised(caplog) -> None:
+    old_blog, new_blog = Blog.objects.create(name="old"), Blog.objects.create(name="new")
+    post = Post.objects.create(title="moving", blog=old_blog)
+    fetched = Post.objects.get(pk=post.pk)
+    old_blog.delete()  # the row the old state points at is gone
+
+    def strict(p):
+        return [f"blog-name:{p.blog.name}"]
+
+    with override_settings(MCACHE_MODEL_TAGS={"blog.post": strict}):
+        fetched.blog = new_blog
+        fetched.save()
+    assert "could not be computed" in caplog.text
 
 
 @pytest.mark.django_db

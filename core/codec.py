@@ -224,6 +224,20 @@ class Codec:
             self._serializer_id: self.serializer.loads,
         }
 
+    def storable_bytes(self, data: bytes) -> bytes | str:
+        """Return ``data`` in a form this codec can keep inside a structure.
+
+        JSON has no bytes: for it the bytes go in as a latin-1 string, one
+        character per byte, which ``bytes_of`` turns back. Other serializers
+        keep bytes as they are.
+        """
+        return data.decode("latin-1") if self.serializer.name == "json" else data
+
+    @staticmethod
+    def bytes_of(stored: bytes | str) -> bytes:
+        """Return the bytes ``storable_bytes`` was given."""
+        return stored.encode("latin-1") if isinstance(stored, str) else stored
+
     @property
     def signed(self) -> bool:
         """Return whether values are signed and unsigned ones rejected."""

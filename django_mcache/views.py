@@ -40,6 +40,7 @@ from django.utils.http import http_date
 from mcache import Cache
 from mcache.build import STALE_SERVED
 from mcache.errors import Uncacheable
+from mcache.page import as_page
 
 from .config import cache_alias
 from .tags import model_tag
@@ -323,21 +324,8 @@ def _key(name: str, request: HttpRequest, options: _ViewOptions) -> tuple[Any, .
 
 
 def _page(found: Any) -> Snapshot | None:
-    """Return ``found`` as a stored page, or None when it is none.
-
-    Serializers such as msgpack give tuples back as lists; anything else under
-    a page's key (another client's value, bytes written by hand) is no page.
-    """
-    if (
-        type(found) in (tuple, list)
-        and len(found) == 4
-        and type(found[0]) is int
-        and type(found[1]) in (tuple, list)
-        and type(found[2]) is bytes
-        and type(found[3]) is bool
-    ):
-        return (found[0], [tuple(header) for header in found[1]], found[2], found[3])
-    return None
+    """Return ``found`` as a stored page, or None when it is none (see ``mcache.page``)."""
+    return as_page(found, 1)  # type: ignore[return-value]
 
 
 def _foreign(found: Any) -> bool:
@@ -355,7 +343,8 @@ def _snapshot(response: HttpResponseBase, options: _ViewOptions, reads_session: 
     """Return what is stored (a rendered response's parts, never the object)."""
     if options.ttl is not None:
         patch_response_headers(response, int(options.ttl))
-    return (response.status_code, list(response.items()), response.content, reads_session)
+    body = options.core().codec.storable_bytes(response.content)  # JSON keeps no bytes
+    return (response.status_code, list(response.items()), body, reads_session)
 
 
 def _restore(snapshot: Snapshot, state: str, options: _ViewOptions) -> HttpResponse:
@@ -415,6 +404,7 @@ def _serve(
         result = core.get_or_build(key, build, **build_options)
         if _foreign(result):  # another client's value under this page's key
             _forget(core, key)
+            STALE_SERVED.set(False)  # what the first read said is not about this page
             result = core.get_or_build(key, build, **build_options)
         stale = STALE_SERVED.get()
     finally:
@@ -464,6 +454,7 @@ async def _aserve(
         result = await core.aget_or_build(key, build, **build_options)
         if _foreign(result):  # another client's value under this page's key
             await sync_to_async(_forget)(core, key)
+            STALE_SERVED.set(False)
             result = await core.aget_or_build(key, build, **build_options)
         stale = STALE_SERVED.get()
     finally:

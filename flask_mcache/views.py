@@ -25,6 +25,7 @@ from werkzeug.http import http_date
 from mcache import Cache
 from mcache.build import STALE_SERVED
 from mcache.errors import Uncacheable
+from mcache.page import as_page
 
 __all__ = ["cached_view"]
 
@@ -83,6 +84,7 @@ def cached_view(
                 result = cache.get_or_build(key, build, **options)
                 if not isinstance(result, Response) and _page(result) is None:
                     _forget(cache, key)  # another client's value under this page's key
+                    STALE_SERVED.set(False)
                     result = cache.get_or_build(key, build, **options)
                 stale = STALE_SERVED.get()
             finally:
@@ -135,7 +137,8 @@ def _snapshot(returned: Any, vary: tuple[str, ...]) -> Snapshot:
     response = make_response(returned)
     if getattr(session, "modified", False) or not _cacheable(response, vary):
         raise Uncacheable(response)  # e.g. a flash or a login: Flask sets a cookie after us
-    return (response.status_code, list(response.headers.items()), response.get_data())
+    body = current_app.extensions["mcache"].codec.storable_bytes(response.get_data())
+    return (response.status_code, list(response.headers.items()), body)
 
 
 def _key(name: str, vary: tuple[str, ...], per_user: Callable[[], Any] | None) -> tuple:
@@ -157,20 +160,8 @@ def _cacheable(response: Response, vary: tuple[str, ...]) -> bool:
 
 
 def _page(found: Any) -> Snapshot | None:
-    """Return ``found`` as a stored page, or None when it is none.
-
-    Serializers such as msgpack give tuples back as lists; anything else under
-    a page's key (another client's value, bytes written by hand) is no page.
-    """
-    if (
-        type(found) in (tuple, list)
-        and len(found) == 3
-        and type(found[0]) is int
-        and type(found[1]) in (tuple, list)
-        and type(found[2]) is bytes
-    ):
-        return (found[0], [tuple(header) for header in found[1]], found[2])
-    return None
+    """Return ``found`` as a stored page, or None when it is none (see ``mcache.page``)."""
+    return as_page(found, 0)  # type: ignore[return-value]
 
 
 def _forget(cache: Cache, key: tuple[Any, ...]) -> None:

@@ -102,7 +102,7 @@ def test_foreign_bytes_under_a_page_key_are_a_logged_miss_then_overwritten(
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("serializer", ["pickle", "msgpack"])
+@pytest.mark.parametrize("serializer", ["pickle", "msgpack", "json"])
 def test_pages_are_hits_whatever_the_serializer(serializer: str, memcached_url: str) -> None:
     app = site.flask_app(memcached_url, namespace=f"fl{serializer}", MCACHE_SERIALIZER=serializer)
     settings = django_settings(memcached_url, prefix=f"dj{serializer}", serializer=serializer)
@@ -110,6 +110,12 @@ def test_pages_are_hits_whatever_the_serializer(serializer: str, memcached_url: 
         assert [Client().get("/catalog/")["X-Cache"] for _ in range(2)] == ["MISS", "HIT"]
         client = app.test_client()
         assert [client.get("/catalog/").headers["X-Cache"] for _ in range(2)] == ["MISS", "HIT"]
+        url = "/echo/" + urllib.parse.quote("ключ €")  # non-ASCII bytes in the body
+        pages = [Client().get(url) for _ in range(2)]
+        assert [p["X-Cache"] for p in pages] == ["MISS", "HIT"]
+        assert pages[0].content == pages[1].content and "ключ €".encode() in pages[1].content
+        pages = [client.get(url) for _ in range(2)]
+        assert pages[0].data == pages[1].data and "ключ €".encode() in pages[1].data
 
 
 @pytest.mark.django_db

@@ -40,7 +40,7 @@ def django_catalog(request):
 
 @cached_view(ttl=60, tags=["catalog"])
 def django_echo(request, rest):
-    return HttpResponse(f"echo {request.get_full_path()}")
+    return HttpResponse(f"echo {request.path}?{request.META.get('QUERY_STRING', '')}")
 
 
 @cached_view(ttl=60)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import time
 import weakref
@@ -42,23 +43,43 @@ values their builder marked ``Uncacheable``, and store failures."""
 
 
 _LIVE: weakref.WeakSet[CacheStats] = weakref.WeakSet()
+EXIT_FLUSH_SECONDS = 1.0  # what exit may wait for servers that accept and never answer
 
 
 @atexit.register
 def _flush_at_exit() -> None:
-    """Flush what every live ``Cache`` counted since its last flush.
+    """Flush what every live ``Cache`` counted since its last flush, within a second.
 
     Otherwise a short-lived process (a management command, a script, a worker
     recycled after N requests) would take up to ``interval`` seconds of counts
-    with it, and the cluster-wide totals would miss them.
+    with it, and the cluster-wide totals would miss them. A hung server must not
+    hold the exit up, so the flush runs in a daemon thread that exit waits for
+    only so long.
     """
+    live = [stats for stats in list(_LIVE) if any(stats.local().values())]
+    if not live:
+        return
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)  # a server already stopped at exit is no news
     try:
-        for stats in list(_LIVE):
-            stats.flush(quiet=True)
+        flusher = threading.Thread(
+            target=lambda: [stats.flush(quiet=True) for stats in live], daemon=True
+        )
+        flusher.start()
+        flusher.join(EXIT_FLUSH_SECONDS)
     finally:
         logging.disable(previous)
+
+
+def _forget_parent_counts() -> None:
+    """In a forked child: the parent's pending counts are the parent's to flush."""
+    for stats in list(_LIVE):
+        stats._lock = threading.Lock()  # a parent thread may have held it at the fork
+        stats._pending = dict.fromkeys(COUNTERS, 0)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parent_counts)
 
 
 class CacheStats:

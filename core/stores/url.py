@@ -132,6 +132,10 @@ def _checked_kwargs(scheme: str, options: Mapping[str, object]) -> dict[str, obj
         parser = OPTIONS[scheme].get(name)
         if parser is None or (value is None and name == "max_connections"):
             checked[name] = value
+        elif scheme == "tiered" and name in ("hot", "cold") and not isinstance(value, str):
+            checked[name] = value  # a Store object as a tier
+        elif isinstance(value, float) and value.is_integer() and parser in (int, parse_size):
+            checked[name] = int(value)  # 64e6 or 2.0 from a settings file
         elif isinstance(value, str) and parser is not str:
             try:
                 checked[name] = parser(value)

@@ -425,6 +425,43 @@ def test_a_process_that_exits_before_the_interval_still_adds_its_counts(url: str
     assert (totals["hits"], totals["misses"], totals["builds"]) == (1, 1, 1)
 
 
+def test_exit_waits_about_a_second_for_a_hung_server() -> None:
+    import socket
+
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        url = f"memcached://127.0.0.1:{silent.getsockname()[1]}?timeout=5&connect_timeout=5"
+        script = (
+            "from mcache import Cache\n"
+            f"cache = Cache({url!r}, namespace='hung', stats_interval=3600)\n"
+            "cache.metrics.add('hits')\n"
+        )
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+        took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert took < 4.0, f"exit took {took:.1f} s with a 5 s store timeout"
+
+
+def test_a_forked_child_does_not_flush_its_parents_counts_again(memcached_url: str) -> None:
+    cache = Cache(memcached_url, namespace="forked", stats_interval=3600)
+    cache.get_or_build("page", lambda: 1)  # one miss, pending in this process
+    child = os.fork()
+    if child == 0:  # the child exits as a worker does: sys.exit runs atexit
+        os._exit(_exit_child())
+    os.waitpid(child, 0)
+    cache.metrics.flush()
+    assert Cache(memcached_url, namespace="forked").stats()["cache"]["misses"] == 1
+
+
+def _exit_child() -> int:
+    import atexit
+
+    atexit._run_exitfuncs()  # what sys.exit would run, without pytest's own teardown
+    return 0
+
+
 # -- decorator and asyncio -----------------------------------------------------------------------
 
 

@@ -91,3 +91,11 @@ def test_keyword_options_are_parsed_and_checked_as_the_query_strings_are() -> No
         from_url("memcached://127.0.0.1:11211", timeout=[1])
     with pytest.raises(ConfigError, match="flush_on_rejoin must be True or False"):
         from_url("memcached://127.0.0.1:11211", flush_on_rejoin=1)
+
+
+def test_keyword_options_take_store_tiers_and_whole_floats() -> None:
+    tiered = from_url("tiered://", hot=MemoryStore(), cold=MemoryStore(), hot_ttl=2.0)
+    assert tiered.hot_ttl == 2
+    assert from_url("memory://", max_bytes=64e6).max_bytes == 64_000_000
+    with pytest.raises(ConfigError, match="max_bytes must be a size"):
+        from_url("memory://", max_bytes=1.5)

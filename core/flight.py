@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -137,6 +136,8 @@ class ThreadPoolRefresher:
         self._executor: ThreadPoolExecutor | None = None
         self._slots = threading.BoundedSemaphore(max_workers + max_queue)
         self._lock = threading.Lock()
+        self._idle = threading.Condition()
+        self._in_flight = 0
         self.failures = FailureLog()
 
     def __call__(self, job: Callable[[], object]) -> bool:
@@ -145,6 +146,8 @@ class ThreadPoolRefresher:
             self.failures.warning("refresh.full", "background refresh queue full; serving stale")
             return False
         context = contextvars.copy_context()  # the caller's language, request state, …
+        with self._idle:
+            self._in_flight += 1
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(self.max_workers, "mcache-refresh")
@@ -158,23 +161,19 @@ class ThreadPoolRefresher:
             self.failures.warning("refresh.error", "background refresh failed: %s", error)
         finally:
             self._slots.release()
+            with self._idle:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._idle.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no job is queued or running; return whether that happened in time.
 
-        For a test or a demo that counts what the background rebuilds did.
+        For a test or a demo that counts what the background rebuilds did; new
+        jobs are still accepted meanwhile.
         """
-        deadline = time.monotonic() + timeout
-        taken = 0
-        try:
-            for _ in range(self.max_workers + self.max_queue):
-                if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                    return False
-                taken += 1
-            return True
-        finally:
-            for _ in range(taken):
-                self._slots.release()
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout)
 
     def shutdown(self, wait: bool = True) -> None:
         """Stop the pool, waiting for running jobs when ``wait``."""

@@ -322,3 +322,18 @@ def test_tag_lost_in_the_millisecond_it_was_created_still_invalidates() -> None:
     assert cache.get_or_build("page", lambda: "v1", tags=["posts"]) == "v1"
     cache.store.delete(cache.tags.key("posts"))
     assert cache.get_or_build("page", lambda: "v2", tags=["posts"]) == "v2"
+
+
+def test_waiting_for_an_idle_refresher_still_accepts_work() -> None:
+    from mcache.flight import ThreadPoolRefresher
+
+    refresher = ThreadPoolRefresher(max_workers=1, max_queue=1)
+    release = threading.Event()
+    done: list[str] = []
+    assert refresher(lambda: (release.wait(5), done.append("first")))
+    assert refresher.wait_idle(0.05) is False, "a job is running"
+    assert refresher(lambda: done.append("second")), "accepted while someone waits for idle"
+    release.set()
+    assert refresher.wait_idle(5) is True
+    assert done == ["first", "second"]
+    refresher.shutdown()

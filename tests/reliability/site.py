@@ -38,6 +38,11 @@ def django_catalog(request):
     return HttpResponse(render_catalog("django"))
 
 
+@cached_view(ttl=300, stale_ttl=300, tags=["catalog"], key_prefix="catalog-long")
+def django_catalog_long(request):
+    return HttpResponse(render_catalog("django"))
+
+
 @cached_view(ttl=60, tags=["catalog"])
 def django_echo(request, rest):
     return HttpResponse(f"echo {request.path}?{request.META.get('QUERY_STRING', '')}")
@@ -62,6 +67,7 @@ def django_private(request, kind):
 urlpatterns = [
     path("private/<str:kind>/", django_private),
     path("catalog/", django_catalog),
+    path("catalog-long/", django_catalog_long),
     re_path(r"^echo/(?P<rest>.+)$", django_echo),
 ]
 
@@ -77,6 +83,11 @@ def flask_app(url: str, namespace: str = "fl", **config: object) -> Flask:
     @app.get("/catalog/")
     @mcache.cached_view(ttl=1, stale_ttl=60, tags=["catalog"])
     def catalog():
+        return render_catalog("flask")
+
+    @app.get("/catalog-long/")
+    @mcache.cached_view(ttl=300, stale_ttl=300, tags=["catalog"])
+    def catalog_long():
         return render_catalog("flask")
 
     @app.get("/private/<kind>/")

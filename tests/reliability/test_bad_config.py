@@ -45,10 +45,15 @@ CORE: list[tuple[Callable[[], object], str]] = [
     (lambda: from_url(M + "?max_pool_size=0"), "max_pool_size must be >= 1"),
     (lambda: from_url(M + "?flush_on_rejoin=maybe"), "flush_on_rejoin='maybe'"),
     (lambda: from_url(M, flush_on_rejoin=1), "flush_on_rejoin must be True or False"),
-    (lambda: from_url("redis://h:6379/zero"), "redis"),
+    (lambda: from_url("redis://h:6379/zero"), "database"),
+    (lambda: from_url("redis://h:port/0"), "bad port in"),
+    (lambda: from_url("memcached://h:1:2:3"), "host[:port[:weight]]"),
+    (lambda: from_url("memcached://h:abc"), "port"),
+    (lambda: from_url(M + "?max_value_size=0"), "max_value_size must be >= 1"),
+    (lambda: from_url("redis://h:6379/0?max_value_size=0"), "max_value_size must be >= 1"),
     (lambda: from_url("redis://h:6379/0?socket_timeout=0"), "socket_timeout"),
     (lambda: from_url("redis://h:6379/0?db=1"), "unknown redis store option 'db'"),
-    (lambda: from_url("tiered://?hot=memory://"), "cold"),
+    (lambda: from_url("tiered://?hot=memory://"), "takes a hot and a cold store URL"),
     (lambda: from_url("tiered://?hot=memory://&cold=memory://&hot_ttl=0"), "hot_ttl"),
     (lambda: Cache(42), "store must be a URL"),  # type: ignore[arg-type]
     (lambda: Cache(namespace="a b"), "namespace"),
@@ -63,6 +68,9 @@ CORE: list[tuple[Callable[[], object], str]] = [
     (lambda: Cache(tag_cache_ttl=-0.1), "tag_cache_ttl"),
     (lambda: Cache(stats_interval=0), "stats_interval must be > 0"),
     (lambda: Cache(trace_dir=3), "trace_dir must be a directory path"),  # type: ignore[arg-type]
+    (lambda: Cache(trace_dir="/proc/mcache-traces"), "cannot be created"),
+    (lambda: Cache(stats_interval="5"), "stats_interval must be a number of seconds"),  # type: ignore[arg-type]
+    (lambda: Codec(object()), "serializer must be a name or a Serializer"),  # type: ignore[arg-type]
     (lambda: Codec("yaml"), "unknown serializer 'yaml'"),
     (lambda: Codec(compress_threshold=-1), "compress_threshold"),
     (lambda: Codec(compress_level=12), "compress_level must be an int from -1 to 9"),

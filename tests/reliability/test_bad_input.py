@@ -94,12 +94,13 @@ def test_any_url_gets_its_own_page_in_django_and_flask(memcached_url: str, urls)
     with override_settings(**django_settings(memcached_url, prefix=uuid.uuid4().hex)):
         clients = {"django": Client(), "flask": app.test_client()}
         pages: dict[tuple[str, str], bytes] = {}
-        for _round in range(2):  # a miss, then a hit: each time the URL's own page
+        for state in ("MISS", "HIT"):  # each time the URL's own page
             for path, query in urls:
                 url = "/echo/" + urllib.parse.quote(path) + "?" + urllib.parse.urlencode(query)
                 for name, client in clients.items():
                     response = client.get(url)
                     assert response.status_code == 200, (name, url)
+                    assert response.headers["X-Cache"] == state, (name, url)
                     body = response.content if name == "django" else response.data
                     assert pages.setdefault((name, url), body) == body, "a hit is the same page"
         for name in clients:

@@ -65,13 +65,30 @@ def test_flask_never_serves_one_visitors_private_page_to_another(
         if kind == "signed_in" and name != "carol":
             with client.session_transaction() as session:
                 session["user"] = name
-        if kind == "vary_cookie":
-            client.set_cookie("session", f"session-of-{name}")
+        if kind == "vary_cookie":  # not Flask's session cookie: the Vary rule must catch it
+            client.set_cookie("theme", f"theme-of-{name}")
     for name in ("alice", "bob", "alice", "bob"):
         page = visitors[name].get(f"/private/{kind}/", headers=headers_for(kind, name))
         assert page.data == f"page of {name}".encode(), kind
     anonymous = visitors["carol"].get(f"/private/{kind}/")
     assert b"alice" not in anonymous.data and b"bob" not in anonymous.data
+
+
+@pytest.mark.django_db
+def test_the_control_an_ordinary_page_is_shared_so_the_cases_above_can_fail(
+    memcached_url: str,
+) -> None:
+    """The key ignores X-User: without a private marker, bob gets alice's page."""
+    with override_settings(**django_settings(memcached_url, prefix="secpublic")):
+        assert Client().get("/private/public/", HTTP_X_USER="alice").content == b"page of alice"
+        shared = Client().get("/private/public/", HTTP_X_USER="bob")
+        assert (shared.content, shared["X-Cache"]) == (b"page of alice", "HIT")
+    app = site.flask_app(memcached_url, namespace="secpublic")
+    assert app.test_client().get("/private/public/", headers={"X-User": "alice"}).data == (
+        b"page of alice"
+    )
+    shared = app.test_client().get("/private/public/", headers={"X-User": "bob"})
+    assert (shared.data, shared.headers["X-Cache"]) == (b"page of alice", "HIT")
 
 
 # -- signed values -----------------------------------------------------------------------------

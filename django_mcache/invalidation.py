@@ -237,8 +237,9 @@ class TaggedQuerySet(models.QuerySet):
 
     ``update()`` reads the rows it is about to change first (one more query:
     their pks and the foreign keys it changes, or whole rows when the model
-    declares tags of its own), so each row's tags, its old and new related
-    rows and the declared tags are bumped as a save would bump them;
+    declares tags of its own, read again after the update for their new
+    declared tags), so each row's tags, its old and new related rows and the
+    declared tags are bumped as a save would bump them;
     ``bulk_create``/``bulk_update`` know their rows.
     """
 
@@ -248,9 +249,12 @@ class TaggedQuerySet(models.QuerySet):
         changed = [related[name] for name in kwargs if name in related] + [
             related[f.attname] for f in related.values() if f.name in kwargs
         ]
-        if _declares_tags(self.model):
+        declares = _declares_tags(self.model)
+        pks = []
+        if declares:
             for obj in self:
                 tags |= instance_tags(obj)
+                pks.append(obj.pk)
         else:
             names = ["pk", *(f.attname for f in changed)]
             for row in self.values_list(*names):
@@ -261,9 +265,14 @@ class TaggedQuerySet(models.QuerySet):
         count = super().update(**kwargs)
         for field in changed:
             value = kwargs.get(field.attname, kwargs.get(field.name))
+            if hasattr(value, "resolve_expression"):
+                continue  # F(), Case(…) (bulk_update's): known only to the database
             value = getattr(value, "pk", value)
             if value is not None:
                 tags.add(f"obj:{label_of(field.related_model)}:{value}")
+        if pks:  # the rows as they are now declare tags of their own (a new blog's, say)
+            for obj in self.model._base_manager.using(self.db).filter(pk__in=pks):
+                tags |= _declared_tags(obj)
         bump(tags, self.db)
         return count
 

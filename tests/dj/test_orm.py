@@ -362,3 +362,29 @@ def test_mcache_cache_moves_pages_blocks_and_bumps_together() -> None:
         post.title = "edited"
         post.save()  # the bump goes to the same cache as the page
         assert Client().get(f"/posts/{post.pk}/").content == b"post edited"
+
+
+@pytest.mark.django_db
+def test_update_bumps_the_new_rows_declared_tags_and_no_tag_for_an_expression() -> None:
+    cache = caches["default"]
+    old_blog, new_blog = Blog.objects.create(name="old"), Blog.objects.create(name="new")
+    post = Post.objects.create(title="moving", blog=old_blog)
+    by_blog_name = {"blog.post": lambda p: [f"blog-name:{p.blog.name}"] if p.blog_id else []}
+    with override_settings(MCACHE_MODEL_TAGS=by_blog_name):
+        for name in ("old", "new"):
+            cache.get_or_build(f"list-{name}", lambda: "before", tags=[f"blog-name:{name}"])
+        Post.tagged.filter(pk=post.pk).update(blog=new_blog)
+        for name in ("old", "new"):
+            got = cache.get_or_build(f"list-{name}", lambda: "after", tags=[f"blog-name:{name}"])
+            assert got == "after", f"the {name} blog's list was not refreshed"
+        post.refresh_from_db()
+        post.title = "renamed"
+        bumped: list[str] = []
+        core = cache.mcache
+        real = core.invalidate
+        core.invalidate = lambda *tags: bumped.extend(tags) or real(*tags)  # type: ignore[method-assign]
+        try:
+            Post.tagged.bulk_update([post], ["title", "blog"])
+        finally:
+            core.invalidate = real  # type: ignore[method-assign]
+        assert bumped and not [t for t in bumped if "CASE" in t or "Case" in t], bumped

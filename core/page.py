@@ -9,11 +9,14 @@ bytes written by hand) is no page, and ``None``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .codec import Codec
 
-__all__ = ["as_page"]
+if TYPE_CHECKING:
+    from .cache import Cache
+
+__all__ = ["as_page", "drop_foreign"]
 
 
 def as_page(found: Any, flags: int = 0) -> tuple | None:
@@ -34,3 +37,9 @@ def _is_header(header: Any) -> bool:
     return (
         type(header) in (tuple, list) and len(header) == 2 and all(type(p) is str for p in header)
     )
+
+
+def drop_foreign(cache: Cache, key: tuple[Any, ...]) -> None:
+    """Drop a value under a page's key that is no page, so the page is built anew; log it once."""
+    cache.failures.warning("view.foreign", "a page's key held no page; rendered anew: %r", key[:5])
+    cache.delete(key)

@@ -40,7 +40,7 @@ from django.utils.http import http_date
 from mcache import Cache
 from mcache.build import STALE_SERVED
 from mcache.errors import Uncacheable
-from mcache.page import as_page
+from mcache.page import as_page, drop_foreign
 
 from .config import cache_alias
 from .tags import model_tag
@@ -328,17 +328,6 @@ def _page(found: Any) -> Snapshot | None:
     return as_page(found, 1)  # type: ignore[return-value]
 
 
-def _foreign(found: Any) -> bool:
-    """Return whether ``found`` is neither a stored page nor this request's own response."""
-    return not isinstance(found, HttpResponseBase) and _page(found) is None
-
-
-def _forget(core: Cache, key: tuple[Any, ...]) -> None:
-    """Drop a value that is no page, so the page is rendered and stored again; log it once."""
-    core.failures.warning("view.foreign", "a page's key held no page; rendered anew: %r", key[:5])
-    core.delete(key)
-
-
 def _snapshot(response: HttpResponseBase, options: _ViewOptions, reads_session: bool) -> Snapshot:
     """Return what is stored (a rendered response's parts, never the object)."""
     if options.ttl is not None:
@@ -402,16 +391,17 @@ def _serve(
     try:
         build_options = options.build_options(request, args, kwargs)
         result = core.get_or_build(key, build, **build_options)
-        if _foreign(result):  # another client's value under this page's key
-            _forget(core, key)
+        page = _page(result)
+        if page is None and not isinstance(result, HttpResponseBase):  # another client's value
+            drop_foreign(core, key)
             STALE_SERVED.set(False)  # what the first read said is not about this page
             result = core.get_or_build(key, build, **build_options)
+            page = _page(result)
         stale = STALE_SERVED.get()
     finally:
         STALE_SERVED.reset(token)
     if isinstance(result, HttpResponseBase):
         return result  # this request's own, uncacheable response
-    page = _page(result)
     if page is None or not render.serves(page):
         return view(request, *args, **kwargs)
     return _restore(page, _state(render, stale), options)
@@ -452,16 +442,17 @@ async def _aserve(
     try:
         build_options = await sync_to_async(options.build_options)(request, args, kwargs)
         result = await core.aget_or_build(key, build, **build_options)
-        if _foreign(result):  # another client's value under this page's key
-            await sync_to_async(_forget)(core, key)
+        page = _page(result)
+        if page is None and not isinstance(result, HttpResponseBase):  # another client's value
+            await sync_to_async(drop_foreign)(core, key)
             STALE_SERVED.set(False)
             result = await core.aget_or_build(key, build, **build_options)
+            page = _page(result)
         stale = STALE_SERVED.get()
     finally:
         STALE_SERVED.reset(token)
     if isinstance(result, HttpResponseBase):
         return result
-    page = _page(result)
     if page is None or not await sync_to_async(render.serves)(page):
         return await view(request, *args, **kwargs)
     return _restore(page, _state(render, stale), options)

@@ -25,7 +25,7 @@ from werkzeug.http import http_date
 from mcache import Cache
 from mcache.build import STALE_SERVED
 from mcache.errors import Uncacheable
-from mcache.page import as_page
+from mcache.page import as_page, drop_foreign
 
 __all__ = ["cached_view"]
 
@@ -82,16 +82,17 @@ def cached_view(
             try:
                 options = dict(ttl=ttl, stale_ttl=stale_ttl, tags=view_tags, refresh=refresh)
                 result = cache.get_or_build(key, build, **options)
-                if not isinstance(result, Response) and _page(result) is None:
-                    _forget(cache, key)  # another client's value under this page's key
-                    STALE_SERVED.set(False)
+                page = _page(result)
+                if page is None and not isinstance(result, Response):  # another client's value
+                    drop_foreign(cache, key)
+                    STALE_SERVED.set(False)  # what the first read said is not about this page
                     result = cache.get_or_build(key, build, **options)
+                    page = _page(result)
                 stale = STALE_SERVED.get()
             finally:
                 STALE_SERVED.reset(token)
             if isinstance(result, Response):
                 return result  # this request's own response, never stored
-            page = _page(result)
             if page is None:
                 return view(**view_args)
             state = "STALE" if stale else "MISS" if built else "HIT"
@@ -162,12 +163,6 @@ def _cacheable(response: Response, vary: tuple[str, ...]) -> bool:
 def _page(found: Any) -> Snapshot | None:
     """Return ``found`` as a stored page, or None when it is none (see ``mcache.page``)."""
     return as_page(found, 0)  # type: ignore[return-value]
-
-
-def _forget(cache: Cache, key: tuple[Any, ...]) -> None:
-    """Drop a value that is no page, so the page is rendered and stored again; log it once."""
-    cache.failures.warning("view.foreign", "a page's key held no page; rendered anew: %r", key[:4])
-    cache.delete(key)
 
 
 def _restore(snapshot: Snapshot, state: str, header: str | None, ttl: float | None) -> Response:

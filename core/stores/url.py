@@ -105,19 +105,12 @@ def _query_options(scheme: str, query: str, url: str) -> dict[str, object]:
     return parsed
 
 
-_KINDS: dict[Parser, tuple[type, ...]] = {
-    parse_size: (int,),
-    int: (int,),
-    float: (int, float),
-    _parse_bool: (bool,),
-    str: (str,),
-}
-_KIND_NAMES = {
-    parse_size: "a size such as 65536 or '64m'",
-    int: "a whole number",
-    float: "a number",
-    _parse_bool: "True or False",
-    str: "a string",
+_KINDS: dict[Parser, tuple[tuple[type, ...], str]] = {  # parser: Python types taken, in words
+    parse_size: ((int,), "a size such as 65536 or '64m'"),
+    int: ((int,), "a whole number"),
+    float: ((int, float), "a number"),
+    _parse_bool: ((bool,), "True or False"),
+    str: ((str,), "a string"),
 }
 
 
@@ -142,10 +135,10 @@ def _checked_kwargs(scheme: str, options: Mapping[str, object]) -> dict[str, obj
             except ValueError as error:
                 raise ConfigError(f"{scheme} store option {name}={value!r}: {error}") from None
         elif isinstance(value, bool) is not (parser is _parse_bool) or not isinstance(
-            value, _KINDS[parser]
+            value, _KINDS[parser][0]
         ):
             raise ConfigError(
-                f"{scheme} store option {name} must be {_KIND_NAMES[parser]}, got {value!r}"
+                f"{scheme} store option {name} must be {_KINDS[parser][1]}, got {value!r}"
             )
         else:
             checked[name] = value

@@ -27,7 +27,25 @@ from .stores.base import stored_count
 if TYPE_CHECKING:
     from .cache import Cache
 
-__all__ = ["Counter", "OnlineCounter", "ViewCounter", "VisitorCounter", "counter_key"]
+__all__ = [
+    "ROBOTS",
+    "Counter",
+    "OnlineCounter",
+    "ViewCounter",
+    "VisitorCounter",
+    "counter_key",
+    "is_robot",
+]
+
+ROBOTS = ("bot", "crawler", "spider", "slurp", "curl", "wget", "python-requests")
+"""User-agent substrings of visits that are not online visitors (both adapters' default)."""
+
+
+def is_robot(user_agent: str, robots: Iterable[str] = ROBOTS) -> bool:
+    """Return whether a visit with ``user_agent`` is a robot's; an empty agent is one too."""
+    agent = user_agent.lower()
+    return not agent or any(robot.lower() in agent for robot in robots)
+
 
 _RETRIES = 5
 

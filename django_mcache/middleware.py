@@ -22,13 +22,14 @@ from django.core import signing
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 
+from mcache.counters import ROBOTS, is_robot
+
 from .config import cache_alias
 
 __all__ = ["OnlineVisitorsMiddleware", "count_online", "online_counter"]
 
 COOKIE = "mcache_visitor"
 SALT = "django_mcache.online"
-DEFAULT_ROBOTS = ("bot", "crawler", "spider", "slurp", "curl", "wget", "python-requests")
 
 
 def online_counter(scope: str = "site", using: str | None = None) -> Any:
@@ -45,9 +46,8 @@ def online_counter(scope: str = "site", using: str | None = None) -> Any:
 
 
 def _is_robot(request: HttpRequest) -> bool:
-    agent = request.META.get("HTTP_USER_AGENT", "").lower()
-    robots = getattr(settings, "MCACHE_ROBOTS", DEFAULT_ROBOTS)
-    return not agent or any(robot.lower() in agent for robot in robots)
+    robots = getattr(settings, "MCACHE_ROBOTS", ROBOTS)
+    return is_robot(request.META.get("HTTP_USER_AGENT", ""), robots)
 
 
 def _visitor(request: HttpRequest) -> tuple[str, bool]:

@@ -65,10 +65,7 @@ def cache_from_config(config: Mapping[str, Any]) -> Cache:
         cache = Cache(store, codec=codec, **cache_kwargs)
     except (MCacheError, TypeError, ValueError) as error:
         raise ConfigError(f"{_key_named_in(str(error))}: {error}") from None
-    window, slots = (
-        config.get("MCACHE_ONLINE_WINDOW") or 300,
-        config.get("MCACHE_ONLINE_SLOTS") or 6,
-    )
+    window, slots = online_shape(config)
     if not (slots >= 2 and window >= slots):
         raise ConfigError(
             f"MCACHE_ONLINE_WINDOW / MCACHE_ONLINE_SLOTS: a window of {window} s needs at least"
@@ -98,6 +95,11 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_TAG_CACHE_TTL": (int, float),
     "MCACHE_REPLICAS": (int,),
 }
+
+
+def online_shape(config: Mapping[str, Any]) -> tuple[int, int]:
+    """Return the online counters' (window seconds, slots): the hook and the reader agree."""
+    return config.get("MCACHE_ONLINE_WINDOW") or 300, config.get("MCACHE_ONLINE_SLOTS") or 6
 
 
 def _check_types(config: Mapping[str, Any]) -> None:

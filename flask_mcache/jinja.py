@@ -21,11 +21,12 @@ from jinja2.ext import Extension
 from jinja2.parser import Parser
 from markupsafe import Markup
 
+from mcache.counters import ROBOTS, is_robot
 from mcache.keys import keyable
 
-__all__ = ["MCacheExtension", "count_view", "online_count", "track_online", "view_count"]
+from .config import online_shape
 
-ROBOTS = ("bot", "crawler", "spider", "slurp", "curl", "wget", "python-requests")
+__all__ = ["MCacheExtension", "count_view", "online_count", "track_online", "view_count"]
 
 
 class MCacheExtension(Extension):
@@ -94,9 +95,7 @@ def online_counter(scope: str = "site") -> Any:
     The hook counts into it and ``online_count`` reads it, so both must agree on
     ``MCACHE_ONLINE_WINDOW`` (300 s) and ``MCACHE_ONLINE_SLOTS`` (6).
     """
-    config = current_app.config
-    window = config.get("MCACHE_ONLINE_WINDOW") or 300
-    slots = config.get("MCACHE_ONLINE_SLOTS") or 6
+    window, slots = online_shape(current_app.config)
     return current_app.extensions["mcache"].online_counter(scope, window, slots)
 
 
@@ -111,10 +110,10 @@ def track_online() -> None:
     The visitor is an id keyed with ``SECRET_KEY`` from the address and user
     agent, so no cookie or session is needed; robots are not counted.
     """
-    agent = request.headers.get("User-Agent", "").lower()
-    robots = current_app.config.get("MCACHE_ROBOTS") or ROBOTS
-    if not agent or any(robot in agent for robot in robots):
+    agent = request.headers.get("User-Agent", "")
+    if is_robot(agent, current_app.config.get("MCACHE_ROBOTS") or ROBOTS):
         return
+    agent = agent.lower()
     secret = str(current_app.config.get("SECRET_KEY") or "mcache").encode()[:64]
     seen = f"{request.remote_addr}|{agent}".encode()
     visitor = hashlib.blake2b(seen, key=secret, digest_size=12).hexdigest()

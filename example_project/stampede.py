@@ -181,9 +181,10 @@ def _request(page: str, released: float, ready: threading.Barrier, go) -> tuple[
     return (time.perf_counter() - start) * 1000, built_at < released and not failed, failed
 
 
-def percentile(sorted_ms: list[float], share: float) -> float:
-    """Return the nearest-rank percentile: a latency some request really had."""
-    return sorted_ms[max(0, math.ceil(share * len(sorted_ms)) - 1)]
+def percentile(values: list[float], share: float) -> float:
+    """Return the nearest-rank percentile: a latency some request really had (0 for none)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)] if ordered else 0.0
 
 
 def _serve_burst(page: str, threads: int, released: float, go, events) -> None:

@@ -25,6 +25,7 @@ import threading
 import time
 from pathlib import Path
 
+from example_project.stampede import percentile
 from mcache import Cache
 from tests.benchmarks.common import Figure, arguments, gunicorn, report, table
 from tests.servers import ServerProcess, memcached_process
@@ -106,11 +107,6 @@ def load(port: int, seconds: float, connections: int, events: list) -> list[Samp
     for timer in timers:
         timer.join()
     return samples
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(share * len(ordered)) - 1)] if ordered else 0.0
 
 
 def windows(samples: list[Sample], seconds: float, width: float = 10.0) -> list[list[str]]:

@@ -148,7 +148,11 @@ class _ViewOptions:
         self.per_user, self.cache, self.key_prefix = per_user, cache, key_prefix
         self.refresh, self.header = refresh, header
 
-    def caches_nothing(self) -> bool:
+    def backend(self) -> Any:
+        """Return the Django cache pages go to (``cache``, else ``MCACHE_CACHE``)."""
+        return caches[cache_alias(self.cache)]
+
+    def caches_nothing(self, backend: Any) -> bool:
         """Return whether pages must not be cached: no ttl given and the cache's TIMEOUT is 0.
 
         Django's rule (a ``TIMEOUT`` of 0 or less stores nothing) is how sites turn
@@ -156,13 +160,14 @@ class _ViewOptions:
         """
         if self.ttl is not None:
             return False
-        timeout = caches[cache_alias(self.cache)].default_timeout
+        timeout = backend.default_timeout
         return timeout is not None and timeout <= 0
 
-    def core(self) -> Cache:
-        alias = cache_alias(self.cache)
-        core = getattr(caches[alias], "mcache", None)
+    def core(self, backend: Any = None) -> Cache:
+        """Return the core cache of ``backend`` (by default the one pages go to)."""
+        core = getattr(backend if backend is not None else self.backend(), "mcache", None)
         if not isinstance(core, Cache):
+            alias = cache_alias(self.cache)
             raise ImproperlyConfigured(
                 f"cached_view(cache={alias!r}) needs an mcache cache: set"
                 f" CACHES[{alias!r}]['BACKEND'] = 'django_mcache.backend.MCacheBackend'"
@@ -373,9 +378,10 @@ def _render(response: Any) -> Any:
 def _serve(
     options: _ViewOptions, name: str, view: View, request: HttpRequest, args: tuple, kwargs: dict
 ) -> Any:
-    if options.caches_nothing() or not _request_is_cacheable(request, options):
+    backend = options.backend()
+    if options.caches_nothing(backend) or not _request_is_cacheable(request, options):
         return view(request, *args, **kwargs)
-    core = options.core()
+    core = options.core(backend)
     key = _key(name, request, options)
     render = _Render(request, options)
     if request.method == "HEAD":  # served from the GET entry, never stored from a HEAD
@@ -417,9 +423,12 @@ async def _aserve(
 ) -> Any:
     from asgiref.sync import sync_to_async
 
-    if options.caches_nothing() or not await sync_to_async(_request_is_cacheable)(request, options):
+    backend = options.backend()
+    if options.caches_nothing(backend) or not await sync_to_async(_request_is_cacheable)(
+        request, options
+    ):
         return await view(request, *args, **kwargs)
-    core = options.core()
+    core = options.core(backend)
     key = await sync_to_async(_key)(name, request, options)
     render = _Render(request, options)
     if request.method == "HEAD":

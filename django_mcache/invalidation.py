@@ -196,15 +196,15 @@ def _as_it_was(instance: models.Model, old_related: dict[str, Any] | None) -> mo
     whose pages could show the row. Related rows are not carried over, so the
     copy's declared tags read the rows it used to point at (a query each).
     """
-    parent_links = {f.attname for f in instance._meta.concrete_fields if f.remote_field
-                    and getattr(f.remote_field, "parent_link", False)}  # fmt: skip
     moved = {
         attname: value
         for attname, value in (old_related or {}).items()
-        if value is not None
-        and attname not in parent_links
-        and value != instance.__dict__.get(attname)
+        if value is not None and value != instance.__dict__.get(attname)
     }
+    if moved:  # rare: most saves keep their keys, and pay nothing below
+        for field in instance._meta.concrete_fields:
+            if field.remote_field and getattr(field.remote_field, "parent_link", False):
+                moved.pop(field.attname, None)
     if not moved:
         return None
     before = type(instance).__new__(type(instance))

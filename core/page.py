@@ -9,14 +9,17 @@ bytes written by hand) is no page, and ``None``.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from .build import STALE_SERVED
 from .codec import Codec
 
 if TYPE_CHECKING:
     from .cache import Cache
 
-__all__ = ["as_page", "drop_foreign"]
+__all__ = ["aget_page", "as_page", "drop_foreign", "get_page"]
 
 
 def as_page(found: Any, flags: int = 0) -> tuple | None:
@@ -43,3 +46,54 @@ def drop_foreign(cache: Cache, key: tuple[Any, ...]) -> None:
     """Drop a value under a page's key that is no page, so the page is built anew; log it once."""
     cache.failures.warning("view.foreign", "a page's key held no page; rendered anew: %r", key[:5])
     cache.delete(key)
+
+
+def get_page(
+    cache: Cache,
+    key: tuple[Any, ...],
+    build: Callable[[], Any],
+    flags: int,
+    own: type,
+    **options: Any,
+) -> tuple[Any, tuple | None, bool]:
+    """``get_or_build`` a page; return (what came back, it as a page or None, served stale).
+
+    What came back is the caller's own uncacheable response when it is an
+    ``own``; anything else that is no page (another client's value under the
+    key) is dropped, logged, and the page built once more.
+    """
+    token = STALE_SERVED.set(False)
+    try:
+        result = cache.get_or_build(key, build, **options)
+        page = as_page(result, flags)
+        if page is None and not isinstance(result, own):
+            drop_foreign(cache, key)
+            STALE_SERVED.set(False)  # what the first read said is not about this page
+            result = cache.get_or_build(key, build, **options)
+            page = as_page(result, flags)
+        return result, page, STALE_SERVED.get()
+    finally:
+        STALE_SERVED.reset(token)
+
+
+async def aget_page(
+    cache: Cache,
+    key: tuple[Any, ...],
+    build: Callable[[], Awaitable[Any]],
+    flags: int,
+    own: type,
+    **options: Any,
+) -> tuple[Any, tuple | None, bool]:
+    """:func:`get_page` with a coroutine builder."""
+    token = STALE_SERVED.set(False)
+    try:
+        result = await cache.aget_or_build(key, build, **options)
+        page = as_page(result, flags)
+        if page is None and not isinstance(result, own):
+            await asyncio.to_thread(drop_foreign, cache, key)
+            STALE_SERVED.set(False)
+            result = await cache.aget_or_build(key, build, **options)
+            page = as_page(result, flags)
+        return result, page, STALE_SERVED.get()
+    finally:
+        STALE_SERVED.reset(token)

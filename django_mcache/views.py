@@ -38,9 +38,8 @@ from django.utils.cache import (
 from django.utils.http import http_date
 
 from mcache import Cache
-from mcache.build import STALE_SERVED
 from mcache.errors import Uncacheable
-from mcache.page import as_page, drop_foreign
+from mcache.page import aget_page, as_page, get_page
 
 from .config import cache_alias
 from .tags import model_tag
@@ -393,19 +392,8 @@ def _serve(
     def build() -> Snapshot:
         return render.build(view, args, kwargs)
 
-    token = STALE_SERVED.set(False)
-    try:
-        build_options = options.build_options(request, args, kwargs)
-        result = core.get_or_build(key, build, **build_options)
-        page = _page(result)
-        if page is None and not isinstance(result, HttpResponseBase):  # another client's value
-            drop_foreign(core, key)
-            STALE_SERVED.set(False)  # what the first read said is not about this page
-            result = core.get_or_build(key, build, **build_options)
-            page = _page(result)
-        stale = STALE_SERVED.get()
-    finally:
-        STALE_SERVED.reset(token)
+    build_options = options.build_options(request, args, kwargs)
+    result, page, stale = get_page(core, key, build, 1, HttpResponseBase, **build_options)
     if isinstance(result, HttpResponseBase):
         return result  # this request's own, uncacheable response
     if page is None or not render.serves(page):
@@ -447,19 +435,8 @@ async def _aserve(
         response = await view(request, *args, **kwargs)
         return await sync_to_async(render._after)(response)
 
-    token = STALE_SERVED.set(False)
-    try:
-        build_options = await sync_to_async(options.build_options)(request, args, kwargs)
-        result = await core.aget_or_build(key, build, **build_options)
-        page = _page(result)
-        if page is None and not isinstance(result, HttpResponseBase):  # another client's value
-            await sync_to_async(drop_foreign)(core, key)
-            STALE_SERVED.set(False)
-            result = await core.aget_or_build(key, build, **build_options)
-            page = _page(result)
-        stale = STALE_SERVED.get()
-    finally:
-        STALE_SERVED.reset(token)
+    build_options = await sync_to_async(options.build_options)(request, args, kwargs)
+    result, page, stale = await aget_page(core, key, build, 1, HttpResponseBase, **build_options)
     if isinstance(result, HttpResponseBase):
         return result
     if page is None or not await sync_to_async(render.serves)(page):

@@ -23,9 +23,8 @@ from flask import Response, current_app, make_response, request, session
 from werkzeug.http import http_date
 
 from mcache import Cache
-from mcache.build import STALE_SERVED
 from mcache.errors import Uncacheable
-from mcache.page import as_page, drop_foreign
+from mcache.page import as_page, get_page
 
 __all__ = ["cached_view"]
 
@@ -78,19 +77,8 @@ def cached_view(
                 )
 
             view_tags = tags(**view_args) if callable(tags) else tags
-            token = STALE_SERVED.set(False)
-            try:
-                options = dict(ttl=ttl, stale_ttl=stale_ttl, tags=view_tags, refresh=refresh)
-                result = cache.get_or_build(key, build, **options)
-                page = _page(result)
-                if page is None and not isinstance(result, Response):  # another client's value
-                    drop_foreign(cache, key)
-                    STALE_SERVED.set(False)  # what the first read said is not about this page
-                    result = cache.get_or_build(key, build, **options)
-                    page = _page(result)
-                stale = STALE_SERVED.get()
-            finally:
-                STALE_SERVED.reset(token)
+            options = dict(ttl=ttl, stale_ttl=stale_ttl, tags=view_tags, refresh=refresh)
+            result, page, stale = get_page(cache, key, build, 0, Response, **options)
             if isinstance(result, Response):
                 return result  # this request's own response, never stored
             if page is None:

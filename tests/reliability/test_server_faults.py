@@ -154,6 +154,7 @@ def test_one_memcached_killed_under_load_costs_no_error_and_no_session(trio) -> 
             assert b"catalog v1" not in bodies[first_new:], "an old page after the new one"
             assert bodies[-1] == b"catalog v2"
         store = caches["default"].mcache.store
+        store.get_many([f"probe:{i}" for i in range(200)])  # traffic to every server's keys
         assert store.dead_servers() == [], "traffic brought the restarted server back"
         assert int(store.stats()[victim.address]["cmd_get"]) > 0, "and it serves reads again"
 

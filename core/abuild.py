@@ -6,6 +6,8 @@ calls are blocking, so each runs briefly in a worker thread
 event loop; waits for another caller's build are ``asyncio.sleep`` polls or
 awaits on the in-process flight. No thread ever blocks waiting for the event
 loop, so nested cached coroutines cannot exhaust the thread pool and deadlock.
+The pieces that do no waiting (hit checks, reports, writes) are the sync
+builder's own, so both drivers keep the same rules.
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .build import BuildOptions, Call
+from . import lease as leases
+from .api import NO_VALUE
+from .build import Call, ServedStale
+from .dependencies import inside_build, report
 from .entry import Entry
 from .errors import Uncacheable
-from .flight import NotShared
+from .flight import Flight, NotShared
 from .lock import Lock, backoff_delays
 
 if TYPE_CHECKING:
-    from .build import Builder
+    from .build import Builder, BuildOptions
 
 __all__ = ["AsyncBuilder"]
 
@@ -40,54 +45,87 @@ class AsyncBuilder:
         self, key: str, build: AsyncBuild, tags: list[str], o: BuildOptions
     ) -> Any:
         """Return the cached value for ``key``, awaiting ``build()`` at most once across callers."""
+        sync = self.sync
         try:
             if not self.cache.may_store():  # here, not in a worker: it asks about this thread
-                return await build()
+                return await self.build_alone(Call(key, build, tags, o, {}))
             try:
-                entry, versions = await asyncio.to_thread(self.sync.read, key, tags)
+                entry, declared, others = await asyncio.to_thread(sync.reader.read, key, tags)
             except Exception as error:
                 self.cache.store_failed("get_or_build", error)
                 self.cache.metrics.add("misses")
-                return await build()
+                return await self.build_alone(Call(key, build, tags, o, {}))
             now = self.cache.clock.time_ms()
-            if self.sync.is_hit(key, entry, versions, now, o):
+            if sync.is_hit(key, entry, declared, others, now, o):
+                report(entry.tags)  # type: ignore[union-attr]
                 return entry.value  # type: ignore[union-attr]
             self.cache.trace(key, "M")
-            call = Call(key, build, tags, o, versions, entry)
+            call = Call(key, build, tags, o, declared, entry)
             if entry is not None:
-                return await self.refresh_stale(call, entry)
-            self.cache.metrics.add("misses")
-            return await self.build_missing(call)
+                call.seen_fresh = entry.is_fresh(now) and entry.tags_current(declared, others)
+                value = await self.refresh_stale(call, entry)
+            else:
+                self.cache.metrics.add("misses")
+                value = await self.build_missing(call)
+            report(call.depends, call.stale)
+            return value
         except Uncacheable as own:  # this caller's own build: followers got NotShared
             self.cache.metrics.add("uncached")
             return own.value
 
+    async def build_alone(self, call: Call) -> Any:
+        """Build for this caller only, reporting what it read."""
+        value = await self.run_build(call, None)
+        report(call.depends, call.stale)
+        return value
+
     async def refresh_stale(self, call: Call, entry: Entry) -> Any:
-        """Let one caller rebuild; everyone else gets the stale value at once."""
-        flight = self.sync.refreshes.claim(call.key)
-        if flight is None:
+        """Let one caller rebuild; everyone else gets the stale value (after ``stale_wait``)."""
+        flight, leader = self.sync.refreshes.join(call.key)
+        if not leader:
             self.cache.metrics.add("coalesced")
-            return self.sync.serve_stale(call.key, entry)
+            if not call.seen_fresh and await flight.await_for(call.options.stale_wait):
+                answer = flight.outcome()
+                if answer is not NO_VALUE:
+                    call.depends, call.stale = flight.depends, flight.stale
+                    return answer
+            return self.sync.serve_stale(call, entry)
+        value: Any = NO_VALUE
         try:
-            lock = await self.try_lock(call)
-            if lock is None:
-                return self.sync.serve_stale(call.key, entry)
-            if call.options.refresh == "background":
-                sync_call = Call(
-                    call.key,
-                    _in_own_loop(call.build),
-                    call.tags,
-                    call.options,
-                    call.versions,
-                    call.seen,
-                )
-                await asyncio.to_thread(self.sync.hand_over, sync_call, lock)
-                return self.sync.serve_stale(call.key, entry)
-            self.cache.metrics.add("misses")
-            return await self.build_and_store(call, lock, entry)
+            value = await self.rebuild_stale(call, entry)
+            return value
         finally:
-            flight.finish()
+            flight.depends, flight.stale = call.depends, call.stale
+            flight.finish(NO_VALUE if call.stale else value)
             self.sync.refreshes.leave(call.key, flight)
+
+    async def rebuild_stale(self, call: Call, entry: Entry) -> Any:
+        """As the one caller here of a stale key: rebuild, hand over, or wait and serve stale."""
+        lock = await self.try_lock(call)
+        if lock is None:
+            return await self.fresh_or_stale(call, entry)
+        if call.options.refresh == "background" and not inside_build():
+            job = Call(call.key, _in_own_loop(call.build), call.tags, call.options, call.versions)
+            job.seen = call.seen
+            await asyncio.to_thread(self.sync.hand_over, job, lock)
+            return await self.fresh_or_stale(call, entry)
+        self.cache.metrics.add("misses")
+        return await self.build_and_store(call, lock, entry)
+
+    async def fresh_or_stale(self, call: Call, entry: Entry) -> Any:
+        """While another rebuilds: its new value if it comes within ``stale_wait``, else stale."""
+        if not call.seen_fresh:
+            deadline = time.monotonic() + call.options.stale_wait
+            for delay in backoff_delays(cap=0.05):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                await asyncio.sleep(min(delay, remaining))
+                fresh = await asyncio.to_thread(self.sync.fresh_entry, call)
+                if fresh is not None:
+                    call.depends = fresh.tags
+                    return fresh.value
+        return self.sync.serve_stale(call, entry)
 
     async def build_missing(self, call: Call) -> Any:
         """Build a missing entry once per process and across processes (see Builder)."""
@@ -106,14 +144,16 @@ class AsyncBuilder:
             return await self.lead(flight, call, self.build_and_store(call, None, None))
         return await self.lead(flight, call, self.lead_missing(call))
 
-    async def outcome_of(self, flight: Any, call: Call) -> Any:
+    async def outcome_of(self, flight: Flight, call: Call) -> Any:
         """Return the leader's value; if it was the leader's alone, build our own."""
         try:
-            return flight.outcome()
+            value = flight.outcome()
         except NotShared:
             return await self.build_and_store(call, None, None)
+        call.depends, call.stale = flight.depends, flight.stale
+        return value
 
-    async def lead(self, flight: Any, call: Call, work: Awaitable[Any]) -> Any:
+    async def lead(self, flight: Flight, call: Call, work: Awaitable[Any]) -> Any:
         """Await ``work`` as the flight's leader and publish its outcome."""
         try:
             value = await work
@@ -124,6 +164,7 @@ class AsyncBuilder:
             flight.fail(error)
             raise
         else:
+            flight.depends, flight.stale = call.depends, call.stale
             flight.finish(value)
             return value
         finally:
@@ -141,10 +182,9 @@ class AsyncBuilder:
             if remaining <= 0:
                 break
             await asyncio.sleep(min(delay, remaining))
-            entry = await asyncio.to_thread(self.sync.peek, call.key)
+            entry = await asyncio.to_thread(self.sync.reader.peek, call.key)
             if entry is not None:
-                self.cache.trace(call.key, "H")
-                return entry.value
+                return self.sync.take_peeked(call, entry)
             lock = await self.try_lock(call)
             if lock is not None:
                 return await self.build_and_store(call, lock, None)
@@ -170,30 +210,31 @@ class AsyncBuilder:
             attempt.add_done_callback(release)
             raise
 
+    async def run_build(self, call: Call, stale: Entry | None) -> Any:
+        """Await the builder, collecting what it reads (see Builder.building)."""
+        with self.sync.building(call, stale):
+            return await call.build()
+
     async def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
-        """Await the build, store the entry, release the lock (see Builder.build_and_store)."""
+        """Await the build, store the entry over what the key held, release the lock."""
+        lease: leases.Lease | None = None
         try:
-            if lock is not None:
-                fresh = await asyncio.to_thread(self.sync.built_meanwhile, call)
+            lease = await asyncio.to_thread(self.sync.take_lease, call)
+            if lock is not None and lease is not None:
+                fresh = await asyncio.to_thread(self.sync.built_meanwhile, call, lease.found)
                 if fresh is not None:
+                    call.depends = fresh.tags
                     return fresh.value
-            started = time.monotonic()
             try:
-                value = await call.build()
-            except Uncacheable:
-                raise  # not a failure: the builder's value is for its caller alone
-            except Exception as error:
-                if stale is None:
-                    self.sync.build_failed(call.key, error, None)
-                    raise
-                return self.sync.build_failed(call.key, error, stale)
-            build_ms = int((time.monotonic() - started) * 1000)
-            self.cache.metrics.add("builds")
-            await asyncio.to_thread(
-                self.sync.write, call.key, value, build_ms, call.versions, call.options
-            )
+                value = await self.run_build(call, stale)
+            except ServedStale as served:
+                return served.value
+            if lease is not None and await asyncio.to_thread(self.sync.write, call, value, lease):
+                lease = None
             return value
         finally:
+            if lease is not None:
+                await asyncio.to_thread(self.sync.abandon, call.key, lease)
             if lock is not None:
                 await asyncio.to_thread(self.sync.unlock, call.key, lock)
 

@@ -56,7 +56,12 @@ class Store(Protocol):
     """
 
     max_value_size: int
-    """Largest value (in bytes) the store accepts."""
+    """Largest value (in bytes) the store accepts.
+
+    A store may also set ``expiry_slack`` (seconds, default 0): how much sooner
+    than its TTL a key may expire, for a server that counts time in whole
+    seconds. Locks add it to their TTL (see :mod:`mcache.lock`).
+    """
 
     def get(self, key: str) -> bytes | NoValueType:
         """Return the value stored under ``key``, or ``NO_VALUE``."""

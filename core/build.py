@@ -7,36 +7,50 @@ The read path (DESIGN.md "get_or_build"):
 3. Stale (past fresh-until, a tag bumped, or picked for early refresh): one
    caller wins the lock and rebuilds, now (``sync``) or on the refresher
    (``background``, returning the stale value at once); every other caller gets
-   the stale value at once.
+   the stale value at once, or waits up to ``stale_wait`` for the new one.
 4. Missing: threads of a process share one call; across processes the lock
    winner builds and the others poll for its entry, for at most ``wait``
    seconds, then build anyway: bounded duplication, never an endless wait.
-5. The tag versions stored with an entry are those read before its build.
+5. The tag versions stored with an entry are those read before its build,
+   plus those of every cached value read inside it (:mod:`mcache.dependencies`).
 6. A build that raises serves the stale value if there is one (stale-if-error)
-   and re-raises otherwise. The lock is always released, and only by its owner.
+   and re-raises otherwise. The lock is renewed while the build runs
+   (:mod:`mcache.renewal`), always released, and only by its owner.
+7. The entry is written only over what the key held when the build began
+   (:mod:`mcache.lease`): a delete or a newer write meanwhile wins.
+
+Inside another build the rules tighten (composition rule 2): a stale entry is
+rebuilt before use, in the caller's thread whatever ``refresh`` says, and one
+that can only be had stale (another process holds its lock) makes the
+enclosing entry be stored already stale.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import lease as leases
 from .api import NO_VALUE
+from .dependencies import collecting, inside_build, merged, report
 from .entry import Entry
 from .errors import Uncacheable
 from .flight import Flight, NotShared, SingleFlight
 from .lock import Lock, backoff_delays
+from .reading import Reader
+from .renewal import renewer
 
 if TYPE_CHECKING:
     from .cache import Cache
 
-__all__ = ["STALE_SERVED", "BuildOptions", "Builder"]
+__all__ = ["STALE_SERVED", "BuildOptions", "Builder", "Call", "ServedStale"]
 
 STALE_SERVED: ContextVar[bool] = ContextVar("mcache_stale_served", default=False)
 """Set when ``get_or_build`` answered the current context with a stale value.
@@ -44,18 +58,6 @@ STALE_SERVED: ContextVar[bool] = ContextVar("mcache_stale_served", default=False
 For adapters that report it (``X-Cache: STALE``): set it to False before the
 call, read it after.
 """
-
-
-@dataclass
-class Call:
-    """One ``get_or_build`` call on its way through the algorithm."""
-
-    key: str
-    build: Callable[[], Any]
-    tags: list[str]
-    options: BuildOptions
-    versions: dict[str, int]
-    seen: Entry | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,28 @@ class BuildOptions:
     refresh: str
     early_refresh: float
     jitter: float
+    stale_wait: float = 0.0
+
+
+@dataclass
+class Call:
+    """One ``get_or_build`` call on its way through the algorithm.
+
+    ``depends`` and ``stale`` describe the value the call returns: the tag
+    versions it was validated against (or built under) and whether it is, or
+    was built from, stale data. The call reports them to its enclosing build.
+    """
+
+    key: str
+    build: Callable[[], Any]
+    tags: list[str]
+    options: BuildOptions
+    versions: dict[str, int]
+    seen: Entry | None = None
+    seen_fresh: bool = False  # the entry seen is fresh: it was picked for an early refresh
+    depends: dict[str, int] = field(default_factory=dict)
+    stale: bool = False
+    build_ms: int = 0
 
 
 class Builder:
@@ -76,42 +100,10 @@ class Builder:
 
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
+        self.reader = Reader(cache)
         self.flights = SingleFlight()  # callers that found nothing: followers get the value
         self.refreshes = SingleFlight()  # stale rebuilds: the others serve stale meanwhile
         self.rng = random.Random()
-
-    # -- reading --------------------------------------------------------------------------
-
-    def read(self, key: str, tags: list[str]) -> tuple[Entry | None, dict[str, int]]:
-        """Fetch the entry and the current versions of its tags, in one round trip."""
-        cache = self.cache
-        if not tags:
-            return self.decode(key, cache.store.get(key)), {}
-        slots = cache.tags.near(tags, key)
-        local = cache.tags.cached(slots)
-        if local is not None:
-            return self.decode(key, cache.store.get(key)), local
-        keys = [slot[1] for slot in slots]
-        if cache.shared is cache.store:
-            found = cache.store.get_many([key, *keys])
-            return self.decode(key, found.get(key, NO_VALUE)), cache.tags.from_found(slots, found)
-        entry = self.decode(key, cache.store.get(key))
-        return entry, cache.tags.from_found(slots, cache.shared.get_many(keys))
-
-    def decode(self, key: str, data: object) -> Entry | None:
-        """Return the entry stored as ``data``, or None for a miss or undecodable bytes.
-
-        A value written by a plain ``set`` is an entry too: untagged, fresh until
-        the store drops it. So ``set`` then ``get_or_build`` returns what was set,
-        as Django's ``get_or_set`` after ``set`` does.
-        """
-        if data is NO_VALUE:
-            return None
-        value = self.cache.codec.loads(data, key)  # type: ignore[arg-type]
-        if value is NO_VALUE:
-            return None  # foreign or corrupted bytes: the codec logged them
-        entry = Entry.from_wire(value)
-        return Entry(value, 0) if entry is None else entry
 
     # -- the algorithm ------------------------------------------------------------------------
 
@@ -124,33 +116,45 @@ class Builder:
             if not cache.may_store():
                 # Uncommitted data (see Cache.may_store): built for this caller alone,
                 # never stored and never handed to the threads that share its calls.
-                return self.run_build(key, build, None)[0]
+                return self.build_alone(Call(key, build, tags, o, {}))
             try:
-                entry, versions = self.read(key, tags)
+                entry, declared, others = self.reader.read(key, tags)
             except Exception as error:
                 cache.store_failed("get_or_build", error)
                 cache.metrics.add("misses")
-                return self.run_build(key, build, None)[0]  # the store is down: call the backend
-            if self.is_hit(key, entry, versions, cache.clock.time_ms(), o):
+                return self.build_alone(Call(key, build, tags, o, {}))  # the store is down
+            now = cache.clock.time_ms()
+            if self.is_hit(key, entry, declared, others, now, o):
+                report(entry.tags)  # type: ignore[union-attr]
                 return entry.value  # type: ignore[union-attr]
             cache.trace(key, "M")
-            call = Call(key, build, tags, o, versions, entry)
+            call = Call(key, build, tags, o, declared, entry)
             if entry is not None:
-                return self.refresh_stale(call, entry)
-            cache.metrics.add("misses")
-            return self.build_missing(call)
+                call.seen_fresh = entry.is_fresh(now) and entry.tags_current(declared, others)
+                value = self.refresh_stale(call, entry)
+            else:
+                cache.metrics.add("misses")
+                value = self.build_missing(call)
+            report(call.depends, call.stale)
+            return value
         except Uncacheable as own:  # this caller's own build: followers got NotShared
             cache.metrics.add("uncached")
             return own.value
 
     def is_hit(
-        self, key: str, entry: Entry | None, versions: dict[str, int], now: int, o: BuildOptions
+        self,
+        key: str,
+        entry: Entry | None,
+        declared: dict[str, int],
+        others: dict[str, int],
+        now: int,
+        o: BuildOptions,
     ) -> bool:
         """Return (counted and traced) whether ``entry`` is fresh, current and not picked early."""
         if (
             entry is not None
             and (entry.fresh_until_ms == 0 or now < entry.fresh_until_ms)
-            and entry.tags == versions
+            and entry.tags_current(declared, others)
             and not (o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng))
         ):
             if self.cache.tracer.enabled:
@@ -159,36 +163,90 @@ class Builder:
             return True
         return False
 
-    def serve_stale(self, key: str, entry: Entry) -> Any:
+    def build_alone(self, call: Call) -> Any:
+        """Build for this caller only (nothing is read or stored), reporting what it read."""
+        value = self.run_build(call, None)
+        report(call.depends, call.stale)
+        return value
+
+    def serve_stale(self, call: Call, entry: Entry) -> Any:
         """Return the stale value, counted and traced."""
         STALE_SERVED.set(True)
-        self.cache.trace(key, "S")
+        self.cache.trace(call.key, "S")
         self.cache.metrics.add("stale")
+        call.depends, call.stale = entry.tags, not call.seen_fresh
         return entry.value
 
     def refresh_stale(self, call: Call, entry: Entry) -> Any:
-        """Let one caller rebuild; everyone else gets the stale value at once."""
-        flight = self.refreshes.claim(call.key)
-        if flight is None:
+        """Let one caller rebuild; everyone else gets the stale value (after ``stale_wait``)."""
+        flight, leader = self.refreshes.join(call.key)
+        if not leader:
             self.cache.metrics.add("coalesced")
-            return self.serve_stale(call.key, entry)
+            if not call.seen_fresh and flight.wait(call.options.stale_wait):
+                answer = flight.outcome()
+                if answer is not NO_VALUE:
+                    call.depends, call.stale = flight.depends, flight.stale
+                    return answer
+            return self.serve_stale(call, entry)
+        value: Any = NO_VALUE
         try:
-            lock = self.try_lock(call)
-            if lock is None:
-                return self.serve_stale(call.key, entry)
-            if call.options.refresh == "background":
-                self.hand_over(call, lock)
-                return self.serve_stale(call.key, entry)
-            self.cache.metrics.add("misses")
-            return self.build_and_store(call, lock, entry)
+            value = self.rebuild_stale(call, entry)
+            return value
         finally:
-            flight.finish()
+            flight.depends, flight.stale = call.depends, call.stale
+            flight.finish(NO_VALUE if call.stale else value)  # followers take only a fresh one
             self.refreshes.leave(call.key, flight)
+
+    def rebuild_stale(self, call: Call, entry: Entry) -> Any:
+        """As the one caller here of a stale key: rebuild, hand over, or wait and serve stale."""
+        lock = self.try_lock(call)
+        if lock is None:
+            return self.fresh_or_stale(call, entry)
+        if call.options.refresh == "background" and not inside_build():
+            self.hand_over(call, lock)
+            return self.fresh_or_stale(call, entry)
+        self.cache.metrics.add("misses")
+        return self.build_and_store(call, lock, entry)
+
+    def fresh_or_stale(self, call: Call, entry: Entry) -> Any:
+        """While another rebuilds: its new value if it comes within ``stale_wait``, else stale."""
+        if not call.seen_fresh:
+            fresh = self.await_fresh(call)
+            if fresh is not None:
+                call.depends = fresh.tags
+                return fresh.value
+        return self.serve_stale(call, entry)
+
+    def await_fresh(self, call: Call) -> Entry | None:
+        """Poll the store up to ``stale_wait`` seconds for a fresh, current entry."""
+        deadline = time.monotonic() + call.options.stale_wait
+        for delay in backoff_delays(cap=0.05):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            time.sleep(min(delay, remaining))
+            entry = self.fresh_entry(call)
+            if entry is not None:
+                return entry
+        return None  # pragma: no cover - backoff_delays never ends
+
+    def fresh_entry(self, call: Call) -> Entry | None:
+        """Return the key's entry if it is fresh with every tag current now, else None."""
+        try:
+            entry, declared, others = self.reader.read(call.key, call.tags)
+        except Exception as error:
+            self.cache.store_failed("get_or_build", error)
+            return None
+        now = self.cache.clock.time_ms()
+        if entry is not None and entry.is_fresh(now) and entry.tags_current(declared, others):
+            return entry
+        return None
 
     def hand_over(self, call: Call, lock: Lock) -> None:
         """Give the rebuild to the refresher; if it refuses or fails, free the lock."""
+        job = dataclasses.replace(call)  # the caller goes on with its own
         try:
-            accepted = self.cache.refresher(lambda: self.build_in_background(call, lock))
+            accepted = self.cache.refresher(lambda: self.build_in_background(job, lock))
         except Exception as error:  # e.g. a task queue whose broker is down
             self.cache.failures.warning("refresh.submit", "background refresh refused: %r", error)
             accepted = False
@@ -203,9 +261,11 @@ class Builder:
     def outcome_of(self, flight: Flight, call: Call) -> Any:
         """Return the leader's value; if it was the leader's alone, build our own."""
         try:
-            return flight.outcome()
+            value = flight.outcome()
         except NotShared:
             return self.build_and_store(call, None, None)
+        call.depends, call.stale = flight.depends, flight.stale
+        return value
 
     def build_missing(self, call: Call) -> Any:
         """Build a missing entry once per process, and once across processes.
@@ -240,6 +300,7 @@ class Builder:
             flight.fail(error)
             raise
         else:
+            flight.depends, flight.stale = call.depends, call.stale
             flight.finish(value)
             return value
         finally:
@@ -260,136 +321,174 @@ class Builder:
             if remaining <= 0:
                 break
             time.sleep(min(delay, remaining))
-            entry = self.peek(call.key)
+            entry = self.reader.peek(call.key)
             if entry is not None:
-                self.cache.trace(call.key, "H")
-                return entry.value
+                return self.take_peeked(call, entry)
             lock = self.try_lock(call)  # the holder may have died and its lock expired
             if lock is not None:
                 return self.build_and_store(call, lock, None)
         self.cache.metrics.add("wait_timeouts")
         return self.build_and_store(call, None, None)
 
-    def peek(self, key: str) -> Entry | None:
-        """Return whatever entry is stored now (any freshness), or None."""
-        try:
-            return self.decode(key, self.cache.store.get(key))
-        except Exception as error:
-            self.cache.store_failed("get_or_build", error)
-            return None
+    def take_peeked(self, call: Call, entry: Entry) -> Any:
+        """Return the entry another process just wrote, with what it depends on."""
+        self.cache.trace(call.key, "H")
+        call.depends = entry.tags
+        call.stale = not entry.is_fresh(self.cache.clock.time_ms())
+        return entry.value
 
-    def built_meanwhile(self, call: Call) -> Entry | None:
+    def built_meanwhile(self, call: Call, found: object) -> Entry | None:
         """After winning the lock, return an entry someone else just rebuilt, if any.
 
-        The read goes to the shared tier: a near cache would still show this
-        process the stale copy it had. Fresher tag versions read here become the
-        ones the new entry records.
+        ``found`` is what the shared tier holds now (read for the lease): a near
+        cache would still show this process the stale copy it had. Fresher tag
+        versions read here become the ones the new entry records.
         """
         cache = self.cache
         try:
-            entry = self.decode(call.key, cache.shared.get(call.key))
-            versions = cache.tags.read(call.tags, call.key)
+            entry = self.reader.decode(call.key, found)
+            call.versions = versions = cache.tags.read(call.tags, call.key)
+            if entry is None or (
+                call.seen is not None and entry.fresh_until_ms == call.seen.fresh_until_ms
+            ):
+                return None  # nothing new: the entry that sent us here (an early refresh keeps it)
+            now = cache.clock.time_ms()
+            if entry.is_fresh(now) and self.reader.is_current(entry, versions):
+                return entry
         except Exception as error:
             cache.store_failed("get_or_build", error)
-            return None
-        call.versions = versions
-        if entry is None or (
-            call.seen is not None and entry.fresh_until_ms == call.seen.fresh_until_ms
-        ):
-            return None  # nothing new: the entry that sent us here (an early refresh keeps it)
-        now = cache.clock.time_ms()
-        if entry.is_fresh(now) and entry.tags_current(versions):
-            return entry
         return None
 
     # -- locks, builds, writes -------------------------------------------------------------------
 
     def try_lock(self, call: Call) -> Lock | None:
-        """Try the key's distributed lock once; return it if won."""
+        """Try the key's distributed lock once; return it (renewed while held) if won."""
         self.cache.trace(call.key, "L")
         lock_key = self.cache.derived_key("l", call.key)
         lock = Lock(self.cache.shared, lock_key, call.options.lock_timeout)
         try:
-            return lock if lock.try_acquire() else None
+            if not lock.try_acquire():
+                return None
         except Exception as error:
             self.cache.store_failed("lock", error)
             return None
+        renewer.hold(lock, self.cache.failures)
+        return lock
 
     def unlock(self, key: str, lock: Lock) -> None:
         """Release ``lock`` if still ours; a store failure here is logged, not raised."""
+        renewer.drop(lock)
         try:
             lock.release()
         except Exception as error:
             self.cache.store_failed("unlock", error)
         self.cache.trace(key, "U")
 
-    def run_build(self, key: str, build: Callable[[], Any], stale: Entry | None) -> tuple[Any, int]:
-        """Call the builder; on an exception serve ``stale`` if there is one, else re-raise."""
+    def run_build(self, call: Call, stale: Entry | None) -> Any:
+        """Call the builder, collecting what it reads; on an error serve ``stale`` or re-raise."""
+        with self.building(call, stale):
+            return call.build()
+
+    @contextlib.contextmanager
+    def building(self, call: Call, stale: Entry | None) -> Iterator[None]:
+        """Run a build (sync or awaited) in the block, with what every build needs around it.
+
+        What the block reads is collected into ``call.depends`` and ``call.stale``;
+        an exception serves ``stale`` (as :class:`ServedStale`) or goes on up.
+        """
         started = time.monotonic()
         try:
-            value = build()
+            with collecting() as found:
+                yield
         except Uncacheable:
+            report(merged(call.versions, found.versions), found.stale)
             raise  # not a failure: the builder's value is for its caller alone
         except Exception as error:
+            self.build_failed(call.key, error)
             if stale is None:
-                self.build_failed(key, error, None)
                 raise
-            raise _ServedStale(self.build_failed(key, error, stale)) from error
+            self.cache.failures.warning(
+                "build.error", "building %r failed, serving its stale value: %r", call.key, error
+            )
+            raise ServedStale(self.serve_stale(call, stale)) from error
         self.cache.metrics.add("builds")
-        return value, int((time.monotonic() - started) * 1000)
+        call.build_ms = int((time.monotonic() - started) * 1000)
+        call.depends = merged(call.versions, found.versions)
+        call.stale = found.stale
 
-    def build_failed(self, key: str, error: Exception, stale: Entry | None) -> Any:
-        """Count a failed build; with a stale entry, log and return its value (stale-if-error)."""
+    def build_failed(self, key: str, error: Exception) -> None:
+        """Count and trace a build that raised."""
         self.cache.metrics.add("build_errors")
         self.cache.trace(key, "E")
-        if stale is None:
+
+    def take_lease(self, call: Call) -> leases.Lease | None:
+        """Return the lease the entry will be written against (None: the store failed)."""
+        o = call.options
+        ttl = math.ceil(o.ttl + o.stale_ttl) if o.ttl else 0
+        try:
+            return leases.take(self.cache.store, self.cache.codec, call.key, ttl)
+        except Exception as error:
+            self.cache.store_failed("get_or_build", error)
             return None
-        self.cache.failures.warning(
-            "build.error", "building %r failed, serving its stale value: %r", key, error
-        )
-        return self.serve_stale(key, stale)
 
     def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
-        """Build, store the entry with the pre-build tag versions, release the lock."""
+        """Build, store the entry over what the key held when it began, release the lock."""
+        lease = None
         try:
-            if lock is not None:
-                fresh = self.built_meanwhile(call)
+            lease = self.take_lease(call)
+            if lock is not None and lease is not None:
+                fresh = self.built_meanwhile(call, lease.found)
                 if fresh is not None:
+                    call.depends = fresh.tags
                     return fresh.value
             try:
-                value, build_ms = self.run_build(call.key, call.build, stale)
-            except _ServedStale as served:
+                value = self.run_build(call, stale)
+            except ServedStale as served:
                 return served.value
-            self.write(call.key, value, build_ms, call.versions, call.options)
+            if lease is not None and self.write(call, value, lease):
+                lease = None
             return value
         finally:
+            if lease is not None:
+                self.abandon(call.key, lease)
             if lock is not None:
                 self.unlock(call.key, lock)
 
-    def write(
-        self, key: str, value: Any, build_ms: int, versions: dict[str, int], o: BuildOptions
-    ) -> None:
-        """Store the entry: fresh for ``ttl`` less up to ``jitter``, kept ``stale_ttl`` longer."""
-        cache = self.cache
+    def abandon(self, key: str, lease: leases.Lease) -> None:
+        """Take away the placeholder of a build that stored nothing."""
+        self.cache.store_call("delete", lambda: leases.abandon(self.cache.store, key, lease), None)
+
+    def write(self, call: Call, value: Any, lease: leases.Lease) -> bool:
+        """Store the entry: fresh for ``ttl`` less up to ``jitter``, kept ``stale_ttl`` longer.
+
+        Built from stale data (``call.stale``), it is stored already stale, so
+        the next reader rebuilds it. Return whether it was stored.
+        """
+        cache, o = self.cache, call.options
         if not cache.may_store():
-            return  # built from data that may yet be rolled back: returned, never shared
+            return False  # built from data that may yet be rolled back: returned, never shared
         if o.ttl:
             fresh = o.ttl * (1 - self.rng.uniform(0, o.jitter))
-            fresh_until = cache.clock.time_ms() + int(fresh * 1000)
+            fresh_until = 1 if call.stale else cache.clock.time_ms() + int(fresh * 1000)
             store_ttl = math.ceil(fresh + o.stale_ttl)
         else:
-            fresh_until, store_ttl = 0, 0
-        entry = Entry(value, fresh_until, build_ms, versions)
+            fresh_until, store_ttl = (1 if call.stale else 0), 0
+        entry = Entry(value, fresh_until, call.build_ms, call.depends)
         try:
-            data = cache.codec.dumps(entry.to_wire(), key)
+            data = cache.codec.dumps(entry.to_wire(), call.key)
         except Exception as error:  # e.g. a JSON codec and a value JSON cannot carry
-            cache.failures.warning("entry.encode", "cannot encode %r, not cached: %r", key, error)
-            return
-        if cache.store_call("set", lambda: cache.store.set(key, data, store_ttl) or True, False):
-            cache.trace(key, "W")
+            cache.failures.warning(
+                "entry.encode", "cannot encode %r, not cached: %r", call.key, error
+            )
+            return False
+        stored = cache.store_call(
+            "set", lambda: leases.write(cache.store, call.key, data, lease, store_ttl), False
+        )
+        cache.trace(call.key, "W" if stored else "X")
+        return stored
 
 
-class _ServedStale(Exception):
+class ServedStale(Exception):
     """Carries the stale value served after a failed build out of ``run_build``."""
 
     def __init__(self, value: Any) -> None:

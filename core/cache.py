@@ -30,13 +30,15 @@ from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
 from .counters import Counter, OnlineCounter, ViewCounter, VisitorCounter
-from .entry import Entry
+from .dependencies import report
+from .entry import Entry, is_placeholder
 from .errors import ConfigError, InvalidKey, MCacheError, StoreUnavailable, ValueTooLarge
 from .flight import Refresher, ThreadPoolRefresher
 from .keys import MAX_KEY_BYTES, make_key
 from .lock import Lock
 from .logs import FailureLog
 from .memoize import Memoized, memoize
+from .renewal import renewer
 from .stats import CacheStats
 from .stores.url import from_url
 from .tags import Tags
@@ -60,8 +62,9 @@ class Cache:
         namespace: str = "",
         default_ttl: int = 300,
         stale_ttl: int | None = None,
-        lock_timeout: int = 30,
+        lock_timeout: int = 5,
         wait: float = 3.0,
+        stale_wait: float = 0.0,
         refresh: str = "sync",
         early_refresh: float | bool = 0.0,
         jitter: float = 0.1,
@@ -87,7 +90,14 @@ class Cache:
         self.namespace = namespace
         self.default_ttl = _seconds(default_ttl, "default_ttl")
         self.defaults = _options(
-            self.default_ttl, stale_ttl, lock_timeout, wait, refresh, early_refresh, jitter
+            self.default_ttl,
+            stale_ttl,
+            lock_timeout,
+            wait,
+            refresh,
+            early_refresh,
+            jitter,
+            stale_wait,
         )
         self._stale_ttl = stale_ttl  # None: a call's stale_ttl follows the call's own ttl
         self.codec = codec or Codec()
@@ -180,8 +190,11 @@ class Cache:
         """Return the current value under ``store_key``, or ``NO_VALUE`` (nothing counted)."""
         data = self.store_call("get", lambda: self.store.get(store_key), NO_VALUE)
         value = NO_VALUE if data is NO_VALUE else self.codec.loads(data, store_key)  # type: ignore[arg-type]
-        if type(value) in (list, tuple) and (entry := Entry.from_wire(value)) is not None:
-            return self._current_values({0: entry}).get(0, NO_VALUE)
+        if type(value) in (list, tuple):
+            if (entry := Entry.from_wire(value)) is not None:
+                return self._current_values({0: entry}).get(0, NO_VALUE)
+            if is_placeholder(value):
+                return NO_VALUE  # a build is under way: nothing there yet
         return value
 
     def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
@@ -194,7 +207,7 @@ class Cache:
             value = self.codec.loads(data, store_key)
             if type(value) in (list, tuple) and (entry := Entry.from_wire(value)) is not None:
                 entries[by_store_key[store_key]] = entry
-            elif value is not NO_VALUE:
+            elif value is not NO_VALUE and not is_placeholder(value):
                 result[by_store_key[store_key]] = value
         if entries:
             result.update(self._current_values(entries))
@@ -203,7 +216,10 @@ class Cache:
         return result
 
     def _current_values(self, entries: Mapping[Key, Entry]) -> dict[Key, Any]:
-        """Return the values of the entries that are fresh, with every tag unchanged."""
+        """Return the values of the entries that are fresh, with every tag unchanged.
+
+        Inside a build, each value's tags are reported to it, as ``get_or_build``'s are.
+        """
         now = self.clock.time_ms()
         fresh = {key: entry for key, entry in entries.items() if entry.is_fresh(now)}
         labels = {label for entry in fresh.values() for label in entry.tags}
@@ -212,11 +228,12 @@ class Cache:
         except MCacheError as error:
             self.store_failed("get", error)
             return {}
-        return {
-            key: entry.value
-            for key, entry in fresh.items()
-            if all(versions.get(label) == v for label, v in entry.tags.items())
-        }
+        current = {}
+        for key, entry in fresh.items():
+            if all(versions.get(label) == v for label, v in entry.tags.items()):
+                report(entry.tags)
+                current[key] = entry.value
+        return current
 
     def set(self, key: Key, value: Any, ttl: float | None = None) -> bool:
         """Cache ``value``; ``False`` when it could not be stored (logged, never raised)."""
@@ -260,7 +277,7 @@ class Cache:
             return False
         value = self.codec.loads(current, store_key)  # type: ignore[arg-type]
         entry = Entry.from_wire(value) if type(value) in (list, tuple) else None
-        if entry is None or self._current_values({0: entry}):
+        if not is_placeholder(value) and (entry is None or self._current_values({0: entry})):
             return False
         return self.store.cas(store_key, data, token, seconds)
 
@@ -307,15 +324,20 @@ class Cache:
         lock_timeout: int | None = None,
         refresh: str | None = None,
         early_refresh: float | bool | None = None,
+        stale_wait: float | None = None,
     ) -> T:
         """Return the cached value of ``key``, built by ``build()`` at most once across callers.
 
         Fresh entries are returned as they are. A stale entry is rebuilt by one
-        caller while every other caller gets the stale value at once; a missing
-        one is built by one caller while the others wait up to ``wait`` seconds.
-        Bumping any of ``tags`` (``invalidate``) makes the entry stale.
+        caller while every other caller gets the stale value at once (or waits
+        up to ``stale_wait`` seconds for the new one); a missing one is built by
+        one caller while the others wait up to ``wait`` seconds. Bumping any of
+        ``tags`` (``invalidate``), or of the tags of any cached value read while
+        building, makes the entry stale.
         """
-        options = self._call_options(ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh)
+        options = self._call_options(
+            ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait
+        )
         return self.builder.get_or_build(self._store_key(key), build, _tag_list(tags), options)
 
     async def aget_or_build(
@@ -330,6 +352,7 @@ class Cache:
         lock_timeout: int | None = None,
         refresh: str | None = None,
         early_refresh: float | bool | None = None,
+        stale_wait: float | None = None,
     ) -> T:
         """Await ``get_or_build`` with a coroutine builder.
 
@@ -338,7 +361,9 @@ class Cache:
         waits are awaits, so nested cached coroutines never starve the thread pool.
         A background refresh runs the builder on a loop of the refresher's own.
         """
-        options = self._call_options(ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh)
+        options = self._call_options(
+            ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait
+        )
         return await self.abuilder.get_or_build(
             self._store_key(key), build, _tag_list(tags), options
         )
@@ -351,9 +376,19 @@ class Cache:
         lock_timeout: int | None,
         refresh: str | None,
         early_refresh: float | bool | None,
+        stale_wait: float | None,
     ) -> BuildOptions:
         d = self.defaults
-        if ttl is stale_ttl is wait is lock_timeout is refresh is early_refresh is None:
+        if (
+            ttl
+            is stale_ttl
+            is wait
+            is lock_timeout
+            is refresh
+            is early_refresh
+            is stale_wait
+            is None
+        ):
             return d
         return _options(
             d.ttl if ttl is None else _seconds(ttl, "ttl"),
@@ -363,6 +398,7 @@ class Cache:
             d.refresh if refresh is None else refresh,
             d.early_refresh if early_refresh is None else early_refresh,
             d.jitter,
+            d.stale_wait if stale_wait is None else stale_wait,
         )
 
     def cached(
@@ -395,9 +431,13 @@ class Cache:
             return {}
 
     def lock(self, name: str, timeout: int | None = None, wait: float = 0.0) -> Lock:
-        """Return the distributed lock ``name``; use ``with cache.lock("x", wait=5): …``."""
+        """Return the distributed lock ``name``; use ``with cache.lock("x", wait=5): …``.
+
+        Held in a ``with`` block, it is renewed until the block ends, however long
+        that takes; a process that dies in the block frees it within ``timeout``.
+        """
         key = make_key(self.namespace, "lock", name)
-        return Lock(self.shared, key, timeout or self.defaults.lock_timeout, wait)
+        return Lock(self.shared, key, timeout or self.defaults.lock_timeout, wait, renewer)
 
     # -- counters -------------------------------------------------------------------------------
 
@@ -478,6 +518,7 @@ def _options(
     refresh: str,
     early_refresh: float | bool,
     jitter: float,
+    stale_wait: float,
 ) -> BuildOptions:
     if refresh not in {"sync", "background"}:
         raise ConfigError(f"refresh must be 'sync' or 'background', got {refresh!r}")
@@ -487,11 +528,15 @@ def _options(
         raise ConfigError("lock_timeout must be >= 1 second: a lock must outlive its build")
     if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
         raise ConfigError(f"wait must be a number of seconds >= 0, got {wait!r}")
+    if isinstance(stale_wait, bool) or not isinstance(stale_wait, int | float) or stale_wait < 0:
+        raise ConfigError(f"stale_wait must be a number of seconds >= 0, got {stale_wait!r}")
     beta = 1.0 if early_refresh is True else float(early_refresh or 0.0)
     if beta < 0:
         raise ConfigError(f"early_refresh must be True/False or a beta >= 0, got {early_refresh!r}")
     stale = ttl if stale_ttl is None else _seconds(stale_ttl, "stale_ttl")
-    return BuildOptions(ttl, stale, math.ceil(lock_timeout), float(wait), refresh, beta, jitter)
+    return BuildOptions(
+        ttl, stale, math.ceil(lock_timeout), float(wait), refresh, beta, jitter, float(stale_wait)
+    )
 
 
 def _tag_list(tags: TagsArg) -> list[str]:

@@ -8,6 +8,10 @@ the build started, so a tag bumped during the build leaves it stale.
 
 The envelope is a plain list so that every codec (pickle, JSON, msgpack) can
 carry it: ``["mc1", value, fresh_until_ms, build_ms, {tag: version}]``.
+
+While the first build of a missing key runs, the key holds a *placeholder*,
+``["mc1p", token]`` (see :mod:`mcache.lease`): no value, so every reader treats
+it as a miss, but something the build's write can be compared against.
 """
 
 from __future__ import annotations
@@ -17,9 +21,20 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Entry"]
+__all__ = ["Entry", "is_placeholder", "placeholder"]
 
 MARK = "mc1"
+PLACEHOLDER_MARK = "mc1p"
+
+
+def placeholder(token: str) -> list[str]:
+    """Return the wire form of a build's placeholder for a missing key."""
+    return [PLACEHOLDER_MARK, token]
+
+
+def is_placeholder(data: object) -> bool:
+    """Return whether a decoded value is a build's placeholder (a miss to every reader)."""
+    return type(data) in (list, tuple) and len(data) == 2 and data[0] == PLACEHOLDER_MARK  # type: ignore[arg-type]
 
 
 @dataclass
@@ -49,9 +64,16 @@ class Entry:
         """Return whether the entry is within its fresh time (0 = fresh forever)."""
         return self.fresh_until_ms == 0 or now_ms < self.fresh_until_ms
 
-    def tags_current(self, versions: dict[str, int]) -> bool:
-        """Return whether every tag still has the version recorded at build time."""
-        return self.tags == versions  # same names, same versions
+    def tags_current(self, declared: dict[str, int], more: dict[str, int]) -> bool:
+        """Return whether the entry records every declared tag, each at its current version.
+
+        ``declared`` holds the current versions of the caller's tags, ``more``
+        those of the other tags the entry recorded (what the values it was built
+        from depend on; see :mod:`mcache.dependencies`).
+        """
+        if not more:
+            return self.tags == declared  # same names, same versions
+        return self.tags == {**declared, **more}
 
     def refresh_early(self, now_ms: int, beta: float, rng: random.Random) -> bool:
         """Decide, XFetch-style, to rebuild a fresh entry before it goes stale.

@@ -30,12 +30,19 @@ class NotShared(Exception):
 
 
 class Flight:
-    """One in-flight call whose outcome other threads, or coroutines, may wait for."""
+    """One in-flight call whose outcome other threads, or coroutines, may wait for.
 
-    __slots__ = ("future",)
+    Besides the value, the leader publishes what it depends on (the tag versions
+    and staleness its build collected, see :mod:`mcache.dependencies`), so a
+    follower inside a build of its own passes them on as the leader would.
+    """
+
+    __slots__ = ("depends", "future", "stale")
 
     def __init__(self) -> None:
         self.future: Future[Any] = Future()
+        self.depends: dict[str, int] = {}
+        self.stale = False
 
     def fail(self, error: BaseException) -> None:
         """Publish a leader's exception; a cancellation or interrupt means "take over"."""

@@ -6,6 +6,12 @@ mid-build. The value is a random owner token: release and extend compare it
 first (``gets`` then ``cas``, which on Redis is a compare-by-content Lua script),
 so a holder whose lock already expired and was taken by someone else can never
 release or extend that someone else's lock.
+
+A store whose clock counts whole seconds (memcached: a TTL of ``t`` lasts
+between ``t - 1`` and ``t`` seconds, depending on where its clock's second
+stands) says so with ``expiry_slack``; the lock adds that much to its TTL, so
+it never lasts less than its ``timeout``, and a lock renewed every third of
+its timeout (:mod:`mcache.renewal`) never lapses while its holder lives.
 """
 
 from __future__ import annotations
@@ -15,9 +21,13 @@ import secrets
 import time
 from collections.abc import Iterator
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from .api import NO_VALUE, Store
 from .errors import LockTimeout
+
+if TYPE_CHECKING:
+    from .renewal import LockRenewer
 
 __all__ = ["Lock", "backoff_delays"]
 
@@ -31,24 +41,38 @@ def backoff_delays(first: float = 0.01, cap: float = 0.1) -> Iterator[float]:
 
 
 class Lock:
-    """An expiring lock held under ``key`` with a random owner token."""
+    """An expiring lock held under ``key`` with a random owner token.
 
-    def __init__(self, store: Store, key: str, timeout: int = 30, wait: float = 0.0) -> None:
+    Used as a context manager with a ``renewer``, it is renewed for as long as
+    the block runs, so the block may take longer than ``timeout``; a process
+    that dies in the block stops renewing, and the lock frees within ``timeout``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        key: str,
+        timeout: int = 30,
+        wait: float = 0.0,
+        renewer: LockRenewer | None = None,
+    ) -> None:
         if timeout < 1:
             raise ValueError(f"lock timeout must be >= 1 second, got {timeout!r}")
         self.store = store
         self.key = key
         self.timeout = int(timeout)
         self.wait = wait
+        self.renewer = renewer
         self.token = secrets.token_hex(16).encode()
         self.held = False
+        self._slack = int(getattr(store, "expiry_slack", 0))
 
     def __repr__(self) -> str:
         return f"Lock({self.key!r}, held={self.held})"
 
     def try_acquire(self) -> bool:
         """Take the lock if it is free; never wait."""
-        self.held = self.store.add(self.key, self.token, self.timeout)
+        self.held = self.store.add(self.key, self.token, self.timeout + self._slack)
         return self.held
 
     def acquire(self, wait: float | None = None) -> bool:
@@ -76,13 +100,15 @@ class Lock:
 
     def extend(self, timeout: int | None = None) -> bool:
         """Push the expiry out by ``timeout`` seconds, only if this owner still holds it."""
-        extended = self._compare_and(int(timeout or self.timeout))
+        extended = self._compare_and(int(timeout or self.timeout) + self._slack)
         self.held = extended
         return extended
 
     def __enter__(self) -> Lock:
         if not self.acquire():
             raise LockTimeout(f"could not take lock {self.key!r} within {self.wait}s")
+        if self.renewer is not None:
+            self.renewer.hold(self)
         return self
 
     def __exit__(
@@ -91,4 +117,6 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self.renewer is not None:
+            self.renewer.drop(self)
         self.release()

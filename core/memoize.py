@@ -98,7 +98,7 @@ def memoize(
     cache: Cache, ttl: float | None, tags: TagsSpec, key_prefix: str | None, options: dict[str, Any]
 ) -> Callable[[Callable[..., Any]], Memoized]:
     """Return the decorator that ``Cache.cached`` hands out."""
-    allowed = {"stale_ttl", "wait", "lock_timeout", "refresh", "early_refresh"}
+    allowed = {"stale_ttl", "wait", "lock_timeout", "refresh", "early_refresh", "stale_wait"}
     unknown = set(options) - allowed
     if unknown:
         from .errors import ConfigError

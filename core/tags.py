@@ -154,9 +154,13 @@ class Tags:
             return local
         return self.from_found(slots, self.store.get_many([key for _, key in slots]))
 
+    def slots_of(self, labels: Iterable[str]) -> list[Slot]:
+        """Return the copies behind labels an entry recorded (its ``tags``)."""
+        return [(label, self._prefix + label) for label in labels]
+
     def of_labels(self, labels: Iterable[str]) -> dict[str, int]:
         """Return the current versions of the copies an entry recorded (its ``tags``)."""
-        slots = [(label, self._prefix + label) for label in labels]
+        slots = self.slots_of(labels)
         local = self.cached(slots)
         if local is not None:
             return local

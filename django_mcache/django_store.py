@@ -35,6 +35,9 @@ _MISSING = object()
 class DjangoCacheStore:
     """The :class:`mcache.api.Store` contract on top of ``django.core.cache.caches[alias]``."""
 
+    expiry_slack = 1
+    """The other cache may count expiry in whole seconds (memcached, the database cache)."""
+
     def __init__(self, alias: str, *, max_value_size: int = 1 * MiB - 512) -> None:
         from django.conf import settings
 

@@ -43,6 +43,9 @@ PLACEMENT_CACHE_SIZE = 65536  # bases whose copies are remembered (per-object ta
 class MemcachedStore:
     """A pool of memcached servers with failover and optional replication."""
 
+    expiry_slack = 1
+    """memcached's clock counts whole seconds: a TTL of t lasts between t - 1 and t seconds."""
+
     def __init__(
         self,
         servers: Sequence[Server | tuple[str, int] | str],

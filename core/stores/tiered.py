@@ -44,6 +44,11 @@ class TieredStore:
         return f"TieredStore(hot={self.hot!r}, cold={self.cold!r}, hot_ttl={self.hot_ttl})"
 
     @property
+    def expiry_slack(self) -> int:
+        """Return the cold tier's (locks live there)."""
+        return int(getattr(self.cold, "expiry_slack", 0))
+
+    @property
     def shared(self) -> Store:
         """Return the tier every process sees: where tag versions and locks must live."""
         return self.cold

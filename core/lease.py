@@ -1,0 +1,76 @@
+"""No stale sets: a build writes its entry only over what its key held when it began.
+
+The race (DESIGN.md, composition rule 3): a build reads a row; a writer changes
+the row and deletes the cache key; the build, still holding the old row,
+stores it. Unguarded, the next reader gets the old value as fresh for a whole
+TTL, and nothing is left to invalidate it.
+
+So before the builder is called the build takes a *lease*: the cas token of
+what the key holds (a stale entry, a plain value, another build's placeholder).
+When the key holds nothing, the build first adds a placeholder there, a random
+token that every reader takes for a miss, so that there is something to hold.
+The entry is then written with ``cas`` against that token. A ``delete`` in
+between (the key is gone), a ``set`` or another build's write (the token
+moved) makes the cas fail, and the value goes to the build's own caller only.
+
+This is memcached's lease (Nishtala et al., "Scaling Memcache at Facebook",
+NSDI 2013) built from the portable ``add``/``gets``/``cas``. Unlike a tombstone
+with a hold-off time (MediaWiki's WANObjectCache), it holds however long the
+build takes, and ``delete`` stays a plain delete on every store. It costs the
+rebuild of a stale entry nothing (the re-read after winning the lock is a
+``gets``), and the first build of a missing key an ``add`` and a ``gets``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from .api import NO_VALUE, CasToken, NoValueType, Store
+from .codec import Codec
+from .entry import placeholder
+
+__all__ = ["Lease", "abandon", "take", "write"]
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a key held when a build began, and the token a write must match."""
+
+    found: bytes | NoValueType
+    """The bytes the key held (``NO_VALUE``: nothing but this build's own placeholder)."""
+    token: CasToken
+    placed: bool
+    """Whether this build put the placeholder there (to take it away if it stores nothing)."""
+
+
+def take(store: Store, codec: Codec, key: str, ttl: int) -> Lease | None:
+    """Return the lease on ``key`` for a build starting now, or None if it cannot be had.
+
+    ``ttl`` is the placeholder's: as long as the entry would be kept, so that a
+    build of any length finds it still there.
+    """
+    found, token = store.gets(key)
+    placed = False
+    if found is NO_VALUE:
+        mark = codec.dumps(placeholder(secrets.token_hex(8)), key)
+        placed = store.add(key, mark, ttl)
+        found, token = store.gets(key)  # ours, or what won the race to the empty key
+        if placed and found == mark:
+            found = NO_VALUE
+        else:
+            placed = False
+    if token is None:
+        return None  # gone again at once (evicted, deleted): write nothing
+    return Lease(found, token, placed)
+
+
+def write(store: Store, key: str, data: bytes, lease: Lease, ttl: int) -> bool:
+    """Store ``data`` if the key still holds what the lease saw; return whether it did."""
+    return store.cas(key, data, lease.token, ttl)
+
+
+def abandon(store: Store, key: str, lease: Lease) -> None:
+    """Take this build's placeholder away (if still there): the build stores nothing."""
+    if lease.placed:
+        store.cas(key, b"", lease.token, -1)

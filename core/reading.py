@@ -1,0 +1,107 @@
+"""Reading an entry with the current versions of everything it depends on.
+
+An entry records two kinds of tags: the ones its caller declares (known
+before the read, so they come back in the entry's own round trip) and the ones
+of the cached values it was built from (see :mod:`mcache.dependencies`), known
+only once the entry is read. For those the process remembers, per key, which
+tags the entry carried last time and asks for them along with it, so a hit on
+a page holding cached fragments is still one round trip; only the first read
+in a process, or one after the page's fragments changed, takes a second.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .api import NO_VALUE
+from .entry import Entry, is_placeholder
+
+if TYPE_CHECKING:
+    from .cache import Cache
+
+__all__ = ["Reader"]
+
+Versions = dict[str, int]
+_REMEMBERED = 65536  # keys whose other tags a process keeps before starting afresh
+_NONE: dict[str, int] = {}  # read-only: returned where there are no versions at all
+
+
+class Reader:
+    """Reads entries for a ``Cache``, validating every tag they recorded."""
+
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+        self.others: dict[str, tuple[str, ...]] = {}  # key -> labels beyond the declared ones
+
+    def read(
+        self, key: str, tags: list[str]
+    ) -> tuple[Entry | None, dict[str, int], dict[str, int]]:
+        """Return the entry, the versions of the declared tags, and of the entry's other tags."""
+        cache = self.cache
+        known = self.others.get(key)
+        if not tags and not known:
+            entry = self.decode(key, cache.store.get(key))
+            if entry is None or not entry.tags:
+                return entry, _NONE, _NONE
+            return entry, _NONE, self._other_versions(key, entry, _NONE, _NONE)
+        slots = cache.tags.near(tags, key)
+        wanted = [*slots, *cache.tags.slots_of(known)] if known else slots
+        local = cache.tags.cached(wanted)
+        if local is not None:
+            entry, found = self.decode(key, cache.store.get(key)), local
+        elif cache.shared is cache.store:
+            got = cache.store.get_many([key, *(k for _, k in wanted)])
+            entry = self.decode(key, got.get(key, NO_VALUE))
+            found = cache.tags.from_found(wanted, got)
+        else:
+            entry = self.decode(key, cache.store.get(key))
+            found = cache.tags.from_found(wanted, cache.shared.get_many([k for _, k in wanted]))
+        declared = {label: found[label] for label, _ in slots} if known else found
+        if entry is None or len(entry.tags) <= len(declared):
+            if known and entry is not None:
+                self.others.pop(key, None)  # its fragments no longer carry tags
+            return entry, declared, _NONE
+        return entry, declared, self._other_versions(key, entry, declared, found)
+
+    def _other_versions(
+        self, key: str, entry: Entry, declared: dict[str, int], found: dict[str, int]
+    ) -> dict[str, int]:
+        """Return the versions of the entry's tags beyond the declared ones (remembered)."""
+        labels = tuple(label for label in entry.tags if label not in declared)
+        missing = [label for label in labels if label not in found]
+        if missing:
+            found = {**found, **self.cache.tags.of_labels(missing)}
+        if self.others.get(key) != labels:
+            if len(self.others) >= _REMEMBERED:
+                self.others.clear()
+            self.others[key] = labels
+        return {label: found[label] for label in labels}
+
+    def is_current(self, entry: Entry, declared: dict[str, int]) -> bool:
+        """Return whether ``entry`` records ``declared`` and every other tag it has is current."""
+        labels = [label for label in entry.tags if label not in declared]
+        others = self.cache.tags.of_labels(labels) if labels else _NONE
+        return entry.tags_current(declared, others)
+
+    def decode(self, key: str, data: object) -> Entry | None:
+        """Return the entry stored as ``data``, or None for a miss or undecodable bytes.
+
+        A value written by a plain ``set`` is an entry too: untagged, fresh until
+        the store drops it. So ``set`` then ``get_or_build`` returns what was set,
+        as Django's ``get_or_set`` after ``set`` does. A build's placeholder is a miss.
+        """
+        if data is NO_VALUE:
+            return None
+        value = self.cache.codec.loads(data, key)  # type: ignore[arg-type]
+        if value is NO_VALUE or is_placeholder(value):
+            return None  # foreign or corrupted bytes (the codec logged them), or a build's mark
+        entry = Entry.from_wire(value)
+        return Entry(value, 0) if entry is None else entry
+
+    def peek(self, key: str) -> Entry | None:
+        """Return whatever entry is stored now (any freshness), or None."""
+        try:
+            return self.decode(key, self.cache.store.get(key))
+        except Exception as error:
+            self.cache.store_failed("get_or_build", error)
+            return None

@@ -118,3 +118,26 @@ def first_views(url: str, namespace: str, threads: int, go: Any) -> None:
         worker.start()
     for worker in workers:
         worker.join()
+
+
+def held_build(
+    url: str, namespace: str, key: str, value: Any, started: Any, release: Any, done: Any
+) -> None:
+    """Build ``key`` as ``value``, pausing inside the builder until told to go on."""
+    cache = Cache(url, namespace=namespace)
+
+    def build() -> Any:
+        started.set()
+        release.wait(30)
+        return value
+
+    done.put(cache.get_or_build(key, build, ttl=60))
+
+
+def build_once(
+    url: str, namespace: str, key: str, seconds: float, options: dict[str, Any], done: Any
+) -> None:
+    """One get_or_build of ``key`` with a counted builder taking ``seconds``; report its value."""
+    cache = Cache(url, namespace=namespace)
+    build = counting_builder(cache, seconds, f"pid {os.getpid()}")
+    done.put(cache.get_or_build(key, build, **options))

@@ -1,0 +1,190 @@
+"""Composition rule 3: a build begun before a delete, a bump or a newer write stores nothing fresh.
+
+The race: a build reads the database; a writer updates the row and deletes the
+cache key; the build writes what it read. Every test holds a real build open
+(a thread blocked inside the builder) while a writer acts, on every store:
+memory, a memcached pool, a replicated memcached pool, Redis and tiered.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from mcache import NO_VALUE, Cache, Entry
+
+STORES = ["memory", "memcached", "memcached_replicas", "redis", "tiered"]
+
+
+def store_url(request: pytest.FixtureRequest) -> str:
+    if request.param == "memory":
+        return "memory://"
+    if request.param == "memcached_replicas":
+        return request.getfixturevalue("memcached_cluster_url") + "?replicas=2"
+    if request.param == "tiered":
+        cold = request.getfixturevalue("memcached_cluster_url")
+        return "tiered://?" + urlencode({"hot": "memory://", "cold": cold})
+    if request.param == "memcached":
+        return request.getfixturevalue("memcached_cluster_url")
+    return request.getfixturevalue("redis_url")
+
+
+@pytest.fixture(params=STORES)
+def url(request: pytest.FixtureRequest) -> str:
+    return store_url(request)
+
+
+@pytest.fixture(params=[s for s in STORES if s != "memory"])
+def shared_url(request: pytest.FixtureRequest) -> str:
+    """A store other processes see (tiered: through its cold tier)."""
+    return store_url(request)
+
+
+class HeldBuild:
+    """A ``get_or_build`` running in a thread, paused inside its builder until released."""
+
+    def __init__(self, cache: Cache, key: Any, database: dict[str, int], **options: Any) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.result: list[Any] = []
+
+        def build() -> int:
+            value = database["row"]  # the read happens first, as a query would
+            self.started.set()
+            assert self.release.wait(10)
+            return value
+
+        def run() -> None:
+            self.result.append(cache.get_or_build(key, build, **options))
+
+        self.thread = threading.Thread(target=run)
+
+    def __enter__(self) -> HeldBuild:
+        self.thread.start()
+        assert self.started.wait(10), "the build never started"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.thread.join(10)
+
+
+def put_stale(cache: Cache, key: str, value: Any) -> None:
+    store_key = cache.key(key)
+    entry = Entry(value, cache.clock.time_ms() - 1000, 10, {})
+    cache.store.set(store_key, cache.codec.dumps(entry.to_wire(), store_key), 60)
+
+
+WRITERS: dict[str, Callable[[Cache, str], object]] = {
+    "delete": lambda cache, key: cache.delete(key),
+    "delete_many": lambda cache, key: cache.delete_many([key]),
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+@pytest.mark.parametrize("start", ["missing", "stale"])
+def test_a_delete_during_the_build_wins(url: str, writer: str, start: str) -> None:
+    cache = Cache(url, namespace="ss")
+    database = {"row": 1}
+    if start == "stale":
+        put_stale(cache, "k", 0)
+    with HeldBuild(cache, "k", database, ttl=60) as build:
+        database["row"] = 2  # the writer commits its update, then clears the cache
+        WRITERS[writer](cache, "k")
+    assert build.result == [1], "the builder's caller still gets what it built"
+    assert cache.get("k") is NO_VALUE, "the build left nothing behind"
+    assert cache.get_or_build("k", lambda: database["row"], ttl=60) == 2
+    assert cache.get_or_build("k", lambda: -1, ttl=60) == 2
+
+
+def test_a_newer_set_during_the_build_is_kept(url: str) -> None:
+    cache = Cache(url, namespace="ss")
+    database = {"row": 1}
+    with HeldBuild(cache, "k", database, ttl=60) as build:
+        database["row"] = 2
+        cache.set("k", 2)  # the writer puts the new value in itself
+    assert build.result == [1]
+    assert cache.get("k") == 2
+    assert cache.get_or_build("k", lambda: -1, ttl=60) == 2
+
+
+def test_an_invalidation_during_the_build_leaves_the_entry_stale(url: str) -> None:
+    cache = Cache(url, namespace="ss")
+    database = {"row": 1}
+    with HeldBuild(cache, "k", database, ttl=60, tags=["rows"]) as build:
+        database["row"] = 2
+        cache.invalidate("rows")
+    assert build.result == [1]
+    assert cache.get("k") is NO_VALUE, "stored, but stale: no reader takes it as fresh"
+    assert cache.get_or_build("k", lambda: database["row"], ttl=60, tags=["rows"]) == 2
+
+
+def test_forgetting_a_memoized_call_during_its_build(url: str) -> None:
+    cache = Cache(url, namespace="ss")
+    database = {"row": 1}
+    started, release = threading.Event(), threading.Event()
+
+    @cache.cached(ttl=60)
+    def row(pk: int) -> int:
+        value = database["row"]
+        started.set()
+        assert release.wait(10)
+        return value
+
+    thread = threading.Thread(target=row, args=(7,))
+    thread.start()
+    assert started.wait(10)
+    database["row"] = 2
+    assert row.invalidate(7) is True, "the build's placeholder was there to forget"
+    release.set()
+    thread.join(10)
+    assert row(7) == 2
+
+
+def test_a_build_in_another_process_cannot_undo_a_delete(shared_url: str) -> None:
+    """The writer and the builder need not share a process: only the store decides."""
+    import multiprocessing
+
+    from tests.core import workers
+
+    url = shared_url
+    cache = Cache(url, namespace="ss")
+    context = multiprocessing.get_context("spawn")
+    started, release, done = context.Event(), context.Event(), context.Queue()
+    builder = context.Process(
+        target=workers.held_build, args=(url, "ss", "k", 1, started, release, done)
+    )
+    builder.start()
+    assert started.wait(30)
+    cache.delete("k")
+    release.set()
+    assert done.get(timeout=30) == 1
+    builder.join(10)
+    assert cache.get("k") is NO_VALUE
+    assert cache.get_or_build("k", lambda: 2, ttl=60) == 2
+
+
+def test_placeholders_are_misses_for_every_plain_call() -> None:
+    cache = Cache("memory://", namespace="ss")
+    database = {"row": 1}
+    with HeldBuild(cache, "k", database, ttl=60):
+        assert cache.get("k") is NO_VALUE
+        assert cache.get_many(["k"]) == {}
+        assert cache.touch("k", 10) is False
+        assert cache.add("k", "mine") is True, "add sees no value there"
+    assert cache.get("k") == "mine", "and its value survives the build"
+
+
+def test_a_failed_build_takes_its_placeholder_away() -> None:
+    cache = Cache("memory://", namespace="ss")
+
+    def fail() -> int:
+        raise RuntimeError("backend down")
+
+    with pytest.raises(RuntimeError):
+        cache.get_or_build("k", fail, ttl=60)
+    assert cache.store.get(cache.key("k")) is NO_VALUE

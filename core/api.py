@@ -60,7 +60,9 @@ class Store(Protocol):
 
     A store may also set ``expiry_slack`` (seconds, default 0): how much sooner
     than its TTL a key may expire, for a server that counts time in whole
-    seconds. Locks add it to their TTL (see :mod:`mcache.lock`).
+    seconds. Locks add it to their TTL (see :mod:`mcache.lock`). A store that
+    lives in one process alone (the in-process store) sets ``process_local``:
+    the adapters warn when something that must be shared is put there.
     """
 
     def get(self, key: str) -> bytes | NoValueType:

@@ -12,6 +12,7 @@ __all__ = [
     "InvalidKey",
     "LockTimeout",
     "MCacheError",
+    "MCacheWarning",
     "NotNumeric",
     "StoreUnavailable",
     "Uncacheable",
@@ -21,6 +22,10 @@ __all__ = [
 
 class MCacheError(Exception):
     """Base class of every mcache error."""
+
+
+class MCacheWarning(UserWarning):
+    """A configuration that works, but not the way a site of several processes expects."""
 
 
 class ConfigError(MCacheError, ValueError):

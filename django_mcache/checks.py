@@ -1,17 +1,28 @@
-"""System checks: a misconfigured mcache cache fails ``manage.py check``, not a request."""
+"""System checks: a misconfigured mcache cache fails ``manage.py check``, not a request.
+
+``E001``: a cache whose LOCATION or OPTIONS cannot be used. ``W001``: the cache
+ORM invalidation, ``cached_view``, template blocks and view counters use
+(``MCACHE_CACHE``) lives in one process, so a save anywhere else (``manage.py
+shell``, a task worker, another gunicorn worker) never reaches its pages.
+``W002``: sessions on such a cache, lost at every restart and autoreload.
+Both warnings are silenced as any Django check is, with
+``SILENCED_SYSTEM_CHECKS = ["django_mcache.W001"]``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
 from mcache.errors import MCacheError
 
-from .config import cache_from_settings
+from .config import cache_alias, cache_from_settings
 
 BACKEND = "django_mcache.backend.MCacheBackend"
+SESSION_ENGINE = "django_mcache.sessions"
+SHARED_STORES = "'memcached://127.0.0.1:11211' or 'redis://127.0.0.1:6379/0'"
 
 
 @register("caches")
@@ -33,3 +44,59 @@ def check_caches(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                 )
             )
     return errors
+
+
+@register("caches")
+def check_shared_across_processes(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn where what every process must see is kept in one process's memory."""
+    warnings: list[CheckMessage] = []
+    alias = cache_alias()
+    if _process_local(alias):
+        warnings.append(
+            Warning(
+                f"CACHES[{alias!r}] (MCACHE_CACHE: the cache ORM invalidation, cached_view,"
+                f" {{% cachedblock %}} and view counters use) is {_location(alias)!r}, kept in"
+                " each process's own memory: a save in another process (manage.py shell, a"
+                " task worker, another gunicorn worker) never invalidates this process's"
+                " pages, and each process counts views of its own.",
+                hint=f"Set its LOCATION to a shared store, e.g. {SHARED_STORES}. A site that"
+                " only ever runs one process may silence this with"
+                " SILENCED_SYSTEM_CHECKS = ['django_mcache.W001'].",
+                obj=alias,
+                id="django_mcache.W001",
+            )
+        )
+    session_alias = getattr(settings, "SESSION_CACHE_ALIAS", "default")
+    if getattr(settings, "SESSION_ENGINE", "") == SESSION_ENGINE and _process_local(session_alias):
+        warnings.append(
+            Warning(
+                f"SESSION_ENGINE is {SESSION_ENGINE!r} on CACHES[{session_alias!r}], which is"
+                f" {_location(session_alias)!r}, kept in each process's own memory: every"
+                " restart (and every runserver autoreload) logs everyone out, and each worker"
+                " process knows only the sessions it created.",
+                hint=f"Point SESSION_CACHE_ALIAS at an mcache cache on {SHARED_STORES}, or use"
+                " SESSION_ENGINE = 'django.contrib.sessions.backends.cached_db'.",
+                obj=session_alias,
+                id="django_mcache.W002",
+            )
+        )
+    return warnings
+
+
+def _location(alias: str) -> str:
+    return str(settings.CACHES.get(alias, {}).get("LOCATION", ""))
+
+
+def _process_local(alias: str) -> bool:
+    """Return whether the mcache cache ``alias`` keeps its data in this process alone."""
+    params = getattr(settings, "CACHES", {}).get(alias)
+    if params is None or params.get("BACKEND") != BACKEND:
+        return False
+    from django.core.cache import caches
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        store = caches[alias].mcache.shared
+    except (ImproperlyConfigured, MCacheError):
+        return False  # E001 says what is wrong with it
+    return bool(getattr(store, "process_local", False))

@@ -32,6 +32,7 @@ CACHE_OPTIONS = frozenset(
         "stale_ttl",
         "lock_timeout",
         "wait",
+        "stale_wait",
         "refresh",
         "early_refresh",
         "jitter",

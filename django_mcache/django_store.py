@@ -55,6 +55,13 @@ class DjangoCacheStore:
         return f"DjangoCacheStore({self.alias!r})"
 
     @property
+    def process_local(self) -> bool:
+        """Return whether the other cache lives in this process alone (Django's LocMemCache)."""
+        from django.core.cache.backends.locmem import LocMemCache
+
+        return isinstance(self._cache, LocMemCache)
+
+    @property
     def _cache(self) -> Any:
         from django.core.cache import caches
 

@@ -63,6 +63,7 @@ def cached_view(
     key_prefix: str | None = None,
     refresh: str | None = None,
     header: str | None = "X-Cache",
+    stale_wait: float | None = None,
 ) -> Callable[[View], View]:
     """Cache a view's whole response; use ``method_decorator`` for class-based views.
 
@@ -74,7 +75,9 @@ def cached_view(
     ``cache.invalidate`` bumps one of them. ``header`` names the HIT/MISS/STALE
     response header (``None``: no header). ``ttl`` is how long a page is fresh,
     in seconds (``None``: the cache's ``TIMEOUT``); as with ``cache_page``, 0 or
-    less does not cache it at all.
+    less does not cache it at all. ``stale_wait`` is how long a request that
+    finds the page stale, while another request rebuilds it, waits for the new
+    page before taking the stale one (default: the cache's ``stale_wait``, 0).
     """
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
         raise TypeError(f"cached_view: ttl must be a number of seconds or None, got {ttl!r}")
@@ -91,6 +94,7 @@ def cached_view(
         key_prefix,
         refresh,
         header,
+        stale_wait,
     )
 
     def decorate(view: View) -> View:
@@ -124,6 +128,7 @@ class _ViewOptions:
         "per_user",
         "refresh",
         "stale_ttl",
+        "stale_wait",
         "tags",
         "ttl",
         "vary",
@@ -141,11 +146,12 @@ class _ViewOptions:
         key_prefix: str | None,
         refresh: str | None,
         header: str | None,
+        stale_wait: float | None,
     ) -> None:
         self.ttl, self.stale_ttl, self.tags, self.depends_on = ttl, stale_ttl, tags, depends_on
         self.vary = tuple(sorted({h.lower() for h in vary}))
         self.per_user, self.cache, self.key_prefix = per_user, cache, key_prefix
-        self.refresh, self.header = refresh, header
+        self.refresh, self.header, self.stale_wait = refresh, header, stale_wait
 
     def backend(self) -> Any:
         """Return the Django cache pages go to (``cache``, else ``MCACHE_CACHE``)."""
@@ -184,6 +190,7 @@ class _ViewOptions:
             "stale_ttl": self.stale_ttl,
             "tags": self.tag_list(request, args, kwargs),
             "refresh": self.refresh,
+            "stale_wait": self.stale_wait,
         }
 
 

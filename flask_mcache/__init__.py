@@ -8,6 +8,7 @@ of the current app.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -15,6 +16,7 @@ from flask import Flask, current_app
 
 from mcache import Cache
 from mcache.counters import Counter, OnlineCounter, ViewCounter
+from mcache.errors import MCacheWarning
 from mcache.lock import Lock
 from mcache.memoize import Memoized
 
@@ -34,8 +36,22 @@ class MCache:
             self.init_app(app)
 
     def init_app(self, app: Flask) -> None:
-        """Build the app's cache from ``MCACHE_*`` config (bad values raise here); add the CLI."""
-        app.extensions["mcache"] = cache_from_config(app.config)
+        """Build the app's cache from ``MCACHE_*`` config (bad values raise here); add the CLI.
+
+        An in-process store (``memory://``, the default) outside debug and testing
+        is warned about once: every worker process would have a cache of its own.
+        """
+        cache = app.extensions["mcache"] = cache_from_config(app.config)
+        if getattr(cache.shared, "process_local", False) and not (app.debug or app.testing):
+            warnings.warn(
+                f"MCACHE_URL is {app.config.get('MCACHE_URL', 'memory://')!r}, kept in each"
+                " process's own memory: every worker process of the server has a cache of its"
+                " own, and an edit in another process (a flask shell, a task worker, another"
+                " worker) never invalidates this one's pages. Set MCACHE_URL to a shared store,"
+                " e.g. 'memcached://127.0.0.1:11211' or 'redis://127.0.0.1:6379/0'.",
+                MCacheWarning,
+                stacklevel=2,
+            )
         from .cli import mcache_cli
         from .jinja import MCacheExtension, count_view, online_count, track_online, view_count
 
@@ -70,16 +86,27 @@ class MCache:
         per_user: Callable[[], Any] | None = None,
         refresh: str | None = None,
         header: str | None = "X-Cache",
+        stale_wait: float | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Cache a view's whole response: dog-pile safe, stale-while-rebuilding, tagged.
 
         The key covers the method (HEAD shares GET's), scheme, host, path, the
         sorted query string, the values of ``vary_on_headers``, and what
         ``per_user()`` returns (e.g. ``lambda: current_user.get_id()``).
-        ``tags`` may be a callable of the view's arguments.
+        ``tags`` may be a callable of the view's arguments. ``stale_wait``: how
+        long a request finding the page stale while another rebuilds it waits
+        for the new page (default ``MCACHE_STALE_WAIT``, 0).
         """
         return cached_view(
-            lambda: self.cache, ttl, stale_ttl, tags, vary_on_headers, per_user, refresh, header
+            lambda: self.cache,
+            ttl,
+            stale_ttl,
+            tags,
+            vary_on_headers,
+            per_user,
+            refresh,
+            header,
+            stale_wait,
         )
 
     def cached(

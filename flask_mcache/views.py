@@ -41,6 +41,7 @@ def cached_view(
     per_user: Callable[[], Any] | None,
     refresh: str | None,
     header: str | None,
+    stale_wait: float | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Return the decorator ``MCache.cached_view`` hands out (see there)."""
     vary = tuple(sorted({h.lower() for h in vary_on_headers}))
@@ -77,7 +78,9 @@ def cached_view(
                 )
 
             view_tags = tags(**view_args) if callable(tags) else tags
-            options = dict(ttl=ttl, stale_ttl=stale_ttl, tags=view_tags, refresh=refresh)
+            options = dict(
+                ttl=ttl, stale_ttl=stale_ttl, tags=view_tags, refresh=refresh, stale_wait=stale_wait
+            )
             result, page, stale = get_page(cache, key, build, 0, Response, **options)
             if isinstance(result, Response):
                 return result  # this request's own response, never stored

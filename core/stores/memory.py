@@ -41,6 +41,9 @@ class _Item:
 class MemoryStore:
     """Thread-safe in-process store with memcached semantics and an LRU byte bound."""
 
+    process_local = True
+    """Each process has its own: another process's writes and invalidations never reach it."""
+
     def __init__(
         self,
         *,

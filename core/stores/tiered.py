@@ -44,6 +44,11 @@ class TieredStore:
         return f"TieredStore(hot={self.hot!r}, cold={self.cold!r}, hot_ttl={self.hot_ttl})"
 
     @property
+    def process_local(self) -> bool:
+        """Return whether the cold tier (what processes share) lives in this process alone."""
+        return bool(getattr(self.cold, "process_local", False))
+
+    @property
     def expiry_slack(self) -> int:
         """Return the cold tier's (locks live there)."""
         return int(getattr(self.cold, "expiry_slack", 0))

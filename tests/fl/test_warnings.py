@@ -1,0 +1,37 @@
+"""Flask: one warning at init_app when the cache lives in one process and the app is live."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from flask import Flask
+
+from flask_mcache import MCache
+from mcache.errors import MCacheWarning
+
+
+def new_app(**config: object) -> Flask:
+    app = Flask(__name__)
+    app.config.update(config)
+    return app
+
+
+def test_memory_outside_debug_and_testing_warns_once_with_the_fix() -> None:
+    with pytest.warns(MCacheWarning, match=r"memory://.*flask shell.*memcached://") as caught:
+        MCache(new_app())
+    assert len(caught) == 1
+
+
+@pytest.mark.parametrize("mode", ["DEBUG", "TESTING"])
+def test_debug_and_testing_apps_are_not_warned(mode: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MCacheWarning)
+        MCache(new_app(**{mode: True}))
+
+
+def test_a_shared_store_is_not_warned(memcached_url: str, redis_url: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MCacheWarning)
+        MCache(new_app(MCACHE_URL=memcached_url))
+        MCache(new_app(MCACHE_URL=redis_url))

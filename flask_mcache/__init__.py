@@ -146,10 +146,28 @@ class MCache:
         return self.cache.counter(name, ttl)
 
     def view_counter(
-        self, name: str, initial: Callable[[Any], int] | None = None, ttl: int = 0
+        self, name: str | Any, initial: Callable[[Any], int] | None = None, ttl: int = 0
     ) -> ViewCounter:
-        """Return the view counter ``name``, seeded by ``initial`` (e.g. from the database)."""
+        """Return the view counter ``name``, seeded by ``initial`` (e.g. from the database).
+
+        Given a SQLAlchemy mapped class instead of a name, return its rows' counter,
+        seeded from their ``views`` column (see :mod:`flask_mcache.counters`).
+        """
+        if not isinstance(name, str):
+            from .counters import model_view_counter
+
+            return model_view_counter(self.cache, name)
         return self.cache.view_counter(name, initial, ttl)
+
+    def flush_view_counts(self, *models: Any) -> int:
+        """Add the views of these mapped classes' rows counted since the last flush to their column.
+
+        Call it from a periodic job (a cron'd ``flask`` command, a task): one
+        ``UPDATE`` per row viewed since the last flush. Returns the rows written.
+        """
+        from .counters import flush_view_counts
+
+        return flush_view_counts(self.cache, models)
 
     def online_counter(
         self, name: str = "site", window: int = 300, slots: int = 6, unique: str = "auto"
@@ -163,10 +181,13 @@ class MCache:
         See :mod:`flask_mcache.sqlalchemy`; needs SQLAlchemy (the ``[sqlalchemy]`` extra).
         """
         from . import sqlalchemy as watcher
+        from .counters import use_sessions
 
-        cache = (app or current_app).extensions["mcache"]
+        app = app or current_app._get_current_object()  # type: ignore[attr-defined]
+        cache = app.extensions["mcache"]
         cache.may_store = watcher.may_store
         watcher.watch(target, lambda: cache)
+        use_sessions(app, target)  # view counts of rows are seeded and written back through it
 
     def stats(self) -> dict[str, Any]:
         """Return mcache's counters and the servers' statistics."""

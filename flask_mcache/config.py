@@ -40,7 +40,8 @@ STORE_KEYS = {"MCACHE_REPLICAS": "replicas", "MCACHE_STORE_OPTIONS": ""}
 ONLINE_KEYS = frozenset(
     {"MCACHE_ONLINE", "MCACHE_ONLINE_WINDOW", "MCACHE_ONLINE_SLOTS", "MCACHE_ROBOTS"}
 )
-KEYS = frozenset({"MCACHE_URL", *ONLINE_KEYS, *CACHE_KEYS, *CODEC_KEYS, *STORE_KEYS})
+COUNTER_KEYS = frozenset({"MCACHE_VIEW_COUNT_FIELDS"})
+KEYS = frozenset({"MCACHE_URL", *ONLINE_KEYS, *CACHE_KEYS, *CODEC_KEYS, *STORE_KEYS, *COUNTER_KEYS})
 
 
 def cache_from_config(config: Mapping[str, Any]) -> Cache:
@@ -83,6 +84,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_ONLINE_SLOTS": (int,),
     "MCACHE_ROBOTS": (list, tuple),
     "MCACHE_STORE_OPTIONS": (Mapping,),
+    "MCACHE_VIEW_COUNT_FIELDS": (Mapping,),
     "MCACHE_REFRESH": (str,),
     "MCACHE_TRACE_DIR": (str,),
     "MCACHE_SERIALIZER": (str,),

@@ -13,6 +13,7 @@ the app's counters.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Hashable
 from typing import Any
 
 from flask import current_app, g, request
@@ -21,10 +22,11 @@ from jinja2.ext import Extension
 from jinja2.parser import Parser
 from markupsafe import Markup
 
-from mcache.counters import ROBOTS, is_robot
+from mcache.counters import ROBOTS, ViewCounter, is_robot
 from mcache.keys import keyable
 
 from .config import online_shape
+from .counters import is_row, model_view_counter, row_ident
 
 __all__ = ["MCacheExtension", "count_view", "online_count", "track_online", "view_count"]
 
@@ -65,28 +67,37 @@ class MCacheExtension(Extension):
         return Markup(rendered)  # rendered (and escaped) once already, whatever the codec kept
 
 
-def _ident(obj_or_key: Any) -> Any:
-    """Return what a view count is kept under: a key as given, or a row's class and id."""
-    if isinstance(obj_or_key, str | int):
-        return obj_or_key
+def _counter_of(obj_or_key: Any) -> tuple[ViewCounter, Hashable]:
+    """Return the counter and ident of a row (its table's, by primary key) or of a plain key."""
+    cache = current_app.extensions["mcache"]
+    if isinstance(obj_or_key, str | int) and not isinstance(obj_or_key, bool):
+        return cache.view_counter("views"), obj_or_key
+    if is_row(obj_or_key):
+        return model_view_counter(cache, obj_or_key), row_ident(obj_or_key)
     ident = getattr(obj_or_key, "id", None)
     if ident is None:
         ident = getattr(obj_or_key, "pk", None)
-    return (type(obj_or_key).__qualname__, ident)
+    if type(ident) not in (int, str):
+        raise TypeError(
+            f"view_count/count_view take a SQLAlchemy row, an int or str key, or an object with"
+            f" an int or str id; got {obj_or_key!r}"
+        )
+    return cache.view_counter(f"views:{type(obj_or_key).__qualname__}"), ident
 
 
 def view_count(obj_or_key: Any) -> int:
-    """Return the view count of a row or key."""
-    return current_app.extensions["mcache"].view_counter("views").value(_ident(obj_or_key))
+    """Return the view count of a row or key (seeded from a row's ``views`` column)."""
+    counter, ident = _counter_of(obj_or_key)
+    return counter.value(ident)
 
 
 def count_view(obj_or_key: Any) -> int:
     """Count one view per request, and return the count this request recorded."""
+    counter, ident = _counter_of(obj_or_key)
     counted = g.setdefault("_mcache_views_counted", {})
-    ident = _ident(obj_or_key)
-    if ident not in counted:
-        counted[ident] = current_app.extensions["mcache"].view_counter("views").incr(ident)
-    return counted[ident]
+    if (counter.name, ident) not in counted:
+        counted[counter.name, ident] = counter.incr(ident)
+    return counted[counter.name, ident]
 
 
 def online_counter(scope: str = "site") -> Any:

@@ -24,11 +24,14 @@ entry is stale if anything it holds is.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TypeVar
 
-__all__ = ["Dependencies", "collecting", "inside_build", "merged", "report"]
+__all__ = ["Dependencies", "carried", "collecting", "inside_build", "merged", "report"]
+
+T = TypeVar("T")
 
 
 class Dependencies:
@@ -73,6 +76,25 @@ def collecting() -> Iterator[Dependencies]:
         yield found
     finally:
         _CURRENT.reset(token)
+
+
+def carried(function: Callable[[], T]) -> Callable[[], T]:
+    """Return ``function`` bound to the current build, to run in a context of its own.
+
+    An adapter that renders in a fresh, empty context (Flask's background
+    re-render drops the ended request's state) calls this first, so what the
+    render reads still reaches the build that stores it.
+    """
+    build = _CURRENT.get()
+
+    def run() -> T:
+        token = _CURRENT.set(build)
+        try:
+            return function()
+        finally:
+            _CURRENT.reset(token)
+
+    return run
 
 
 def merged(own: Mapping[str, int], more: Mapping[str, int]) -> dict[str, int]:

@@ -23,6 +23,7 @@ from flask import Response, current_app, make_response, request, session
 from werkzeug.http import http_date
 
 from mcache import Cache
+from mcache.dependencies import carried
 from mcache.errors import Uncacheable
 from mcache.page import as_page, get_page
 
@@ -72,10 +73,12 @@ def cached_view(
                 # A background refresh: the request is over, so the view runs in a
                 # context of its own, in an empty set of context variables (the copy
                 # the refresher carries still holds the ended request's contexts),
-                # without the visitor's cookies or credentials; its teardown runs.
-                return contextvars.Context().run(
+                # without the visitor's cookies or credentials; its teardown runs. The
+                # build it is part of is carried over, so its fragments' tags reach it.
+                render = functools.partial(
                     _render_detached, app, _detached_environ(environ), view, view_args, vary
                 )
+                return contextvars.Context().run(carried(render))
 
             view_tags = tags(**view_args) if callable(tags) else tags
             options = dict(

@@ -34,4 +34,5 @@ urlpatterns = [
     path("remembers/", views.remembers),
     path("async/", views.async_page),
     path("cbv/", views.ClassBased.as_view()),
+    path("catalog/", views.catalog),
 ]

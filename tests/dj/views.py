@@ -223,3 +223,22 @@ class ClassBased(View):
     def post(self, request):
         renders.append("class_based_post")
         return JsonResponse({"posted": True})
+
+
+CATALOG = Template(
+    "{% load mcache %}"
+    '{% cachedblock 60 "titles" depends_on=posts %}'
+    "titles:{% for post in posts %}{{ post.title }};{% endfor %}"
+    "{% endcachedblock %}|"
+    '{% cachedblock 60 "categories" tags="categories" %}categories:{{ categories }}'
+    "{% endcachedblock %}"
+)
+catalog_data = {"categories": "c1"}  # what the categories fragment shows (no model behind it)
+
+
+@cached_view(ttl=60, depends_on=[Post], refresh="background")
+def catalog(request):
+    """The README's recommended page: background refresh, holding cached fragments."""
+    renders.append("catalog")
+    context = {"posts": Post.objects.order_by("pk"), "categories": catalog_data["categories"]}
+    return HttpResponse(CATALOG.render(RequestContext(request, context)))

@@ -29,6 +29,7 @@ def site(request: pytest.FixtureRequest):
         "OPTIONS": {"refresh": "background"},  # blocks inherit it too
     }
     views.catalog_data["categories"] = "c1"
+    views.renders.clear()
     with override_settings(CACHES={"default": cache}):
         yield Client()
 
@@ -69,3 +70,38 @@ def test_invalidating_a_tag_only_the_fragment_declares_reaches_the_page(site: Cl
     views.catalog_data["categories"] = "c2"
     caches["default"].invalidate("categories")  # the page itself never names this tag
     follow(site, changed="categories:c2", old="categories:c1")
+
+
+def readers_during_a_rebuild(client: Client, path: str, tag: str) -> tuple[str, str]:
+    """Make ``path`` stale, start its rebuild in a thread, then read it; return (state, body)."""
+    import threading
+    import time
+
+    client.get(path)
+    caches["default"].invalidate(tag)
+    rebuild = threading.Thread(target=lambda: Client().get(path))
+    rebuild.start()
+    time.sleep(0.1)  # the rebuild (0.3 s) is under way
+    response = client.get(path)
+    rebuild.join(10)
+    return response["X-Cache"], response.content.decode()
+
+
+def test_cached_view_stale_wait_serves_the_rebuilt_page(site: Client) -> None:
+    state, body = readers_during_a_rebuild(site, "/patient/", "patient")
+    assert (state, body) == ("HIT", "patient 2"), "it waited for the new page"
+
+
+@pytest.mark.parametrize(
+    ("stale_wait", "expected"), [(0, ("STALE", "slow 1")), (5, ("HIT", "slow 2"))]
+)
+def test_the_caches_stale_wait_option(memcached_url: str, stale_wait: float, expected) -> None:
+    views.renders.clear()
+    cache = {
+        "BACKEND": "django_mcache.backend.MCacheBackend",
+        "LOCATION": memcached_url,
+        "KEY_PREFIX": f"wait{stale_wait}",
+        "OPTIONS": {"stale_wait": stale_wait},
+    }
+    with override_settings(CACHES={"default": cache}):
+        assert readers_during_a_rebuild(Client(), "/slow/", "slow") == expected

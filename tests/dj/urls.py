@@ -35,4 +35,5 @@ urlpatterns = [
     path("async/", views.async_page),
     path("cbv/", views.ClassBased.as_view()),
     path("catalog/", views.catalog),
+    path("patient/", views.patient),
 ]

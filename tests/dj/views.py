@@ -242,3 +242,15 @@ def catalog(request):
     renders.append("catalog")
     context = {"posts": Post.objects.order_by("pk"), "categories": catalog_data["categories"]}
     return HttpResponse(CATALOG.render(RequestContext(request, context)))
+
+
+@cached_view(ttl=60, stale_ttl=600, tags=["patient"], stale_wait=5)
+def patient(request):
+    """A slow page whose readers wait for its rebuild rather than take it stale."""
+    renders.append("patient")
+    time.sleep(0.3)
+    return HttpResponse(f"patient {views_rendered('patient')}")
+
+
+def views_rendered(name: str) -> int:
+    return renders.count(name)

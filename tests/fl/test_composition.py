@@ -100,3 +100,32 @@ def test_invalidating_a_tag_only_the_fragment_declares_reaches_the_page(shop) ->
     with app.app_context():
         mcache.invalidate("categories")
     follow(app, changed="categories:c2", old="categories:c1")
+
+
+@pytest.mark.parametrize(("stale_wait", "expected"), [(None, ("STALE", "v1")), (5, ("HIT", "v2"))])
+def test_cached_view_stale_wait(memcached_url: str, stale_wait, expected) -> None:
+    import threading
+    import time
+
+    app = Flask(__name__)
+    app.config.update(MCACHE_URL=memcached_url, MCACHE_NAMESPACE=f"sw{stale_wait}")
+    mcache = MCache(app)
+    renders: list[int] = []
+
+    @app.get("/slow")
+    @mcache.cached_view(ttl=60, tags=["slow"], stale_wait=stale_wait)
+    def slow() -> str:
+        renders.append(1)
+        time.sleep(0.3)
+        return f"v{len(renders)}"
+
+    client = app.test_client()
+    client.get("/slow")
+    with app.app_context():
+        mcache.invalidate("slow")
+    rebuild = threading.Thread(target=lambda: app.test_client().get("/slow"))
+    rebuild.start()
+    time.sleep(0.1)  # the rebuild (0.3 s) is under way
+    response = client.get("/slow")
+    rebuild.join(10)
+    assert (response.headers["X-Cache"], response.text) == expected

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import lease as leases
 from .api import NO_VALUE
-from .build import Call, ServedStale
+from .call import Call, ServedStale
 from .dependencies import inside_build, report
 from .entry import Entry
 from .errors import Uncacheable
@@ -27,7 +27,8 @@ from .flight import Flight, NotShared
 from .lock import Lock, backoff_delays
 
 if TYPE_CHECKING:
-    from .build import Builder, BuildOptions
+    from .build import Builder
+    from .call import BuildOptions
 
 __all__ = ["AsyncBuilder"]
 
@@ -197,7 +198,7 @@ class AsyncBuilder:
         The thread goes on after a cancellation, so without this a lock won for a
         caller that is gone would stay held until ``lock_timeout``.
         """
-        attempt = asyncio.ensure_future(asyncio.to_thread(self.sync.try_lock, call))
+        attempt = asyncio.ensure_future(asyncio.to_thread(self.sync.writer.try_lock, call))
         try:
             return await asyncio.shield(attempt)
         except asyncio.CancelledError:
@@ -205,7 +206,7 @@ class AsyncBuilder:
 
             def release(done: asyncio.Future[Lock | None]) -> None:
                 if not done.cancelled() and done.exception() is None and done.result() is not None:
-                    loop.run_in_executor(None, self.sync.unlock, call.key, done.result())
+                    loop.run_in_executor(None, self.sync.writer.unlock, call.key, done.result())
 
             attempt.add_done_callback(release)
             raise
@@ -219,7 +220,7 @@ class AsyncBuilder:
         """Await the build, store the entry over what the key held, release the lock."""
         lease: leases.Lease | None = None
         try:
-            lease = await asyncio.to_thread(self.sync.take_lease, call)
+            lease = await asyncio.to_thread(self.sync.writer.take_lease, call)
             if lock is not None and lease is not None:
                 fresh = await asyncio.to_thread(self.sync.built_meanwhile, call, lease.found)
                 if fresh is not None:
@@ -229,14 +230,16 @@ class AsyncBuilder:
                 value = await self.run_build(call, stale)
             except ServedStale as served:
                 return served.value
-            if lease is not None and await asyncio.to_thread(self.sync.write, call, value, lease):
+            if lease is not None and await asyncio.to_thread(
+                self.sync.writer.write, call, value, lease
+            ):
                 lease = None
             return value
         finally:
             if lease is not None:
-                await asyncio.to_thread(self.sync.abandon, call.key, lease)
+                await asyncio.to_thread(self.sync.writer.abandon, call.key, lease)
             if lock is not None:
-                await asyncio.to_thread(self.sync.unlock, call.key, lock)
+                await asyncio.to_thread(self.sync.writer.unlock, call.key, lock)
 
 
 def _in_own_loop(build: AsyncBuild) -> Callable[[], Any]:

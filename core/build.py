@@ -29,23 +29,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import random
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import lease as leases
 from .api import NO_VALUE
+from .call import BuildOptions, Call, ServedStale
 from .dependencies import collecting, inside_build, merged, report
 from .entry import Entry
 from .errors import Uncacheable
 from .flight import Flight, NotShared, SingleFlight
 from .lock import Lock, backoff_delays
-from .reading import Reader
-from .renewal import renewer
+from .writing import Writer
 
 if TYPE_CHECKING:
     from .cache import Cache
@@ -60,50 +57,16 @@ call, read it after.
 """
 
 
-@dataclass(frozen=True)
-class BuildOptions:
-    """The per-call settings of one ``get_or_build``."""
-
-    ttl: int
-    stale_ttl: int
-    lock_timeout: int
-    wait: float
-    refresh: str
-    early_refresh: float
-    jitter: float
-    stale_wait: float = 0.0
-
-
-@dataclass
-class Call:
-    """One ``get_or_build`` call on its way through the algorithm.
-
-    ``depends`` and ``stale`` describe the value the call returns: the tag
-    versions it was validated against (or built under) and whether it is, or
-    was built from, stale data. The call reports them to its enclosing build.
-    """
-
-    key: str
-    build: Callable[[], Any]
-    tags: list[str]
-    options: BuildOptions
-    versions: dict[str, int]
-    seen: Entry | None = None
-    seen_fresh: bool = False  # the entry seen is fresh: it was picked for an early refresh
-    depends: dict[str, int] = field(default_factory=dict)
-    stale: bool = False
-    build_ms: int = 0
-
-
 class Builder:
     """Runs the read path for a ``Cache``."""
 
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
-        self.reader = Reader(cache)
+        self.reader = cache.reader
+        self.rng = random.Random()
+        self.writer = Writer(cache, self.rng)
         self.flights = SingleFlight()  # callers that found nothing: followers get the value
         self.refreshes = SingleFlight()  # stale rebuilds: the others serve stale meanwhile
-        self.rng = random.Random()
 
     # -- the algorithm ------------------------------------------------------------------------
 
@@ -199,7 +162,7 @@ class Builder:
 
     def rebuild_stale(self, call: Call, entry: Entry) -> Any:
         """As the one caller here of a stale key: rebuild, hand over, or wait and serve stale."""
-        lock = self.try_lock(call)
+        lock = self.writer.try_lock(call)
         if lock is None:
             return self.fresh_or_stale(call, entry)
         if call.options.refresh == "background" and not inside_build():
@@ -251,7 +214,7 @@ class Builder:
             self.cache.failures.warning("refresh.submit", "background refresh refused: %r", error)
             accepted = False
         if not accepted:
-            self.unlock(call.key, lock)
+            self.writer.unlock(call.key, lock)
 
     def build_in_background(self, call: Call, lock: Lock) -> None:
         """Rebuild on the refresher; a value the builder marked Uncacheable is dropped."""
@@ -308,7 +271,7 @@ class Builder:
 
     def lead_missing(self, call: Call) -> Any:
         """Build under the lock, or wait (bounded) for the process that holds it."""
-        lock = self.try_lock(call)
+        lock = self.writer.try_lock(call)
         if lock is not None:
             return self.build_and_store(call, lock, None)
         self.cache.metrics.add("lock_waits")
@@ -324,7 +287,7 @@ class Builder:
             entry = self.reader.peek(call.key)
             if entry is not None:
                 return self.take_peeked(call, entry)
-            lock = self.try_lock(call)  # the holder may have died and its lock expired
+            lock = self.writer.try_lock(call)  # the holder may have died and its lock expired
             if lock is not None:
                 return self.build_and_store(call, lock, None)
         self.cache.metrics.add("wait_timeouts")
@@ -360,29 +323,6 @@ class Builder:
         return None
 
     # -- locks, builds, writes -------------------------------------------------------------------
-
-    def try_lock(self, call: Call) -> Lock | None:
-        """Try the key's distributed lock once; return it (renewed while held) if won."""
-        self.cache.trace(call.key, "L")
-        lock_key = self.cache.derived_key("l", call.key)
-        lock = Lock(self.cache.shared, lock_key, call.options.lock_timeout)
-        try:
-            if not lock.try_acquire():
-                return None
-        except Exception as error:
-            self.cache.store_failed("lock", error)
-            return None
-        renewer.hold(lock, self.cache.failures)
-        return lock
-
-    def unlock(self, key: str, lock: Lock) -> None:
-        """Release ``lock`` if still ours; a store failure here is logged, not raised."""
-        renewer.drop(lock)
-        try:
-            lock.release()
-        except Exception as error:
-            self.cache.store_failed("unlock", error)
-        self.cache.trace(key, "U")
 
     def run_build(self, call: Call, stale: Entry | None) -> Any:
         """Call the builder, collecting what it reads; on an error serve ``stale`` or re-raise."""
@@ -421,21 +361,11 @@ class Builder:
         self.cache.metrics.add("build_errors")
         self.cache.trace(key, "E")
 
-    def take_lease(self, call: Call) -> leases.Lease | None:
-        """Return the lease the entry will be written against (None: the store failed)."""
-        o = call.options
-        ttl = math.ceil(o.ttl + o.stale_ttl) if o.ttl else 0
-        try:
-            return leases.take(self.cache.store, self.cache.codec, call.key, ttl)
-        except Exception as error:
-            self.cache.store_failed("get_or_build", error)
-            return None
-
     def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
         """Build, store the entry over what the key held when it began, release the lock."""
         lease = None
         try:
-            lease = self.take_lease(call)
+            lease = self.writer.take_lease(call)
             if lock is not None and lease is not None:
                 fresh = self.built_meanwhile(call, lease.found)
                 if fresh is not None:
@@ -445,52 +375,11 @@ class Builder:
                 value = self.run_build(call, stale)
             except ServedStale as served:
                 return served.value
-            if lease is not None and self.write(call, value, lease):
+            if lease is not None and self.writer.write(call, value, lease):
                 lease = None
             return value
         finally:
             if lease is not None:
-                self.abandon(call.key, lease)
+                self.writer.abandon(call.key, lease)
             if lock is not None:
-                self.unlock(call.key, lock)
-
-    def abandon(self, key: str, lease: leases.Lease) -> None:
-        """Take away the placeholder of a build that stored nothing."""
-        self.cache.store_call("delete", lambda: leases.abandon(self.cache.store, key, lease), None)
-
-    def write(self, call: Call, value: Any, lease: leases.Lease) -> bool:
-        """Store the entry: fresh for ``ttl`` less up to ``jitter``, kept ``stale_ttl`` longer.
-
-        Built from stale data (``call.stale``), it is stored already stale, so
-        the next reader rebuilds it. Return whether it was stored.
-        """
-        cache, o = self.cache, call.options
-        if not cache.may_store():
-            return False  # built from data that may yet be rolled back: returned, never shared
-        if o.ttl:
-            fresh = o.ttl * (1 - self.rng.uniform(0, o.jitter))
-            fresh_until = 1 if call.stale else cache.clock.time_ms() + int(fresh * 1000)
-            store_ttl = math.ceil(fresh + o.stale_ttl)
-        else:
-            fresh_until, store_ttl = (1 if call.stale else 0), 0
-        entry = Entry(value, fresh_until, call.build_ms, call.depends)
-        try:
-            data = cache.codec.dumps(entry.to_wire(), call.key)
-        except Exception as error:  # e.g. a JSON codec and a value JSON cannot carry
-            cache.failures.warning(
-                "entry.encode", "cannot encode %r, not cached: %r", call.key, error
-            )
-            return False
-        stored = cache.store_call(
-            "set", lambda: leases.write(cache.store, call.key, data, lease, store_ttl), False
-        )
-        cache.trace(call.key, "W" if stored else "X")
-        return stored
-
-
-class ServedStale(Exception):
-    """Carries the stale value served after a failed build out of ``run_build``."""
-
-    def __init__(self, value: Any) -> None:
-        super().__init__("served stale")
-        self.value = value
+                self.writer.unlock(call.key, lock)

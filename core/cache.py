@@ -18,8 +18,6 @@ tags in :mod:`mcache.tags`, locks in :mod:`mcache.lock`.
 from __future__ import annotations
 
 import atexit
-import math
-import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -30,14 +28,14 @@ from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
 from .counters import Counter, OnlineCounter, ViewCounter, VisitorCounter
-from .dependencies import report
-from .entry import Entry, is_placeholder
 from .errors import ConfigError, InvalidKey, MCacheError, StoreUnavailable, ValueTooLarge
 from .flight import Refresher, ThreadPoolRefresher
 from .keys import MAX_KEY_BYTES, make_key
 from .lock import Lock
 from .logs import FailureLog
 from .memoize import Memoized, memoize
+from .options import TagsArg, build_options, check_settings, duration, seconds, tag_list
+from .reading import Reader
 from .renewal import renewer
 from .stats import CacheStats
 from .stores.url import from_url
@@ -49,7 +47,6 @@ __all__ = ["Cache", "Key"]
 T = TypeVar("T")
 Key = str | tuple[Any, ...]
 """A cache key: a string, or a tuple of call parameters."""
-TagsArg = Iterable[str] | str | None
 
 
 class Cache:
@@ -86,10 +83,10 @@ class Cache:
             make_key(namespace, "probe")  # now, not on the first request
         except InvalidKey as error:
             raise ConfigError(f"namespace: {error}") from None
-        _check_settings(stats_interval, trace_dir)
+        check_settings(stats_interval, trace_dir)
         self.namespace = namespace
-        self.default_ttl = _seconds(default_ttl, "default_ttl")
-        self.defaults = _options(
+        self.default_ttl = seconds(default_ttl, "default_ttl")
+        self.defaults = build_options(
             self.default_ttl,
             stale_ttl,
             lock_timeout,
@@ -104,7 +101,7 @@ class Cache:
         self.clock = clock
         self.failures = failure_log or FailureLog()
         self.shared: Store = getattr(self.store, "shared", self.store)
-        self.tags = Tags(self.shared, namespace, clock, _duration(tag_cache_ttl, "tag_cache_ttl"))
+        self.tags = Tags(self.shared, namespace, clock, duration(tag_cache_ttl, "tag_cache_ttl"))
         self.metrics = CacheStats(self.shared, namespace, stats_interval, self.failures)
         try:
             self.tracer = Tracer(trace_dir)
@@ -116,6 +113,7 @@ class Cache:
         self.may_store: Callable[[], bool] = may_store or _always
         self._view_counters: dict[str, ViewCounter] = {}
         self._registry_lock = threading.Lock()
+        self.reader = Reader(self)
         self.builder = Builder(self)
         self.abuilder = AsyncBuilder(self.builder)
 
@@ -171,7 +169,7 @@ class Cache:
             return self.default_ttl
         if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
             return -1  # already expired: a set stores nothing readable, as Django's timeout=0
-        return _seconds(ttl, "ttl")
+        return seconds(ttl, "ttl")
 
     # -- plain operations -----------------------------------------------------------------
 
@@ -189,51 +187,16 @@ class Cache:
     def _read(self, store_key: str) -> Any:
         """Return the current value under ``store_key``, or ``NO_VALUE`` (nothing counted)."""
         data = self.store_call("get", lambda: self.store.get(store_key), NO_VALUE)
-        value = NO_VALUE if data is NO_VALUE else self.codec.loads(data, store_key)  # type: ignore[arg-type]
-        if type(value) in (list, tuple):
-            if (entry := Entry.from_wire(value)) is not None:
-                return self._current_values({0: entry}).get(0, NO_VALUE)
-            if is_placeholder(value):
-                return NO_VALUE  # a build is under way: nothing there yet
-        return value
+        return NO_VALUE if data is NO_VALUE else self.reader.plain(store_key, data)  # type: ignore[arg-type]
 
     def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
         """Return the cached values of the keys found, in one round trip per server."""
         by_store_key = {self._store_key(key): key for key in keys}
         found = self.store_call("get_many", lambda: self.store.get_many(list(by_store_key)), {})
-        result: dict[Key, Any] = {}
-        entries: dict[Key, Entry] = {}
-        for store_key, data in found.items():
-            value = self.codec.loads(data, store_key)
-            if type(value) in (list, tuple) and (entry := Entry.from_wire(value)) is not None:
-                entries[by_store_key[store_key]] = entry
-            elif value is not NO_VALUE and not is_placeholder(value):
-                result[by_store_key[store_key]] = value
-        if entries:
-            result.update(self._current_values(entries))
-        self.metrics.add("hits", len(result))
-        self.metrics.add("misses", len(by_store_key) - len(result))
-        return result
-
-    def _current_values(self, entries: Mapping[Key, Entry]) -> dict[Key, Any]:
-        """Return the values of the entries that are fresh, with every tag unchanged.
-
-        Inside a build, each value's tags are reported to it, as ``get_or_build``'s are.
-        """
-        now = self.clock.time_ms()
-        fresh = {key: entry for key, entry in entries.items() if entry.is_fresh(now)}
-        labels = {label for entry in fresh.values() for label in entry.tags}
-        try:
-            versions = self.tags.of_labels(labels) if labels else {}
-        except MCacheError as error:
-            self.store_failed("get", error)
-            return {}
-        current = {}
-        for key, entry in fresh.items():
-            if all(versions.get(label) == v for label, v in entry.tags.items()):
-                report(entry.tags)
-                current[key] = entry.value
-        return current
+        values = self.reader.plain_many(found)
+        self.metrics.add("hits", len(values))
+        self.metrics.add("misses", len(by_store_key) - len(values))
+        return {by_store_key[store_key]: value for store_key, value in values.items()}
 
     def set(self, key: Key, value: Any, ttl: float | None = None) -> bool:
         """Cache ``value``; ``False`` when it could not be stored (logged, never raised)."""
@@ -268,16 +231,15 @@ class Cache:
         )
 
     def _replace_expired(self, store_key: str, data: bytes, seconds: int) -> bool:
-        """Store ``data`` over an entry kept only to be served stale: for ``add`` it is gone.
+        """Store ``data`` over what no read would return (a stale entry, a build's placeholder).
 
-        ``cas`` makes it safe: of several callers adding at once, one wins.
+        For ``add`` that is no value. ``cas`` makes it safe: of several callers
+        adding at once, one wins.
         """
         current, token = self.store.gets(store_key)
         if current is NO_VALUE or token is None:
             return False
-        value = self.codec.loads(current, store_key)  # type: ignore[arg-type]
-        entry = Entry.from_wire(value) if type(value) in (list, tuple) else None
-        if not is_placeholder(value) and (entry is None or self._current_values({0: entry})):
+        if self.reader.plain(store_key, current) is not NO_VALUE:  # type: ignore[arg-type]
             return False
         return self.store.cas(store_key, data, token, seconds)
 
@@ -338,7 +300,7 @@ class Cache:
         options = self._call_options(
             ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait
         )
-        return self.builder.get_or_build(self._store_key(key), build, _tag_list(tags), options)
+        return self.builder.get_or_build(self._store_key(key), build, tag_list(tags), options)
 
     async def aget_or_build(
         self,
@@ -365,7 +327,7 @@ class Cache:
             ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait
         )
         return await self.abuilder.get_or_build(
-            self._store_key(key), build, _tag_list(tags), options
+            self._store_key(key), build, tag_list(tags), options
         )
 
     def _call_options(
@@ -390,8 +352,8 @@ class Cache:
             is None
         ):
             return d
-        return _options(
-            d.ttl if ttl is None else _seconds(ttl, "ttl"),
+        return build_options(
+            d.ttl if ttl is None else seconds(ttl, "ttl"),
             self._stale_ttl if stale_ttl is None else stale_ttl,
             d.lock_timeout if lock_timeout is None else lock_timeout,
             d.wait if wait is None else wait,
@@ -483,72 +445,5 @@ class Cache:
         return {"cache": counters, "servers": servers}
 
 
-def _check_settings(stats_interval: float, trace_dir: object) -> None:
-    if not isinstance(stats_interval, int | float) or isinstance(stats_interval, bool):
-        raise ConfigError(f"stats_interval must be a number of seconds, got {stats_interval!r}")
-    if not stats_interval > 0:  # 0 would flush the counters inside every request
-        raise ConfigError(f"stats_interval must be > 0 seconds, got {stats_interval!r}")
-    if trace_dir is not None and not isinstance(trace_dir, str | os.PathLike):
-        raise ConfigError(f"trace_dir must be a directory path or None, got {trace_dir!r}")
-
-
 def _always() -> bool:
     return True
-
-
-def _duration(value: float, name: str) -> float:
-    """Return a duration in seconds, fractions kept; reject what is not one."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise ConfigError(f"{name} must be a number of seconds, got {value!r}")
-    if value < 0:
-        raise ConfigError(f"{name} must be >= 0 seconds (0 means no expiry), got {value!r}")
-    return float(value)
-
-
-def _seconds(value: float, name: str) -> int:
-    """Return a duration in whole seconds, rounding fractions up so nothing ends early."""
-    return math.ceil(_duration(value, name))
-
-
-def _options(
-    ttl: int,
-    stale_ttl: float | None,
-    lock_timeout: int,
-    wait: float,
-    refresh: str,
-    early_refresh: float | bool,
-    jitter: float,
-    stale_wait: float,
-) -> BuildOptions:
-    if refresh not in {"sync", "background"}:
-        raise ConfigError(f"refresh must be 'sync' or 'background', got {refresh!r}")
-    if not 0 <= jitter < 1:
-        raise ConfigError(f"jitter must be a fraction in [0, 1), got {jitter!r}")
-    if _seconds(lock_timeout, "lock_timeout") < 1:
-        raise ConfigError("lock_timeout must be >= 1 second: a lock must outlive its build")
-    if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
-        raise ConfigError(f"wait must be a number of seconds >= 0, got {wait!r}")
-    if isinstance(stale_wait, bool) or not isinstance(stale_wait, int | float) or stale_wait < 0:
-        raise ConfigError(f"stale_wait must be a number of seconds >= 0, got {stale_wait!r}")
-    beta = 1.0 if early_refresh is True else float(early_refresh or 0.0)
-    if beta < 0:
-        raise ConfigError(f"early_refresh must be True/False or a beta >= 0, got {early_refresh!r}")
-    stale = ttl if stale_ttl is None else _seconds(stale_ttl, "stale_ttl")
-    return BuildOptions(
-        ttl, stale, math.ceil(lock_timeout), float(wait), refresh, beta, jitter, float(stale_wait)
-    )
-
-
-def _tag_list(tags: TagsArg) -> list[str]:
-    if tags is None:
-        return []
-    if isinstance(tags, str):
-        return [tags]
-    if type(tags) in (list, tuple) and len(set(tags)) == len(tags):
-        names = list(tags)
-    else:
-        names = list(dict.fromkeys(tags))
-    for name in names:
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"tags must be non-empty strings, got {name!r}")
-    return names

@@ -11,10 +11,13 @@ in a process, or one after the page's fragments changed, takes a second.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
+from .dependencies import report
 from .entry import Entry, is_placeholder
+from .errors import MCacheError
 
 if TYPE_CHECKING:
     from .cache import Cache
@@ -105,3 +108,50 @@ class Reader:
         except Exception as error:
             self.cache.store_failed("get_or_build", error)
             return None
+
+    # -- plain reads (get, get_many): no building, no stale values -----------------------
+
+    def plain(self, store_key: str, data: bytes) -> Any:
+        """Return what a plain ``get`` reads in ``data``: an entry's value while it is
+        fresh and current, a plain value as it is, else ``NO_VALUE`` (a stale entry, a
+        build's placeholder, undecodable bytes)."""
+        return self.plain_many({store_key: data}).get(store_key, NO_VALUE)
+
+    def plain_many(self, found: Mapping[str, bytes]) -> dict[str, Any]:
+        """Return :meth:`plain` of each store key in ``found`` that has a value."""
+        values: dict[str, Any] = {}
+        entries: dict[str, Entry] = {}
+        for store_key, data in found.items():
+            value = self.cache.codec.loads(data, store_key)
+            if type(value) in (list, tuple):
+                if (entry := Entry.from_wire(value)) is not None:
+                    entries[store_key] = entry
+                    continue
+                if is_placeholder(value):
+                    continue  # a build is under way: nothing there yet
+            if value is not NO_VALUE:
+                values[store_key] = value
+        if entries:
+            values.update(self.current(entries))
+        return values
+
+    def current(self, entries: Mapping[str, Entry]) -> dict[str, Any]:
+        """Return the values of the entries that are fresh, with every tag unchanged.
+
+        Inside a build, each value's tags are reported to it, as ``get_or_build``'s are.
+        """
+        cache = self.cache
+        now = cache.clock.time_ms()
+        fresh = {key: entry for key, entry in entries.items() if entry.is_fresh(now)}
+        labels = {label for entry in fresh.values() for label in entry.tags}
+        try:
+            versions = cache.tags.of_labels(labels) if labels else _NONE
+        except MCacheError as error:
+            cache.store_failed("get", error)
+            return {}
+        values = {}
+        for key, entry in fresh.items():
+            if all(versions.get(label) == v for label, v in entry.tags.items()):
+                report(entry.tags)
+                values[key] = entry.value
+        return values

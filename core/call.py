@@ -1,0 +1,57 @@
+"""One ``get_or_build`` call as the algorithm carries it, and its options.
+
+Shared by the sync and the async driver (:mod:`mcache.build`, :mod:`mcache.abuild`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .entry import Entry
+
+__all__ = ["BuildOptions", "Call", "ServedStale"]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """The per-call settings of one ``get_or_build``."""
+
+    ttl: int
+    stale_ttl: int
+    lock_timeout: int
+    wait: float
+    refresh: str
+    early_refresh: float
+    jitter: float
+    stale_wait: float = 0.0
+
+
+@dataclass
+class Call:
+    """One ``get_or_build`` call on its way through the algorithm.
+
+    ``depends`` and ``stale`` describe the value the call returns: the tag
+    versions it was validated against (or built under) and whether it is, or
+    was built from, stale data. The call reports them to its enclosing build.
+    """
+
+    key: str
+    build: Callable[[], Any]
+    tags: list[str]
+    options: BuildOptions
+    versions: dict[str, int]
+    seen: Entry | None = None
+    seen_fresh: bool = False  # the entry seen is fresh: it was picked for an early refresh
+    depends: dict[str, int] = field(default_factory=dict)
+    stale: bool = False
+    build_ms: int = 0
+
+
+class ServedStale(Exception):
+    """Carries the stale value served after a failed build out of ``run_build``."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("served stale")
+        self.value = value

@@ -1,0 +1,84 @@
+"""Checking a ``Cache``'s settings and a call's options, once, with messages that name the fix."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+
+from .call import BuildOptions
+from .errors import ConfigError
+
+__all__ = ["TagsArg", "build_options", "check_settings", "duration", "seconds", "tag_list"]
+
+TagsArg = Iterable[str] | str | None
+
+
+def check_settings(stats_interval: float, trace_dir: object) -> None:
+    """Refuse a ``Cache``'s reporting settings at construction, not at the first flush."""
+    if not isinstance(stats_interval, int | float) or isinstance(stats_interval, bool):
+        raise ConfigError(f"stats_interval must be a number of seconds, got {stats_interval!r}")
+    if not stats_interval > 0:  # 0 would flush the counters inside every request
+        raise ConfigError(f"stats_interval must be > 0 seconds, got {stats_interval!r}")
+    if trace_dir is not None and not isinstance(trace_dir, str | os.PathLike):
+        raise ConfigError(f"trace_dir must be a directory path or None, got {trace_dir!r}")
+
+
+def duration(value: float, name: str) -> float:
+    """Return a duration in seconds, fractions kept; reject what is not one."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigError(f"{name} must be a number of seconds, got {value!r}")
+    if value < 0:
+        raise ConfigError(f"{name} must be >= 0 seconds (0 means no expiry), got {value!r}")
+    return float(value)
+
+
+def seconds(value: float, name: str) -> int:
+    """Return a duration in whole seconds, rounding fractions up so nothing ends early."""
+    return math.ceil(duration(value, name))
+
+
+def build_options(
+    ttl: int,
+    stale_ttl: float | None,
+    lock_timeout: int,
+    wait: float,
+    refresh: str,
+    early_refresh: float | bool,
+    jitter: float,
+    stale_wait: float,
+) -> BuildOptions:
+    """Return checked ``get_or_build`` options: a mistake fails where it was written."""
+    if refresh not in {"sync", "background"}:
+        raise ConfigError(f"refresh must be 'sync' or 'background', got {refresh!r}")
+    if not 0 <= jitter < 1:
+        raise ConfigError(f"jitter must be a fraction in [0, 1), got {jitter!r}")
+    if seconds(lock_timeout, "lock_timeout") < 1:
+        raise ConfigError("lock_timeout must be >= 1 second: a lock must outlive its build")
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
+        raise ConfigError(f"wait must be a number of seconds >= 0, got {wait!r}")
+    if isinstance(stale_wait, bool) or not isinstance(stale_wait, int | float) or stale_wait < 0:
+        raise ConfigError(f"stale_wait must be a number of seconds >= 0, got {stale_wait!r}")
+    beta = 1.0 if early_refresh is True else float(early_refresh or 0.0)
+    if beta < 0:
+        raise ConfigError(f"early_refresh must be True/False or a beta >= 0, got {early_refresh!r}")
+    stale = ttl if stale_ttl is None else seconds(stale_ttl, "stale_ttl")
+    return BuildOptions(
+        ttl, stale, math.ceil(lock_timeout), float(wait), refresh, beta, jitter, float(stale_wait)
+    )
+
+
+def tag_list(tags: TagsArg) -> list[str]:
+    """Return tag names as a list without repeats (one name stands for one name, not letters)."""
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        return [tags]
+    if type(tags) in (list, tuple) and len(set(tags)) == len(tags):
+        names = list(tags)
+    else:
+        names = list(dict.fromkeys(tags))
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"tags must be non-empty strings, got {name!r}")
+    return names

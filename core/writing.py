@@ -1,0 +1,99 @@
+"""Locks, leases and writes: how a build takes its key and how its entry is stored.
+
+The build lock (``add`` with an owner token, renewed while held: see
+:mod:`mcache.lock`, :mod:`mcache.renewal`) decides who builds; the lease
+(:mod:`mcache.lease`) decides whether what was built may still be stored.
+Every store failure here is logged and absorbed: a build never fails because
+the cache could not be reached.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import TYPE_CHECKING, Any
+
+from . import lease as leases
+from .call import Call
+from .entry import Entry
+from .lock import Lock
+from .renewal import renewer
+
+if TYPE_CHECKING:
+    from .cache import Cache
+
+__all__ = ["Writer"]
+
+
+class Writer:
+    """Takes and frees a ``Cache``'s build locks and leases, and stores built entries."""
+
+    def __init__(self, cache: Cache, rng: random.Random) -> None:
+        self.cache = cache
+        self.rng = rng
+
+    def try_lock(self, call: Call) -> Lock | None:
+        """Try the key's distributed lock once; return it (renewed while held) if won."""
+        self.cache.trace(call.key, "L")
+        lock_key = self.cache.derived_key("l", call.key)
+        lock = Lock(self.cache.shared, lock_key, call.options.lock_timeout)
+        try:
+            if not lock.try_acquire():
+                return None
+        except Exception as error:
+            self.cache.store_failed("lock", error)
+            return None
+        renewer.hold(lock, self.cache.failures)
+        return lock
+
+    def unlock(self, key: str, lock: Lock) -> None:
+        """Release ``lock`` if still ours; a store failure here is logged, not raised."""
+        renewer.drop(lock)
+        try:
+            lock.release()
+        except Exception as error:
+            self.cache.store_failed("unlock", error)
+        self.cache.trace(key, "U")
+
+    def take_lease(self, call: Call) -> leases.Lease | None:
+        """Return the lease the entry will be written against (None: the store failed)."""
+        o = call.options
+        ttl = math.ceil(o.ttl + o.stale_ttl) if o.ttl else 0
+        try:
+            return leases.take(self.cache.store, self.cache.codec, call.key, ttl)
+        except Exception as error:
+            self.cache.store_failed("get_or_build", error)
+            return None
+
+    def abandon(self, key: str, lease: leases.Lease) -> None:
+        """Take away the placeholder of a build that stored nothing."""
+        self.cache.store_call("delete", lambda: leases.abandon(self.cache.store, key, lease), None)
+
+    def write(self, call: Call, value: Any, lease: leases.Lease) -> bool:
+        """Store the entry: fresh for ``ttl`` less up to ``jitter``, kept ``stale_ttl`` longer.
+
+        Built from stale data (``call.stale``), it is stored already stale, so
+        the next reader rebuilds it. Return whether it was stored.
+        """
+        cache, o = self.cache, call.options
+        if not cache.may_store():
+            return False  # built from data that may yet be rolled back: returned, never shared
+        if o.ttl:
+            fresh = o.ttl * (1 - self.rng.uniform(0, o.jitter))
+            fresh_until = 1 if call.stale else cache.clock.time_ms() + int(fresh * 1000)
+            store_ttl = math.ceil(fresh + o.stale_ttl)
+        else:
+            fresh_until, store_ttl = (1 if call.stale else 0), 0
+        entry = Entry(value, fresh_until, call.build_ms, call.depends)
+        try:
+            data = cache.codec.dumps(entry.to_wire(), call.key)
+        except Exception as error:  # e.g. a JSON codec and a value JSON cannot carry
+            cache.failures.warning(
+                "entry.encode", "cannot encode %r, not cached: %r", call.key, error
+            )
+            return False
+        stored = cache.store_call(
+            "set", lambda: leases.write(cache.store, call.key, data, lease, store_ttl), False
+        )
+        cache.trace(call.key, "W" if stored else "X")
+        return stored

@@ -13,7 +13,6 @@ builder's own, so both drivers keep the same rules.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ from .dependencies import inside_build, report
 from .entry import Entry
 from .errors import Uncacheable
 from .flight import Flight, NotShared
-from .lock import Lock, backoff_delays
+from .lock import Lock, pauses
 
 if TYPE_CHECKING:
     from .build import Builder
@@ -116,12 +115,8 @@ class AsyncBuilder:
     async def fresh_or_stale(self, call: Call, entry: Entry) -> Any:
         """While another rebuilds: its new value if it comes within ``stale_wait``, else stale."""
         if not call.seen_fresh:
-            deadline = time.monotonic() + call.options.stale_wait
-            for delay in backoff_delays(cap=0.05):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                await asyncio.sleep(min(delay, remaining))
+            for pause in pauses(call.options.stale_wait):
+                await asyncio.sleep(pause)
                 fresh = await asyncio.to_thread(self.sync.fresh_entry, call)
                 if fresh is not None:
                     call.depends = fresh.tags
@@ -177,12 +172,8 @@ class AsyncBuilder:
         if lock is not None:
             return await self.build_and_store(call, lock, None)
         self.cache.metrics.add("lock_waits")
-        deadline = time.monotonic() + call.options.wait
-        for delay in backoff_delays(cap=0.05):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            await asyncio.sleep(min(delay, remaining))
+        for pause in pauses(call.options.wait):
+            await asyncio.sleep(pause)
             entry = await asyncio.to_thread(self.sync.reader.peek, call.key)
             if entry is not None:
                 return self.sync.take_peeked(call, entry)

@@ -41,7 +41,7 @@ from .dependencies import collecting, inside_build, merged, report
 from .entry import Entry
 from .errors import Uncacheable
 from .flight import Flight, NotShared, SingleFlight
-from .lock import Lock, backoff_delays
+from .lock import Lock, pauses
 from .writing import Writer
 
 if TYPE_CHECKING:
@@ -182,16 +182,12 @@ class Builder:
 
     def await_fresh(self, call: Call) -> Entry | None:
         """Poll the store up to ``stale_wait`` seconds for a fresh, current entry."""
-        deadline = time.monotonic() + call.options.stale_wait
-        for delay in backoff_delays(cap=0.05):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            time.sleep(min(delay, remaining))
+        for pause in pauses(call.options.stale_wait):
+            time.sleep(pause)
             entry = self.fresh_entry(call)
             if entry is not None:
                 return entry
-        return None  # pragma: no cover - backoff_delays never ends
+        return None
 
     def fresh_entry(self, call: Call) -> Entry | None:
         """Return the key's entry if it is fresh with every tag current now, else None."""
@@ -275,15 +271,11 @@ class Builder:
         if lock is not None:
             return self.build_and_store(call, lock, None)
         self.cache.metrics.add("lock_waits")
-        deadline = time.monotonic() + call.options.wait
         # Waiters in other processes poll the store: a short cap lets them see the
         # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
         # waiters within ~10% of it), for a few gets a second per waiting process.
-        for delay in backoff_delays(cap=0.05):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            time.sleep(min(delay, remaining))
+        for pause in pauses(call.options.wait, cap=0.05):
+            time.sleep(pause)
             entry = self.reader.peek(call.key)
             if entry is not None:
                 return self.take_peeked(call, entry)

@@ -29,7 +29,7 @@ from .errors import LockTimeout
 if TYPE_CHECKING:
     from .renewal import LockRenewer
 
-__all__ = ["Lock", "backoff_delays"]
+__all__ = ["Lock", "backoff_delays", "pauses"]
 
 
 def backoff_delays(first: float = 0.01, cap: float = 0.1) -> Iterator[float]:
@@ -38,6 +38,20 @@ def backoff_delays(first: float = 0.01, cap: float = 0.1) -> Iterator[float]:
     while True:
         yield min(random.uniform(delay, delay * 2), cap)
         delay = min(delay * 2, cap)
+
+
+def pauses(seconds: float, cap: float = 0.05) -> Iterator[float]:
+    """Yield jittered, doubling sleeps (none over ``cap``) that together last ``seconds`` at most.
+
+    For callers that poll the store for what another caller is building: the
+    sync driver sleeps them, the async one awaits them.
+    """
+    deadline = time.monotonic() + seconds
+    for delay in backoff_delays(cap=cap):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        yield min(delay, remaining)
 
 
 class Lock:
@@ -77,14 +91,13 @@ class Lock:
 
     def acquire(self, wait: float | None = None) -> bool:
         """Take the lock, polling with backoff up to ``wait`` seconds; return whether held."""
-        deadline = time.monotonic() + (self.wait if wait is None else wait)
-        delays = backoff_delays()
-        while not self.try_acquire():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            time.sleep(min(next(delays), remaining))
-        return True
+        if self.try_acquire():
+            return True
+        for pause in pauses(self.wait if wait is None else wait, cap=0.1):
+            time.sleep(pause)
+            if self.try_acquire():
+                return True
+        return False
 
     def _compare_and(self, ttl: int) -> bool:
         value, cas_token = self.store.gets(self.key)

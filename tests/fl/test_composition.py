@@ -10,22 +10,10 @@ from __future__ import annotations
 
 import pytest
 from flask import Flask, render_template_string
-from sqlalchemy import String, create_engine, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
-from sqlalchemy.pool import StaticPool
+from sqlalchemy import select
 
 from flask_mcache import MCache
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Product(Base):
-    __tablename__ = "products"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(50))
-
+from tests.fl.shop import Product, sessions
 
 PAGE = (
     '{% mcache 60, "names", tags=["model:products"] %}'
@@ -36,11 +24,7 @@ PAGE = (
 
 @pytest.fixture(params=["memcached", "redis"])
 def shop(request: pytest.FixtureRequest):
-    engine = create_engine(
-        "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
-    )
-    Base.metadata.create_all(engine)
-    Sessions = sessionmaker(engine)
+    Sessions = sessions()
     app = Flask(__name__)
     app.config.update(
         MCACHE_URL=request.getfixturevalue(f"{request.param}_url"),

@@ -4,29 +4,12 @@ from __future__ import annotations
 
 import pytest
 from flask import Flask, render_template_string
-from sqlalchemy import String, create_engine, event, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy import event, select
+from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.pool import StaticPool
 
 from flask_mcache import MCache
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Product(Base):
-    __tablename__ = "products"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(50))
-    views: Mapped[int] = mapped_column(default=0)
-
-
-class Article(Base):
-    __tablename__ = "articles"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    hits: Mapped[int] = mapped_column(default=0)
-
+from tests.fl.shop import Article, Product, sessions
 
 PAGE = "{{ count_view(product) }} {{ count_view(product) }} / {{ view_count(product) }}"
 
@@ -34,16 +17,12 @@ PAGE = "{{ count_view(product) }} {{ count_view(product) }} / {{ view_count(prod
 @pytest.fixture(params=["memcached", "redis"])
 def shop(request: pytest.FixtureRequest):
     url = request.getfixturevalue(f"{request.param}_url")
-    engine = create_engine(
-        "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
-    )
-    Base.metadata.create_all(engine)
-    Sessions = sessionmaker(engine)
+    Sessions = sessions()
     with Sessions() as session, session.begin():
         session.add_all([Product(id=1, name="lamp", views=41), Article(id=5, hits=7)])
     selects: list[str] = []
     event.listen(
-        engine,
+        Sessions.kw["bind"],
         "before_cursor_execute",
         lambda *args: selects.append(args[2]) if args[2].startswith("SELECT") else None,
     )

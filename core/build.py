@@ -88,7 +88,8 @@ class Builder:
                 return self.build_alone(Call(key, build, tags, o, {}))  # the store is down
             now = cache.clock.time_ms()
             if self.is_hit(key, entry, declared, others, now, o):
-                report(entry.tags)  # type: ignore[union-attr]
+                if entry.tags and inside_build():  # type: ignore[union-attr]
+                    report(entry.tags)  # type: ignore[union-attr]
                 return entry.value  # type: ignore[union-attr]
             cache.trace(key, "M")
             call = Call(key, build, tags, o, declared, entry)
@@ -117,7 +118,7 @@ class Builder:
         if (
             entry is not None
             and (entry.fresh_until_ms == 0 or now < entry.fresh_until_ms)
-            and entry.tags_current(declared, others)
+            and (entry.tags == declared if not others else entry.tags_current(declared, others))
             and not (o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng))
         ):
             if self.cache.tracer.enabled:

@@ -60,7 +60,8 @@ class Writer:
         o = call.options
         ttl = math.ceil(o.ttl + o.stale_ttl) if o.ttl else 0
         try:
-            return leases.take(self.cache.store, self.cache.codec, call.key, ttl)
+            missing = call.seen is None
+            return leases.take(self.cache.store, self.cache.codec, call.key, ttl, missing)
         except Exception as error:
             self.cache.store_failed("get_or_build", error)
             return None

@@ -25,7 +25,6 @@ from tests.benchmarks.common import (
     arguments,
     latency_row,
     measure,
-    pinned,
     report,
     table,
 )
@@ -107,8 +106,7 @@ def main() -> None:
     args = parser.parse_args()
     memcached, redis_server = memcached_process().start(), redis_process().start()
     try:
-        with pinned([memcached.process.pid]):  # type: ignore[union-attr]
-            latencies = latency(memcached.address, memcached.port, args.rounds, args.calls)
+        latencies = latency(memcached.address, memcached.port, args.rounds, args.calls)
         header = ["operation", "p50 µs", "raw pymemcache incr p50 µs", "ratio"]
         print(table(header, latencies, args.markdown))
         print()

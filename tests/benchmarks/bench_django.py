@@ -4,8 +4,8 @@
 
 1. **Backend get.** ``caches["default"].get`` through MCacheBackend and through
    Django's ``PyMemcacheCache`` on the same memcached, each timed alternately
-   with a raw pymemcache ``get`` of the same bytes (client on one CPU, the
-   server on the other, as in every latency benchmark here).
+   with a raw pymemcache ``get`` of the same bytes (nothing pinned to a CPU, as
+   in every latency benchmark here: alternation keeps drift off the ratio).
 2. **A cached page under load.** One view (a query and ~3 KB of HTML) served
    by gunicorn (2 workers, gthread) under ``@cached_view`` and under Django's
    ``cache_page``, both on that memcached, hit by a loopback load generator
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pymemcache.client.base import Client
 
-from tests.benchmarks.common import Figure, arguments, gunicorn, measure, pinned, report, table
+from tests.benchmarks.common import Figure, arguments, gunicorn, measure, report, table
 from tests.servers import memcached_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ SITE = "tests.benchmarks.django_site"
 # -- 1. backend get ------------------------------------------------------------------------------
 
 
-def backend_get(address: str, pid: int, rounds: int, calls: int) -> tuple[list[list[str]], float]:
+def backend_get(address: str, rounds: int, calls: int) -> tuple[list[list[str]], float]:
     """Return the get table and MCacheBackend get ÷ raw pymemcache get."""
     os.environ["MCACHE_BENCH_MEMCACHED"] = address
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", f"{SITE}.settings")
@@ -60,10 +60,9 @@ def backend_get(address: str, pid: int, rounds: int, calls: int) -> tuple[list[l
     for name, cache in subjects.items():
         cache.set("fragment", VALUE, 3600)
         assert cache.get("fragment") == VALUE
-        with pinned([pid]):
-            mine, theirs = measure(
-                lambda c=cache: c.get("fragment"), lambda: raw.get("bench:anchor"), rounds, calls
-            )
+        mine, theirs = measure(
+            lambda c=cache: c.get("fragment"), lambda: raw.get("bench:anchor"), rounds, calls
+        )
         ratio = statistics.median(mine) / statistics.median(theirs)
         ratios[name] = ratio
         rows.append(
@@ -187,7 +186,7 @@ def main() -> None:
     head = "### " if args.markdown else ""
     node = memcached_process().start()
     try:
-        rows, get_ratio = backend_get(node.address, node.process.pid, 10, 2000)  # type: ignore[union-attr]
+        rows, get_ratio = backend_get(node.address, 10, 2000)
         print(f"{head}1. get of a ~1 KB value, one memcached; anchor: raw pymemcache get\n")
         print(table(["get", "p50 µs", "anchor p50 µs", "ratio"], rows, args.markdown))
         print()

@@ -12,9 +12,10 @@ Starts three memcached on free loopback ports and kills them at the end.
    kept on the entry's own node in one request; ``tag_cache_ttl=0.1`` reads the
    versions from a process-local copy at most 100 ms old instead. The reference
    rows time the bare ``get_many`` of those three keys (the network's share of a
-   tagged hit) and of the tags' first copies, spread over the 3 nodes. The client
-   runs on one CPU and the servers on the others (``common.pinned``): unpinned,
-   a 2-CPU machine flips between two round-trip times and no ratio holds.
+   tagged hit) and of the tags' first copies, spread over the 3 nodes. Nothing
+   is pinned to a CPU (pinning the client apart from the servers made every
+   round trip cross CPUs and inflated the anchor); subject and anchor alternate
+   in ABBA blocks, so the scheduler's moods hit both alike.
 2. **Stampede.** 8 processes × 8 threads (spawn) ask for one hot key at the same
    instant, with a builder that sleeps 0.5 s and counts itself in memcached. Cold:
    the key is absent. Stale: an expired entry is still there. Builds show whether
@@ -46,7 +47,7 @@ from pymemcache.serde import pickle_serde
 
 from mcache import Cache, Entry
 from mcache.flight import ThreadPoolRefresher
-from tests.benchmarks.common import Figure, arguments, measure, p99, pinned, report, table
+from tests.benchmarks.common import Figure, arguments, measure, p99, report, table
 from tests.servers import memcached_process
 
 VALUE = {
@@ -403,11 +404,8 @@ def run(quick: bool, markdown: bool, figures_path: str | None = None) -> None:
     addresses = [n.address for n in nodes]
     head, size = "### " if markdown else "", len(pickle.dumps(VALUE, pickle.HIGHEST_PROTOCOL))
     try:
-        pids = [n.process.pid for n in nodes]  # type: ignore[union-attr]
-        with pinned(pids) as placement:
-            hits, _ratio = hit_latency(addresses, rounds, calls)
-        print(f"{head}1. Hit latency; anchor: raw pymemcache get of {size} bytes, 1 node")
-        print(f"({placement})\n")
+        hits, _ratio = hit_latency(addresses, rounds, calls)
+        print(f"{head}1. Hit latency; anchor: raw pymemcache get of {size} bytes, 1 node\n")
         header = ["hit (mcache: get_or_build)", "p50 µs", "p99 µs", "anchor p50 µs", "ratio"]
         print(table(header, hits, markdown))
         print(f"\nUnpickling the value alone takes {unpickle_us():.1f} µs; the anchor skips it.\n")
@@ -417,10 +415,8 @@ def run(quick: bool, markdown: bool, figures_path: str | None = None) -> None:
         header = ["contender", "scenario", "builds", "p50 ms", "p99 ms", "max ms", "got stale"]
         print(table([*header, "errors"], rows, markdown))
         print(f"\n{NOTES}\n")
-        with pinned(pids) as placement:
-            inv, correctness = invalidate_cost(addresses, rounds, 100_000)
-        print(f'{head}3. invalidate("t") against entries tagged "t", {rounds * 20} calls each')
-        print(f"({placement})\n")
+        inv, correctness = invalidate_cost(addresses, rounds, 100_000)
+        print(f'{head}3. invalidate("t") against entries tagged "t", {rounds * 20} calls each\n')
         header = ["entries tagged", "median µs", "anchor median µs", "ratio", "anchor ratio"]
         print(table(header, inv, markdown))
         print(f"\n{correctness}\n")

@@ -24,7 +24,7 @@ from uhashring import HashRing
 
 from mcache.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore
-from tests.benchmarks.common import Figure, arguments, latency_row, measure, pinned, report, table
+from tests.benchmarks.common import Figure, arguments, latency_row, measure, report, table
 from tests.servers import memcached_process
 
 FOUR = [Server(f"10.0.0.{i}", 11211) for i in range(1, 5)]
@@ -84,8 +84,7 @@ def cluster_reads(rounds: int, calls: int) -> list[list[str]]:
             subjects["Django PyMemcacheCache, 3 nodes"] = django_get
         rows = []
         for name, subject in subjects.items():
-            with pinned([n.process.pid for n in nodes]):  # type: ignore[union-attr]
-                mine, theirs = measure(subject, lambda: raw.get("bench:hit"), rounds, calls)
+            mine, theirs = measure(subject, lambda: raw.get("bench:hit"), rounds, calls)
             rows.append(latency_row(name, mine, theirs))
         return rows
     finally:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 __all__ = [
@@ -22,7 +20,6 @@ __all__ = [
     "latency_row",
     "measure",
     "p99",
-    "pinned",
     "report",
     "table",
 ]
@@ -87,42 +84,6 @@ def table(header: list[str], rows: list[list[str]], markdown: bool) -> str:
     widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(fmt.format(*r) for r in [header, *rows])
-
-
-def _set_affinity(pid: int, cpus: set[int]) -> None:
-    """Move every thread of process ``pid`` to ``cpus``."""
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setaffinity(int(task), cpus)
-
-
-@contextlib.contextmanager
-def pinned(server_pids: list[int]) -> Iterator[str]:
-    """Run this process on CPU 0 and the servers on the other CPUs; yield a description.
-
-    Unpinned on a 2-CPU machine, a loopback round trip flips between ~20 µs
-    (client and server share a CPU: no cross-CPU wake-up, but the server's work
-    adds to the client's) and ~65 µs (a wake-up on the other CPU) from one block
-    of samples to the next, so the same code measured 1.0× and then 2.6×. Apart,
-    every round trip crosses CPUs: steady, and the closer model of memcached on
-    another host, working while the client does. Without CPU affinity (or with
-    one CPU) nothing is pinned, and the description says so.
-    """
-    everything = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-    if len(everything) < 2:
-        yield "unpinned (fewer than 2 CPUs usable)"
-        return
-    mine, theirs = {min(everything)}, everything - {min(everything)}
-    for pid in server_pids:
-        _set_affinity(pid, theirs)
-    os.sched_setaffinity(0, mine)
-    try:
-        yield f"client on CPU {min(mine)}, servers on CPU {','.join(map(str, sorted(theirs)))}"
-    finally:
-        os.sched_setaffinity(0, everything)
-        for pid in server_pids:
-            with contextlib.suppress(FileNotFoundError):
-                _set_affinity(pid, everything)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from .api import NO_VALUE, CasToken, NoValueType, Store
 from .codec import Codec
 from .entry import placeholder
 
-__all__ = ["Lease", "abandon", "take", "write"]
+__all__ = ["Lease", "abandon", "take", "withdraw", "write"]
 
 
 @dataclass(frozen=True)
@@ -76,4 +76,13 @@ def write(store: Store, key: str, data: bytes, lease: Lease, ttl: int) -> bool:
 def abandon(store: Store, key: str, lease: Lease) -> None:
     """Take this build's placeholder away (if still there): the build stores nothing."""
     if lease.placed:
-        store.cas(key, b"", lease.token, -1)
+        withdraw(store, key, lease)
+
+
+def withdraw(store: Store, key: str, lease: Lease) -> None:
+    """Delete what the lease saw (a stale entry too), unless something newer replaced it.
+
+    For a rebuild whose value the store refused (too large): as memcached does
+    on a failed update, the outdated value must not stay behind to be served.
+    """
+    store.cas(key, b"", lease.token, -1)

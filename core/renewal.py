@@ -12,7 +12,8 @@ lock frees within ``lock_timeout`` of its last renewal.
 One thread serves every lock of the process (locks wait in a heap by due
 time), so a thousand concurrent builds cost one thread, not a thousand. A
 renewal that finds the lock gone or taken over (it expired while the process
-was stalled longer than the timeout) stops renewing it and logs once; the
+was stalled longer than the timeout, or its server restarted) stops renewing
+it and logs once; the
 build still finishes, and what it writes is guarded by its lease (see
 :mod:`mcache.lease`), never by the lock.
 """
@@ -129,13 +130,15 @@ class LockRenewer:
                 held.renewing = False
                 held.log.warning(
                     "lock.lost",
-                    "lock %r expired under its holder (stalled past its timeout);"
-                    " another process may build the same entry",
+                    "lock %r was lost under its holder (it expired while the process"
+                    " stalled past its timeout, or its server lost it); another process"
+                    " may build the same entry",
                     held.lock.key,
                 )
         if not held.renewing:
             with self._condition:
-                self._held.pop(id(held.lock), None)
+                if self._held.get(id(held.lock)) is held:
+                    del self._held[id(held.lock)]
 
 
 renewer = LockRenewer()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from . import lease as leases
 from .call import Call
 from .entry import Entry
+from .errors import StoreUnavailable, ValueTooLarge
 from .lock import Lock
 from .renewal import renewer
 
@@ -93,8 +94,14 @@ class Writer:
                 "entry.encode", "cannot encode %r, not cached: %r", call.key, error
             )
             return False
-        stored = cache.store_call(
-            "set", lambda: leases.write(cache.store, call.key, data, lease, store_ttl), False
-        )
-        cache.trace(call.key, "W" if stored else "X")
+        try:
+            stored = leases.write(cache.store, call.key, data, lease, store_ttl)
+        except ValueTooLarge as error:
+            cache.store_failed("set", error)
+            cache.store_call("delete", lambda: leases.withdraw(cache.store, call.key, lease), None)
+            return False
+        except StoreUnavailable as error:
+            cache.store_failed("set", error)
+            return False
+        cache.trace(call.key, "W" if stored else "X")  # X: a delete or newer write won
         return stored

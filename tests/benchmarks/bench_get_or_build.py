@@ -24,9 +24,11 @@ Starts three memcached on free loopback ports and kills them at the end.
    the case that matters is a hot key expiring on a running site.
 3. **invalidate cost.** A tag bump moves a version and never looks for entries, so
    it must cost the same with 10 or 100,010 entries carrying the tag. Each phase
-   alternates with a raw anchor (the bump's two round trips) to expose drift, and
-   a sample of the 100,000 must be hits before the bumps and rebuilds after them,
-   or the timing would prove nothing.
+   alternates with a raw anchor (the bump's two round trips) to expose drift,
+   and the figure is mcache's change divided by the anchor's (unpinned, the raw
+   round trips themselves slow ~3.5× once memcached holds 100,000 entries on this
+   machine); a sample of the 100,000 must be hits before the bumps and rebuilds
+   after them, or the timing would prove nothing.
 """
 
 from __future__ import annotations
@@ -438,7 +440,10 @@ def figures(hits: list[list[str]], found: dict[tuple, Any], inv: list[list[str]]
     fitted = found[(BACKGROUND, FITTED)][1]
     fitted_floor = found[("raw pymemcache get, 1 node (floor)", f"present, {CPUS}×{THREADS}")][1]
     limit = 1.2 * BUILD_SECONDS * 1000
-    inv_ratio = float(inv[1][3].rstrip("×"))
+    # The raw anchor does a bump's two round trips without mcache: whatever it gains
+    # from 10 to 100,010 entries is the machine's (memcached's bigger table, the
+    # scheduler), so mcache's own growth is measured against it.
+    inv_ratio = float(inv[1][3].rstrip("×")) / float(inv[1][4].rstrip("×"))
     stampede = f"{PROCESSES}×{THREADS}"
     return [
         Figure(
@@ -482,9 +487,9 @@ def figures(hits: list[list[str]], found: dict[tuple, Any], inv: list[list[str]]
             fitted <= 5,
         ),
         Figure(
-            "invalidate: 100,010 ÷ 10 tagged entries",
-            f"{inv[1][1]} µs",
-            f"{inv[0][1]} µs",
+            "invalidate: 100,010 ÷ 10 tagged entries, ÷ the raw bump's own change",
+            f"{inv[1][1]} µs (10: {inv[0][1]} µs)",
+            f"{inv[1][2]} µs (10: {inv[0][2]} µs)",
             f"{inv_ratio:.2f}×",
             "≤ 1.5×",
             inv_ratio <= 1.5,

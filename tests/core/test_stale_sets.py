@@ -8,6 +8,7 @@ memory, a memcached pool, a replicated memcached pool, Redis and tiered.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -188,3 +189,13 @@ def test_a_failed_build_takes_its_placeholder_away() -> None:
     with pytest.raises(RuntimeError):
         cache.get_or_build("k", fail, ttl=60)
     assert cache.store.get(cache.key("k")) is NO_VALUE
+
+
+def test_a_rebuild_too_large_to_store_leaves_no_stale_entry(url: str) -> None:
+    """As memcached on a failed update: the outdated value is gone, not served on and on."""
+    cache = Cache(url, namespace="ss")
+    put_stale(cache, "k", "small and old")
+    huge = os.urandom(cache.store.max_value_size + 1)  # incompressible
+    assert cache.get_or_build("k", lambda: huge, ttl=60) == huge
+    assert cache.store.get(cache.key("k")) is NO_VALUE
+    assert cache.get_or_build("k", lambda: "small and new", ttl=60) == "small and new"

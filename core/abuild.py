@@ -13,7 +13,11 @@ builder's own, so both drivers keep the same rules.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import os
+import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from . import lease as leases
@@ -54,10 +58,10 @@ class AsyncBuilder:
             except Exception as error:
                 self.cache.store_failed("get_or_build", error)
                 self.cache.metrics.add("misses")
-                return await self.build_alone(Call(key, build, tags, o, {}))
+                return await self.build_alone(Call(key, build, tags, o, {}), unread=True)
             now = self.cache.clock.time_ms()
             if sync.is_hit(key, entry, declared, others, now, o):
-                report(entry.tags)  # type: ignore[union-attr]
+                report(self.cache.tags.scope, entry.tags)  # type: ignore[union-attr]
                 return entry.value  # type: ignore[union-attr]
             self.cache.trace(key, "M")
             call = Call(key, build, tags, o, declared, entry)
@@ -67,16 +71,16 @@ class AsyncBuilder:
             else:
                 self.cache.metrics.add("misses")
                 value = await self.build_missing(call)
-            report(call.depends, call.stale)
+            report(self.cache.tags.scope, call.depends, call.stale)
             return value
         except Uncacheable as own:  # this caller's own build: followers got NotShared
             self.cache.metrics.add("uncached")
             return own.value
 
-    async def build_alone(self, call: Call) -> Any:
-        """Build for this caller only, reporting what it read."""
+    async def build_alone(self, call: Call, unread: bool = False) -> Any:
+        """Build for this caller only, reporting what it read (see Builder.build_alone)."""
         value = await self.run_build(call, None)
-        report(call.depends, call.stale)
+        report(self.cache.tags.scope, call.depends, call.stale or unread)
         return value
 
     async def refresh_stale(self, call: Call, entry: Entry) -> Any:
@@ -187,20 +191,25 @@ class AsyncBuilder:
         """Try the lock in a worker thread; if we are cancelled meanwhile, release what it won.
 
         The thread goes on after a cancellation, so without this a lock won for a
-        caller that is gone would stay held until ``lock_timeout``.
+        caller that is gone would stay held (and renewed) for as long as the process.
         """
-        attempt = asyncio.ensure_future(asyncio.to_thread(self.sync.writer.try_lock, call))
-        try:
-            return await asyncio.shield(attempt)
-        except asyncio.CancelledError:
-            loop = asyncio.get_running_loop()
+        return await _finished(self.sync.writer.try_lock, (call,), self._let_go(call, None))
 
-            def release(done: asyncio.Future[Lock | None]) -> None:
-                if not done.cancelled() and done.exception() is None and done.result() is not None:
-                    loop.run_in_executor(None, self.sync.writer.unlock, call.key, done.result())
+    async def take_lease(self, call: Call, lock: Lock | None) -> leases.Lease | None:
+        """Take the lease in a worker thread; if cancelled meanwhile, give back what it took."""
+        take = self.sync.writer.take_lease
+        return await _finished(take, (call, lock), self._let_go(call, lock))
 
-            attempt.add_done_callback(release)
-            raise
+    def _let_go(self, call: Call, lock: Lock | None) -> Callable[[Any], None]:
+        """Return what frees a lock or lease won for a caller that was cancelled meanwhile."""
+
+        def let_go(won: Any) -> None:
+            if isinstance(won, Lock):
+                self.sync.writer.settle(call.key, None, won)
+            else:
+                self.sync.writer.settle(call.key, won, lock)
+
+        return let_go
 
     async def run_build(self, call: Call, stale: Entry | None) -> Any:
         """Await the builder, collecting what it reads (see Builder.building)."""
@@ -208,10 +217,15 @@ class AsyncBuilder:
             return await call.build()
 
     async def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
-        """Await the build, store the entry over what the key held, release the lock."""
+        """Await the build, store the entry over what the key held, release the lock.
+
+        The release runs in a thread of its own, shielded: a cancellation that
+        lands during it (anyio cancels again and again) must not leave the lock
+        held, or renewed, for the life of the process.
+        """
         lease: leases.Lease | None = None
         try:
-            lease = await asyncio.to_thread(self.sync.writer.take_lease, call)
+            lease = await self.take_lease(call, lock)
             if lock is not None and lease is not None:
                 fresh = await asyncio.to_thread(self.sync.built_meanwhile, call, lease.found)
                 if fresh is not None:
@@ -227,10 +241,10 @@ class AsyncBuilder:
                 lease = None
             return value
         finally:
-            if lease is not None:
-                await asyncio.to_thread(self.sync.writer.abandon, call.key, lease)
-            if lock is not None:
-                await asyncio.to_thread(self.sync.writer.unlock, call.key, lock)
+            if lease is not None or lock is not None:
+                # Handed to a thread at once: a task could be cancelled before it started.
+                settle = _hops().submit(self.sync.writer.settle, call.key, lease, lock)
+                await asyncio.shield(asyncio.wrap_future(settle))
 
 
 def _in_own_loop(build: AsyncBuild) -> Callable[[], Any]:
@@ -240,3 +254,47 @@ def _in_own_loop(build: AsyncBuild) -> Callable[[], Any]:
     that loop belongs to one request and is gone once the response is sent.
     """
     return lambda: asyncio.run(build())  # type: ignore[arg-type]
+
+
+async def _finished(
+    function: Callable[..., Any], args: tuple[Any, ...], let_go: Callable[[Any], None]
+) -> Any:
+    """Await ``function(*args)`` in a worker thread; if cancelled, ``let_go`` what it returns.
+
+    The thread goes on after the caller is cancelled (and after ``asyncio.run``
+    cancels what is left), so what it wins (a lock, a lease) is handed to
+    ``let_go`` by the thread itself once it is done: no event loop is needed
+    then, and none is left to forget it.
+    """
+    outcome = _hops().submit(contextvars.copy_context().run, function, *args)
+    try:
+        return await asyncio.shield(asyncio.wrap_future(outcome))
+    except asyncio.CancelledError:
+
+        def when_done(done: Future[Any]) -> None:
+            if not done.cancelled() and done.exception() is None and done.result() is not None:
+                let_go(done.result())
+
+        outcome.add_done_callback(when_done)
+        raise
+
+
+_executor: tuple[int, ThreadPoolExecutor] | None = None
+_executor_lock = threading.Lock()
+
+
+def _hops() -> ThreadPoolExecutor:
+    """Return this process's pool for the store calls that win something (started on first use).
+
+    Its futures are not tied to any event loop, so a cancellation can never
+    drop what they won; the interpreter waits for its threads at exit.
+    """
+    global _executor, _executor_lock
+    if _executor is not None and _executor[0] == os.getpid():
+        return _executor[1]
+    if _executor is not None:  # a forked child: the parent's lock may have been held at the fork
+        _executor_lock = threading.Lock()
+    with _executor_lock:
+        if _executor is None or _executor[0] != os.getpid():  # a forked child has no threads
+            _executor = (os.getpid(), ThreadPoolExecutor(32, "mcache-async"))
+        return _executor[1]

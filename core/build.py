@@ -85,11 +85,11 @@ class Builder:
             except Exception as error:
                 cache.store_failed("get_or_build", error)
                 cache.metrics.add("misses")
-                return self.build_alone(Call(key, build, tags, o, {}))  # the store is down
+                return self.build_alone(Call(key, build, tags, o, {}), unread=True)
             now = cache.clock.time_ms()
             if self.is_hit(key, entry, declared, others, now, o):
                 if entry.tags and inside_build():  # type: ignore[union-attr]
-                    report(entry.tags)  # type: ignore[union-attr]
+                    report(self.cache.tags.scope, entry.tags)  # type: ignore[union-attr]
                 return entry.value  # type: ignore[union-attr]
             cache.trace(key, "M")
             call = Call(key, build, tags, o, declared, entry)
@@ -99,7 +99,7 @@ class Builder:
             else:
                 cache.metrics.add("misses")
                 value = self.build_missing(call)
-            report(call.depends, call.stale)
+            report(self.cache.tags.scope, call.depends, call.stale)
             return value
         except Uncacheable as own:  # this caller's own build: followers got NotShared
             cache.metrics.add("uncached")
@@ -127,10 +127,14 @@ class Builder:
             return True
         return False
 
-    def build_alone(self, call: Call) -> Any:
-        """Build for this caller only (nothing is read or stored), reporting what it read."""
+    def build_alone(self, call: Call, unread: bool = False) -> Any:
+        """Build for this caller only (nothing is read or stored), reporting what it read.
+
+        ``unread``: the store could not be read (it is down), so what the value
+        depends on is unknown: an enclosing build must not store it as fresh.
+        """
         value = self.run_build(call, None)
-        report(call.depends, call.stale)
+        report(self.cache.tags.scope, call.depends, call.stale or unread)
         return value
 
     def serve_stale(self, call: Call, entry: Entry) -> Any:
@@ -331,10 +335,10 @@ class Builder:
         """
         started = time.monotonic()
         try:
-            with collecting() as found:
+            with collecting(self.cache.tags.scope) as found:
                 yield
         except Uncacheable:
-            report(merged(call.versions, found.versions), found.stale)
+            report(self.cache.tags.scope, merged(call.versions, found.versions), found.stale)
             raise  # not a failure: the builder's value is for its caller alone
         except Exception as error:
             self.build_failed(call.key, error)
@@ -358,7 +362,7 @@ class Builder:
         """Build, store the entry over what the key held when it began, release the lock."""
         lease = None
         try:
-            lease = self.writer.take_lease(call)
+            lease = self.writer.take_lease(call, lock)
             if lock is not None and lease is not None:
                 fresh = self.built_meanwhile(call, lease.found)
                 if fresh is not None:
@@ -372,7 +376,4 @@ class Builder:
                 lease = None
             return value
         finally:
-            if lease is not None:
-                self.writer.abandon(call.key, lease)
-            if lock is not None:
-                self.writer.unlock(call.key, lock)
+            self.writer.settle(call.key, lease, lock)

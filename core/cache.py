@@ -28,6 +28,7 @@ from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
 from .counters import Counter, OnlineCounter, ViewCounter, VisitorCounter
+from .entry import Entry
 from .errors import ConfigError, InvalidKey, MCacheError, StoreUnavailable, ValueTooLarge
 from .flight import Refresher, ThreadPoolRefresher
 from .keys import MAX_KEY_BYTES, make_key
@@ -242,6 +243,31 @@ class Cache:
         if self.reader.plain(store_key, current) is not NO_VALUE:  # type: ignore[arg-type]
             return False
         return self.store.cas(store_key, data, token, seconds)
+
+    def unwrap(self, key: Key, ttl: float | None = None) -> bool:
+        """Store an entry's int value plainly, so ``incr`` can count it; ``True`` if done.
+
+        Only a fresh, untagged ``get_or_build`` entry holding an ``int`` is
+        replaced, and only if it is still there (``cas``): a delete or a newer
+        write since, tags the entry must keep checking, or staleness all win.
+        What Django's ``get_or_set`` of a number needs.
+        """
+        store_key = self._store_key(key)
+        seconds = self._ttl(ttl)
+
+        def replace() -> bool:
+            data, token = self.store.gets(store_key)
+            if data is NO_VALUE or token is None:
+                return False
+            value = self.codec.loads(data, store_key)  # type: ignore[arg-type]
+            entry = Entry.from_wire(value) if type(value) in (list, tuple) else None
+            if entry is None or entry.tags or type(entry.value) is not int:
+                return False  # a plain value already, or not a plain number's entry
+            if not entry.is_fresh(self.clock.time_ms()):
+                return False
+            return self.store.cas(store_key, self.codec.dumps(entry.value), token, seconds)
+
+        return self.store_call("set", replace, False)
 
     def delete(self, key: Key) -> bool:
         """Remove a cached value; ``True`` when it existed."""

@@ -18,7 +18,11 @@ stale, so the next reader rebuilds it (rule 2).
 Versions are recorded per tag *copy* (the label an entry records, see
 :mod:`mcache.tags`): a version is only ever compared with the copy it was read
 from. Two reads of one copy at different versions keep the older, so the
-entry is stale if anything it holds is.
+entry is stale if anything it holds is. Tags belong to one store and
+namespace (a build's *scope*): a value read from another cache cannot be
+checked against this one's tags, so only its staleness crosses over, not its
+tags (a page on one cache is not invalidated by the tags of a fragment cached
+on another).
 """
 
 from __future__ import annotations
@@ -35,20 +39,22 @@ T = TypeVar("T")
 
 
 class Dependencies:
-    """The tag versions (and staleness) of what one build read."""
+    """The tag versions (and staleness) of what one build read, in one scope of tags."""
 
-    __slots__ = ("_lock", "stale", "versions")
+    __slots__ = ("_lock", "scope", "stale", "versions")
 
-    def __init__(self) -> None:
+    def __init__(self, scope: object) -> None:
+        self.scope = scope
         self.versions: dict[str, int] = {}
         self.stale = False
         # Threads the build starts with a copy of its context report here too.
         self._lock = threading.Lock()
 
-    def add(self, versions: Mapping[str, int], stale: bool = False) -> None:
-        """Record what one value read inside the build depends on."""
+    def add(self, scope: object, versions: Mapping[str, int], stale: bool = False) -> None:
+        """Record what one value read inside the build depends on (its tags if in scope)."""
         with self._lock:
-            self.versions = merged(self.versions, versions)
+            if scope == self.scope:
+                self.versions = merged(self.versions, versions)
             self.stale = self.stale or stale
 
 
@@ -60,17 +66,20 @@ def inside_build() -> bool:
     return _CURRENT.get() is not None
 
 
-def report(versions: Mapping[str, int], stale: bool = False) -> None:
-    """Tell the enclosing build, if any, what the value just read depends on."""
+def report(scope: object, versions: Mapping[str, int], stale: bool = False) -> None:
+    """Tell the enclosing build, if any, what the value just read depends on.
+
+    ``scope`` names the tags the versions belong to (a store and namespace).
+    """
     build = _CURRENT.get()
     if build is not None and (versions or stale):
-        build.add(versions, stale)
+        build.add(scope, versions, stale)
 
 
 @contextmanager
-def collecting() -> Iterator[Dependencies]:
-    """Collect what the code in the block reads, for the entry it builds."""
-    found = Dependencies()
+def collecting(scope: object) -> Iterator[Dependencies]:
+    """Collect what the code in the block reads, for the entry it builds under ``scope``."""
+    found = Dependencies(scope)
     token = _CURRENT.set(found)
     try:
         yield found

@@ -24,17 +24,21 @@ where a plain ``set`` would do.
 
 from __future__ import annotations
 
+import math
 import secrets
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from .api import NO_VALUE, CasToken, NoValueType, Store
 from .codec import Codec
 from .entry import placeholder
 
-__all__ = ["Lease", "abandon", "take", "withdraw", "write"]
+__all__ = ["Lease", "abandon", "keep", "take", "withdraw", "write"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Lease:
     """What a key held when a build began, and the token a write must match."""
 
@@ -43,34 +47,69 @@ class Lease:
     token: CasToken
     placed: bool
     """Whether this build put the placeholder there (to take it away if it stores nothing)."""
+    held: bytes
+    """The bytes under the key now: the placeholder, or what was found."""
+    expires: float
+    """When (``time.monotonic()``) the key expires on its own; ``inf``: never, or unknown."""
+    guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Keeps a keep-alive (:func:`keep`) and the final write apart: both move the token."""
 
 
-def take(store: Store, codec: Codec, key: str, ttl: int, expect_missing: bool) -> Lease | None:
+def take(
+    store: Store,
+    codec: Codec,
+    key: str,
+    ttl: int,
+    expect_missing: bool,
+    lifetime: Callable[[bytes], float],
+) -> Lease | None:
     """Return the lease on ``key`` for a build starting now, or None if it cannot be had.
 
-    ``ttl`` is the placeholder's: as long as the entry would be kept, so that a
-    build of any length finds it still there. A caller that found the key
-    empty (``expect_missing``) tries the placeholder first: one round trip
-    fewer when it is still empty, as it almost always is.
+    ``ttl`` is the placeholder's: as long as the entry would be kept. A caller
+    that found the key empty (``expect_missing``) tries the placeholder first:
+    one round trip fewer when it is still empty, as it almost always is.
+    ``lifetime(found)`` says how many seconds what was found has left in the
+    store (``inf`` when unknown), for :func:`keep`.
     """
     found, token = (NO_VALUE, None) if expect_missing else store.gets(key)
-    placed = False
+    placed, held, left = False, found, math.inf
     if found is NO_VALUE:
         mark = codec.dumps(placeholder(secrets.token_hex(8)), key)
         placed = store.add(key, mark, ttl)
         found, token = store.gets(key)  # ours, or what won the race to the empty key
+        held = found
         if placed and found == mark:
-            found = NO_VALUE
+            found, left = NO_VALUE, (ttl or math.inf)
         else:
             placed = False
-    if token is None:
+    if token is None or held is NO_VALUE:
         return None  # gone again at once (evicted, deleted): write nothing
-    return Lease(found, token, placed)
+    if found is not NO_VALUE:
+        left = lifetime(found)  # type: ignore[arg-type]
+    return Lease(found, token, placed, held, time.monotonic() + left)  # type: ignore[arg-type]
+
+
+def keep(store: Store, key: str, lease: Lease, ttl: int) -> bool:
+    """Give the leased key ``ttl`` more seconds if it still holds what the lease saw.
+
+    A build that outlives the key it leased (a placeholder, a stale entry near
+    the end of its ``stale_ttl``) would find it gone and store nothing, as if a
+    writer had deleted it. The bytes are written back unchanged with ``cas``, so
+    a delete or a newer write meanwhile still wins.
+    """
+    with lease.guard:
+        found, token = store.gets(key)
+        if token is None or found != lease.held or not store.cas(key, lease.held, token, ttl):
+            return False
+        _, lease.token = store.gets(key)  # memcached gives a rewrite a new cas unique
+        lease.expires = time.monotonic() + ttl
+        return lease.token is not None
 
 
 def write(store: Store, key: str, data: bytes, lease: Lease, ttl: int) -> bool:
     """Store ``data`` if the key still holds what the lease saw; return whether it did."""
-    return store.cas(key, data, lease.token, ttl)
+    with lease.guard:
+        return store.cas(key, data, lease.token, ttl)
 
 
 def abandon(store: Store, key: str, lease: Lease) -> None:
@@ -85,4 +124,5 @@ def withdraw(store: Store, key: str, lease: Lease) -> None:
     For a rebuild whose value the store refused (too large): as memcached does
     on a failed update, the outdated value must not stay behind to be served.
     """
-    store.cas(key, b"", lease.token, -1)
+    with lease.guard:
+        store.cas(key, b"", lease.token, -1)

@@ -74,6 +74,9 @@ class Reader:
         missing = [label for label in labels if label not in found]
         if missing:
             found = {**found, **self.cache.tags.of_labels(missing)}
+        strays = self.cache.tags.strays(labels)
+        if strays:  # recorded before the pool changed: no bump moves them any more
+            found = {**found, **dict.fromkeys(strays, -1)}
         if self.others.get(key) != labels:
             if len(self.others) >= _REMEMBERED:
                 self.others.clear()
@@ -96,10 +99,20 @@ class Reader:
         if data is NO_VALUE:
             return None
         value = self.cache.codec.loads(data, key)  # type: ignore[arg-type]
-        if value is NO_VALUE or is_placeholder(value):
-            return None  # foreign or corrupted bytes (the codec logged them), or a build's mark
+        if value is NO_VALUE:
+            return None  # foreign or corrupted bytes: the codec logged them
+        if is_placeholder(value):
+            self.forget_near(key)
+            return None  # a build is under way: nothing there yet
         entry = Entry.from_wire(value)
         return Entry(value, 0) if entry is None else entry
+
+    def forget_near(self, key: str) -> None:
+        """Drop a near (per-process) copy of a build's placeholder, so the next read of
+        ``key`` sees the built entry as soon as it is written, not ``hot_ttl`` later."""
+        forget = getattr(self.cache.store, "forget_near", None)
+        if forget is not None:
+            forget(key)
 
     def peek(self, key: str) -> Entry | None:
         """Return whatever entry is stored now (any freshness), or None."""
@@ -128,6 +141,7 @@ class Reader:
                     entries[store_key] = entry
                     continue
                 if is_placeholder(value):
+                    self.forget_near(store_key)
                     continue  # a build is under way: nothing there yet
             if value is not NO_VALUE:
                 values[store_key] = value
@@ -152,6 +166,6 @@ class Reader:
         values = {}
         for key, entry in fresh.items():
             if all(versions.get(label) == v for label, v in entry.tags.items()):
-                report(entry.tags)
+                report(cache.tags.scope, entry.tags)
                 values[key] = entry.value
         return values

@@ -25,6 +25,7 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from .lock import Lock
 from .logs import FailureLog
@@ -37,7 +38,7 @@ _LOG = FailureLog()
 class _Held:
     """One lock being renewed; ``guard`` keeps a renewal and the release apart."""
 
-    __slots__ = ("guard", "interval", "lock", "log", "renewing")
+    __slots__ = ("also", "guard", "interval", "lock", "log", "renewing")
 
     def __init__(self, lock: Lock, log: FailureLog) -> None:
         self.lock = lock
@@ -45,6 +46,7 @@ class _Held:
         self.interval = max(lock.timeout / 3, 0.1)
         self.guard = threading.Lock()
         self.renewing = True
+        self.also: list[Callable[[], object]] = []
 
 
 class LockRenewer:
@@ -71,6 +73,14 @@ class LockRenewer:
             heapq.heappush(self._due, (time.monotonic() + held.interval, next(self._order), held))
             self._condition.notify()
 
+    def also(self, lock: Lock, keep_alive: Callable[[], object]) -> None:
+        """Call ``keep_alive`` after each renewal of ``lock`` (what the lock's work holds too)."""
+        with self._condition:
+            held = self._held.get(id(lock))
+        if held is not None:
+            with held.guard:
+                held.also.append(keep_alive)
+
     def drop(self, lock: Lock) -> None:
         """Stop renewing ``lock``; returns once no renewal of it is under way."""
         with self._condition:
@@ -96,6 +106,16 @@ class LockRenewer:
         while True:
             for held in self._take_due():
                 self._renew(held)
+
+    @staticmethod
+    def _keep_alive(held: _Held) -> None:
+        for keep_alive in held.also:
+            try:
+                keep_alive()
+            except Exception as error:  # the store is down: the lock's renewal says so too
+                held.log.warning(
+                    "lock.keep", "could not keep %r's work alive: %s", held.lock.key, error
+                )
 
     def _take_due(self) -> list[_Held]:
         """Wait until a lock is due; return the due ones (rescheduled for their next turn)."""
@@ -126,7 +146,9 @@ class LockRenewer:
             except Exception as error:  # the store is down: try again at the next turn
                 held.log.warning("lock.renew", "could not renew lock %r: %s", held.lock.key, error)
                 return
-            if not still_ours:
+            if still_ours:
+                self._keep_alive(held)
+            else:
                 held.renewing = False
                 held.log.warning(
                     "lock.lost",

@@ -69,7 +69,10 @@ class Tags:
         self._local: dict[str, tuple[int, float]] = {}
         self._keys: dict[str, str] = {}
         self._created: dict[str, int] = {}
+        self._stray: dict[str, bool] = {}
         self._lock = threading.Lock()
+        # Caches on one store and namespace share tags: what one reads, another can check.
+        self.scope = (id(store), namespace)
 
     def key(self, name: str) -> str:
         """Return the store key of tag ``name`` (its first copy, where there are several)."""
@@ -158,13 +161,40 @@ class Tags:
         """Return the copies behind labels an entry recorded (its ``tags``)."""
         return [(label, self._prefix + label) for label in labels]
 
+    def strays(self, labels: Iterable[str]) -> set[str]:
+        """Return the labels that are no longer a copy of their tag: the pool changed since.
+
+        A bump moves only the copies of the servers the pool has now, so a copy
+        recorded before a server left may never move again; an entry that
+        recorded one must count as changed, not as current for ever.
+        """
+        if self._placing is None:
+            return set()
+        return {label for label in labels if self._is_stray(label)}
+
+    def _is_stray(self, label: str) -> bool:
+        known = self._stray.get(label)  # a process's pool never changes: decided once
+        if known is None:
+            base = self._prefix + label.split("~", 1)[0]
+            copies = self._placing.spread(base)  # type: ignore[union-attr]
+            known = self._prefix + label not in copies
+            if len(self._stray) >= _REMEMBERED:
+                self._stray.clear()
+            self._stray[label] = known
+        return known
+
     def of_labels(self, labels: Iterable[str]) -> dict[str, int]:
-        """Return the current versions of the copies an entry recorded (its ``tags``)."""
-        slots = self.slots_of(labels)
+        """Return the current versions of the copies an entry recorded (its ``tags``).
+
+        A stray copy (see :meth:`strays`) gets version -1, which no entry recorded.
+        """
+        labels = list(labels)
+        strays = self.strays(labels)
+        slots = self.slots_of(label for label in labels if label not in strays)
         local = self.cached(slots)
-        if local is not None:
-            return local
-        return self.from_found(slots, self.store.get_many([key for _, key in slots]))
+        if local is None:
+            local = self.from_found(slots, self.store.get_many([key for _, key in slots]))
+        return {**local, **dict.fromkeys(strays, -1)} if strays else local
 
     def _create(self, slots: list[Slot]) -> dict[str, int]:
         """Create lost copies with the current time; a racing creator's version wins."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from typing import TYPE_CHECKING, Any
 
 from . import lease as leases
@@ -56,20 +57,54 @@ class Writer:
             self.cache.store_failed("unlock", error)
         self.cache.trace(key, "U")
 
-    def take_lease(self, call: Call) -> leases.Lease | None:
-        """Return the lease the entry will be written against (None: the store failed)."""
-        o = call.options
+    def take_lease(self, call: Call, lock: Lock | None) -> leases.Lease | None:
+        """Return the lease the entry will be written against (None: the store failed).
+
+        With a lock, the lease is kept alive as long as the lock is renewed: a
+        build longer than what its key has left in the store still stores.
+        """
+        o, cache = call.options, self.cache
         ttl = math.ceil(o.ttl + o.stale_ttl) if o.ttl else 0
         try:
-            missing = call.seen is None
-            return leases.take(self.cache.store, self.cache.codec, call.key, ttl, missing)
+            lease = leases.take(
+                cache.store,
+                cache.codec,
+                call.key,
+                ttl,
+                call.seen is None,
+                lambda found: self.lifetime(call, found),
+            )
         except Exception as error:
-            self.cache.store_failed("get_or_build", error)
+            cache.store_failed("get_or_build", error)
             return None
+        if lease is not None and lock is not None:
+            renewer.also(lock, lambda: self.keep_lease(call.key, lease, lock))
+        return lease
 
-    def abandon(self, key: str, lease: leases.Lease) -> None:
-        """Take away the placeholder of a build that stored nothing."""
-        self.cache.store_call("delete", lambda: leases.abandon(self.cache.store, key, lease), None)
+    def lifetime(self, call: Call, found: bytes) -> float:
+        """Return the seconds an entry found under the key has left in the store (estimated)."""
+        entry = self.cache.reader.decode(call.key, found)
+        if entry is None or not entry.fresh_until_ms:
+            return math.inf  # a plain value: its TTL is its writer's, unknown here
+        slack = getattr(self.cache.store, "expiry_slack", 0)
+        ends = entry.fresh_until_ms + call.options.stale_ttl * 1000
+        return (ends - self.cache.clock.time_ms()) / 1000 - slack
+
+    def keep_lease(self, key: str, lease: leases.Lease, lock: Lock) -> None:
+        """On a renewal of the build's lock: extend its leased key if it nears its end."""
+        if lease.expires - time.monotonic() > lock.timeout:
+            return
+        slack = getattr(self.cache.store, "expiry_slack", 0)
+        leases.keep(self.cache.store, key, lease, 2 * lock.timeout + slack)
+
+    def settle(self, key: str, lease: leases.Lease | None, lock: Lock | None) -> None:
+        """After a build: take away its placeholder if it stored nothing, and free its lock."""
+        if lease is not None:
+            self.cache.store_call(
+                "delete", lambda: leases.abandon(self.cache.store, key, lease), None
+            )
+        if lock is not None:
+            self.unlock(key, lock)
 
     def write(self, call: Call, value: Any, lease: leases.Lease) -> bool:
         """Store the entry: fresh for ``ttl`` less up to ``jitter``, kept ``stale_ttl`` longer.
@@ -80,12 +115,13 @@ class Writer:
         cache, o = self.cache, call.options
         if not cache.may_store():
             return False  # built from data that may yet be rolled back: returned, never shared
+        now = cache.clock.time_ms()
         if o.ttl:
             fresh = o.ttl * (1 - self.rng.uniform(0, o.jitter))
-            fresh_until = 1 if call.stale else cache.clock.time_ms() + int(fresh * 1000)
+            fresh_until = now if call.stale else now + int(fresh * 1000)
             store_ttl = math.ceil(fresh + o.stale_ttl)
         else:
-            fresh_until, store_ttl = (1 if call.stale else 0), 0
+            fresh_until, store_ttl = (now if call.stale else 0), 0
         entry = Entry(value, fresh_until, call.build_ms, call.depends)
         try:
             data = cache.codec.dumps(entry.to_wire(), call.key)

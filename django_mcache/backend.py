@@ -199,7 +199,7 @@ class MCacheBackend(BaseCache):
 
         value = self.mcache.get_or_build(cache_key, counted, ttl=ttl)
         if built and type(value) is int:
-            self.mcache.set(cache_key, value, ttl)  # a plain number, so incr/decr can count it
+            self.mcache.unwrap(cache_key, ttl)  # a plain number, so incr/decr can count it
         return value
 
     async def aget_or_set(

@@ -74,6 +74,10 @@ class TieredStore:
             self._promote(key, value)  # type: ignore[arg-type]
         return value
 
+    def forget_near(self, key: str) -> None:
+        """Drop this process's near copy of ``key`` (a transient value, e.g. a build's mark)."""
+        self.hot.delete(key)
+
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return hot copies, and fetch the rest from the cold tier in one call."""
         keys = list(keys)

@@ -164,7 +164,7 @@ def test_a_nested_entry_only_had_stale_leaves_the_outer_entry_stored_stale(url: 
     assert site.page() == "p2[s1(c1)]", "built with the stale categories"
     assert site.builds[3:] == ["page", "sidebar"]
     stored = cache.codec.loads(cache.store.get(cache.key("page")), cache.key("page"))
-    assert Entry.from_wire(stored).fresh_until_ms == 1, "stored already stale"  # type: ignore[union-attr]
+    assert not Entry.from_wire(stored).is_fresh(cache.clock.time_ms()), "stored already stale"  # type: ignore[union-attr]
     assert other.release()
     assert site.page() == "p2[s1(c2)]", "so the next request rebuilt it"
     assert site.page() == "p2[s1(c2)]" and len(site.builds) == 8
@@ -244,3 +244,29 @@ def test_threads_following_a_leader_inherit_what_its_value_depends_on() -> None:
     cache.invalidate("inner")
     for n in range(4):
         assert cache.get(("outer", n)) is NO_VALUE, f"outer {n} recorded the inner tag"
+
+
+def test_a_server_leaving_the_pool_does_not_hide_bumps_of_recorded_tags(memcached_nodes) -> None:
+    """Pages recorded their fragments' tag copies on 4 servers; the pool shrinks to 3.
+
+    A copy recorded on the server that left, or one no longer any server's copy,
+    is moved by no bump any more: such pages must count as changed.
+    """
+    from tests.servers import memcached_process
+
+    nodes = [memcached_process().start() for _ in range(4)]
+    try:
+        four = Cache("memcached://" + ",".join(n.address for n in nodes), namespace="topo")
+        pages = [(f"page{i}", f"fragment{i}", f"tag{i}") for i in range(24)]
+        for page, fragment, tag in pages:
+            four.get_or_build(
+                page, lambda f=fragment, t=tag: four.get_or_build(f, lambda: "old", tags=[t])
+            )
+        three = Cache("memcached://" + ",".join(n.address for n in nodes[:3]), namespace="topo")
+        three.invalidate(*(tag for _, _, tag in pages))
+        for page, _fragment, _tag in pages:
+            assert three.get(page) is NO_VALUE, f"{page} was read as current after the bump"
+            assert three.get_or_build(page, lambda: "new") == "new", f"{page} was not rebuilt"
+    finally:
+        for node in nodes:
+            node.kill()

@@ -30,9 +30,11 @@ def cache(request: pytest.FixtureRequest):
         yield caches["default"]
 
 
+@pytest.mark.parametrize(("old", "new"), [("old", "new"), (10, 11)], ids=["str", "int"])
 @pytest.mark.parametrize("delete", ["delete", "delete_many"])
-def test_a_delete_during_get_or_set_leaves_nothing_stale(cache, delete: str) -> None:
-    row = {"title": "old"}
+def test_a_delete_during_get_or_set_leaves_nothing_stale(cache, delete: str, old, new) -> None:
+    """An int too, which get_or_set stores plainly afterwards (so that incr counts it)."""
+    row = {"title": old}
     started, release = threading.Event(), threading.Event()
     got = []
 
@@ -45,16 +47,16 @@ def test_a_delete_during_get_or_set_leaves_nothing_stale(cache, delete: str) -> 
     thread = threading.Thread(target=lambda: got.append(cache.get_or_set("post", build, 60)))
     thread.start()
     assert started.wait(10)
-    row["title"] = "new"  # the writer updates the row, then clears the key
+    row["title"] = new  # the writer updates the row, then clears the key
     if delete == "delete":
         cache.delete("post")
     else:
         cache.delete_many(["post"])
     release.set()
     thread.join(10)
-    assert got == ["old"], "the caller still gets what it built"
+    assert got == [old], "the caller still gets what it built"
     assert cache.get("post") is None
-    assert cache.get_or_set("post", lambda: row["title"], 60) == "new"
+    assert cache.get_or_set("post", lambda: row["title"], 60) == new
 
 
 def test_a_set_during_get_or_set_is_kept(cache) -> None:
@@ -72,3 +74,8 @@ def test_a_set_during_get_or_set_is_kept(cache) -> None:
     release.set()
     thread.join(10)
     assert cache.get("post") == "written by the writer"
+
+
+def test_a_number_from_get_or_set_still_counts(cache) -> None:
+    assert cache.get_or_set("views", lambda: 41, 60) == 41
+    assert cache.incr("views") == 42, "stored plainly once built: incr counts it"

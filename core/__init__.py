@@ -12,9 +12,9 @@ from .cache import Cache
 from .clock import FakeClock, SystemClock
 from .codec import Codec
 from .entry import Entry
-from .flight import Refresher, ThreadPoolRefresher
 from .keys import make_key
 from .lock import Lock
+from .refreshers import Refresher, ThreadPoolRefresher
 
 __all__ = [
     "NO_VALUE",

@@ -41,7 +41,10 @@ from .dependencies import collecting, inside_build, merged, report
 from .entry import Entry
 from .errors import Uncacheable
 from .flight import Flight, NotShared, SingleFlight
+from .jobs import Job
 from .lock import Lock, pauses
+from .rebuild import Rebuild
+from .renewal import renewer
 from .writing import Writer
 
 if TYPE_CHECKING:
@@ -208,14 +211,53 @@ class Builder:
 
     def hand_over(self, call: Call, lock: Lock) -> None:
         """Give the rebuild to the refresher; if it refuses or fails, free the lock."""
-        job = dataclasses.replace(call)  # the caller goes on with its own
+        job = dataclasses.replace(call, background=True)  # the caller goes on with its own
         try:
-            accepted = self.cache.refresher(lambda: self.build_in_background(job, lock))
+            accepted = self.cache.refresher(Rebuild(self, job, lock))
         except Exception as error:  # e.g. a task queue whose broker is down
             self.cache.failures.warning("refresh.submit", "background refresh refused: %r", error)
             accepted = False
         if not accepted:
             self.writer.unlock(call.key, lock)
+
+    def force(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> Any:
+        """Rebuild ``key`` now whatever its state (a forced refresh); return the new value.
+
+        It takes the key's lock, waiting up to ``wait`` for a rebuild under way
+        (whose result it then keeps if that is newer than what it found), and
+        builds without it after that; the entry is written against its lease.
+        """
+        call = Call(key, build, tags, o, {}, self.reader.peek(key))
+        try:
+            call.versions = self.cache.tags.read(tags, key)
+        except Exception as error:
+            self.cache.store_failed("get_or_build", error)
+        lock = self.writer.try_lock(call)
+        for pause in pauses(o.wait) if lock is None else ():
+            time.sleep(pause)
+            lock = self.writer.try_lock(call)
+            if lock is not None:
+                break
+        self.cache.metrics.add("misses")
+        value = self.build_and_store(call, lock, None)
+        report(self.cache.tags.scope, call.depends, call.stale)
+        return value
+
+    def run_job(self, job: Job, build: Callable[[], Any]) -> str:
+        """Rebuild what a queue worker was handed (see :func:`mcache.rebuild.run`)."""
+        options = BuildOptions(**job.options)
+        lock = Lock(self.cache.shared, job.lock, options.lock_timeout, token=job.token.encode())
+        try:  # the enqueuer's lock, unless it expired while the job waited and is gone
+            if not (lock.extend() or lock.try_acquire()):
+                return "taken"
+        except Exception as error:
+            self.cache.store_failed("lock", error)
+            return "taken"
+        renewer.hold(lock, self.cache.failures)
+        seen = Entry(None, job.seen) if job.seen else None
+        call = Call(job.key, build, job.tags, options, {}, seen, background=True)
+        self.build_and_store(call, lock, self.reader.peek(job.key))
+        return "built" if call.built else "failed" if call.failed else "fresh"
 
     def build_in_background(self, call: Call, lock: Lock) -> None:
         """Rebuild on the refresher; a value the builder marked Uncacheable is dropped."""
@@ -342,6 +384,7 @@ class Builder:
             raise  # not a failure: the builder's value is for its caller alone
         except Exception as error:
             self.build_failed(call.key, error)
+            call.failed = True
             if stale is None:
                 raise
             self.cache.failures.warning(
@@ -349,6 +392,7 @@ class Builder:
             )
             raise ServedStale(self.serve_stale(call, stale)) from error
         self.cache.metrics.add("builds")
+        call.built = True
         call.build_ms = int((time.monotonic() - started) * 1000)
         call.depends = merged(call.versions, found.versions)
         call.stale = found.stale
@@ -376,4 +420,6 @@ class Builder:
                 lease = None
             return value
         finally:
-            self.writer.settle(call.key, lease, lock)
+            # A background rebuild that failed keeps the lock for a while: the stale
+            # entry is served meanwhile, and the next request does not retry at once.
+            self.writer.settle(call.key, lease, lock, call.failed and call.background)

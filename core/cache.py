@@ -30,13 +30,14 @@ from .codec import Codec
 from .counters import Counter, OnlineCounter, ViewCounter, VisitorCounter
 from .entry import Entry
 from .errors import ConfigError, InvalidKey, MCacheError, StoreUnavailable, ValueTooLarge
-from .flight import Refresher, ThreadPoolRefresher
 from .keys import MAX_KEY_BYTES, make_key
 from .lock import Lock
 from .logs import FailureLog
 from .memoize import Memoized, memoize
 from .options import TagsArg, build_options, check_settings, duration, seconds, tag_list
 from .reading import Reader
+from .rebuild import register
+from .refreshers import Refresher, ThreadPoolRefresher, refresher_named
 from .renewal import renewer
 from .stats import CacheStats
 from .stores.url import from_url
@@ -69,7 +70,10 @@ class Cache:
         codec: Codec | None = None,
         clock: Clock = system_clock,
         tag_cache_ttl: float = 0.0,
-        refresher: Refresher | None = None,
+        refresher: Refresher | str | None = None,
+        refresh_queue: str | None = None,
+        refresh_fallback: str = "thread",
+        name: str | None = None,
         trace_dir: str | None = None,
         stats_interval: float = 5.0,
         failure_log: FailureLog | None = None,
@@ -108,7 +112,11 @@ class Cache:
             self.tracer = Tracer(trace_dir)
         except OSError as error:
             raise ConfigError(f"trace_dir {trace_dir!r} cannot be created: {error}") from None
+        if isinstance(refresher, str):
+            refresher = refresher_named(refresher, refresh_queue, refresh_fallback)
         self.refresher: Refresher = refresher or ThreadPoolRefresher()
+        # How a queue worker finds this cache again: set by ``name`` or by an adapter.
+        self.locator: str | None = None if name is None else register(name, self)
         # Asked before get_or_build stores what it built; a framework says no while
         # the caller's database transaction holds uncommitted writes (see django_mcache).
         self.may_store: Callable[[], bool] = may_store or _always
@@ -406,6 +414,22 @@ class Cache:
         """
         return memoize(self, ttl, tags, key_prefix, options)
 
+    def refresh(self, target: Key | Memoized, *args: Any, **kwargs: Any) -> Any:
+        """Rebuild now, out of turn, whatever the entry's state; return the new value.
+
+        ``cache.refresh(cached_function, *args, **kwargs)`` for a ``@cache.cached``
+        function (or its ``.refresh(*args)``), ``cache.refresh(key, build, ttl=…,
+        tags=…)`` for a ``get_or_build`` entry. One caller at a time holds the
+        key's lock, as for any rebuild; the entry is written against its lease.
+        """
+        if isinstance(target, Memoized):
+            return target.refresh(*args, **kwargs)
+        if len(args) != 1 or not callable(args[0]):
+            raise TypeError("refresh(key, build, **options) takes the key's builder")
+        tags = tag_list(kwargs.pop("tags", None))
+        options = self._call_options(**_call_option_names(kwargs))
+        return self.builder.force(self._store_key(target), args[0], tags, options)
+
     def invalidate(self, *tags: str) -> dict[str, int]:
         """Bump ``tags``: every entry carrying any of them is stale from now on.
 
@@ -473,3 +497,14 @@ class Cache:
 
 def _always() -> bool:
     return True
+
+
+def _call_option_names(options: dict[str, Any]) -> dict[str, Any]:
+    """Return ``get_or_build``'s per-call options from ``options``; refuse any other name."""
+    names = ("ttl", "stale_ttl", "wait", "lock_timeout", "refresh", "early_refresh", "stale_wait")
+    unknown = set(options) - set(names)
+    if unknown:
+        raise TypeError(
+            f"unknown option(s) {', '.join(sorted(unknown))}; valid: {', '.join(names)}"
+        )
+    return {name: options.get(name) for name in names}

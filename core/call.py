@@ -47,6 +47,12 @@ class Call:
     depends: dict[str, int] = field(default_factory=dict)
     stale: bool = False
     build_ms: int = 0
+    origin: Callable[[], Any] | None = None
+    """The caller's own builder, when ``build`` wraps it (a coroutine run on a loop)."""
+    background: bool = False
+    """Run by a refresher (a thread here, or a queue worker) rather than for a caller."""
+    built: bool = False
+    failed: bool = False
 
 
 class ServedStale(Exception):

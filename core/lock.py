@@ -69,6 +69,7 @@ class Lock:
         timeout: int = 30,
         wait: float = 0.0,
         renewer: LockRenewer | None = None,
+        token: bytes | None = None,
     ) -> None:
         if timeout < 1:
             raise ValueError(f"lock timeout must be >= 1 second, got {timeout!r}")
@@ -77,8 +78,9 @@ class Lock:
         self.timeout = int(timeout)
         self.wait = wait
         self.renewer = renewer
-        self.token = secrets.token_hex(16).encode()
-        self.held = False
+        # A token given is an owner's handing its lock over (to a queue worker, say).
+        self.token = token or secrets.token_hex(16).encode()
+        self.held = token is not None
         self._slack = int(getattr(store, "expiry_slack", 0))
 
     def __repr__(self) -> str:

@@ -44,6 +44,7 @@ class Memoized:
         self.signature = inspect.signature(function)
         self.is_async = inspect.iscoroutinefunction(function)
         functools.update_wrapper(self, function)
+        self.__mcache_uncached__ = function  # what a queue worker calls (see mcache.jobs)
         if self.is_async:
             _mark_coroutine_function(self)
 
@@ -59,16 +60,22 @@ class Memoized:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key = self.key(*args, **kwargs)
         tags = self._tags(args, kwargs)
+        build = functools.partial(self.uncached, *args, **kwargs)  # addressable: see mcache.jobs
         if self.is_async:
-            return self.cache.aget_or_build(
-                key,
-                lambda: self.uncached(*args, **kwargs),
-                ttl=self.ttl,
-                tags=tags,
-                **self.options,
-            )
-        return self.cache.get_or_build(
-            key, lambda: self.uncached(*args, **kwargs), ttl=self.ttl, tags=tags, **self.options
+            return self.cache.aget_or_build(key, build, ttl=self.ttl, tags=tags, **self.options)
+        return self.cache.get_or_build(key, build, ttl=self.ttl, tags=tags, **self.options)
+
+    def refresh(self, *args: Any, **kwargs: Any) -> Any:
+        """Rebuild the result for these arguments now, whatever its state; return it."""
+        build = functools.partial(self.uncached, *args, **kwargs)
+        if self.is_async:
+            build = functools.partial(_run_coroutine, build)
+        return self.cache.refresh(
+            self.key(*args, **kwargs),
+            build,
+            ttl=self.ttl,
+            tags=self._tags(args, kwargs),
+            **self.options,
         )
 
     def invalidate(self, *args: Any, **kwargs: Any) -> bool:
@@ -82,7 +89,12 @@ class Memoized:
         bound = functools.partial(self.__call__, instance)
         bound.invalidate = functools.partial(self.invalidate, instance)  # type: ignore[attr-defined]
         bound.uncached = functools.partial(self.uncached, instance)  # type: ignore[attr-defined]
+        bound.refresh = functools.partial(self.refresh, instance)  # type: ignore[attr-defined]
         return bound
+
+
+def _run_coroutine(build: Callable[[], Any]) -> Any:
+    return asyncio.run(build())
 
 
 def _mark_coroutine_function(wrapper: Memoized) -> None:

@@ -97,14 +97,28 @@ class Writer:
         slack = getattr(self.cache.store, "expiry_slack", 0)
         leases.keep(self.cache.store, key, lease, 2 * lock.timeout + slack)
 
-    def settle(self, key: str, lease: leases.Lease | None, lock: Lock | None) -> None:
-        """After a build: take away its placeholder if it stored nothing, and free its lock."""
+    def settle(
+        self, key: str, lease: leases.Lease | None, lock: Lock | None, back_off: bool = False
+    ) -> None:
+        """After a build: take away its placeholder if it stored nothing, and free its lock.
+
+        With ``back_off`` (a background rebuild failed) the lock is kept, no longer
+        renewed, for twice its timeout: the stale entry is served meanwhile and no
+        process retries the failing build before then.
+        """
         if lease is not None:
             self.cache.store_call(
                 "delete", lambda: leases.abandon(self.cache.store, key, lease), None
             )
-        if lock is not None:
-            self.unlock(key, lock)
+        if lock is None:
+            return
+        if back_off:
+            renewer.drop(lock)
+            held = self.cache.store_call("lock", lambda: lock.extend(2 * lock.timeout), False)
+            if held:
+                self.cache.trace(key, "B")
+                return
+        self.unlock(key, lock)
 
     def write(self, call: Call, value: Any, lease: leases.Lease) -> bool:
         """Store the entry: fresh for ``ttl`` less up to ``jitter``, kept ``stale_ttl`` longer.

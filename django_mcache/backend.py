@@ -53,8 +53,29 @@ def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
                     cache = cache_from_settings(location, params)
                 except ConfigError as error:
                     return _Misconfigured(error)  # type: ignore[return-value]
+                alias = _alias_of(location, params)
+                if alias is not None:  # how a task worker finds it: see core_cache_of
+                    cache.locator = f"django_mcache.backend:core_cache_of:{alias}"
                 _shared[signature] = cache
     return cache
+
+
+def _alias_of(location: str, params: Mapping[str, Any]) -> str | None:
+    """Return the ``CACHES`` alias configured with this LOCATION and these params."""
+    from django.conf import settings
+
+    for alias, entry in getattr(settings, "CACHES", {}).items():
+        rest = {k: v for k, v in entry.items() if k not in ("BACKEND", "LOCATION")}
+        if entry.get("LOCATION", "") == location and rest == dict(params):
+            return str(alias)
+    return None
+
+
+def core_cache_of(alias: str) -> Cache:
+    """Return the core cache of ``CACHES[alias]``: what a queue worker rebuilds into."""
+    from django.core.cache import caches
+
+    return caches[alias].mcache  # type: ignore[attr-defined,no-any-return]
 
 
 class _Misconfigured:

@@ -21,6 +21,7 @@ from django.utils.module_loading import import_string
 from mcache import Cache
 from mcache.codec import Codec
 from mcache.errors import ConfigError
+from mcache.refreshers import NAMES as REFRESHER_NAMES
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
 
 __all__ = ["ALIAS_SCHEME", "CACHE_OPTIONS", "CODEC_OPTIONS", "cache_alias", "cache_from_settings"]
@@ -38,6 +39,8 @@ CACHE_OPTIONS = frozenset(
         "jitter",
         "tag_cache_ttl",
         "refresher",
+        "refresh_queue",
+        "refresh_fallback",
         "trace_dir",
         "stats_interval",
     }
@@ -172,7 +175,9 @@ def _default_ttl(params: Mapping[str, Any]) -> int:
     return max(1, int(-(-seconds // 1)))
 
 
-def _refresher(spec: object) -> Callable[[Callable[[], object]], bool]:
+def _refresher(spec: object) -> Callable[[Callable[[], object]], bool] | str:
+    if isinstance(spec, str) and spec in REFRESHER_NAMES:
+        return spec  # Cache builds it, with refresh_queue and refresh_fallback
     if isinstance(spec, str):
         try:
             spec = import_string(spec)
@@ -182,7 +187,7 @@ def _refresher(spec: object) -> Callable[[Callable[[], object]], bool]:
         spec = spec()
     if not callable(spec):
         raise ConfigError(
-            "OPTIONS['refresher'] must be a callable taking a job (or its dotted path),"
-            f" got {spec!r}"
+            "OPTIONS['refresher'] must be 'thread', 'celery', 'rq', 'tasks', a callable taking"
+            f" a job, or its dotted path; got {spec!r}"
         )
     return spec

@@ -42,6 +42,7 @@ class MCache:
         is warned about once: every worker process would have a cache of its own.
         """
         cache = app.extensions["mcache"] = cache_from_config(app.config)
+        cache.locator = "flask_mcache:current_cache:"  # a queue worker runs in an app context
         if getattr(cache.shared, "process_local", False) and not (app.debug or app.testing):
             warnings.warn(
                 f"MCACHE_URL is {app.config.get('MCACHE_URL', 'memory://')!r}, kept in each"
@@ -194,11 +195,17 @@ class MCache:
         return self.cache.stats()
 
 
+def current_cache(_: str = "") -> Cache:
+    """Return the current app's core cache: how a queue worker (in an app context) finds it."""
+    return current_app.extensions["mcache"]  # type: ignore[no-any-return]
+
+
 class _PerApp:
     """A memoized function bound to whichever app is current when it is called."""
 
     def __init__(self, function: Callable[..., Any], for_app: Callable[[], Memoized]) -> None:
         self.__wrapped__ = function
+        self.__mcache_uncached__ = function  # what a queue worker calls (see mcache.jobs)
         self.__name__ = getattr(function, "__name__", "cached")
         self.__doc__ = function.__doc__
         self._for_app = for_app
@@ -217,6 +224,10 @@ class _PerApp:
 
     def uncached(self, *args: Any, **kwargs: Any) -> Any:
         return self.__wrapped__(*args, **kwargs)
+
+    def refresh(self, *args: Any, **kwargs: Any) -> Any:
+        """Rebuild the result for these arguments now (see ``Memoized.refresh``)."""
+        return self._for_app().refresh(*args, **kwargs)
 
 
 class _Bound:

@@ -30,6 +30,9 @@ CACHE_KEYS = {
     "MCACHE_TAG_CACHE_TTL": "tag_cache_ttl",
     "MCACHE_TRACE_DIR": "trace_dir",
     "MCACHE_STATS_INTERVAL": "stats_interval",
+    "MCACHE_REFRESHER": "refresher",
+    "MCACHE_REFRESH_QUEUE": "refresh_queue",
+    "MCACHE_REFRESH_FALLBACK": "refresh_fallback",
 }
 CODEC_KEYS = {
     "MCACHE_SERIALIZER": "serializer",
@@ -97,6 +100,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_STALE_WAIT": (int, float),
     "MCACHE_JITTER": (int, float),
     "MCACHE_TAG_CACHE_TTL": (int, float),
+    "MCACHE_REFRESHER": (str,),
+    "MCACHE_REFRESH_QUEUE": (str,),
+    "MCACHE_REFRESH_FALLBACK": (str,),
     "MCACHE_REPLICAS": (int,),
 }
 
@@ -118,7 +124,8 @@ def _check_types(config: Mapping[str, Any]) -> None:
 
 def _key_named_in(message: str) -> str:
     """Return the config key whose parameter the core's message starts with."""
-    for key, param in {**CACHE_KEYS, **CODEC_KEYS}.items():
+    named = {**CACHE_KEYS, **CODEC_KEYS}.items()
+    for key, param in sorted(named, key=lambda item: -len(item[1])):  # refresher before refresh
         if message.startswith(param) or f" {param} " in message:
             return key
     return "MCACHE_*"

@@ -48,7 +48,7 @@ from pymemcache.client.base import Client, PooledClient
 from pymemcache.serde import pickle_serde
 
 from mcache import Cache, Entry
-from mcache.flight import ThreadPoolRefresher
+from mcache.refreshers import ThreadPoolRefresher
 from tests.benchmarks.common import Figure, arguments, measure, p99, report, table
 from tests.servers import memcached_process
 

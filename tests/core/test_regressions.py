@@ -325,7 +325,7 @@ def test_tag_lost_in_the_millisecond_it_was_created_still_invalidates() -> None:
 
 
 def test_waiting_for_an_idle_refresher_still_accepts_work() -> None:
-    from mcache.flight import ThreadPoolRefresher
+    from mcache.refreshers import ThreadPoolRefresher
 
     refresher = ThreadPoolRefresher(max_workers=1, max_queue=1)
     release = threading.Event()

@@ -1,0 +1,88 @@
+"""Where background rebuilds run: threads of this process, or a task queue's workers.
+
+A refresher is a callable that takes a rebuild job and returns whether it
+accepted it (``Refresher``). The job is callable (it rebuilds in this
+process); a queue refresher asks it for :meth:`~mcache.rebuild.Rebuild.hand_off`
+instead, which gives the data a worker needs (see :mod:`mcache.jobs`).
+
+By name, as ``Cache(refresher=…)``, Django's ``OPTIONS["refresher"]`` and Flask's
+``MCACHE_REFRESHER`` take them: ``"thread"`` (the default), ``"celery"``,
+``"rq"``, ``"tasks"`` (Django's Tasks framework). Each queue needs its package
+(an optional extra), imported only when named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import ConfigError
+from .thread import ThreadPoolRefresher
+
+if TYPE_CHECKING:
+    from .celery import CeleryRefresher
+    from .queued import QueueRefresher
+    from .rq import RQRefresher
+    from .tasks import TasksRefresher
+
+__all__ = [
+    "CeleryRefresher",
+    "QueueRefresher",
+    "RQRefresher",
+    "Refresher",
+    "TasksRefresher",
+    "ThreadPoolRefresher",
+    "refresher_named",
+]
+
+NAMES = ("thread", "celery", "rq", "tasks")
+FALLBACKS = ("thread", "none")
+
+
+class Refresher(Protocol):
+    """Runs a background rebuild; returns whether it accepted the job.
+
+    The job rebuilds in this process when called. A refresher that sends it
+    elsewhere calls ``job.hand_off(seconds)`` for the worker's payload instead
+    (None: the job must stay here), and ``job.take_back()`` or ``job.give_up()``
+    if the send fails.
+    """
+
+    def __call__(self, job: Callable[[], object]) -> bool: ...
+
+
+def refresher_named(name: str, queue: str | None = None, fallback: str = "thread") -> Refresher:
+    """Return the refresher ``name`` stands for, sending to ``queue`` (None: the default one)."""
+    if name not in NAMES:
+        raise ConfigError(
+            f"refresher must be one of {', '.join(repr(n) for n in NAMES)} (or a callable),"
+            f" got {name!r}"
+        )
+    if fallback not in FALLBACKS:
+        raise ConfigError(f"refresh_fallback must be 'thread' or 'none', got {fallback!r}")
+    if name == "thread":
+        return ThreadPoolRefresher()
+    refresher: Any = __getattr__(
+        {"celery": "CeleryRefresher", "rq": "RQRefresher"}.get(name, "TasksRefresher")
+    )
+    return refresher(queue=queue, fallback=fallback)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "QueueRefresher":
+        from .queued import QueueRefresher
+
+        return QueueRefresher
+    if name == "CeleryRefresher":
+        from .celery import CeleryRefresher
+
+        return CeleryRefresher
+    if name == "RQRefresher":
+        from .rq import RQRefresher
+
+        return RQRefresher
+    if name == "TasksRefresher":
+        from .tasks import TasksRefresher
+
+        return TasksRefresher
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,55 @@
+"""Rebuilds on Celery workers: ``Cache(refresher="celery")`` or ``CeleryRefresher(queue=…)``.
+
+The web process publishes ``mcache.rebuild`` by name (``send_task``: it needs
+no import of the task), with the job's JSON as its one argument. Workers
+register the task by importing this module: add ``"mcache.refreshers.celery"``
+to the Celery app's ``imports`` (or ``include``). A Flask app's workers run
+tasks in an app context, as Flask's Celery pattern has them do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import current_app, shared_task
+
+from ..errors import ConfigError
+from ..rebuild import run
+from .queued import QueueRefresher
+
+__all__ = ["TASK", "CeleryRefresher", "rebuild"]
+
+TASK = "mcache.rebuild"
+
+
+@shared_task(name=TASK, ignore_result=True)
+def rebuild(payload: str) -> str:
+    """Rebuild the entry a job describes (in a worker)."""
+    return run(payload)
+
+
+class CeleryRefresher(QueueRefresher):
+    """Sends rebuilds to Celery (the current app unless one is given)."""
+
+    def __init__(
+        self,
+        queue: str | None = None,
+        fallback: str = "thread",
+        hold: float = 60.0,
+        app: Any = None,
+    ) -> None:
+        super().__init__(queue, fallback, hold)
+        self.app = app
+
+    def context(self) -> Any:
+        """Return the Celery app to send with: Celery's current app is per thread."""
+        return self.app or current_app._get_current_object()
+
+    def send(self, payload: str, context: Any) -> None:
+        """Publish ``mcache.rebuild(payload)``; a broker that refuses raises at once."""
+        if context.main == "default" and not context.conf.broker_url:
+            raise ConfigError(
+                "no Celery app is current in this thread (only Celery's fallback): pass"
+                " CeleryRefresher(app=your_app), or call your_app.set_default() where it is made"
+            )
+        context.send_task(TASK, args=[payload], queue=self.queue, retry=False)

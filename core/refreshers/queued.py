@@ -1,0 +1,141 @@
+"""What every task-queue refresher shares: hand-off, a sender thread, the fallback.
+
+A request that wins a stale key's lock must not wait for a broker: a broker
+that refuses takes seconds to say so, one that hangs longer. So the request
+only hands the job over (the lock now held for ``hold`` seconds, long enough
+for a worker to take it up) and goes on with the stale value; a sender thread
+of the refresher publishes it. When the send fails, or too many are waiting,
+the rebuild falls back to this process's thread pool (``fallback="thread"``) or
+is dropped with its lock freed (``"none"``), and a later request tries again.
+Either way the request was answered; the failure is logged once per interval.
+
+A rebuild that cannot leave the process (a closure, a cached page that needs
+its request) runs in the thread pool, logged once per builder with the reason.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..errors import ConfigError
+from ..logs import FailureLog
+from .thread import ThreadPoolRefresher
+
+__all__ = ["QueueRefresher"]
+
+
+class QueueRefresher:
+    """Sends addressable rebuilds to a task queue (subclasses say how: :meth:`send`)."""
+
+    default_queue: str | None = None
+
+    def __init__(
+        self,
+        queue: str | None = None,
+        fallback: str = "thread",
+        hold: float = 60.0,
+        pool: ThreadPoolRefresher | None = None,
+        max_pending: int = 256,
+    ) -> None:
+        if fallback not in ("thread", "none"):
+            raise ConfigError(f"fallback must be 'thread' or 'none', got {fallback!r}")
+        if not hold >= 1:
+            raise ConfigError(f"hold must be >= 1 second (a worker's time to start), got {hold!r}")
+        self.queue = queue or self.default_queue
+        self.fallback = fallback
+        self.hold = hold
+        self.pool = pool or ThreadPoolRefresher()
+        self.failures = FailureLog()
+        self._pending = threading.BoundedSemaphore(max_pending)
+        self._sender: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._told: set[str] = set()
+        self._idle = threading.Condition()
+        self._sends = 0
+
+    def send(self, payload: str, context: Any) -> None:
+        """Publish one job's payload; raise when the queue cannot take it.
+
+        ``context`` is what :meth:`context` returned in the caller's thread.
+        """
+        raise NotImplementedError
+
+    def context(self) -> Any:
+        """Return what :meth:`send` needs from the caller's thread (a thread-local app)."""
+        return None
+
+    def __call__(self, job: Callable[[], object]) -> bool:
+        """Queue ``job`` if it can leave the process, else run it here."""
+        hand_off: Callable[[float], str | None] | None = getattr(job, "hand_off", None)
+        if hand_off is None:
+            return self.pool(job)  # someone's own callable: it can only run here
+        why = job.why_local()  # type: ignore[attr-defined]
+        if why is not None:
+            self._tell_once(job.name, why)  # type: ignore[attr-defined]
+            return self.pool(job)
+        if not self._pending.acquire(blocking=False):
+            self.failures.warning(
+                "refresh.backlog", "%s: too many rebuilds waiting to be sent", self
+            )
+            return self._fall_back(job)
+        payload = hand_off(self.hold)
+        if payload is None:  # the lock is no longer ours: someone else rebuilds
+            self._pending.release()
+            return False
+        with self._idle:
+            self._sends += 1
+        self._sending().submit(self._send, job, payload, self.context())
+        return True
+
+    def _send(self, job: Any, payload: str, context: Any) -> None:
+        try:
+            self.send(payload, context)
+        except Exception as error:
+            self.failures.warning(
+                "refresh.send", "%s could not queue a rebuild (%r); falling back: %s",
+                self, error, self.fallback,
+            )  # fmt: skip
+            if job.take_back():
+                self._fall_back(job)
+        finally:
+            self._pending.release()
+            with self._idle:
+                self._sends -= 1
+                self._idle.notify_all()
+
+    def _fall_back(self, job: Any) -> bool:
+        if self.fallback == "thread" and self.pool(job):
+            return True
+        job.give_up()
+        return False
+
+    def _sending(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._sender is None:
+                self._sender = ThreadPoolExecutor(2, f"mcache-{type(self).__name__}")
+            return self._sender
+
+    def _tell_once(self, name: str, why: str) -> None:
+        if name not in self._told:
+            self._told.add(name)
+            self.failures.warning(f"refresh.local.{name}", "%s", why)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no send is pending and the fallback pool is idle (tests, demos)."""
+        with self._idle:
+            sent = self._idle.wait_for(lambda: self._sends == 0, timeout)
+        return sent and self.pool.wait_idle(timeout)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the sender and the fallback pool."""
+        with self._lock:
+            sender, self._sender = self._sender, None
+        if sender is not None:
+            sender.shutdown(wait=wait)
+        self.pool.shutdown(wait=wait)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(queue={self.queue!r}, fallback={self.fallback!r})"

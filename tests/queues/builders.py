@@ -1,0 +1,33 @@
+"""Builders the queue workers import by path, and the named cache they rebuild into.
+
+The web processes and the workers both import this module; the cache's store
+and refresher come from the environment the tests start them with.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from mcache import Cache
+
+cache = Cache(
+    os.environ.get("MCACHE_QUEUE_URL", "memory://"),
+    namespace=os.environ.get("MCACHE_QUEUE_NAMESPACE", "queues"),
+    name="queues",
+    refresher=os.environ.get("MCACHE_QUEUE_REFRESHER", "thread"),
+    refresh_queue=os.environ.get("MCACHE_QUEUE_NAME") or None,
+    refresh="background",
+    lock_timeout=2,
+)
+
+
+@cache.cached(ttl=60, stale_ttl=600)
+def report(number: int) -> str:
+    """A slow report that counts its builds in the store and says which process built it."""
+    time.sleep(float(os.environ.get("MCACHE_QUEUE_BUILD_SECONDS", "0.2")))
+    counted = cache.store.incr(f"builds:{number}", 1)
+    if counted is None:
+        cache.store.add(f"builds:{number}", b"0", 0)
+        cache.store.incr(f"builds:{number}", 1)
+    return f"report {number} by {os.getpid()}"

@@ -1,0 +1,110 @@
+"""Worker processes for the queue tests: Celery, RQ and Django Tasks, started for real.
+
+A worker runs in a session of its own (so a test can kill it and its pool
+children at once) and is ready when its log says so. RabbitMQ is the
+machine's (127.0.0.1:5672, guest/guest): skipped with a message where none
+answers, a failure under ``MCACHE_REQUIRE_SERVERS=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REQUIRE_SERVERS
+
+ROOT = Path(__file__).resolve().parents[2]
+RABBITMQ = ("127.0.0.1", 5672)
+
+
+class Worker:
+    """One queue worker process, with its log, killable with its children."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], ready: str) -> None:
+        self.argv, self.env, self.ready = argv, env, ready
+        self.log = tempfile.NamedTemporaryFile(prefix="mcache-worker-", suffix=".log", delete=False)  # noqa: SIM115
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60) -> Worker:
+        self.process = subprocess.Popen(
+            self.argv, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ready in self.text():
+                return self
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise RuntimeError(f"worker {self.argv[2:5]} did not start:\n{self.text()[-3000:]}")
+
+    def text(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            self.process.wait(30)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM if self.process and self.process.poll() is None else 0)
+        self.kill()
+        Path(self.log.name).unlink(missing_ok=True)
+
+
+def queue_env(**extra: str) -> dict[str, str]:
+    """The environment of the web and worker processes: this one, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    return {**env, "MCACHE_QUEUE_NAMESPACE": f"q{uuid.uuid4().hex[:8]}", **extra}
+
+
+def celery_worker(env: dict[str, str], queue: str) -> Worker:
+    name = f"mcache-{uuid.uuid4().hex[:6]}@%h"
+    argv = [sys.executable, "-m", "celery", "-A", "tests.queues.celery_app", "worker",
+            "-Q", queue, "-c", "2", "--loglevel=info", "--without-mingle", "--without-gossip",
+            "-n", name]  # fmt: skip
+    return Worker(argv, env, "ready.")
+
+
+def rq_worker(env: dict[str, str], url: str, queue: str) -> Worker:
+    argv = [sys.executable, "-c", "from rq.cli import main; main()", "worker", "-u", url, queue]
+    return Worker(argv, env, "Listening on")
+
+
+def tasks_worker(env: dict[str, str]) -> Worker:
+    argv = [sys.executable, "-m", "django", "db_worker", "--queue-name", "mcache",
+            "--interval", "0.1", "--no-startup-delay"]  # fmt: skip
+    return Worker(argv, env, "Starting worker")
+
+
+@pytest.fixture
+def rabbitmq() -> str:
+    """Return the machine's RabbitMQ URL, or skip (fail when servers are required)."""
+    try:
+        socket.create_connection(RABBITMQ, timeout=1).close()
+    except OSError:
+        message = "no RabbitMQ answers on 127.0.0.1:5672 (the machine's service)"
+        if REQUIRE_SERVERS:
+            pytest.fail(f"MCACHE_REQUIRE_SERVERS=1 but {message}", pytrace=False)
+        pytest.skip(message)
+    return "amqp://guest:guest@127.0.0.1:5672//"
+
+
+@pytest.fixture
+def workers() -> Iterator[list[Worker]]:
+    """Collects the workers a test starts, and stops them all at its end."""
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        worker.stop()

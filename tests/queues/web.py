@@ -1,0 +1,71 @@
+"""The web side of the queue tests: spawned processes whose threads read stale keys together.
+
+Each process takes its configuration from the environment it is given (as a
+web server's would), imports the builders, and on a signal has every thread
+read every key once, in its own order. It reports what each read returned and
+its pid, after its refresher has sent what it had to send.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from typing import Any
+
+
+def builders(env: dict[str, str]) -> Any:
+    """Set the process up as the environment says; return the module holding ``report``."""
+    os.environ.update(env)
+    if env.get("DJANGO_SETTINGS_MODULE"):
+        import django
+
+        django.setup()
+        from tests.queues import django_builders
+
+        return django_builders
+    if env.get("MCACHE_CELERY_BROKER"):
+        import tests.queues.celery_app  # noqa: F401  (the Celery app the refresher sends with)
+    from tests.queues import builders
+
+    return builders
+
+
+def hammer(env: dict[str, str], keys: int, threads: int, ready: Any, go: Any, results: Any) -> None:
+    """Read ``keys`` stale keys from ``threads`` threads at once; report (values, pid)."""
+    module = builders(env)
+    values: list[tuple[int, str]] = []
+    guard = threading.Lock()
+
+    def reader() -> None:
+        order = list(range(keys))
+        random.shuffle(order)
+        go.wait()
+        for number in order:
+            value = module.report(number)
+            with guard:
+                values.append((number, value))
+
+    workers = [threading.Thread(target=reader) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    ready.put(os.getpid())
+    for worker in workers:
+        worker.join()
+    module.cache.refresher.wait_idle(30)
+    module.cache.metrics.flush()
+    results.put((values, os.getpid()))
+
+
+def read_until(env: dict[str, str], keys: list[int], seconds: float) -> dict[int, Any]:
+    """Read ``keys`` with plain gets until all are fresh or ``seconds`` pass; return them."""
+    module = builders(env)
+    deadline = time.monotonic() + seconds
+    found: dict[int, Any] = {}
+    while time.monotonic() < deadline:
+        found = {n: module.cache.get(module.report.key(n), None) for n in keys}
+        if all(value is not None for value in found.values()):
+            break
+        time.sleep(0.05)
+    return found

@@ -170,7 +170,10 @@ def run(payload: str) -> str:
     if inspect.iscoroutinefunction(function):
         coroutine = build
         build = functools.partial(_run_coroutine, coroutine)
-    return cache.builder.run_job(job, build)
+    try:
+        return cache.builder.run_job(job, build)
+    finally:
+        cache.metrics.flush()  # a worker's builds and failures show in mcache_stats at once
 
 
 def _run_coroutine(coroutine: Any) -> Any:

@@ -26,6 +26,8 @@ cache = Cache(
 def report(number: int) -> str:
     """A slow report that counts its builds in the store and says which process built it."""
     time.sleep(float(os.environ.get("MCACHE_QUEUE_BUILD_SECONDS", "0.2")))
+    if os.environ.get("MCACHE_QUEUE_FAIL"):
+        raise RuntimeError("the report's database is down")
     counted = cache.store.incr(f"builds:{number}", 1)
     if counted is None:
         cache.store.add(f"builds:{number}", b"0", 0)

@@ -8,6 +8,7 @@ answers, a failure under ``MCACHE_REQUIRE_SERVERS=1``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -53,14 +54,30 @@ class Worker:
         return Path(self.log.name).read_text(errors="replace")
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, sig)
-            self.process.wait(30)
+        """Signal the worker and every process of its session (RQ's work horse leaves its
+        process group, not its session), and wait for the worker."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        for pid in _session_of(self.process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        self.process.wait(30)
 
     def stop(self) -> None:
-        self.kill(signal.SIGTERM if self.process and self.process.poll() is None else 0)
         self.kill()
         Path(self.log.name).unlink(missing_ok=True)
+
+
+def _session_of(leader: int) -> list[int]:
+    """Return the pids of the processes in ``leader``'s session (Linux's /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[3]) == leader:  # stat field 6: the session id
+                    pids.append(int(entry.name))
+    return pids
 
 
 def queue_env(**extra: str) -> dict[str, str]:

@@ -69,3 +69,20 @@ def read_until(env: dict[str, str], keys: list[int], seconds: float) -> dict[int
             break
         time.sleep(0.05)
     return found
+
+
+def read_once(env: dict[str, str], numbers: list[int]) -> None:
+    """Read each key once, wait for the refresher, print ``{"values": […], "pid": …}``."""
+    import json
+
+    module = builders(env)
+    values = [module.report(number) for number in numbers]
+    module.cache.refresher.wait_idle(30)
+    print(json.dumps({"values": values, "pid": os.getpid()}))
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    read_once(json.loads(sys.argv[1]), json.loads(sys.argv[2]))

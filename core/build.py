@@ -209,7 +209,7 @@ class Builder:
             return entry
         return None
 
-    def hand_over(self, call: Call, lock: Lock) -> None:
+    def hand_over(self, call: Call, lock: Lock) -> bool:
         """Give the rebuild to the refresher; if it refuses or fails, free the lock."""
         job = dataclasses.replace(call, background=True)  # the caller goes on with its own
         try:
@@ -219,6 +219,19 @@ class Builder:
             accepted = False
         if not accepted:
             self.writer.unlock(call.key, lock)
+        return bool(accepted)
+
+    def enqueue(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> str:
+        """Hand a rebuild of ``key`` to the refresher now, whatever its state (warm-up).
+
+        Returns ``"queued"``, ``"busy"`` (another caller holds its lock) or
+        ``"refused"`` (the refresher would not take it).
+        """
+        call = Call(key, build, tags, o, {}, self.reader.peek(key))
+        lock = self.writer.try_lock(call)
+        if lock is None:
+            return "busy"
+        return "queued" if self.hand_over(call, lock) else "refused"
 
     def force(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> Any:
         """Rebuild ``key`` now whatever its state (a forced refresh); return the new value.

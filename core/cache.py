@@ -427,8 +427,13 @@ class Cache:
         if len(args) != 1 or not callable(args[0]):
             raise TypeError("refresh(key, build, **options) takes the key's builder")
         tags = tag_list(kwargs.pop("tags", None))
-        options = self._call_options(**_call_option_names(kwargs))
-        return self.builder.force(self._store_key(target), args[0], tags, options)
+        return self.builder.force(
+            self._store_key(target), args[0], tags, self.call_options(**kwargs)
+        )
+
+    def call_options(self, **options: Any) -> BuildOptions:
+        """Return a call's ``get_or_build`` options (``ttl``, ``wait``, …), checked."""
+        return self._call_options(**_call_option_names(options))
 
     def invalidate(self, *tags: str) -> dict[str, int]:
         """Bump ``tags``: every entry carrying any of them is stale from now on.

@@ -57,6 +57,12 @@ class Memoized:
     def _tags(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return self.tags(*args, **kwargs) if callable(self.tags) else self.tags
 
+    def tag_list(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+        """Return the tags of the entry for these arguments."""
+        from .options import tag_list
+
+        return tag_list(self._tags(args, kwargs))
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key = self.key(*args, **kwargs)
         tags = self._tags(args, kwargs)

@@ -229,6 +229,10 @@ class _PerApp:
         """Rebuild the result for these arguments now (see ``Memoized.refresh``)."""
         return self._for_app().refresh(*args, **kwargs)
 
+    def for_app(self) -> Memoized:
+        """Return the cached function of the current app."""
+        return self._for_app()
+
 
 class _Bound:
     """A cached method of one instance."""

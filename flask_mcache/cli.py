@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import click
@@ -10,10 +11,11 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from mcache import Cache
-from mcache.errors import MCacheError
+from mcache.errors import ConfigError, MCacheError
 from mcache.report import collect, render_text, slab_chart, slab_rows
+from mcache.warm import warm_from
 
-mcache_cli = AppGroup("mcache", help="mcache: statistics, invalidation, flush.")
+mcache_cli = AppGroup("mcache", help="mcache: statistics, invalidation, flush, warm-up.")
 
 
 def _cache() -> Cache:
@@ -78,3 +80,20 @@ def flush(yes: bool) -> None:
     except MCacheError as error:
         raise click.ClickException(f"flush failed: {error}") from None
     click.echo("flushed")
+
+
+@mcache_cli.command("warm")
+@click.argument("source")
+@click.option("--queue", is_flag=True, help="hand each rebuild to the cache's refresher")
+def warm(source: str, queue: bool) -> None:
+    """Build the cached results SOURCE (a callable's dotted path) yields, with a progress bar.
+
+    SOURCE yields (cached_function, args) or (cached_function, args, kwargs).
+    """
+    _cache()
+    try:
+        progress = warm_from(source, queue, click.echo, sys.stdout.isatty())
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    if progress.outcomes["failed"]:
+        raise click.ClickException(f"{progress.outcomes['failed']} builds failed (see the log)")

@@ -105,12 +105,12 @@ class AsyncBuilder:
 
     async def rebuild_stale(self, call: Call, entry: Entry) -> Any:
         """As the one caller here of a stale key: rebuild, hand over, or wait and serve stale."""
-        lock = await self.try_lock(call)
+        lock = await _finished(self.sync.writer.try_stale_lock, (call,), self._let_go(call, None))
         if lock is None:
             return await self.fresh_or_stale(call, entry)
         if call.options.refresh == "background" and not inside_build():
             job = Call(call.key, _in_own_loop(call.build), call.tags, call.options, call.versions)
-            job.seen = call.seen
+            job.seen, job.origin = call.seen, call.build  # a worker imports the builder itself
             await asyncio.to_thread(self.sync.hand_over, job, lock)
             return await self.fresh_or_stale(call, entry)
         self.cache.metrics.add("misses")

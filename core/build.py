@@ -170,7 +170,7 @@ class Builder:
 
     def rebuild_stale(self, call: Call, entry: Entry) -> Any:
         """As the one caller here of a stale key: rebuild, hand over, or wait and serve stale."""
-        lock = self.writer.try_lock(call)
+        lock = self.writer.try_stale_lock(call)
         if lock is None:
             return self.fresh_or_stale(call, entry)
         if call.options.refresh == "background" and not inside_build():

@@ -33,6 +33,26 @@ class Writer:
     def __init__(self, cache: Cache, rng: random.Random) -> None:
         self.cache = cache
         self.rng = rng
+        self._busy: dict[str, float] = {}  # key -> until when its lock is known held elsewhere
+
+    def try_stale_lock(self, call: Call) -> Lock | None:
+        """Try the lock of a stale key, unless it was found held moments ago.
+
+        Readers of a stale key only need the lock to decide who rebuilds: once
+        one of this process's readers found it held, the others serve the stale
+        value without asking again for a moment (a third of ``lock_timeout``, at
+        most a second), so a burst of stale reads costs one round trip each, as
+        hits do, not two.
+        """
+        now = time.monotonic()
+        if self._busy.get(call.key, 0.0) > now:
+            return None
+        lock = self.try_lock(call)
+        if lock is None:
+            if len(self._busy) >= 65536:
+                self._busy.clear()
+            self._busy[call.key] = now + min(1.0, call.options.lock_timeout / 3)
+        return lock
 
     def try_lock(self, call: Call) -> Lock | None:
         """Try the key's distributed lock once; return it (renewed while held) if won."""

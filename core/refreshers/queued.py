@@ -69,29 +69,31 @@ class QueueRefresher:
 
     def __call__(self, job: Callable[[], object]) -> bool:
         """Queue ``job`` if it can leave the process, else run it here."""
-        hand_off: Callable[[float], str | None] | None = getattr(job, "hand_off", None)
-        if hand_off is None:
+        if getattr(job, "hand_off", None) is None:
             return self.pool(job)  # someone's own callable: it can only run here
-        why = job.why_local()  # type: ignore[attr-defined]
-        if why is not None:
-            self._tell_once(job.name, why)  # type: ignore[attr-defined]
-            return self.pool(job)
         if not self._pending.acquire(blocking=False):
             self.failures.warning(
                 "refresh.backlog", "%s: too many rebuilds waiting to be sent", self
             )
             return self._fall_back(job)
-        payload = hand_off(self.hold)
-        if payload is None:  # the lock is no longer ours: someone else rebuilds
-            self._pending.release()
-            return False
         with self._idle:
             self._sends += 1
-        self._sending().submit(self._send, job, payload, self.context())
+        # Describing the job, extending its lock and publishing all happen on the
+        # sender thread: the request that won the lock is answered at once.
+        self._sending().submit(self._send, job, self.context())
         return True
 
-    def _send(self, job: Any, payload: str, context: Any) -> None:
+    def _send(self, job: Any, context: Any) -> None:
         try:
+            why = job.why_local()
+            if why is not None:
+                self._tell_once(job.name, why)
+                if not self.pool(job):
+                    job.give_up()
+                return
+            payload = job.hand_off(self.hold)
+            if payload is None:
+                return  # the lock is no longer ours: someone else rebuilds
             self.send(payload, context)
         except Exception as error:
             self.failures.warning(

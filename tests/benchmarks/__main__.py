@@ -31,6 +31,7 @@ SCRIPTS: dict[str, list[str]] = {  # name -> the arguments that make it quick
     "bench_counters": ["--visitors", "10000", "--rounds", "3", "--calls", "300"],
     "bench_get_or_build": ["--quick"],
     "bench_composition": ["--rounds", "2", "--calls", "500"],
+    "bench_refresh": ["--rounds", "1"],
     "bench_django": ["--seconds", "2", "--rounds", "2"],
     "soak": ["--seconds", "15"],
 }

@@ -63,6 +63,13 @@ class Worker:
                 os.kill(pid, sig)
         self.process.wait(30)
 
+    def pause(self, paused: bool) -> None:
+        """Stop (SIGSTOP) or continue (SIGCONT) the worker's whole session."""
+        if self.process is not None and self.process.poll() is None:
+            for pid in _session_of(self.process.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP if paused else signal.SIGCONT)
+
     def stop(self) -> None:
         self.kill()
         Path(self.log.name).unlink(missing_ok=True)

@@ -29,17 +29,22 @@ def report_key(cache: Cache, module: str, number: int) -> str:
     return cache.key(f"{module}.report", (number,), {})
 
 
+def store_report(cache: Cache, module: str, number: int, value: str, fresh: bool) -> None:
+    """Store a report under ``module.report(number)``'s key, fresh for a minute or expired."""
+    key = report_key(cache, module, number)
+    until = cache.clock.time_ms() + (60_000 if fresh else -1000)
+    cache.store.set(key, cache.codec.dumps(Entry(value, until, 10, {}).to_wire(), key), 600)
+
+
 def make_stale(url: str, env: dict[str, str], module: str) -> Cache:
     """Store an expired ``"old"`` report under every key; return a cache to inspect them."""
     cache = Cache(url, namespace=env["MCACHE_QUEUE_NAMESPACE"])
     for number in range(KEYS):
-        key = report_key(cache, module, number)
-        entry = Entry("old", cache.clock.time_ms() - 1000, 10, {})
-        cache.store.set(key, cache.codec.dumps(entry.to_wire(), key), 600)
+        store_report(cache, module, number, "old", fresh=False)
     return cache
 
 
-def hammer(env: dict[str, str]) -> tuple[list[tuple[int, str]], set[int]]:
+def hammer(env: dict[str, str]) -> tuple[list[tuple[int, str, float]], set[int]]:
     """Run the web processes; return every (key, value) they read and their pids."""
     ready, go, results = SPAWN.Queue(), SPAWN.Event(), SPAWN.Queue()
     processes = [
@@ -84,7 +89,7 @@ def scenario(url: str, env: dict[str, str], module: str = "tests.queues.builders
     cache = make_stale(url, env, module)
     values, web_pids = hammer(env)
     assert len(values) == PROCESSES * THREADS * KEYS
-    assert {value for _, value in values} == {"old"}, "every caller got the stale value at once"
+    assert {value for _, value, _ in values} == {"old"}, "every caller got the stale value at once"
     check_one_build_each_in_a_worker(cache, module, web_pids)
 
 

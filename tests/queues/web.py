@@ -33,9 +33,9 @@ def builders(env: dict[str, str]) -> Any:
 
 
 def hammer(env: dict[str, str], keys: int, threads: int, ready: Any, go: Any, results: Any) -> None:
-    """Read ``keys`` stale keys from ``threads`` threads at once; report (values, pid)."""
+    """Read ``keys`` keys from ``threads`` threads at once; report ((key, value, seconds)…, pid)."""
     module = builders(env)
-    values: list[tuple[int, str]] = []
+    values: list[tuple[int, str, float]] = []
     guard = threading.Lock()
 
     def reader() -> None:
@@ -43,9 +43,11 @@ def hammer(env: dict[str, str], keys: int, threads: int, ready: Any, go: Any, re
         random.shuffle(order)
         go.wait()
         for number in order:
+            started = time.perf_counter()
             value = module.report(number)
+            took = time.perf_counter() - started
             with guard:
-                values.append((number, value))
+                values.append((number, value, took))
 
     workers = [threading.Thread(target=reader) for _ in range(threads)]
     for worker in workers:
@@ -56,19 +58,6 @@ def hammer(env: dict[str, str], keys: int, threads: int, ready: Any, go: Any, re
     module.cache.refresher.wait_idle(30)
     module.cache.metrics.flush()
     results.put((values, os.getpid()))
-
-
-def read_until(env: dict[str, str], keys: list[int], seconds: float) -> dict[int, Any]:
-    """Read ``keys`` with plain gets until all are fresh or ``seconds`` pass; return them."""
-    module = builders(env)
-    deadline = time.monotonic() + seconds
-    found: dict[int, Any] = {}
-    while time.monotonic() < deadline:
-        found = {n: module.cache.get(module.report.key(n), None) for n in keys}
-        if all(value is not None for value in found.values()):
-            break
-        time.sleep(0.05)
-    return found
 
 
 def read_once(env: dict[str, str], numbers: list[int]) -> None:

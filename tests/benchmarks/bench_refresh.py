@@ -1,0 +1,138 @@
+"""Background rebuilds on the web process's threads, on Celery and on RQ, in one run.
+
+    python -m tests.benchmarks.bench_refresh [--rounds N] [--markdown]
+
+Starts a redis-server (the cache's store and both queues' broker), a Celery
+worker and an RQ worker, and kills them at the end. Nothing is pinned.
+
+4 web processes × 8 threads read 20 keys at once, every thread every key, in
+its own order. The anchor is that burst on 20 fresh keys: plain hits. Each
+contender runs the same burst on 20 stale keys, handing the rebuilds to its
+refresher: the web callers must be answered as fast as hits (the stale value,
+at once), each key must be rebuilt once, and a queue's rebuilds must run in
+its workers. Contenders and the anchor alternate, round after round.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from tests.benchmarks.common import Figure, arguments, report, table
+from tests.queues import test_queues as scenario
+from tests.queues.conftest import celery_worker, queue_env, rq_worker
+from tests.servers import redis_process
+
+CONTENDERS = ("thread", "celery", "rq")
+PAUSED = "rq, its worker paused during the burst"
+MODULE = "tests.queues.builders"
+
+
+def environment(redis: str, contender: str) -> dict[str, str]:
+    """The web processes' environment for one contender."""
+    env = {"MCACHE_QUEUE_URL": f"redis://{redis}/0", "MCACHE_QUEUE_REFRESHER": contender}
+    if contender == "celery":
+        env.update(MCACHE_CELERY_BROKER=f"redis://{redis}/1", MCACHE_QUEUE_NAME="mcache-bench")
+    if contender == "rq":
+        env.update(MCACHE_QUEUE_NAME=f"redis://{redis}/2?queue=mcache-bench")
+    return queue_env(**env)
+
+
+def burst(redis: str, contender: str, stale: bool, paused: Any = None) -> dict[str, Any]:
+    """One burst: latencies of every read, and for stale keys how they were rebuilt.
+
+    With ``paused`` (a worker), that worker is stopped while the web processes
+    read, and continued after: what the web side costs without a worker
+    sharing its CPUs.
+    """
+    env = environment(redis, contender)
+    cache = scenario.make_stale(f"redis://{redis}/0", env, MODULE)
+    if not stale:  # the anchor: every key fresh, so every read is a hit
+        for number in range(scenario.KEYS):
+            scenario.store_report(cache, MODULE, number, "fresh", fresh=True)
+    if paused is not None:
+        paused.pause(True)
+    try:
+        values, web_pids = scenario.hammer(env)
+    finally:
+        if paused is not None:
+            paused.pause(False)
+    seconds = [took for _, _, took in values]
+    outcome: dict[str, Any] = {"seconds": seconds, "stale answers": 0, "builds": 0}
+    if stale:
+        outcome["stale answers"] = sum(value == "old" for _, value, _ in values)
+        reports = scenario.rebuilt(cache, MODULE)
+        builders = {int(v.rsplit(" ", 1)[1]) for v in reports.values() if isinstance(v, str)}
+        outcome["in workers"] = not builders & web_pids
+        outcome["builds"] = sum(
+            int(cache.store.get(f"builds:{n}") or 0) for n in range(scenario.KEYS)
+        )
+        cache.store.delete_many([f"builds:{n}" for n in range(scenario.KEYS)])
+    return outcome
+
+
+def ms(seconds: list[float], quantile: float) -> float:
+    ordered = sorted(seconds)
+    return ordered[min(len(ordered) - 1, int(quantile * len(ordered)))] * 1000
+
+
+def run(rounds: int, markdown: bool, figures_path: str | None) -> None:
+    redis = redis_process().start()
+    workers = []
+    try:
+        workers.append(celery_worker(environment(redis.address, "celery"), "mcache-bench").start())
+        rq = environment(redis.address, "rq")
+        workers.append(rq_worker(rq, f"redis://{redis.address}/2", "mcache-bench").start())
+        order = (*CONTENDERS, PAUSED)
+        hits: list[float] = []
+        found = {c: {"seconds": [], "builds": [], "ok": True} for c in order}
+        for round_number in range(rounds):
+            for contender in order if round_number % 2 == 0 else reversed(order):
+                queue = "rq" if contender == PAUSED else contender
+                # A/B: a burst of hits before each contender's burst
+                hits += burst(redis.address, queue, stale=False)["seconds"]
+                paused = workers[1] if contender == PAUSED else None
+                outcome = burst(redis.address, queue, stale=True, paused=paused)
+                found[contender]["seconds"] += outcome["seconds"]
+                found[contender]["builds"].append(outcome["builds"])
+                found[contender]["ok"] &= outcome["in workers"] or contender == "thread"
+                found[contender]["ok"] &= outcome["stale answers"] == len(outcome["seconds"])
+        rows = [["plain hits (anchor)", f"{ms(hits, 0.5):.1f}", f"{ms(hits, 0.99):.1f}"] + [""] * 3]
+        ratios = {}
+        for contender, data in found.items():
+            ratios[contender] = ms(data["seconds"], 0.99) / ms(hits, 0.99)
+            per_key = statistics.mean(data["builds"]) / scenario.KEYS
+            where = "web process" if contender == "thread" else "workers"
+            label = contender if contender == PAUSED else f"{contender} refresher"
+            rows.append([
+                f"{label}, stale keys", f"{ms(data['seconds'], 0.5):.1f}",
+                f"{ms(data['seconds'], 0.99):.1f}", f"{ratios[contender]:.2f}×",
+                f"{per_key:.2f}", where if data["ok"] else "WRONG",
+            ])  # fmt: skip
+        print(f"\n4 web processes × 8 threads × 20 keys, {rounds} rounds of alternating bursts\n")
+        header = ["reads", "p50 ms", "p99 ms", "p99 ÷ hits", "builds per key", "built in"]
+        print(table(header, rows, markdown))
+    finally:
+        for worker in workers:
+            worker.stop()
+        redis.kill()
+    report(
+        [
+            Figure(f"stale burst p99 ÷ hit burst p99, {name}",
+                   f"{ms(found[name]['seconds'], 0.99):.1f} ms", f"{ms(hits, 0.99):.1f} ms",
+                   f"{ratios[name]:.2f}×", "≤ 1.5×", ratios[name] <= 1.5)
+            for name in order
+        ],
+        figures_path,
+    )  # fmt: skip
+
+
+def main() -> None:
+    parser = arguments(__doc__)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    run(args.rounds, args.markdown, args.figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -23,7 +23,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["Address", "Job", "address_of", "resolve"]
+__all__ = ["Address", "Job", "address_of", "in_process", "resolve"]
 
 VERSION = 1
 
@@ -62,6 +62,17 @@ def address_of(build: Any) -> Address | None:
     if found is function or getattr(found, "__mcache_uncached__", None) is function:
         return Address(f"{module}:{qualname}", tuple(args), dict(kwargs))
     return None
+
+
+def in_process(build: Any, reason: str) -> Any:
+    """Mark ``build`` as one that must run in the process that made it (it needs its request).
+
+    A queue refresher runs it on the process's own threads, and says ``reason``
+    once, instead of explaining how to make it addressable.
+    """
+    marked = functools.partial(build)
+    marked.__mcache_local__ = reason  # type: ignore[attr-defined]
+    return marked
 
 
 def plain_function(found: Any) -> Any:

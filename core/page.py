@@ -19,7 +19,11 @@ from .codec import Codec
 if TYPE_CHECKING:
     from .cache import Cache
 
-__all__ = ["aget_page", "as_page", "drop_foreign", "get_page"]
+__all__ = ["FRAGMENTS_STAY", "PAGES_STAY", "aget_page", "as_page", "drop_foreign", "get_page"]
+
+PAGES_STAY = "cached pages re-render in the web process: they need their request"
+"""Why a page's rebuild never goes to a task queue (see :func:`mcache.jobs.in_process`)."""
+FRAGMENTS_STAY = "template fragments re-render in the web process: they need their context"
 
 
 def as_page(found: Any, flags: int = 0) -> tuple | None:

@@ -178,6 +178,11 @@ def _default_ttl(params: Mapping[str, Any]) -> int:
 def _refresher(spec: object) -> Callable[[Callable[[], object]], bool] | str:
     if isinstance(spec, str) and spec in REFRESHER_NAMES:
         return spec  # Cache builds it, with refresh_queue and refresh_fallback
+    if isinstance(spec, str) and "." not in spec:
+        raise ConfigError(
+            "OPTIONS['refresher'] must be 'thread', 'celery', 'rq', 'tasks', a callable taking"
+            f" a job, or its dotted path; got {spec!r}"
+        )
     if isinstance(spec, str):
         try:
             spec = import_string(spec)

@@ -39,7 +39,8 @@ from django.utils.http import http_date
 
 from mcache import Cache
 from mcache.errors import Uncacheable
-from mcache.page import aget_page, as_page, get_page
+from mcache.jobs import in_process
+from mcache.page import PAGES_STAY, aget_page, as_page, get_page
 
 from .config import cache_alias
 from .tags import model_tag
@@ -400,7 +401,8 @@ def _serve(
         return render.build(view, args, kwargs)
 
     build_options = options.build_options(request, args, kwargs)
-    result, page, stale = get_page(core, key, build, 1, HttpResponseBase, **build_options)
+    local = in_process(build, PAGES_STAY)
+    result, page, stale = get_page(core, key, local, 1, HttpResponseBase, **build_options)
     if isinstance(result, HttpResponseBase):
         return result  # this request's own, uncacheable response
     if page is None or not render.serves(page):
@@ -443,7 +445,8 @@ async def _aserve(
         return await sync_to_async(render._after)(response)
 
     build_options = await sync_to_async(options.build_options)(request, args, kwargs)
-    result, page, stale = await aget_page(core, key, build, 1, HttpResponseBase, **build_options)
+    local = in_process(build, PAGES_STAY)
+    result, page, stale = await aget_page(core, key, local, 1, HttpResponseBase, **build_options)
     if isinstance(result, HttpResponseBase):
         return result
     if page is None or not await sync_to_async(render.serves)(page):

@@ -23,7 +23,9 @@ from jinja2.parser import Parser
 from markupsafe import Markup
 
 from mcache.counters import ROBOTS, ViewCounter, is_robot
+from mcache.jobs import in_process
 from mcache.keys import keyable
+from mcache.page import FRAGMENTS_STAY
 
 from .config import online_shape
 from .counters import is_row, model_view_counter, row_ident
@@ -63,7 +65,8 @@ class MCacheExtension(Extension):
         key = ("jinja", str(name), tuple(keyable(v) for v in (vary or ())))
         tag_list = [tags] if isinstance(tags, str) else list(tags or ())
         # None or 0 keeps the fragment until invalidated, as Flask-Caching's {% cache %} does
-        rendered = cache.get_or_build(key, caller, ttl=ttl or 0, tags=tag_list or None)
+        build = in_process(caller, FRAGMENTS_STAY)
+        rendered = cache.get_or_build(key, build, ttl=ttl or 0, tags=tag_list or None)
         return Markup(rendered)  # rendered (and escaped) once already, whatever the codec kept
 
 

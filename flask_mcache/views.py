@@ -25,7 +25,8 @@ from werkzeug.http import http_date
 from mcache import Cache
 from mcache.dependencies import carried
 from mcache.errors import Uncacheable
-from mcache.page import as_page, get_page
+from mcache.jobs import in_process
+from mcache.page import PAGES_STAY, as_page, get_page
 
 __all__ = ["cached_view"]
 
@@ -84,7 +85,8 @@ def cached_view(
             options = dict(
                 ttl=ttl, stale_ttl=stale_ttl, tags=view_tags, refresh=refresh, stale_wait=stale_wait
             )
-            result, page, stale = get_page(cache, key, build, 0, Response, **options)
+            local = in_process(build, PAGES_STAY)
+            result, page, stale = get_page(cache, key, local, 0, Response, **options)
             if isinstance(result, Response):
                 return result  # this request's own response, never stored
             if page is None:

@@ -13,7 +13,9 @@ from django.db.models import Model
 from django.template.base import FilterExpression, NodeList, Parser, Token
 from django.utils import translation
 
+from mcache.jobs import in_process
 from mcache.keys import keyable
+from mcache.page import FRAGMENTS_STAY
 
 from ..config import cache_alias
 from ..counters import view_counter
@@ -56,9 +58,8 @@ class CachedBlockNode(template.Node):
             raise template.TemplateSyntaxError(
                 "cachedblock: using= must name an mcache cache (MCacheBackend)"
             )
-        return core.get_or_build(
-            key, lambda: self.nodelist.render(context), ttl=ttl or 0, tags=tags or None
-        )
+        build = in_process(lambda: self.nodelist.render(context), FRAGMENTS_STAY)
+        return core.get_or_build(key, build, ttl=ttl or 0, tags=tags or None)
 
 
 @register.tag("cachedblock")

@@ -222,3 +222,38 @@ def test_a_queue_that_refuses_falls_back(redis_url: str, fallback: str) -> None:
 
 def _module_level_report() -> str:
     return "rebuilt here"
+
+
+def test_cached_pages_stay_in_the_web_process_and_say_why(redis_url: str, caplog) -> None:
+    from flask import Flask
+
+    from flask_mcache import MCache
+
+    queue = redis_url.rsplit("/", 1)[0] + "/2"
+    app = Flask(__name__)
+    app.config.update(
+        MCACHE_URL=redis_url,
+        MCACHE_NAMESPACE="pages",
+        MCACHE_REFRESH="background",
+        MCACHE_REFRESHER="rq",
+        MCACHE_REFRESH_QUEUE=f"{queue}?queue=pages",
+    )
+    mcache = MCache(app)
+    renders = []
+
+    @app.get("/")
+    @mcache.cached_view(ttl=60, tags=["home"])
+    def home() -> str:
+        renders.append(1)
+        return f"home {len(renders)}"
+
+    client = app.test_client()
+    assert client.get("/").text == "home 1"
+    with app.app_context():
+        mcache.invalidate("home")
+    with caplog.at_level(logging.WARNING, logger="mcache"):
+        assert client.get("/").headers["X-Cache"] == "STALE"
+        assert app.extensions["mcache"].refresher.wait_idle(10)
+    assert client.get("/").text == "home 2", "re-rendered on the web process's threads"
+    assert "cached pages re-render in the web process" in caplog.text
+    assert Redis.from_url(queue).llen("rq:queue:pages") == 0, "nothing was queued"

@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 NAMES = ("thread", "celery", "rq", "tasks")
+PACKAGES = {"celery": "celery[redis]", "rq": "rq", "tasks": "django-tasks"}
 FALLBACKS = ("thread", "none")
 
 
@@ -62,9 +63,14 @@ def refresher_named(name: str, queue: str | None = None, fallback: str = "thread
         raise ConfigError(f"refresh_fallback must be 'thread' or 'none', got {fallback!r}")
     if name == "thread":
         return ThreadPoolRefresher()
-    refresher: Any = __getattr__(
-        {"celery": "CeleryRefresher", "rq": "RQRefresher"}.get(name, "TasksRefresher")
-    )
+    classes = {"celery": "CeleryRefresher", "rq": "RQRefresher", "tasks": "TasksRefresher"}
+    try:
+        refresher: Any = __getattr__(classes[name])
+    except ImportError as error:
+        raise ConfigError(
+            f"refresher={name!r} needs its package ({error.name or error}): pip install"
+            f' "{PACKAGES[name]}", or this project\'s extra: pip install -e ".[{name}]"'
+        ) from None
     return refresher(queue=queue, fallback=fallback)
 
 

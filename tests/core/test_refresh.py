@@ -102,3 +102,23 @@ def test_refreshers_by_name_and_their_mistakes() -> None:
         Cache(refresher="cron")
     with pytest.raises(ConfigError, match="refresh_fallback must be 'thread' or 'none'"):
         Cache(refresher="rq", refresh_fallback="later")
+
+
+def test_a_queue_refresher_without_its_package_names_what_to_install(tmp_path) -> None:
+    """Run in a process where the package cannot be imported, as where it is not installed."""
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "rq.py"
+    blocker.write_text("raise ImportError('No module named rq', name='rq')\n")
+    code = "from mcache import Cache; Cache(refresher='rq')"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "ConfigError: refresher='rq' needs its package" in done.stderr
+    assert 'pip install "rq"' in done.stderr

@@ -25,3 +25,27 @@ def test_a_bad_source_is_a_clear_error(memcached_url: str) -> None:
     app = warm_app.create_app(memcached_url)
     result = app.test_cli_runner().invoke(args=["mcache", "warm", "tests.fl.nowhere.items"])
     assert result.exit_code != 0 and "cannot import 'tests.fl.nowhere.items'" in result.output
+
+
+def test_a_flask_cached_function_goes_to_a_worker_as_a_job(memcached_url: str) -> None:
+    """What a queue worker in an app context does with a Flask app's cached function."""
+    from mcache.rebuild import run
+
+    app = warm_app.create_app(memcached_url, MCACHE_REFRESH="background")
+    handed = []
+    with app.app_context():
+        cache = app.extensions["mcache"]
+        cache.refresher = lambda job: handed.append(job) or True
+        warm_app.built.clear()
+        warm_app.headline(7)
+        warm_app.headline.refresh(7)
+        key = cache.key(*warm_app.headline.for_app().key(7))
+        entry_bytes = cache.store.get(key)
+        stale = cache.codec.loads(entry_bytes, key)
+        stale[2] = cache.clock.time_ms() - 1000
+        cache.store.set(key, cache.codec.dumps(stale, key), 600)
+        assert warm_app.headline(7) == "headline 7"  # stale, served; the rebuild handed over
+        payload = handed[0].hand_off(60)
+        assert payload is not None and '"flask_mcache:current_cache:"' in payload
+        assert run(payload) == "built"
+    assert warm_app.built == [7, 7, 7], "built, refreshed, then built by the 'worker'"

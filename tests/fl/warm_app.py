@@ -24,8 +24,8 @@ def headlines() -> Iterator[tuple[Any, tuple[int]]]:
         yield headline, (number,)
 
 
-def create_app(url: str) -> Flask:
+def create_app(url: str, **config: Any) -> Flask:
     app = Flask(__name__)
-    app.config.update(MCACHE_URL=url, MCACHE_NAMESPACE="warm")
+    app.config.update(MCACHE_URL=url, MCACHE_NAMESPACE="warm", **config)
     mcache.init_app(app)
     return app

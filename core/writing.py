@@ -24,7 +24,10 @@ from .renewal import renewer
 if TYPE_CHECKING:
     from .cache import Cache
 
-__all__ = ["Writer"]
+__all__ = ["BUSY_SECONDS", "Writer"]
+
+BUSY_SECONDS = 0.25
+"""How long a process trusts that a stale key's lock, found held, is still held."""
 
 
 class Writer:
@@ -40,9 +43,10 @@ class Writer:
 
         Readers of a stale key only need the lock to decide who rebuilds: once
         one of this process's readers found it held, the others serve the stale
-        value without asking again for a moment (a third of ``lock_timeout``, at
-        most a second), so a burst of stale reads costs one round trip each, as
-        hits do, not two.
+        value without asking again for a quarter of a second, so a burst of
+        stale reads costs one round trip each, as hits do, not two. (When the
+        holder dies, its lock frees within ``lock_timeout``; this process may
+        serve stale a quarter of a second longer.)
         """
         now = time.monotonic()
         if self._busy.get(call.key, 0.0) > now:
@@ -51,7 +55,7 @@ class Writer:
         if lock is None:
             if len(self._busy) >= 65536:
                 self._busy.clear()
-            self._busy[call.key] = now + min(1.0, call.options.lock_timeout / 3)
+            self._busy[call.key] = now + BUSY_SECONDS
         return lock
 
     def try_lock(self, call: Call) -> Lock | None:

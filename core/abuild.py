@@ -111,7 +111,7 @@ class AsyncBuilder:
         if call.options.refresh == "background" and not inside_build():
             job = Call(call.key, _in_own_loop(call.build), call.tags, call.options, call.versions)
             job.seen, job.origin = call.seen, call.build  # a worker imports the builder itself
-            await asyncio.to_thread(self.sync.hand_over, job, lock)
+            await asyncio.to_thread(self.sync.rebuilds.hand_over, job, lock)
             return await self.fresh_or_stale(call, entry)
         self.cache.metrics.add("misses")
         return await self.build_and_store(call, lock, entry)

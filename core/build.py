@@ -28,7 +28,6 @@ enclosing entry be stored already stale.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -41,10 +40,8 @@ from .dependencies import collecting, inside_build, merged, report
 from .entry import Entry
 from .errors import Uncacheable
 from .flight import Flight, NotShared, SingleFlight
-from .jobs import Job
 from .lock import Lock, pauses
-from .rebuild import Rebuild
-from .renewal import renewer
+from .rebuild import Rebuilds
 from .writing import Writer
 
 if TYPE_CHECKING:
@@ -68,6 +65,7 @@ class Builder:
         self.reader = cache.reader
         self.rng = random.Random()
         self.writer = Writer(cache, self.rng)
+        self.rebuilds = Rebuilds(self)
         self.flights = SingleFlight()  # callers that found nothing: followers get the value
         self.refreshes = SingleFlight()  # stale rebuilds: the others serve stale meanwhile
 
@@ -174,7 +172,7 @@ class Builder:
         if lock is None:
             return self.fresh_or_stale(call, entry)
         if call.options.refresh == "background" and not inside_build():
-            self.hand_over(call, lock)
+            self.rebuilds.hand_over(call, lock)
             return self.fresh_or_stale(call, entry)
         self.cache.metrics.add("misses")
         return self.build_and_store(call, lock, entry)
@@ -208,74 +206,6 @@ class Builder:
         if entry is not None and entry.is_fresh(now) and entry.tags_current(declared, others):
             return entry
         return None
-
-    def hand_over(self, call: Call, lock: Lock) -> bool:
-        """Give the rebuild to the refresher; if it refuses or fails, free the lock."""
-        job = dataclasses.replace(call, background=True)  # the caller goes on with its own
-        try:
-            accepted = self.cache.refresher(Rebuild(self, job, lock))
-        except Exception as error:  # e.g. a task queue whose broker is down
-            self.cache.failures.warning("refresh.submit", "background refresh refused: %r", error)
-            accepted = False
-        if not accepted:
-            self.writer.unlock(call.key, lock)
-        return bool(accepted)
-
-    def enqueue(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> str:
-        """Hand a rebuild of ``key`` to the refresher now, whatever its state (warm-up).
-
-        Returns ``"queued"``, ``"busy"`` (another caller holds its lock) or
-        ``"refused"`` (the refresher would not take it).
-        """
-        call = Call(key, build, tags, o, {}, self.reader.peek(key))
-        lock = self.writer.try_lock(call)
-        if lock is None:
-            return "busy"
-        return "queued" if self.hand_over(call, lock) else "refused"
-
-    def force(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> Any:
-        """Rebuild ``key`` now whatever its state (a forced refresh); return the new value.
-
-        It takes the key's lock, waiting up to ``wait`` for a rebuild under way
-        (whose result it then keeps if that is newer than what it found), and
-        builds without it after that; the entry is written against its lease.
-        """
-        call = Call(key, build, tags, o, {}, self.reader.peek(key))
-        try:
-            call.versions = self.cache.tags.read(tags, key)
-        except Exception as error:
-            self.cache.store_failed("get_or_build", error)
-        lock = self.writer.try_lock(call)
-        for pause in pauses(o.wait) if lock is None else ():
-            time.sleep(pause)
-            lock = self.writer.try_lock(call)
-            if lock is not None:
-                break
-        self.cache.metrics.add("misses")
-        value = self.build_and_store(call, lock, None)
-        report(self.cache.tags.scope, call.depends, call.stale)
-        return value
-
-    def run_job(self, job: Job, build: Callable[[], Any]) -> str:
-        """Rebuild what a queue worker was handed (see :func:`mcache.rebuild.run`)."""
-        options = BuildOptions(**job.options)
-        lock = Lock(self.cache.shared, job.lock, options.lock_timeout, token=job.token.encode())
-        try:  # the enqueuer's lock, unless it expired while the job waited and is gone
-            if not (lock.extend() or lock.try_acquire()):
-                return "taken"
-        except Exception as error:
-            self.cache.store_failed("lock", error)
-            return "taken"
-        renewer.hold(lock, self.cache.failures)
-        seen = Entry(None, job.seen) if job.seen else None
-        call = Call(job.key, build, job.tags, options, {}, seen, background=True)
-        self.build_and_store(call, lock, self.reader.peek(job.key))
-        return "built" if call.built else "failed" if call.failed else "fresh"
-
-    def build_in_background(self, call: Call, lock: Lock) -> None:
-        """Rebuild on the refresher; a value the builder marked Uncacheable is dropped."""
-        with contextlib.suppress(Uncacheable):
-            self.build_and_store(call, lock, None)
 
     def outcome_of(self, flight: Flight, call: Call) -> Any:
         """Return the leader's value; if it was the leader's alone, build our own."""

@@ -28,13 +28,21 @@ from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
 from .counters import Counter, OnlineCounter, ViewCounter, VisitorCounter
-from .entry import Entry
 from .errors import ConfigError, InvalidKey, MCacheError, StoreUnavailable, ValueTooLarge
 from .keys import MAX_KEY_BYTES, make_key
 from .lock import Lock
 from .logs import FailureLog
 from .memoize import Memoized, memoize
-from .options import TagsArg, build_options, check_settings, duration, seconds, tag_list
+from .options import (
+    TagsArg,
+    build_options,
+    call_option_names,
+    check_settings,
+    duration,
+    seconds,
+    tag_list,
+    with_defaults,
+)
 from .reading import Reader
 from .rebuild import register
 from .refreshers import Refresher, ThreadPoolRefresher, refresher_named
@@ -236,21 +244,8 @@ class Cache:
         if self.store_call("add", lambda: self.store.add(store_key, data, seconds), False):
             return True
         return self.store_call(
-            "add", lambda: self._replace_expired(store_key, data, seconds), False
+            "add", lambda: self.builder.writer.replace_unreadable(store_key, data, seconds), False
         )
-
-    def _replace_expired(self, store_key: str, data: bytes, seconds: int) -> bool:
-        """Store ``data`` over what no read would return (a stale entry, a build's placeholder).
-
-        For ``add`` that is no value. ``cas`` makes it safe: of several callers
-        adding at once, one wins.
-        """
-        current, token = self.store.gets(store_key)
-        if current is NO_VALUE or token is None:
-            return False
-        if self.reader.plain(store_key, current) is not NO_VALUE:  # type: ignore[arg-type]
-            return False
-        return self.store.cas(store_key, data, token, seconds)
 
     def unwrap(self, key: Key, ttl: float | None = None) -> bool:
         """Store an entry's int value plainly, so ``incr`` can count it; ``True`` if done.
@@ -260,22 +255,8 @@ class Cache:
         write since, tags the entry must keep checking, or staleness all win.
         What Django's ``get_or_set`` of a number needs.
         """
-        store_key = self._store_key(key)
-        seconds = self._ttl(ttl)
-
-        def replace() -> bool:
-            data, token = self.store.gets(store_key)
-            if data is NO_VALUE or token is None:
-                return False
-            value = self.codec.loads(data, store_key)  # type: ignore[arg-type]
-            entry = Entry.from_wire(value) if type(value) in (list, tuple) else None
-            if entry is None or entry.tags or type(entry.value) is not int:
-                return False  # a plain value already, or not a plain number's entry
-            if not entry.is_fresh(self.clock.time_ms()):
-                return False
-            return self.store.cas(store_key, self.codec.dumps(entry.value), token, seconds)
-
-        return self.store_call("set", replace, False)
+        store_key, seconds = self._store_key(key), self._ttl(ttl)
+        return self.store_call("set", lambda: self.builder.writer.unwrap(store_key, seconds), False)
 
     def delete(self, key: Key) -> bool:
         """Remove a cached value; ``True`` when it existed."""
@@ -331,9 +312,10 @@ class Cache:
         ``tags`` (``invalidate``), or of the tags of any cached value read while
         building, makes the entry stale.
         """
-        options = self._call_options(
-            ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait
-        )
+        options = with_defaults(
+            self.defaults, self._stale_ttl, ttl, stale_ttl, wait, lock_timeout, refresh,
+            early_refresh, stale_wait,
+        )  # fmt: skip
         return self.builder.get_or_build(self._store_key(key), build, tag_list(tags), options)
 
     async def aget_or_build(
@@ -357,44 +339,12 @@ class Cache:
         waits are awaits, so nested cached coroutines never starve the thread pool.
         A background refresh runs the builder on a loop of the refresher's own.
         """
-        options = self._call_options(
-            ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait
-        )
+        options = with_defaults(
+            self.defaults, self._stale_ttl, ttl, stale_ttl, wait, lock_timeout, refresh,
+            early_refresh, stale_wait,
+        )  # fmt: skip
         return await self.abuilder.get_or_build(
             self._store_key(key), build, tag_list(tags), options
-        )
-
-    def _call_options(
-        self,
-        ttl: float | None,
-        stale_ttl: float | None,
-        wait: float | None,
-        lock_timeout: int | None,
-        refresh: str | None,
-        early_refresh: float | bool | None,
-        stale_wait: float | None,
-    ) -> BuildOptions:
-        d = self.defaults
-        if (
-            ttl
-            is stale_ttl
-            is wait
-            is lock_timeout
-            is refresh
-            is early_refresh
-            is stale_wait
-            is None
-        ):
-            return d
-        return build_options(
-            d.ttl if ttl is None else seconds(ttl, "ttl"),
-            self._stale_ttl if stale_ttl is None else stale_ttl,
-            d.lock_timeout if lock_timeout is None else lock_timeout,
-            d.wait if wait is None else wait,
-            d.refresh if refresh is None else refresh,
-            d.early_refresh if early_refresh is None else early_refresh,
-            d.jitter,
-            d.stale_wait if stale_wait is None else stale_wait,
         )
 
     def cached(
@@ -427,13 +377,13 @@ class Cache:
         if len(args) != 1 or not callable(args[0]):
             raise TypeError("refresh(key, build, **options) takes the key's builder")
         tags = tag_list(kwargs.pop("tags", None))
-        return self.builder.force(
+        return self.builder.rebuilds.force(
             self._store_key(target), args[0], tags, self.call_options(**kwargs)
         )
 
     def call_options(self, **options: Any) -> BuildOptions:
         """Return a call's ``get_or_build`` options (``ttl``, ``wait``, …), checked."""
-        return self._call_options(**_call_option_names(options))
+        return with_defaults(self.defaults, self._stale_ttl, **call_option_names(options))
 
     def invalidate(self, *tags: str) -> dict[str, int]:
         """Bump ``tags``: every entry carrying any of them is stale from now on.
@@ -502,14 +452,3 @@ class Cache:
 
 def _always() -> bool:
     return True
-
-
-def _call_option_names(options: dict[str, Any]) -> dict[str, Any]:
-    """Return ``get_or_build``'s per-call options from ``options``; refuse any other name."""
-    names = ("ttl", "stale_ttl", "wait", "lock_timeout", "refresh", "early_refresh", "stale_wait")
-    unknown = set(options) - set(names)
-    if unknown:
-        raise TypeError(
-            f"unknown option(s) {', '.join(sorted(unknown))}; valid: {', '.join(names)}"
-        )
-    return {name: options.get(name) for name in names}

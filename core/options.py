@@ -9,7 +9,26 @@ from collections.abc import Iterable
 from .call import BuildOptions
 from .errors import ConfigError
 
-__all__ = ["TagsArg", "build_options", "check_settings", "duration", "seconds", "tag_list"]
+__all__ = [
+    "TagsArg",
+    "build_options",
+    "call_option_names",
+    "check_settings",
+    "duration",
+    "seconds",
+    "tag_list",
+    "with_defaults",
+]
+
+CALL_OPTIONS = (
+    "ttl",
+    "stale_ttl",
+    "wait",
+    "lock_timeout",
+    "refresh",
+    "early_refresh",
+    "stale_wait",
+)
 
 TagsArg = Iterable[str] | str | None
 
@@ -82,3 +101,45 @@ def tag_list(tags: TagsArg) -> list[str]:
         if not isinstance(name, str) or not name:
             raise TypeError(f"tags must be non-empty strings, got {name!r}")
     return names
+
+
+def with_defaults(
+    defaults: BuildOptions,
+    stale_ttl_default: float | None,
+    ttl: float | None,
+    stale_ttl: float | None,
+    wait: float | None,
+    lock_timeout: int | None,
+    refresh: str | None,
+    early_refresh: float | bool | None,
+    stale_wait: float | None,
+) -> BuildOptions:
+    """Return a call's options: what it gives, checked, and the cache's for the rest.
+
+    A call's ``ttl`` without a ``stale_ttl`` carries its own stale time (the
+    cache's ``stale_ttl`` when one was set, else the call's ``ttl``).
+    """
+    given = (ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait)
+    if given.count(None) == len(given):
+        return defaults  # the hot path: a call that sets nothing
+    d = defaults
+    return build_options(
+        d.ttl if ttl is None else seconds(ttl, "ttl"),
+        stale_ttl_default if stale_ttl is None else stale_ttl,
+        d.lock_timeout if lock_timeout is None else lock_timeout,
+        d.wait if wait is None else wait,
+        d.refresh if refresh is None else refresh,
+        d.early_refresh if early_refresh is None else early_refresh,
+        d.jitter,
+        d.stale_wait if stale_wait is None else stale_wait,
+    )
+
+
+def call_option_names(options: dict[str, object]) -> dict[str, object]:
+    """Return ``get_or_build``'s per-call options from ``options``; refuse any other name."""
+    unknown = set(options) - set(CALL_OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"unknown option(s) {', '.join(sorted(unknown))}; valid: {', '.join(CALL_OPTIONS)}"
+        )
+    return {name: options.get(name) for name in CALL_OPTIONS}

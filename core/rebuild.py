@@ -13,21 +13,28 @@ key is ever queued, across every process: nobody else wins the lock meanwhile.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import functools
 import inspect
+import time
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .call import Call
+from .call import BuildOptions, Call
+from .dependencies import report
+from .entry import Entry
+from .errors import Uncacheable
 from .jobs import Job, address_of, plain_function, resolve
-from .lock import Lock
+from .lock import Lock, pauses
 from .renewal import renewer
 
 if TYPE_CHECKING:
     from .build import Builder
     from .cache import Cache
 
-__all__ = ["Rebuild", "named", "register", "run"]
+__all__ = ["Rebuild", "Rebuilds", "named", "register", "run"]
 
 
 class Rebuild:
@@ -50,7 +57,7 @@ class Rebuild:
 
     def __call__(self) -> None:
         """Rebuild in this process (the lock is still renewed here)."""
-        self.builder.build_in_background(self.call, self.lock)
+        self.builder.rebuilds.in_background(self.call, self.lock)
 
     def why_local(self) -> str | None:
         """Return why this rebuild cannot leave the process, or None if it can."""
@@ -127,6 +134,82 @@ class Rebuild:
         self.builder.writer.unlock(self.call.key, self.lock)
 
 
+class Rebuilds:
+    """Rebuilds off the read path: handed to the refresher, forced now, queued, run by a worker."""
+
+    def __init__(self, builder: Builder) -> None:
+        self.builder = builder
+        self.cache = builder.cache
+
+    def hand_over(self, call: Call, lock: Lock) -> bool:
+        """Give the rebuild to the refresher; if it refuses or fails, free the lock."""
+        job = dataclasses.replace(call, background=True)  # the caller goes on with its own
+        try:
+            accepted = self.cache.refresher(Rebuild(self.builder, job, lock))
+        except Exception as error:  # e.g. a task queue whose broker is down
+            self.cache.failures.warning("refresh.submit", "background refresh refused: %r", error)
+            accepted = False
+        if not accepted:
+            self.builder.writer.unlock(call.key, lock)
+        return bool(accepted)
+
+    def enqueue(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> str:
+        """Hand a rebuild of ``key`` to the refresher now, whatever its state (warm-up).
+
+        Returns ``"queued"``, ``"busy"`` (another caller holds its lock) or
+        ``"refused"`` (the refresher would not take it).
+        """
+        call = Call(key, build, tags, o, {}, self.builder.reader.peek(key))
+        lock = self.builder.writer.try_lock(call)
+        if lock is None:
+            return "busy"
+        return "queued" if self.hand_over(call, lock) else "refused"
+
+    def force(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> Any:
+        """Rebuild ``key`` now whatever its state (a forced refresh); return the new value.
+
+        It takes the key's lock, waiting up to ``wait`` for a rebuild under way
+        (whose result it then keeps if that is newer than what it found), and
+        builds without it after that; the entry is written against its lease.
+        """
+        call = Call(key, build, tags, o, {}, self.builder.reader.peek(key))
+        try:
+            call.versions = self.cache.tags.read(tags, key)
+        except Exception as error:
+            self.cache.store_failed("get_or_build", error)
+        lock = self.builder.writer.try_lock(call)
+        for pause in pauses(o.wait) if lock is None else ():
+            time.sleep(pause)
+            lock = self.builder.writer.try_lock(call)
+            if lock is not None:
+                break
+        self.cache.metrics.add("misses")
+        value = self.builder.build_and_store(call, lock, None)
+        report(self.cache.tags.scope, call.depends, call.stale)
+        return value
+
+    def run_job(self, job: Job, build: Callable[[], Any]) -> str:
+        """Rebuild what a queue worker was handed (see :func:`mcache.rebuild.run`)."""
+        options = BuildOptions(**job.options)
+        lock = Lock(self.cache.shared, job.lock, options.lock_timeout, token=job.token.encode())
+        try:  # the enqueuer's lock, unless it expired while the job waited and is gone
+            if not (lock.extend() or lock.try_acquire()):
+                return "taken"
+        except Exception as error:
+            self.cache.store_failed("lock", error)
+            return "taken"
+        renewer.hold(lock, self.cache.failures)
+        seen = Entry(None, job.seen) if job.seen else None
+        call = Call(job.key, build, job.tags, options, {}, seen, background=True)
+        self.builder.build_and_store(call, lock, self.builder.reader.peek(job.key))
+        return "built" if call.built else "failed" if call.failed else "fresh"
+
+    def in_background(self, call: Call, lock: Lock) -> None:
+        """Rebuild on the refresher; a value the builder marked Uncacheable is dropped."""
+        with contextlib.suppress(Uncacheable):
+            self.builder.build_and_store(call, lock, None)
+
+
 _NAMED: weakref.WeakValueDictionary[str, Cache] = weakref.WeakValueDictionary()
 
 
@@ -171,7 +254,7 @@ def run(payload: str) -> str:
         coroutine = build
         build = functools.partial(_run_coroutine, coroutine)
     try:
-        return cache.builder.run_job(job, build)
+        return cache.builder.rebuilds.run_job(job, build)
     finally:
         cache.metrics.flush()  # a worker's builds and failures show in mcache_stats at once
 

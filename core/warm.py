@@ -75,7 +75,7 @@ def _enqueue(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
     for_app = getattr(function, "for_app", None)
     memoized = for_app() if for_app is not None else function  # a Flask app's cached function
     cache = memoized.cache
-    return cache.builder.enqueue(  # type: ignore[no-any-return]
+    return cache.builder.rebuilds.enqueue(  # type: ignore[no-any-return]
         cache.key(*memoized.key(*args, **kwargs)),
         functools.partial(memoized.uncached, *args, **kwargs),
         memoized.tag_list(args, kwargs),

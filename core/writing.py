@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import lease as leases
+from .api import NO_VALUE
 from .call import Call
 from .entry import Entry
 from .errors import StoreUnavailable, ValueTooLarge
@@ -120,6 +121,34 @@ class Writer:
             return
         slack = getattr(self.cache.store, "expiry_slack", 0)
         leases.keep(self.cache.store, key, lease, 2 * lock.timeout + slack)
+
+    def replace_unreadable(self, store_key: str, data: bytes, seconds: int) -> bool:
+        """Store ``data`` over what no read would return (a stale entry, a build's placeholder).
+
+        For ``add`` that is no value. ``cas`` makes it safe: of several callers
+        adding at once, one wins.
+        """
+        store = self.cache.store
+        current, token = store.gets(store_key)
+        if current is NO_VALUE or token is None:
+            return False
+        if self.cache.reader.plain(store_key, current) is not NO_VALUE:  # type: ignore[arg-type]
+            return False
+        return store.cas(store_key, data, token, seconds)
+
+    def unwrap(self, store_key: str, seconds: int) -> bool:
+        """Store a fresh, untagged entry's int plainly, if the entry is still there (cas)."""
+        store, codec = self.cache.store, self.cache.codec
+        data, token = store.gets(store_key)
+        if data is NO_VALUE or token is None:
+            return False
+        value = codec.loads(data, store_key)  # type: ignore[arg-type]
+        entry = Entry.from_wire(value) if type(value) in (list, tuple) else None
+        if entry is None or entry.tags or type(entry.value) is not int:
+            return False  # a plain value already, or not a plain number's entry
+        if not entry.is_fresh(self.cache.clock.time_ms()):
+            return False
+        return store.cas(store_key, codec.dumps(entry.value), token, seconds)
 
     def settle(
         self, key: str, lease: leases.Lease | None, lock: Lock | None, back_off: bool = False

@@ -2,8 +2,8 @@
 
     python -m tests.benchmarks [--quick] [--markdown] [--only NAME ...] [--quiet]
 
-Each script runs in its own process (it starts and stops its own servers and
-pins CPUs) with ``--figures``, so its figures come back as data, not parsed
+Each script runs in its own process (it starts and stops its own servers;
+nothing is pinned to a CPU) with ``--figures``, so its figures come back as data, not parsed
 text; its full output is shown as it runs unless ``--quiet``. The table has a
 row per figure: mcache, the anchor measured in the same run, the ratio, the
 target and whether it was met, and the command that reproduces it.

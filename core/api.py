@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final, Protocol, runtime_checkable
 
-__all__ = ["NO_VALUE", "CasToken", "Colocating", "NoValueType", "Store"]
+__all__ = ["NO_VALUE", "CasToken", "Colocating", "NoValueType", "Store", "TellsTimeLeft"]
 
 
 class NoValueType:
@@ -159,4 +159,20 @@ class Colocating(Protocol):
 
     def colocated(self, base: str, near: str) -> str:
         """Return the key of ``spread(base)`` served by the server that serves ``near`` now."""
+        ...
+
+
+@runtime_checkable
+class TellsTimeLeft(Protocol):
+    """A store that can say how long each value has left.
+
+    A tiered store copies what it finds in such a cold tier into its hot tier
+    for exactly that long, so the copy expires with the original.
+    """
+
+    def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
+        """Return ``{key: (value, seconds left)}`` for the keys that exist.
+
+        0 means the value never expires; None that this store cannot tell.
+        """
         ...

@@ -23,6 +23,9 @@ from mcache.codec import Codec
 from mcache.errors import ConfigError
 from mcache.refreshers import NAMES as REFRESHER_NAMES
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
+from mcache.stores.url import SQL_STORE_OPTIONS, checked_options
+
+from .db_store import DB_SCHEME
 
 __all__ = ["ALIAS_SCHEME", "CACHE_OPTIONS", "CODEC_OPTIONS", "cache_alias", "cache_from_settings"]
 
@@ -61,6 +64,16 @@ def cache_alias(explicit: str | None = None) -> str:
     return explicit or getattr(settings, "MCACHE_CACHE", "default")
 
 
+def counters_alias(explicit: str | None = None) -> str:
+    """Return the cache counters live in: ``explicit``, else ``MCACHE_COUNTERS_CACHE``, else
+    the cache everything else uses.
+
+    Counts that must outlive a flushed memcached (view counts not yet written
+    back, visitors online) go to a durable cache (``LOCATION "db:default"``) this way.
+    """
+    return explicit or getattr(settings, "MCACHE_COUNTERS_CACHE", None) or cache_alias()
+
+
 def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     """Return the core cache a ``CACHES`` entry describes; raise ``ConfigError`` naming the fix."""
     if not isinstance(location, str) or not location:
@@ -69,8 +82,8 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
             hint = f"; for a pool write 'memcached://{','.join(map(str, location))}'"
         raise ConfigError(
             "LOCATION must be a store URL such as 'memcached://127.0.0.1:11211',"
-            " 'redis://127.0.0.1:6379/0', 'memory://' or 'alias:<another cache alias>',"
-            f" got {location!r}{hint}"
+            " 'redis://127.0.0.1:6379/0', 'memory://', 'db:<database alias>' or"
+            f" 'alias:<another cache alias>', got {location!r}{hint}"
         )
     raw = params.get("OPTIONS") or {}
     if not isinstance(raw, Mapping):
@@ -111,6 +124,8 @@ def _store_options(location: str) -> set[str]:
         return set()
     if location.startswith(ALIAS_SCHEME):
         return set()
+    if location.startswith(DB_SCHEME):
+        return {"table", *SQL_STORE_OPTIONS}
     scheme = location.split("://", 1)[0]
     scheme = "redis" if scheme in {"redis", "rediss"} else scheme
     return set(STORE_OPTIONS.get(scheme, {}))
@@ -141,12 +156,21 @@ def _new_store(location: str, options: dict[str, Any]) -> Any:
     if not isinstance(location, str) or not location:
         raise ConfigError(
             "LOCATION must be a store URL such as 'memcached://127.0.0.1:11211',"
-            " 'redis://127.0.0.1:6379/0', 'memory://' or 'alias:<another cache alias>'"
+            " 'redis://127.0.0.1:6379/0', 'memory://', 'db:<database alias>' or"
+            " 'alias:<another cache alias>'"
         )
     if location.startswith(ALIAS_SCHEME):
         from .django_store import DjangoCacheStore
 
         return DjangoCacheStore(location[len(ALIAS_SCHEME) :])
+    if location.startswith(DB_SCHEME):
+        from mcache.stores.sql import SqlStore
+
+        from .db_store import DjangoDatabaseConnector
+
+        checked = checked_options("sqlite", options)
+        table = str(checked.pop("table", "mcache"))
+        return SqlStore(DjangoDatabaseConnector(location[len(DB_SCHEME) :], table), **checked)
     from mcache.stores import from_url
 
     return from_url(location, **options)

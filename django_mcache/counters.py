@@ -10,7 +10,7 @@ from django.db.models import Model
 
 from mcache.counters import ViewCounter
 
-from .config import cache_alias
+from .config import counters_alias
 
 __all__ = ["view_counter"]
 
@@ -32,7 +32,7 @@ def view_counter(
     label = f"{meta.app_label}.{meta.model_name}"
     field = field or _configured_field(label) or _detected_field(meta)
     initial = None if field is None else _reader(concrete, field)
-    return caches[cache_alias(cache)].view_counter(f"views:{label}", initial)
+    return caches[counters_alias(cache)].view_counter(f"views:{label}", initial)
 
 
 def _configured_field(label: str) -> str | None:

@@ -24,7 +24,7 @@ from django.http import HttpRequest, HttpResponse
 
 from mcache.counters import ROBOTS, is_robot
 
-from .config import cache_alias
+from .config import counters_alias
 
 __all__ = ["OnlineVisitorsMiddleware", "count_online", "online_counter"]
 
@@ -36,10 +36,11 @@ def online_counter(scope: str = "site", using: str | None = None) -> Any:
     """Return the online counter of ``scope`` as the settings shape it, for counting and showing.
 
     The middleware counts into it and ``{% online_count %}`` reads it, so both
-    must agree on the cache (``MCACHE_CACHE``), ``MCACHE_ONLINE_WINDOW`` and
-    ``MCACHE_ONLINE_SLOTS``: a counter read with another window has other keys.
+    must agree on the cache (``MCACHE_COUNTERS_CACHE``, else ``MCACHE_CACHE``),
+    ``MCACHE_ONLINE_WINDOW`` and ``MCACHE_ONLINE_SLOTS``: a counter read with
+    another window has other keys.
     """
-    backend = caches[cache_alias(using)]
+    backend = caches[counters_alias(using)]
     window = int(getattr(settings, "MCACHE_ONLINE_WINDOW", 300))
     slots = int(getattr(settings, "MCACHE_ONLINE_SLOTS", 6))
     return backend.online_counter(scope, window, slots)

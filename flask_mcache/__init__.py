@@ -20,7 +20,7 @@ from mcache.errors import MCacheWarning
 from mcache.lock import Lock
 from mcache.memoize import Memoized
 
-from .config import cache_from_config
+from .config import cache_from_config, counters_cache
 from .views import TagsSpec, cached_view
 
 __all__ = ["MCache"]
@@ -43,6 +43,8 @@ class MCache:
         """
         cache = app.extensions["mcache"] = cache_from_config(app.config)
         cache.locator = "flask_mcache:current_cache:"  # a queue worker runs in an app context
+        if app.config.get("MCACHE_COUNTERS_URL"):
+            app.extensions["mcache.counters"] = cache_from_config(app.config, "MCACHE_COUNTERS_URL")
         if getattr(cache.shared, "process_local", False) and not (app.debug or app.testing):
             warnings.warn(
                 f"MCACHE_URL is {app.config.get('MCACHE_URL', 'memory://')!r}, kept in each"
@@ -76,6 +78,13 @@ class MCache:
             raise RuntimeError(
                 "this app has no mcache: call MCache(app) or mcache.init_app(app) first"
             ) from None
+
+    @property
+    def counters(self) -> Cache:
+        """Return the cache the current app's counters live in (``MCACHE_COUNTERS_URL``'s, else
+        the app's own): a durable store keeps counts across a flushed memcached."""
+        self.cache  # noqa: B018 - the same error as .cache when the app has no mcache
+        return counters_cache(current_app)
 
     def cached_view(
         self,
@@ -144,7 +153,7 @@ class MCache:
 
     def counter(self, name: str, ttl: int = 0) -> Counter:
         """Return the atomic counter ``name``."""
-        return self.cache.counter(name, ttl)
+        return self.counters.counter(name, ttl)
 
     def view_counter(
         self, name: str | Any, initial: Callable[[Any], int] | None = None, ttl: int = 0
@@ -157,8 +166,8 @@ class MCache:
         if not isinstance(name, str):
             from .counters import model_view_counter
 
-            return model_view_counter(self.cache, name)
-        return self.cache.view_counter(name, initial, ttl)
+            return model_view_counter(self.counters, name)
+        return self.counters.view_counter(name, initial, ttl)
 
     def flush_view_counts(self, *models: Any) -> int:
         """Add the views of these mapped classes' rows counted since the last flush to their column.
@@ -168,13 +177,13 @@ class MCache:
         """
         from .counters import flush_view_counts
 
-        return flush_view_counts(self.cache, models)
+        return flush_view_counts(self.counters, models)
 
     def online_counter(
         self, name: str = "site", window: int = 300, slots: int = 6, unique: str = "auto"
     ) -> OnlineCounter:
         """Return the online counter ``name``."""
-        return self.cache.online_counter(name, window, slots, unique)
+        return self.counters.online_counter(name, window, slots, unique)
 
     def watch_sqlalchemy(self, target: Any, app: Flask | None = None) -> None:
         """Bump model and row tags from a SQLAlchemy session class, sessionmaker or ``db``.

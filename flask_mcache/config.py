@@ -15,7 +15,7 @@ from mcache.codec import Codec
 from mcache.errors import ConfigError, MCacheError
 from mcache.stores import from_url
 
-__all__ = ["KEYS", "cache_from_config"]
+__all__ = ["KEYS", "cache_from_config", "counters_cache"]
 
 CACHE_KEYS = {
     "MCACHE_NAMESPACE": "namespace",
@@ -44,25 +44,39 @@ ONLINE_KEYS = frozenset(
     {"MCACHE_ONLINE", "MCACHE_ONLINE_WINDOW", "MCACHE_ONLINE_SLOTS", "MCACHE_ROBOTS"}
 )
 COUNTER_KEYS = frozenset({"MCACHE_VIEW_COUNT_FIELDS"})
-KEYS = frozenset({"MCACHE_URL", *ONLINE_KEYS, *CACHE_KEYS, *CODEC_KEYS, *STORE_KEYS, *COUNTER_KEYS})
+KEYS = frozenset(
+    {
+        "MCACHE_URL",
+        "MCACHE_COUNTERS_URL",
+        *ONLINE_KEYS,
+        *CACHE_KEYS,
+        *CODEC_KEYS,
+        *STORE_KEYS,
+        *COUNTER_KEYS,
+    }
+)
 
 
-def cache_from_config(config: Mapping[str, Any]) -> Cache:
-    """Return the core cache ``config`` describes; ``ConfigError`` names the key to fix."""
+def cache_from_config(config: Mapping[str, Any], url_key: str = "MCACHE_URL") -> Cache:
+    """Return the core cache ``config`` describes; ``ConfigError`` names the key to fix.
+
+    ``url_key="MCACHE_COUNTERS_URL"`` gives the counters' cache: the same
+    settings on another store (a durable one, so counts survive a flush).
+    """
     unknown = sorted(k for k in config if k.startswith("MCACHE_") and k not in KEYS)
     if unknown:
         raise ConfigError(
             f"unknown config key(s) {', '.join(unknown)}; mcache reads {', '.join(sorted(KEYS))}"
         )
     _check_types(config)
-    url = config.get("MCACHE_URL", "memory://")
+    url = config.get(url_key) or "memory://"
     store_options = dict(config.get("MCACHE_STORE_OPTIONS") or {})
     if config.get("MCACHE_REPLICAS") not in (None, 1):
         store_options["replicas"] = config["MCACHE_REPLICAS"]
     try:
         store = from_url(url, **store_options)
     except ConfigError as error:
-        raise ConfigError(f"MCACHE_URL / MCACHE_STORE_OPTIONS / MCACHE_REPLICAS: {error}") from None
+        raise ConfigError(f"{url_key} / MCACHE_STORE_OPTIONS / MCACHE_REPLICAS: {error}") from None
     codec_kwargs = {param: config[key] for key, param in CODEC_KEYS.items() if key in config}
     cache_kwargs = {param: config[key] for key, param in CACHE_KEYS.items() if key in config}
     try:
@@ -129,3 +143,9 @@ def _key_named_in(message: str) -> str:
         if message.startswith(param) or f" {param} " in message:
             return key
     return "MCACHE_*"
+
+
+def counters_cache(app: Any) -> Cache:
+    """Return the cache ``app``'s counters live in: ``MCACHE_COUNTERS_URL``'s, else the app's."""
+    extensions = app.extensions
+    return extensions.get("mcache.counters") or extensions["mcache"]  # type: ignore[no-any-return]

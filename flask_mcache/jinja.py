@@ -27,7 +27,7 @@ from mcache.jobs import in_process
 from mcache.keys import keyable
 from mcache.page import FRAGMENTS_STAY
 
-from .config import online_shape
+from .config import counters_cache, online_shape
 from .counters import is_row, model_view_counter, row_ident
 
 __all__ = ["MCacheExtension", "count_view", "online_count", "track_online", "view_count"]
@@ -72,7 +72,7 @@ class MCacheExtension(Extension):
 
 def _counter_of(obj_or_key: Any) -> tuple[ViewCounter, Hashable]:
     """Return the counter and ident of a row (its table's, by primary key) or of a plain key."""
-    cache = current_app.extensions["mcache"]
+    cache = counters_cache(current_app)
     if isinstance(obj_or_key, str | int) and not isinstance(obj_or_key, bool):
         return cache.view_counter("views"), obj_or_key
     if is_row(obj_or_key):
@@ -110,7 +110,7 @@ def online_counter(scope: str = "site") -> Any:
     ``MCACHE_ONLINE_WINDOW`` (300 s) and ``MCACHE_ONLINE_SLOTS`` (6).
     """
     window, slots = online_shape(current_app.config)
-    return current_app.extensions["mcache"].online_counter(scope, window, slots)
+    return counters_cache(current_app).online_counter(scope, window, slots)
 
 
 def online_count(scope: str | None = None) -> int:

@@ -1,7 +1,8 @@
 """Test-suite wiring: real servers, started by the suite itself.
 
-Three memcached nodes and one redis-server start once per session on free
-loopback ports and are flushed before each test that uses them. Where a binary
+Three memcached nodes, one redis-server and one PostgreSQL (a throwaway
+cluster made by ``initdb``) start once per session on free loopback ports and
+are flushed before each test that uses them. Where a binary
 is missing the tests that need it are skipped with a message, unless
 ``MCACHE_REQUIRE_SERVERS=1`` (CI sets it): then a missing server is a failure.
 """
@@ -14,7 +15,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers import ServerProcess, memcached_process, redis_process
+from tests.servers import (
+    ServerProcess,
+    memcached_process,
+    postgres_bindir,
+    postgres_process,
+    redis_process,
+)
 
 REQUIRE_SERVERS = os.environ.get("MCACHE_REQUIRE_SERVERS", "") not in {"", "0", "false", "no"}
 MEMCACHED_NODES = 3
@@ -96,3 +103,57 @@ def redis_url(redis_node: ServerProcess) -> str:
     client.flushall()
     client.close()
     return f"redis://{redis_node.address}/0"
+
+
+@pytest.fixture(scope="session")
+def postgres_node() -> Iterator[ServerProcess]:
+    """Start one PostgreSQL server (its own cluster) for the whole session."""
+    bindir = postgres_bindir()
+    if bindir is None:
+        _missing("initdb", "postgresql")
+    node = postgres_process(bindir).start(timeout=30)
+    yield node
+    node.kill()
+    shutil.rmtree(node.datadir, ignore_errors=True)  # type: ignore[attr-defined]
+
+
+def wait_for_postgres(url: str, timeout: float = 30.0) -> None:
+    """Wait until PostgreSQL accepts a session (it answers the port while starting up)."""
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            psycopg.connect(url, autocommit=True).close()
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def postgres_url(postgres_node: ServerProcess) -> str:
+    """Return the URL of the session's PostgreSQL database, every mcache table dropped."""
+    import psycopg
+
+    if postgres_node.process is None or postgres_node.process.poll() is not None:
+        postgres_node.restart()
+    url = f"postgresql://postgres@{postgres_node.address}/postgres"
+    wait_for_postgres(url)
+    with psycopg.connect(url, autocommit=True) as connection:
+        tables = connection.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            " AND tablename LIKE 'mcache%%'"
+        ).fetchall()
+        for (table,) in tables:
+            connection.execute(f"DROP TABLE {table}")
+    return url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    """Return the URL of an SQLite file of the test's own."""
+    return f"sqlite:///{tmp_path}/cache.db"

@@ -1,4 +1,4 @@
-"""Real memcached and redis-server processes for the tests.
+"""Real memcached, redis-server and PostgreSQL processes for the tests.
 
 The suite starts its own servers on free 127.0.0.1 ports, so it never touches a
 server the machine already runs, and it kills exactly the processes it started.
@@ -8,6 +8,7 @@ one of these on the same port.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import signal
@@ -17,7 +18,14 @@ import tempfile
 import time
 from collections.abc import Callable
 
-__all__ = ["ServerProcess", "free_port", "memcached_process", "redis_process"]
+__all__ = [
+    "ServerProcess",
+    "free_port",
+    "memcached_process",
+    "postgres_bindir",
+    "postgres_process",
+    "redis_process",
+]
 
 HOST = "127.0.0.1"
 
@@ -39,8 +47,10 @@ class ServerProcess:
         argv: Callable[[int], list[str]],
         ping: bytes,
         pong: bytes,
+        user: str | None = None,
     ) -> None:
         self.name = name
+        self.user = user
         self.binary = binary
         self._argv = argv
         self._ping = ping
@@ -62,6 +72,7 @@ class ServerProcess:
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                user=self.user,
             )
             if self._wait_ready(timeout):
                 return self
@@ -113,8 +124,9 @@ class ServerProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            user=self.user,
         )
-        if not self._wait_ready(5.0):
+        if not self._wait_ready(10.0):
             self.kill()
             raise RuntimeError(f"{self.name} did not restart on {self.address}")
         return self
@@ -149,3 +161,46 @@ def redis_process(binary: str | None = None) -> ServerProcess:
         ]  # fmt: skip
 
     return ServerProcess("redis-server", path, argv, b"PING\r\n", b"+PONG")
+
+
+SSL_REQUEST = b"\x00\x00\x00\x08\x04\xd2\x16\x2f"
+"""PostgreSQL's SSLRequest: a listening server answers ``N`` (or ``S``), even while starting."""
+
+
+def postgres_bindir() -> str | None:
+    """Return the directory of ``initdb`` and ``postgres`` (Debian keeps them off PATH)."""
+    found = shutil.which("initdb")
+    if found:
+        return os.path.dirname(found)
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
+    return os.path.dirname(candidates[0]) if candidates else None
+
+
+def postgres_process(bindir: str) -> ServerProcess:
+    """Initialise a throwaway cluster (trust auth, no fsync) and describe its server.
+
+    PostgreSQL refuses to run as root: as root, the cluster belongs to the
+    ``postgres`` user and the server runs as that user.
+    """
+    user = "postgres" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
+    datadir = tempfile.mkdtemp(prefix="mcache-pg-")
+    if user:
+        shutil.chown(datadir, user)
+    subprocess.run(
+        [os.path.join(bindir, "initdb"), "-D", datadir, "-A", "trust", "-U", "postgres",
+         "--no-sync", "-E", "UTF8", "--locale", "C"],
+        check=True, capture_output=True, user=user,
+    )  # fmt: skip
+
+    def argv(port: int) -> list[str]:
+        return [
+            "-D", datadir, "-p", str(port), "-h", HOST, "-k", datadir, "-c", "fsync=off",
+            "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+            "-c", "max_connections=300",
+        ]  # fmt: skip
+
+    server = ServerProcess(
+        "postgres", os.path.join(bindir, "postgres"), argv, SSL_REQUEST, b"N", user=user
+    )
+    server.datadir = datadir  # type: ignore[attr-defined]
+    return server

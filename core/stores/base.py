@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["MiB", "check_delta", "stored_count", "too_large_message"]
+import re
+
+__all__ = ["MiB", "check_delta", "counted", "stored_count", "too_large_message"]
 
 MiB = 1024 * 1024
+_U64 = 2**64
+_DECIMAL = re.compile(rb"[0-9]{1,20}")
 
 
 def stored_count(data: object) -> int | None:
@@ -16,6 +20,16 @@ def stored_count(data: object) -> int | None:
         if digits.isdigit():
             return int(digits)
     return None
+
+
+def counted(value: bytes, delta: int, op: str) -> int | None:
+    """Return what ``incr`` (wrapping at 2**64) or ``decr`` (flooring at 0) makes of
+    ``value``, as memcached counts; None when ``value`` is not a decimal integer.
+    """
+    if not _DECIMAL.fullmatch(value):
+        return None
+    number = int(value)
+    return (number + delta) % _U64 if op == "incr" else max(number - delta, 0)
 
 
 def check_delta(delta: int) -> None:

@@ -9,8 +9,8 @@ project moves to a real memcached.
 
 from __future__ import annotations
 
+import math
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -19,14 +19,12 @@ from ..api import NO_VALUE, CasToken, NoValueType
 from ..clock import Clock, system_clock
 from ..errors import ConfigError, NotNumeric, ValueTooLarge
 from ..keys import validate_store_key
-from .base import MiB, check_delta, too_large_message
+from .base import MiB, check_delta, counted, too_large_message
 
 __all__ = ["MemoryStore"]
 
 ITEM_OVERHEAD = 50
 """Bytes charged per item on top of key and value, close to memcached's item header."""
-_U64 = 2**64
-_DECIMAL = re.compile(rb"[0-9]{1,20}")
 
 
 class _Item:
@@ -152,6 +150,21 @@ class MemoryStore:
                 found[key] = item.value
         return found
 
+    def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
+        """Return ``{key: (value, seconds left)}`` for the keys that exist (0: no expiry)."""
+        keys = list(keys)
+        for key in keys:
+            validate_store_key(key)
+        found: dict[str, tuple[bytes, int | None]] = {}
+        with self._lock:
+            now = self._clock.time()
+            for key in keys:
+                item = self._live(key, now)
+                if item is not None:
+                    left = math.ceil(item.expires_at - now) if item.expires_at else 0
+                    found[key] = (item.value, left)
+        return found
+
     def set(self, key: str, value: bytes, ttl: int = 0) -> None:
         """Store ``value``; an oversize value raises and leaves the key empty."""
         validate_store_key(key)
@@ -212,10 +225,9 @@ class MemoryStore:
             if item is None:
                 self._counts[f"{op}_misses"] += 1
                 return None
-            if not _DECIMAL.fullmatch(item.value):
+            number = counted(item.value, delta, op)
+            if number is None:
                 raise NotNumeric(f"cannot {op} {key!r}: its value is not a decimal integer")
-            number = int(item.value)
-            number = (number + delta) % _U64 if op == "incr" else max(number - delta, 0)
             self._counts[f"{op}_hits"] += 1
             self._store(key, str(number).encode(), item.expires_at)
             self._items.move_to_end(key)

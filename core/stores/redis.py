@@ -140,6 +140,22 @@ class RedisStore:
         values = self._run(lambda: self._redis.mget(keys))
         return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
 
+    def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
+        """Return ``{key: (value, seconds left)}`` for the keys that exist, in one round trip."""
+        keys = list(keys)
+        for key in keys:
+            validate_store_key(key)
+        pipe = self._redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.get(key)
+            pipe.pttl(key)
+        replies = self._run(pipe.execute) if keys else []
+        found: dict[str, tuple[bytes, int | None]] = {}
+        for key, value, left_ms in zip(keys, replies[::2], replies[1::2], strict=True):
+            if value is not None:
+                found[key] = (value, 0 if left_ms < 0 else max(1, -(-left_ms // 1000)))
+        return found
+
     def set(self, key: str, value: bytes, ttl: int = 0) -> None:
         """Store ``value``; an oversize value raises and leaves the key empty."""
         validate_store_key(key)

@@ -1,9 +1,10 @@
 """Store URLs: one string in settings names a whole store.
 
 ``memory://?max_bytes=64m``, ``memcached://h1:11211:2,h2:11211:1?hashing=ketama``,
-``redis://:password@h:6379/0?socket_timeout=0.5``. Query-string options are
-checked here, at start-up, so a typo fails loudly with the list of valid options
-instead of being ignored until the first request.
+``redis://:password@h:6379/0?socket_timeout=0.5``,
+``postgresql://user@h:5432/db?table=mcache``, ``sqlite:////var/cache/site.db``.
+Query-string options are checked here, at start-up, so a typo fails loudly
+with the list of valid options instead of being ignored until the first request.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 from ..api import Store
 from ..errors import ConfigError
 from ..ring import Server
+from .sql_dialects import check_table_name
 
 __all__ = ["from_url"]
 
@@ -25,7 +27,17 @@ EXAMPLES = {
     "memcached": "memcached://127.0.0.1:11211:1,127.0.0.2:11211:2?hashing=ketama",
     "redis": "redis://127.0.0.1:6379/0?socket_timeout=1.0",
     "tiered": "tiered://?hot=memory://&cold=memcached://127.0.0.1:11211&hot_ttl=5",
+    "postgresql": "postgresql://user@127.0.0.1:5432/site?table=mcache",
+    "sqlite": "sqlite:////var/cache/site/cache.db",
 }
+SQL_STORE_OPTIONS = (
+    "max_value_size",
+    "max_bytes",
+    "dead_timeout",
+    "sweep_interval",
+    "sweep_batch",
+    "sweep_thread",
+)
 
 
 def parse_size(text: str) -> int:
@@ -67,6 +79,28 @@ OPTIONS: dict[str, dict[str, Parser]] = {
         "max_connections": int,
         "max_value_size": parse_size,
     },
+    "postgresql": {
+        "table": check_table_name,
+        "timeout": float,
+        "connect_timeout": float,
+        "prepare": _parse_bool,
+        "max_value_size": parse_size,
+        "max_bytes": parse_size,
+        "dead_timeout": float,
+        "sweep_interval": float,
+        "sweep_batch": int,
+        "sweep_thread": _parse_bool,
+    },
+    "sqlite": {
+        "table": check_table_name,
+        "timeout": float,
+        "max_value_size": parse_size,
+        "max_bytes": parse_size,
+        "dead_timeout": float,
+        "sweep_interval": float,
+        "sweep_batch": int,
+        "sweep_thread": _parse_bool,
+    },
 }
 
 
@@ -78,20 +112,27 @@ def from_url(url: str, **options: object) -> Store:
             + ", ".join(EXAMPLES.values())
         )
     parts = urlsplit(url)
-    scheme = "redis" if parts.scheme in {"redis", "rediss"} else parts.scheme
+    scheme = _SCHEMES.get(parts.scheme, parts.scheme)
     if scheme not in OPTIONS:
         raise ConfigError(
             f"unknown store scheme {parts.scheme!r} in {url!r}; use memory://, memcached://,"
-            f" redis:// or tiered:// (e.g. {EXAMPLES['memcached']})"
+            f" redis://, postgresql://, sqlite:/// or tiered:// (e.g. {EXAMPLES['memcached']})"
         )
-    merged = {**_query_options(scheme, parts.query, url), **_checked_kwargs(scheme, options)}
+    merged = {**_query_options(scheme, parts.query, url), **checked_options(scheme, options)}
     if scheme == "memory":
         return _memory(parts.netloc, parts.path, merged, url)
     if scheme == "memcached":
         return _memcached(parts.netloc, parts.path, merged, url)
     if scheme == "tiered":
         return _tiered(parts.netloc, parts.path, merged, url)
+    if scheme == "postgresql":
+        return _postgres(url.split("?", 1)[0], merged)
+    if scheme == "sqlite":
+        return _sqlite(parts.netloc, parts.path, merged, url)
     return _redis(url.split("?", 1)[0], merged)
+
+
+_SCHEMES = {"rediss": "redis", "postgres": "postgresql"}
 
 
 def _query_options(scheme: str, query: str, url: str) -> dict[str, object]:
@@ -111,11 +152,15 @@ _KINDS: dict[Parser, tuple[tuple[type, ...], str]] = {  # parser: Python types t
     float: ((int, float), "a number"),
     _parse_bool: ((bool,), "True or False"),
     str: ((str,), "a string"),
+    check_table_name: ((str,), "a table name"),
 }
 
 
-def _checked_kwargs(scheme: str, options: Mapping[str, object]) -> dict[str, object]:
-    """Check keyword options as the query string's are: a string is parsed ('64m')."""
+def checked_options(scheme: str, options: Mapping[str, object]) -> dict[str, object]:
+    """Check keyword options as the query string's are: a string is parsed ('64m').
+
+    Also what Django's ``OPTIONS`` of a ``db:`` LOCATION go through (as ``sqlite``'s).
+    """
     allowed = {*OPTIONS[scheme], "clock"} if scheme == "memory" else set(OPTIONS[scheme])
     checked: dict[str, object] = {}
     for name, value in options.items():
@@ -246,3 +291,41 @@ def _redis(base_url: str, options: dict[str, object]) -> Store:
     except ValueError as error:
         raise ConfigError(f"bad port in {base_url!r}: {error}") from None
     return RedisStore(base_url, **options)  # type: ignore[arg-type]
+
+
+def _sql_store(connector: object, options: dict[str, object]) -> Store:
+    from .sql import SqlStore
+
+    store_options = {name: options[name] for name in SQL_STORE_OPTIONS if name in options}
+    return SqlStore(connector, **store_options)  # type: ignore[arg-type]
+
+
+def _postgres(base_url: str, options: dict[str, object]) -> Store:
+    try:
+        from .postgres import PostgresConnector
+    except ImportError as error:
+        raise ConfigError(
+            f"{base_url!r} needs psycopg 3: pip install 'psycopg[binary]' (or the [postgres]"
+            f" extra) ({error})"
+        ) from error
+    if not urlsplit(base_url).path.strip("/"):
+        raise ConfigError(f"no database named in {base_url!r}; e.g. {EXAMPLES['postgresql']}")
+    names = ("table", "timeout", "connect_timeout", "prepare")
+    connector = PostgresConnector(base_url, **{n: options[n] for n in names if n in options})  # type: ignore[arg-type]
+    return _sql_store(connector, options)
+
+
+def _sqlite(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
+    from .sqlite import SqliteConnector, check_version
+
+    if netloc or not path.strip("/"):
+        raise ConfigError(
+            f"sqlite:/// takes a file path, got {url!r}: sqlite:///cache.db (relative) or"
+            f" {EXAMPLES['sqlite']} (absolute)"
+        )
+    problem = check_version()
+    if problem:
+        raise ConfigError(f"{url!r}: {problem}; use postgresql:// or a newer Python")
+    names = ("table", "timeout")
+    connector = SqliteConnector(path[1:], **{n: options[n] for n in names if n in options})  # type: ignore[arg-type]
+    return _sql_store(connector, options)

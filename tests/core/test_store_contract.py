@@ -98,3 +98,31 @@ class TestTieredStore(StoreContract):
     @pytest.fixture
     def store_factory(self, url: str):
         return functools.partial(from_url, url)
+
+
+class TestPostgresStore(StoreContract):
+    """A table of PostgreSQL behaves like memcached, races included."""
+
+    @pytest.fixture
+    def store(self, postgres_url: str):
+        store = from_url(postgres_url)
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def store_factory(self, postgres_url: str):
+        return functools.partial(from_url, postgres_url)
+
+
+class TestSqliteStore(StoreContract):
+    """A table of an SQLite file behaves like memcached, across processes too."""
+
+    @pytest.fixture
+    def store(self, sqlite_url: str):
+        store = from_url(sqlite_url)
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def store_factory(self, sqlite_url: str):
+        return functools.partial(from_url, sqlite_url)

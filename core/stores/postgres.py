@@ -1,0 +1,58 @@
+"""The PostgreSQL store: a :class:`~mcache.stores.sql.SqlStore` over psycopg 3.
+
+``postgresql://user:password@host:5432/db?table=mcache`` names the database and
+the table. Statements are prepared on first use (``prepare=false`` for a
+pooler that cannot keep them), and each carries a ``statement_timeout`` of
+``timeout`` seconds, so a database that hangs fails a call instead of a page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+from .sql_dialects import Dialect, postgres
+
+__all__ = ["PostgresConnector"]
+
+
+class PostgresConnector:
+    """Opens autocommit psycopg connections to one database, for one table."""
+
+    errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+
+    def __init__(
+        self,
+        url: str,
+        table: str = "mcache",
+        *,
+        timeout: float = 2.0,
+        connect_timeout: float = 2.0,
+        prepare: bool = True,
+    ) -> None:
+        self.url = url
+        self.dialect: Dialect = postgres(table)
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.prepare = prepare
+        self.location = f"{_without_password(url)}#{table}"
+
+    def connect(self) -> Any:
+        """Return a new autocommit connection with the statement timeout set."""
+        return psycopg.connect(
+            self.url,
+            autocommit=True,
+            prepare_threshold=0 if self.prepare else None,
+            connect_timeout=max(2, round(self.connect_timeout)),
+            options=f"-c statement_timeout={int(self.timeout * 1000)}",
+        )
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,248 @@
+"""The SQL a durable store speaks, in PostgreSQL's and SQLite's words.
+
+One table holds every entry::
+
+    key         the store key (primary key; byte order, so lookups never collate)
+    value       the bytes
+    version     a random 63-bit number, new on every write: ``gets``/``cas``
+    expires_at  milliseconds since the epoch; 0 = never. Checked on every read,
+                so an expired row is invisible before the sweep deletes it
+    used_at     seconds since the epoch, roughly when last read or written:
+                the approximate LRU order eviction follows
+    size        bytes of key and value, for the size bound
+
+Indexes: ``expires_at`` (rows that expire only) for the sweep, ``used_at`` for
+eviction, and ``(version, size)``, whose leading column is uniformly random, so
+a range of it is a uniform sample from which the sweep estimates the table's
+size without counting it.
+
+Two rows are the store's own, under keys no cache key can take (they begin
+with a space): the schema version, and the marker of the process sweeping now.
+Their ``used_at`` is :data:`RESERVED_USE`, so eviction never picks them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+
+__all__ = ["RESERVED_USE", "SCHEMA", "SCHEMA_KEY", "UPKEEP_KEY", "Dialect", "postgres", "sqlite"]
+
+SCHEMA = b"1"
+"""The table layout this code reads; a table holding another is refused, named."""
+SCHEMA_KEY = " mcache schema"
+UPKEEP_KEY = " mcache upkeep"
+RESERVED_USE = 2**62
+_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_LIVE = "(expires_at = 0 OR expires_at > %s)"
+_COLUMNS = "key, value, version, expires_at, used_at, size"
+_UPSERT = (
+    "INSERT INTO {t} ({columns}) VALUES {rows} ON CONFLICT (key) DO UPDATE SET"
+    " value = excluded.value, version = excluded.version, expires_at = excluded.expires_at,"
+    " used_at = excluded.used_at, size = excluded.size"
+)
+
+
+def check_table_name(name: str) -> str:
+    """Return ``name`` if it is a plain SQL identifier; raise ValueError otherwise."""
+    if not _TABLE.fullmatch(name):
+        raise ValueError(
+            f"table name {name!r} must be letters, digits and underscores (at most 63),"
+            " not starting with a digit"
+        )
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class Dialect:
+    """Every statement the store runs, for one database and one table.
+
+    Statements are written with ``%s`` placeholders and translated once to the
+    driver's ``paramstyle``; where the two databases differ only the differing
+    pieces are given (``create``, ``incr``, ``decr``, ``append``).
+    """
+
+    name: str
+    table: str
+    create: tuple[str, ...]
+    incr_sql: str
+    decr_sql: str
+    append_sql: str
+    placeholder: str = "%s"
+
+    def _(self, sql: str) -> str:
+        sql = sql.format(t=self.table, live=_LIVE, columns=_COLUMNS)
+        return sql if self.placeholder == "%s" else sql.replace("%s", self.placeholder)
+
+    @functools.cached_property
+    def get(self) -> str:
+        return self._("SELECT value FROM {t} WHERE key = %s AND {live}")
+
+    def get_many(self, count: int) -> str:
+        return self._(
+            f"SELECT key, value, expires_at FROM {{t}} WHERE key IN ({_marks(count)}) AND {{live}}"
+        )
+
+    @functools.cached_property
+    def gets(self) -> str:
+        return self._("SELECT value, version FROM {t} WHERE key = %s AND {live}")
+
+    def upsert(self, count: int) -> str:
+        rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * count)
+        return self._(_UPSERT.replace("{rows}", rows))
+
+    @functools.cached_property
+    def add(self) -> str:
+        """Insert, or replace a row that has expired: one winner among racing callers."""
+        return self._(
+            _UPSERT.replace("{rows}", "(%s, %s, %s, %s, %s, %s)")
+            + " WHERE {t}.expires_at <> 0 AND {t}.expires_at <= %s"
+        )
+
+    @functools.cached_property
+    def append(self) -> str:
+        return self._(self.append_sql)
+
+    @functools.cached_property
+    def incr(self) -> str:
+        return self._(self.incr_sql)
+
+    @functools.cached_property
+    def decr(self) -> str:
+        return self._(self.decr_sql)
+
+    @functools.cached_property
+    def exists(self) -> str:
+        return self._("SELECT 1 FROM {t} WHERE key = %s AND {live}")
+
+    @functools.cached_property
+    def cas(self) -> str:
+        return self._(
+            "UPDATE {t} SET value = %s, version = %s, expires_at = %s, used_at = %s, size = %s"
+            " WHERE key = %s AND version = %s AND {live}"
+        )
+
+    @functools.cached_property
+    def cas_delete(self) -> str:
+        return self._("DELETE FROM {t} WHERE key = %s AND version = %s AND {live}")
+
+    @functools.cached_property
+    def delete(self) -> str:
+        return self._("DELETE FROM {t} WHERE key = %s RETURNING expires_at")
+
+    def delete_many(self, count: int) -> str:
+        return self._(f"DELETE FROM {{t}} WHERE key IN ({_marks(count)})")
+
+    @functools.cached_property
+    def touch(self) -> str:
+        return self._("UPDATE {t} SET expires_at = %s WHERE key = %s AND {live}")
+
+    @functools.cached_property
+    def flush(self) -> str:
+        return self._(f"DELETE FROM {{t}} WHERE key <> '{SCHEMA_KEY}'")
+
+    # -- upkeep -------------------------------------------------------------------------
+
+    @functools.cached_property
+    def schema(self) -> str:
+        return self._(f"SELECT {_COLUMNS} FROM {{t}} WHERE key = %s")
+
+    @functools.cached_property
+    def sweep_expired(self) -> str:
+        return self._(
+            "DELETE FROM {t} WHERE key IN (SELECT key FROM {t}"
+            " WHERE expires_at > 0 AND expires_at <= %s LIMIT %s)"
+        )
+
+    def mark_used(self, count: int) -> str:
+        return self._(
+            f"UPDATE {{t}} SET used_at = %s WHERE key IN ({_marks(count)}) AND used_at < %s"
+        )
+
+    @functools.cached_property
+    def evict(self) -> str:
+        return self._(
+            "DELETE FROM {t} WHERE key IN (SELECT key FROM {t}"
+            f" WHERE used_at < {RESERVED_USE} ORDER BY used_at LIMIT %s)"
+        )
+
+    @functools.cached_property
+    def sample(self) -> str:
+        """Rows and bytes among the rows whose random version is below a bound."""
+        return self._(
+            f"SELECT count(*), coalesce(sum(size), 0) FROM {{t}}"
+            f" WHERE version < %s AND used_at < {RESERVED_USE}"
+        )
+
+    @functools.cached_property
+    def count_all(self) -> str:
+        return self._(
+            f"SELECT count(*), coalesce(sum(size), 0) FROM {{t}} WHERE used_at < {RESERVED_USE}"
+        )
+
+
+def _marks(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+def _indexes(table: str) -> tuple[str, ...]:
+    return (
+        f"CREATE INDEX IF NOT EXISTS {table}_expiring ON {table} (expires_at) WHERE expires_at > 0",
+        f"CREATE INDEX IF NOT EXISTS {table}_used ON {table} (used_at)",
+        f"CREATE INDEX IF NOT EXISTS {table}_sample ON {table} (version, size)",
+    )
+
+
+def postgres(table: str) -> Dialect:
+    """PostgreSQL: bytea values, keys compared byte by byte (``COLLATE "C"``)."""
+    check_table_name(table)
+    counted = (
+        "UPDATE {t} SET value = convert_to(({number})::text, 'SQL_ASCII'), version = %s"
+        " WHERE key = %s AND {live} AND encode(value, 'escape') ~ '^[0-9]{{1,20}}$'"
+        " RETURNING value"
+    )
+    number = "encode(value, 'escape')::numeric"
+    return Dialect(
+        name="postgresql",
+        table=table,
+        create=(
+            f'CREATE TABLE IF NOT EXISTS {table} (key text COLLATE "C" PRIMARY KEY,'
+            " value bytea NOT NULL, version bigint NOT NULL, expires_at bigint NOT NULL,"
+            " used_at bigint NOT NULL, size integer NOT NULL)",
+            *_indexes(table),
+        ),
+        incr_sql=counted.replace("{number}", f"mod({number} + %s, 18446744073709551616)"),
+        decr_sql=counted.replace("{number}", f"greatest({number} - %s, 0)"),
+        append_sql=(
+            "UPDATE {t} SET value = value || %s, version = %s, size = size + %s"
+            " WHERE key = %s AND {live} AND length(value) + %s <= %s"
+        ),
+    )
+
+
+def sqlite(table: str) -> Dialect:
+    """SQLite: blob values; counting by ``mcache_count``, a function the connection registers."""
+    check_table_name(table)
+    counted = (
+        "UPDATE {t} SET value = mcache_count(value, %s, '{op}'), version = %s"
+        " WHERE key = %s AND {live} AND mcache_count(value, 0, 'incr') IS NOT NULL"
+        " RETURNING value"
+    )
+    return Dialect(
+        name="sqlite",
+        table=table,
+        create=(
+            f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL,"
+            " version INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
+            " used_at INTEGER NOT NULL, size INTEGER NOT NULL)",
+            *_indexes(table),
+        ),
+        incr_sql=counted.replace("{op}", "incr"),
+        decr_sql=counted.replace("{op}", "decr"),
+        append_sql=(
+            "UPDATE {t} SET value = CAST(value || %s AS BLOB), version = %s, size = size + %s"
+            " WHERE key = %s AND {live} AND length(value) + %s <= %s"
+        ),
+        placeholder="?",
+    )

@@ -22,6 +22,7 @@ with ``sweep_thread=false``, whenever the application calls
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from .sql import SqlStore
 
 __all__ = ["MAX_BATCHES", "Upkeep"]
+
+logger = logging.getLogger("mcache")
 
 MAX_BATCHES = 400
 """Batches one sweep deletes at most (of expired rows, then of evicted ones)."""
@@ -113,6 +116,10 @@ class Upkeep:
                 self.sweep()
             except StoreUnavailable:
                 pass  # the store's callers see the outage and log it; try again next time
+            except Exception as error:  # a sweep must never end the thread
+                logger.warning(
+                    "mcache: sweep of %s failed: %r", self.store.connector.location, error
+                )
             finally:
                 self.store.connections.close()
 

@@ -32,6 +32,7 @@ SCRIPTS: dict[str, list[str]] = {  # name -> the arguments that make it quick
     "bench_get_or_build": ["--quick"],
     "bench_composition": ["--rounds", "2", "--calls", "500"],
     "bench_refresh": ["--rounds", "1"],
+    "bench_durable": ["--rounds", "2", "--calls", "300"],
     "bench_django": ["--seconds", "2", "--rounds", "2"],
     "soak": ["--seconds", "15"],
 }

@@ -30,14 +30,6 @@ EXAMPLES = {
     "postgresql": "postgresql://user@127.0.0.1:5432/site?table=mcache",
     "sqlite": "sqlite:////var/cache/site/cache.db",
 }
-SQL_STORE_OPTIONS = (
-    "max_value_size",
-    "max_bytes",
-    "dead_timeout",
-    "sweep_interval",
-    "sweep_batch",
-    "sweep_thread",
-)
 
 
 def parse_size(text: str) -> int:
@@ -58,6 +50,17 @@ def _parse_bool(text: str) -> bool:
 
 
 Parser = Callable[[str], object]
+_SQL_TABLE_OPTIONS: dict[str, Parser] = {  # the durable stores' options, whatever the database
+    "table": check_table_name,
+    "max_value_size": parse_size,
+    "max_bytes": parse_size,
+    "dead_timeout": float,
+    "sweep_interval": float,
+    "sweep_batch": int,
+    "sweep_thread": _parse_bool,
+}
+SQL_STORE_OPTIONS = tuple(name for name in _SQL_TABLE_OPTIONS if name != "table")
+"""What ``SqlStore`` takes; the rest of a durable store's options go to its connector."""
 OPTIONS: dict[str, dict[str, Parser]] = {
     "memory": {"max_bytes": parse_size, "max_value_size": parse_size},
     "memcached": {
@@ -80,27 +83,12 @@ OPTIONS: dict[str, dict[str, Parser]] = {
         "max_value_size": parse_size,
     },
     "postgresql": {
-        "table": check_table_name,
         "timeout": float,
         "connect_timeout": float,
         "prepare": _parse_bool,
-        "max_value_size": parse_size,
-        "max_bytes": parse_size,
-        "dead_timeout": float,
-        "sweep_interval": float,
-        "sweep_batch": int,
-        "sweep_thread": _parse_bool,
+        **_SQL_TABLE_OPTIONS,
     },
-    "sqlite": {
-        "table": check_table_name,
-        "timeout": float,
-        "max_value_size": parse_size,
-        "max_bytes": parse_size,
-        "dead_timeout": float,
-        "sweep_interval": float,
-        "sweep_batch": int,
-        "sweep_thread": _parse_bool,
-    },
+    "sqlite": {"timeout": float, **_SQL_TABLE_OPTIONS},
 }
 
 

@@ -84,3 +84,25 @@ def test_bad_db_locations_name_the_fix() -> None:
         cache_from_settings("db:default", {"OPTIONS": {"table": "a-b"}})
     with pytest.raises(ConfigError, match="unknown OPTIONS 'prepare'"):
         cache_from_settings("db:default", {"OPTIONS": {"prepare": True}})
+
+
+def test_db_alias_on_postgresql_through_djangos_own_driver(
+    postgres_url: str, postgres_node
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.dj.durable_pg_site", str(postgres_node.port)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    assert "default: table ready in db:default#mcache_site" in seen["command"]
+    assert seen["page"] == {"html": "<p>hi</p>"}
+    assert seen["added"] == [True, False]
+    assert seen["counted"] == 15
+    assert seen["visible"] == 1, "written in autocommit, visible inside the site's transaction"

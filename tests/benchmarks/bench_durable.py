@@ -12,7 +12,8 @@ table to its database), alternating in ABBA rounds, nothing pinned. Then what
 the durable tier is for: a ``get_or_build`` on memcached over PostgreSQL right
 after memcached was flushed (the entry comes back from PostgreSQL and is copied
 to memcached) against the build it saves (a report query: an aggregate over
-200,000 rows in PostgreSQL).
+200,000 rows in PostgreSQL). Last, reads of a PostgreSQL store while its sweep
+deletes 100,000 expired rows, against the same reads with nothing to sweep.
 """
 
 from __future__ import annotations
@@ -151,6 +152,43 @@ def run_tiered(memcached: str, pg_url: str, rounds: int) -> tuple[list[float], l
     return refills, builds
 
 
+def run_sweep(pg_url: str) -> tuple[list[float], list[float], dict[str, int]]:
+    """Reads with nothing to sweep, then reads while 100,000 expired rows are swept."""
+    import threading
+
+    import psycopg
+
+    from mcache.stores import from_url
+
+    store = from_url(pg_url, table="mcache_sweep", sweep_thread=False)
+    store.set("live", b"v" * 1000, 3600)
+
+    def reads(until: threading.Event | None, count: int = 2000) -> list[float]:
+        taken: list[float] = []
+        while (until is None and len(taken) < count) or (until is not None and not until.is_set()):
+            started = time.perf_counter()
+            store.get("live")
+            taken.append((time.perf_counter() - started) * 1e6)
+        return taken
+
+    idle = reads(None)
+    past = store.now_ms() - 3_600_000
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO mcache_sweep SELECT 'old:' || n, 'x'::bytea, n, %s, 0, 10"
+            " FROM generate_series(1, 100000) AS n",
+            (past,),
+        )
+    done = threading.Event()
+    outcome: dict[str, int] = {}
+    sweeper = threading.Thread(target=lambda: (outcome.update(store.upkeep.sweep()), done.set()))
+    sweeper.start()
+    during = reads(done)
+    sweeper.join()
+    store.close()
+    return idle, during, outcome
+
+
 def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--rounds", type=int, default=6)
@@ -170,10 +208,18 @@ def main() -> None:
         configure(postgres.port, f"{workdir}/lite.db")
         rows = run_databases(args.rounds, args.calls)
         refills, builds = run_tiered(f"memcached://{memcached.address}", pg_url, args.rounds)
+        idle, during, swept = run_sweep(pg_url)
     finally:
         postgres.kill()
         memcached.kill()
     print_tables(rows, refills, builds, args.markdown)
+    print("\n**3.** Reads of a PostgreSQL store while its sweep deletes 100,000 expired rows\n")
+    sweep_cells = [
+        [name, str(len(taken)), f"{statistics.median(taken):.1f}", f"{p99(taken):.1f}"]
+        for name, taken in (("nothing to sweep", idle), ("during the sweep", during))
+    ]
+    print(table(["reads", "count", "median µs", "p99 µs"], sweep_cells, args.markdown))
+    print(f"\nswept: {swept.get('expired', 0):,} rows in {swept.get('batches', 0)} batches")
     report(figures(rows, refills, builds), args.figures)
 
 

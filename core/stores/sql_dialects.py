@@ -152,7 +152,7 @@ class Dialect:
     def sweep_expired(self) -> str:
         return self._(
             "DELETE FROM {t} WHERE key IN (SELECT key FROM {t}"
-            " WHERE expires_at > 0 AND expires_at <= %s LIMIT %s)"
+            " WHERE expires_at > 0 AND expires_at <= %s ORDER BY expires_at LIMIT %s)"
         )
 
     def mark_used(self, count: int) -> str:

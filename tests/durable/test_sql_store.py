@@ -183,3 +183,22 @@ def test_connectors_describe_where_without_the_password(tmp_path) -> None:
     connector = PostgresConnector("postgresql://u:secret@127.0.0.1:5432/db", "t")
     assert "secret" not in connector.location and "***" in connector.location
     assert SqliteConnector(f"{tmp_path}/c.db").location.endswith("c.db#mcache")
+
+
+def test_postgres_plans_each_read_for_its_arguments(postgres_url: str) -> None:
+    """A generic plan cached while the table was empty (a sequential scan) must not stay."""
+    store = _store(postgres_url)
+    for _ in range(10):
+        store.get("k")  # past the five custom plans after which PostgreSQL may go generic
+    mode = store.connections.execute("SHOW plan_cache_mode", ()).fetchone()[0]
+    assert mode == "force_custom_plan"
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO mcache SELECT 'r:' || n, 'x'::bytea, n, 0, 0, 10"
+            " FROM generate_series(1, 50000) AS n"
+        )
+    store.set("k", b"v")
+    plan = store.connections.execute(
+        "EXPLAIN " + store.dialect.get.replace("%s", "'k'", 1).replace("%s", "0"), ()
+    ).fetchall()
+    assert "Index" in plan[0][0], plan

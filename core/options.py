@@ -119,8 +119,7 @@ def with_defaults(
     A call's ``ttl`` without a ``stale_ttl`` carries its own stale time (the
     cache's ``stale_ttl`` when one was set, else the call's ``ttl``).
     """
-    given = (ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait)
-    if given.count(None) == len(given):
+    if ttl is stale_ttl is wait is lock_timeout is refresh is early_refresh is stale_wait is None:
         return defaults  # the hot path: a call that sets nothing
     d = defaults
     return build_options(

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 __all__ = [
     "ServerProcess",
+    "django_postgres",
     "free_port",
     "memcached_process",
     "postgres_bindir",
@@ -174,6 +175,17 @@ def postgres_bindir() -> str | None:
         return os.path.dirname(found)
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
     return os.path.dirname(candidates[0]) if candidates else None
+
+
+def django_postgres(port: int | str) -> dict[str, str]:
+    """Return a Django ``DATABASES`` entry for the ``postgres`` database of a server here."""
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "postgres",
+        "USER": "postgres",
+        "HOST": HOST,
+        "PORT": str(port),
+    }
 
 
 def postgres_process(bindir: str) -> ServerProcess:

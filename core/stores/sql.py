@@ -26,7 +26,7 @@ from ..errors import ConfigError, NotNumeric, StoreUnavailable, ValueTooLarge
 from ..keys import validate_store_key
 from .base import MiB, check_delta, too_large_message
 from .sql_connections import Connections, Connector
-from .sql_dialects import RESERVED_USE, SCHEMA, SCHEMA_KEY
+from .sql_dialects import SCHEMA, SCHEMA_KEY, reserved_row
 from .sql_upkeep import Upkeep
 
 __all__ = ["SqlStore"]
@@ -118,10 +118,8 @@ class SqlStore:
                 " name another with the table option, or drop it"
             ) from error
         if row is None:
-            self.connections.execute(
-                self.dialect.add,
-                (SCHEMA_KEY, SCHEMA, 0, 0, RESERVED_USE, 0, self.now_ms()),
-            )
+            row = reserved_row(SCHEMA_KEY, SCHEMA, 0, self.now_ms())
+            self.connections.execute(self.dialect.add, row)
         elif bytes(row[1]) != SCHEMA:
             raise StoreUnavailable(
                 f"table {table!r} in {where} has mcache schema {bytes(row[1])!r}; this"

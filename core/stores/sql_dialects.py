@@ -27,7 +27,16 @@ import dataclasses
 import functools
 import re
 
-__all__ = ["RESERVED_USE", "SCHEMA", "SCHEMA_KEY", "UPKEEP_KEY", "Dialect", "postgres", "sqlite"]
+__all__ = [
+    "RESERVED_USE",
+    "SCHEMA",
+    "SCHEMA_KEY",
+    "UPKEEP_KEY",
+    "Dialect",
+    "postgres",
+    "reserved_row",
+    "sqlite",
+]
 
 SCHEMA = b"1"
 """The table layout this code reads; a table holding another is refused, named."""
@@ -42,6 +51,11 @@ _UPSERT = (
     " value = excluded.value, version = excluded.version, expires_at = excluded.expires_at,"
     " used_at = excluded.used_at, size = excluded.size"
 )
+
+
+def reserved_row(key: str, value: bytes, expires_at: int, now_ms: int) -> tuple[object, ...]:
+    """Return the parameters of :attr:`Dialect.add` for one of the store's own rows."""
+    return (key, value, 0, expires_at, RESERVED_USE, 0, now_ms)
 
 
 def check_table_name(name: str) -> str:

@@ -28,7 +28,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..errors import StoreUnavailable
-from .sql_dialects import RESERVED_USE, UPKEEP_KEY
+from .sql_dialects import UPKEEP_KEY, reserved_row
 
 if TYPE_CHECKING:
     from .sql import SqlStore
@@ -155,8 +155,8 @@ class Upkeep:
         """Win the marker row for half an interval: one process sweeps at a time."""
         store, now_ms = self.store, self.store.now_ms()
         expires_at = now_ms + int(self.interval * 500)
-        params = (UPKEEP_KEY, b"", 0, expires_at, RESERVED_USE, 0, now_ms)
-        return bool(store.run(store.dialect.add, params).rowcount == 1)
+        row = reserved_row(UPKEEP_KEY, b"", expires_at, now_ms)
+        return bool(store.run(store.dialect.add, row).rowcount == 1)
 
     def _delete_in_batches(
         self, sql: str, expired: bool, limit: int = MAX_BATCHES

@@ -18,6 +18,7 @@ deletes 100,000 expired rows, against the same reads with nothing to sweep.
 
 from __future__ import annotations
 
+import io
 import statistics
 import tempfile
 import time
@@ -25,7 +26,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from tests.benchmarks.common import Figure, arguments, measure, p99, report, table
-from tests.servers import memcached_process, postgres_bindir, postgres_process
+from tests.servers import django_postgres, memcached_process, postgres_bindir, postgres_process
 
 VALUE = {"title": "A post", "body": "x" * 900, "tags": ["a", "b"], "views": 12}
 TABLES = {"django_cache_pg": "default", "django_cache_lite": "lite"}
@@ -58,13 +59,7 @@ def configure(pg_port: int, sqlite_path: str) -> None:
     database_cache = "django.core.cache.backends.db.DatabaseCache"
     settings.configure(
         DATABASES={
-            "default": {
-                "ENGINE": "django.db.backends.postgresql",
-                "NAME": "postgres",
-                "USER": "postgres",
-                "HOST": "127.0.0.1",
-                "PORT": str(pg_port),
-            },
+            "default": django_postgres(pg_port),
             "lite": {"ENGINE": "django.db.backends.sqlite3", "NAME": sqlite_path},
         },
         CACHES={
@@ -81,12 +76,7 @@ def configure(pg_port: int, sqlite_path: str) -> None:
     django.setup()
     for alias in ("default", "lite"):
         call_command("createcachetable", database=alias, verbosity=0)
-    call_command("mcache_createtable", verbosity=0, stdout=_Null())
-
-
-class _Null:
-    def write(self, _text: str) -> None:
-        pass
+    call_command("mcache_createtable", verbosity=0, stdout=io.StringIO())
 
 
 def operations(mine: Any, theirs: Any) -> dict[str, tuple[Any, Any]]:

@@ -19,16 +19,10 @@ def main(port: str) -> None:
     from django.conf import settings
     from django.core.management import call_command
 
+    from tests.servers import django_postgres
+
     settings.configure(
-        DATABASES={
-            "default": {
-                "ENGINE": "django.db.backends.postgresql",
-                "NAME": "postgres",
-                "USER": "postgres",
-                "HOST": "127.0.0.1",
-                "PORT": port,
-            }
-        },
+        DATABASES={"default": django_postgres(port)},
         CACHES={
             "default": {
                 "BACKEND": "django_mcache.backend.MCacheBackend",

@@ -89,14 +89,9 @@ def test_a_broker_that_dies_costs_no_error_and_is_used_again(redis_url: str, wor
 
 
 def test_a_worker_killed_mid_build_frees_its_lock_and_the_key_is_rebuilt_once(
-    redis_url: str, workers
+    redis_url: str, rq_env, workers
 ) -> None:
-    queue_redis = redis_url.rsplit("/", 1)[0] + "/2"
-    env = queue_env(
-        MCACHE_QUEUE_URL=redis_url,
-        MCACHE_QUEUE_REFRESHER="rq",
-        MCACHE_QUEUE_NAME=f"{queue_redis}?queue=mcache",
-    )
+    env, queue_redis = rq_env, rq_env["QUEUE_REDIS"]
     slow = rq_worker({**env, "MCACHE_QUEUE_BUILD_SECONDS": "30"}, queue_redis, "mcache").start()
     workers.append(slow)
     cache = Cache(redis_url, namespace=env["MCACHE_QUEUE_NAMESPACE"])

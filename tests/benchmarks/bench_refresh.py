@@ -15,16 +15,36 @@ its workers. Contenders and the anchor alternate, round after round.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import statistics
 from typing import Any
 
 from tests.benchmarks.common import Figure, arguments, report, table
 from tests.queues import test_queues as scenario
 from tests.queues.conftest import celery_worker, queue_env, rq_worker
+from tests.queues.web import WebProcesses
 from tests.servers import redis_process
 
-CONTENDERS = ("thread", "celery", "rq")
-PAUSED = "rq, its worker paused during the burst"
+
+@dataclasses.dataclass(frozen=True)
+class Contender:
+    """A refresher, and whether its worker is stopped while the web processes read."""
+
+    refresher: str
+    paused: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.paused:
+            return f"{self.refresher}, its worker paused during the burst"
+        return f"{self.refresher} refresher"
+
+
+CONTENDERS = (
+    Contender("thread"), Contender("celery"), Contender("rq"),
+    Contender("celery", paused=True), Contender("rq", paused=True),
+)  # fmt: skip
 MODULE = "tests.queues.builders"
 
 
@@ -38,22 +58,21 @@ def environment(redis: str, contender: str) -> dict[str, str]:
     return queue_env(**env)
 
 
-def burst(redis: str, contender: str, stale: bool, paused: Any = None) -> dict[str, Any]:
-    """One burst: latencies of every read, and for stale keys how they were rebuilt.
+def burst(site: Site, stale: bool, paused: Any = None) -> dict[str, Any]:
+    """One burst of a site: latencies of every read, and for stale keys how they were rebuilt.
 
     With ``paused`` (a worker), that worker is stopped while the web processes
     read, and continued after: what the web side costs without a worker
     sharing its CPUs.
     """
-    env = environment(redis, contender)
-    cache = scenario.make_stale(f"redis://{redis}/0", env, MODULE)
+    cache = scenario.make_stale(site.env["MCACHE_QUEUE_URL"], site.env, MODULE)
     if not stale:  # the anchor: every key fresh, so every read is a hit
         for number in range(scenario.KEYS):
             scenario.store_report(cache, MODULE, number, "fresh", fresh=True)
     if paused is not None:
         paused.pause(True)
     try:
-        values, web_pids = scenario.hammer(env)
+        values, web_pids = site.web.burst()
     finally:
         if paused is not None:
             paused.pause(False)
@@ -76,52 +95,65 @@ def ms(seconds: list[float], quantile: float) -> float:
     return ordered[min(len(ordered) - 1, int(quantile * len(ordered)))] * 1000
 
 
+@dataclasses.dataclass
+class Site:
+    """One contender's web processes and the environment they were started with."""
+
+    env: dict[str, str]
+    web: WebProcesses
+
+
 def run(rounds: int, markdown: bool, figures_path: str | None) -> None:
     redis = redis_process().start()
-    workers = []
-    try:
-        workers.append(celery_worker(environment(redis.address, "celery"), "mcache-bench").start())
+    with contextlib.ExitStack() as running:
+        running.callback(redis.kill)
+        celery = celery_worker(environment(redis.address, "celery"), "mcache-bench").start()
+        running.callback(celery.stop)
         rq = environment(redis.address, "rq")
-        workers.append(rq_worker(rq, f"redis://{redis.address}/2", "mcache-bench").start())
-        order = (*CONTENDERS, PAUSED)
+        rq_queue = rq_worker(rq, f"redis://{redis.address}/2", "mcache-bench").start()
+        running.callback(rq_queue.stop)
+        workers = {"celery": celery, "rq": rq_queue}
+        sites = {}
+        for contender in CONTENDERS:
+            env = environment(redis.address, contender.refresher)
+            web = WebProcesses(env, scenario.PROCESSES, scenario.THREADS, scenario.KEYS)
+            sites[contender] = Site(env, running.enter_context(web))
         hits: list[float] = []
-        found = {c: {"seconds": [], "builds": [], "ok": True} for c in order}
-        for round_number in range(rounds):
-            for contender in order if round_number % 2 == 0 else reversed(order):
-                queue = "rq" if contender == PAUSED else contender
-                # A/B: a burst of hits before each contender's burst
-                hits += burst(redis.address, queue, stale=False)["seconds"]
-                paused = workers[1] if contender == PAUSED else None
-                outcome = burst(redis.address, queue, stale=True, paused=paused)
-                found[contender]["seconds"] += outcome["seconds"]
-                found[contender]["builds"].append(outcome["builds"])
-                found[contender]["ok"] &= outcome["in workers"] or contender == "thread"
-                found[contender]["ok"] &= outcome["stale answers"] == len(outcome["seconds"])
-        rows = [["plain hits (anchor)", f"{ms(hits, 0.5):.1f}", f"{ms(hits, 0.99):.1f}"] + [""] * 3]
-        ratios = {}
-        for contender, data in found.items():
-            ratios[contender] = ms(data["seconds"], 0.99) / ms(hits, 0.99)
-            per_key = statistics.mean(data["builds"]) / scenario.KEYS
-            where = "web process" if contender == "thread" else "workers"
-            label = contender if contender == PAUSED else f"{contender} refresher"
-            rows.append([
-                f"{label}, stale keys", f"{ms(data['seconds'], 0.5):.1f}",
-                f"{ms(data['seconds'], 0.99):.1f}", f"{ratios[contender]:.2f}×",
-                f"{per_key:.2f}", where if data["ok"] else "WRONG",
-            ])  # fmt: skip
-        print(f"\n4 web processes × 8 threads × 20 keys, {rounds} rounds of alternating bursts\n")
-        header = ["reads", "p50 ms", "p99 ms", "p99 ÷ hits", "builds per key", "built in"]
-        print(table(header, rows, markdown))
-    finally:
-        for worker in workers:
-            worker.stop()
-        redis.kill()
+        found = {c: {"seconds": [], "builds": [], "ok": True} for c in CONTENDERS}
+        for round_number in range(rounds + 1):  # round 0 warms the processes up: not counted
+            for contender in CONTENDERS if round_number % 2 else reversed(CONTENDERS):
+                # A/B: a burst of hits before each contender's burst, in the same processes
+                anchor = burst(sites[contender], stale=False)
+                paused = workers[contender.refresher] if contender.paused else None
+                outcome = burst(sites[contender], stale=True, paused=paused)
+                if round_number == 0:
+                    continue
+                hits += anchor["seconds"]
+                data = found[contender]
+                data["seconds"] += outcome["seconds"]
+                data["builds"].append(outcome["builds"])
+                data["ok"] &= outcome["in workers"] or contender.refresher == "thread"
+                data["ok"] &= outcome["stale answers"] == len(outcome["seconds"])
+    rows = [["plain hits (anchor)", f"{ms(hits, 0.5):.1f}", f"{ms(hits, 0.99):.1f}"] + [""] * 3]
+    ratios = {}
+    for contender, data in found.items():
+        ratios[contender] = ms(data["seconds"], 0.99) / ms(hits, 0.99)
+        per_key = statistics.mean(data["builds"]) / scenario.KEYS
+        where = "web process" if contender.refresher == "thread" else "workers"
+        rows.append([
+            f"{contender.label}, stale keys", f"{ms(data['seconds'], 0.5):.1f}",
+            f"{ms(data['seconds'], 0.99):.1f}", f"{ratios[contender]:.2f}×",
+            f"{per_key:.2f}", where if data["ok"] else "WRONG",
+        ])  # fmt: skip
+    print(f"\n4 web processes × 8 threads × 20 keys, {rounds} rounds of alternating bursts\n")
+    header = ["reads", "p50 ms", "p99 ms", "p99 ÷ hits", "builds per key", "built in"]
+    print(table(header, rows, markdown))
     report(
         [
-            Figure(f"stale burst p99 ÷ hit burst p99, {name}",
-                   f"{ms(found[name]['seconds'], 0.99):.1f} ms", f"{ms(hits, 0.99):.1f} ms",
-                   f"{ratios[name]:.2f}×", "≤ 1.5×", ratios[name] <= 1.5)
-            for name in order
+            Figure(f"stale burst p99 ÷ hit burst p99, {contender.label}",
+                   f"{ms(found[contender]['seconds'], 0.99):.1f} ms", f"{ms(hits, 0.99):.1f} ms",
+                   f"{ratios[contender]:.2f}×", "≤ 1.5×", ratios[contender] <= 1.5)
+            for contender in CONTENDERS
         ],
         figures_path,
     )  # fmt: skip

@@ -7,7 +7,6 @@ rebuilt exactly once, and by a worker process, never by a web process.
 
 from __future__ import annotations
 
-import multiprocessing
 import subprocess
 import sys
 import time
@@ -21,7 +20,6 @@ from tests.queues import web
 from tests.queues.conftest import ROOT, celery_worker, queue_env, rq_worker, tasks_worker
 
 KEYS, PROCESSES, THREADS = 20, 4, 8
-SPAWN = multiprocessing.get_context("spawn")
 
 
 def report_key(cache: Cache, module: str, number: int) -> str:
@@ -44,23 +42,10 @@ def make_stale(url: str, env: dict[str, str], module: str) -> Cache:
     return cache
 
 
-def hammer(env: dict[str, str]) -> tuple[list[tuple[int, str, float]], set[int]]:
-    """Run the web processes; return every (key, value) they read and their pids."""
-    ready, go, results = SPAWN.Queue(), SPAWN.Event(), SPAWN.Queue()
-    processes = [
-        SPAWN.Process(target=web.hammer, args=(env, KEYS, THREADS, ready, go, results))
-        for _ in range(PROCESSES)
-    ]
-    for process in processes:
-        process.start()
-    for _ in processes:
-        ready.get(timeout=120)
-    go.set()
-    outcomes = [results.get(timeout=120) for _ in processes]
-    for process in processes:
-        process.join(30)
-    values = [value for found, _pid in outcomes for value in found]
-    return values, {pid for _found, pid in outcomes}
+def hammer(env: dict[str, str]) -> tuple[list[web.Read], set[int]]:
+    """One burst of the web processes: every (key, value, seconds) they read, and their pids."""
+    with web.WebProcesses(env, PROCESSES, THREADS, KEYS) as site:
+        return site.burst()
 
 
 def rebuilt(cache: Cache, module: str, seconds: float = 60) -> dict[int, Any]:

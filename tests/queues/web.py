@@ -1,18 +1,26 @@
-"""The web side of the queue tests: spawned processes whose threads read stale keys together.
+"""The web side of the queue tests: long-lived processes whose threads read keys together.
 
 Each process takes its configuration from the environment it is given (as a
-web server's would), imports the builders, and on a signal has every thread
-read every key once, in its own order. It reports what each read returned and
-its pid, after its refresher has sent what it had to send.
+web server's would), imports the builders and keeps its reader threads, so
+its connections and its refresher's are warm after the first burst, as a
+running site's are. On each signal every thread reads every key once, in its
+own order. A burst reports what each read returned, how long it took, and the
+process's pid, after the refresher has sent what it had to send.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 import threading
 import time
+from types import TracebackType
 from typing import Any
+
+SPAWN = multiprocessing.get_context("spawn")
+
+Read = tuple[int, str, float]
 
 
 def builders(env: dict[str, str]) -> Any:
@@ -32,32 +40,88 @@ def builders(env: dict[str, str]) -> Any:
     return builders
 
 
-def hammer(env: dict[str, str], keys: int, threads: int, ready: Any, go: Any, results: Any) -> None:
-    """Read ``keys`` keys from ``threads`` threads at once; report ((key, value, seconds)…, pid)."""
+def serve(env: dict[str, str], keys: int, threads: int, orders: Any, go: Any, results: Any) -> None:
+    """A web process: run a burst of reads each time ``orders`` says so, until it says stop."""
     module = builders(env)
-    values: list[tuple[int, str, float]] = []
+    start, done = threading.Barrier(threads + 1), threading.Barrier(threads + 1)
+    values: list[Read] = []
     guard = threading.Lock()
+    running = True
 
     def reader() -> None:
-        order = list(range(keys))
-        random.shuffle(order)
-        go.wait()
-        for number in order:
-            started = time.perf_counter()
-            value = module.report(number)
-            took = time.perf_counter() - started
-            with guard:
-                values.append((number, value, took))
+        while True:
+            start.wait()
+            if not running:
+                return
+            order = list(range(keys))
+            random.shuffle(order)
+            for number in order:
+                started = time.perf_counter()
+                value = module.report(number)
+                took = time.perf_counter() - started
+                with guard:
+                    values.append((number, value, took))
+            done.wait()
 
-    workers = [threading.Thread(target=reader) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    ready.put(os.getpid())
-    for worker in workers:
-        worker.join()
-    module.cache.refresher.wait_idle(30)
-    module.cache.metrics.flush()
-    results.put((values, os.getpid()))
+    readers = [threading.Thread(target=reader, daemon=True) for _ in range(threads)]
+    for thread in readers:
+        thread.start()
+    results.put(os.getpid())
+    while orders.get():
+        values.clear()
+        results.put(os.getpid())  # ready
+        go.wait()
+        start.wait()
+        done.wait()
+        module.cache.refresher.wait_idle(30)
+        module.cache.metrics.flush()
+        results.put((list(values), os.getpid()))
+    running = False
+    start.wait()
+
+
+class WebProcesses:
+    """``processes`` web processes of ``threads`` threads each, reading ``keys`` keys a burst."""
+
+    def __init__(self, env: dict[str, str], processes: int, threads: int, keys: int) -> None:
+        self.go, self.results = SPAWN.Event(), SPAWN.Queue()
+        self.orders = [SPAWN.Queue() for _ in range(processes)]
+        self.processes = [
+            SPAWN.Process(target=serve, args=(env, keys, threads, orders, self.go, self.results))
+            for orders in self.orders
+        ]
+
+    def __enter__(self) -> WebProcesses:
+        for process in self.processes:
+            process.start()
+        for _ in self.processes:
+            self.results.get(timeout=120)  # set up
+        return self
+
+    def burst(self) -> tuple[list[Read], set[int]]:
+        """All threads of all processes read every key at once; return the reads and the pids."""
+        self.go.clear()
+        for orders in self.orders:
+            orders.put(True)
+        for _ in self.processes:
+            self.results.get(timeout=120)  # ready
+        self.go.set()
+        outcomes = [self.results.get(timeout=120) for _ in self.processes]
+        self.go.clear()
+        return [read for found, _ in outcomes for read in found], {pid for _, pid in outcomes}
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        for orders in self.orders:
+            orders.put(False)
+        for process in self.processes:
+            process.join(30)
+            if process.is_alive():
+                process.kill()
 
 
 def read_once(env: dict[str, str], numbers: list[int]) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.servers import (
+    SentinelGroup,
     ServerProcess,
     memcached_process,
     postgres_bindir,
@@ -90,6 +91,30 @@ def memcached_cluster_url(memcached_nodes: list[ServerProcess]) -> str:
     """Return the URL of all three flushed memcached nodes."""
     _flush_memcached(memcached_nodes)
     return "memcached://" + ",".join(node.address for node in memcached_nodes)
+
+
+@pytest.fixture(scope="session")
+def sentinel_group() -> Iterator[SentinelGroup]:
+    """A Redis primary, its replica and three sentinels, for the whole session."""
+    if shutil.which("redis-server") is None:
+        _missing("redis-server", "redis-server")
+    group = SentinelGroup()
+    try:
+        group.wait_ready()
+        yield group
+    finally:
+        group.kill()
+
+
+@pytest.fixture
+def sentinel_url(sentinel_group: SentinelGroup) -> str:
+    """Return the ``redis+sentinel://`` URL of the group's database 0, flushed."""
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=sentinel_group.primary_port())
+    client.flushall()
+    client.close()
+    return sentinel_group.url()
 
 
 @pytest.fixture

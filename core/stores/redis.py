@@ -83,20 +83,28 @@ class RedisStore:
         socket_connect_timeout: float = 0.5,
         max_connections: int | None = None,
         max_value_size: int = 1 * MiB,
+        client: redis.Redis | None = None,
+        replica: redis.Redis | None = None,
     ) -> None:
+        """``client`` replaces the one ``url`` would make (a Sentinel's primary, say);
+        ``replica`` serves plain reads (``get``, ``get_many``), everything else the client.
+        """
         if socket_timeout <= 0 or socket_connect_timeout <= 0:
             raise ConfigError("redis: socket_timeout and socket_connect_timeout must be > 0")
         if max_value_size < 1:
             raise ConfigError(f"redis: max_value_size must be >= 1, got {max_value_size!r}")
         self.url = url
         self.max_value_size = max_value_size
-        pool = redis.ConnectionPool.from_url(
-            url,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_connect_timeout,
-            max_connections=max_connections,
-        )
-        self._redis = redis.Redis(connection_pool=pool)
+        if client is None:
+            pool = redis.ConnectionPool.from_url(
+                url,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_connect_timeout,
+                max_connections=max_connections,
+            )
+            client = redis.Redis(connection_pool=pool)
+        self._redis = client
+        self._reader = replica or client
         self._incr = self._redis.register_script(_INCR)
         self._decr = self._redis.register_script(_DECR)
         self._append = self._redis.register_script(_APPEND)
@@ -127,7 +135,7 @@ class RedisStore:
     def get(self, key: str) -> bytes | NoValueType:
         """Return the value stored under ``key``, or ``NO_VALUE``."""
         validate_store_key(key)
-        value = self._run(lambda: self._redis.get(key), key)
+        value = self._run(lambda: self._reader.get(key), key)
         return NO_VALUE if value is None else value
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
@@ -137,7 +145,7 @@ class RedisStore:
             return {}
         for key in keys:
             validate_store_key(key)
-        values = self._run(lambda: self._redis.mget(keys))
+        values = self._run(lambda: self._reader.mget(keys))
         return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
 
     def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
@@ -233,9 +241,13 @@ class RedisStore:
         return int(self._run(lambda: self._redis.pfcount(*keys))) if keys else 0
 
     def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
-        """Return ``(value, sha1 of value)``; ``(NO_VALUE, None)`` when missing."""
-        value = self.get(key)
-        if value is NO_VALUE:
+        """Return ``(value, sha1 of value)``; ``(NO_VALUE, None)`` when missing.
+
+        Read from the primary even with replica reads: the token must be the current value's.
+        """
+        validate_store_key(key)
+        value = self._run(lambda: self._redis.get(key), key)
+        if value is None:
             return NO_VALUE, None
         return value, hashlib.sha1(value).hexdigest()
 
@@ -280,6 +292,8 @@ class RedisStore:
     def close(self) -> None:
         """Close pooled connections; the store reconnects on next use."""
         self._redis.connection_pool.disconnect()
+        if self._reader is not self._redis:
+            self._reader.connection_pool.disconnect()
 
 
 def _redacted(url: str) -> str:

@@ -26,6 +26,7 @@ EXAMPLES = {
     "memory": "memory://?max_bytes=64m",
     "memcached": "memcached://127.0.0.1:11211:1,127.0.0.2:11211:2?hashing=ketama",
     "redis": "redis://127.0.0.1:6379/0?socket_timeout=1.0",
+    "redis+sentinel": "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster/0?replica_reads=true",
     "tiered": "tiered://?hot=memory://&cold=memcached://127.0.0.1:11211&hot_ttl=5",
     "postgresql": "postgresql://user@127.0.0.1:5432/site?table=mcache",
     "sqlite": "sqlite:////var/cache/site/cache.db",
@@ -61,6 +62,12 @@ _SQL_TABLE_OPTIONS: dict[str, Parser] = {  # the durable stores' options, whatev
 }
 SQL_STORE_OPTIONS = tuple(name for name in _SQL_TABLE_OPTIONS if name != "table")
 """What ``SqlStore`` takes; the rest of a durable store's options go to its connector."""
+_REDIS_OPTIONS: dict[str, Parser] = {
+    "socket_timeout": float,
+    "socket_connect_timeout": float,
+    "max_connections": int,
+    "max_value_size": parse_size,
+}
 OPTIONS: dict[str, dict[str, Parser]] = {
     "memory": {"max_bytes": parse_size, "max_value_size": parse_size},
     "memcached": {
@@ -76,12 +83,8 @@ OPTIONS: dict[str, dict[str, Parser]] = {
         "replicas": int,
     },
     "tiered": {"hot": str, "cold": str, "hot_ttl": int},
-    "redis": {
-        "socket_timeout": float,
-        "socket_connect_timeout": float,
-        "max_connections": int,
-        "max_value_size": parse_size,
-    },
+    "redis": _REDIS_OPTIONS,
+    "redis+sentinel": {**_REDIS_OPTIONS, "replica_reads": _parse_bool, "sentinel_password": str},
     "postgresql": {
         "timeout": float,
         "connect_timeout": float,
@@ -104,7 +107,8 @@ def from_url(url: str, **options: object) -> Store:
     if scheme not in OPTIONS:
         raise ConfigError(
             f"unknown store scheme {parts.scheme!r} in {url!r}; use memory://, memcached://,"
-            f" redis://, postgresql://, sqlite:/// or tiered:// (e.g. {EXAMPLES['memcached']})"
+            f" redis://, redis+sentinel://, postgresql://, sqlite:/// or tiered://"
+            f" (e.g. {EXAMPLES['memcached']})"
         )
     merged = {**_query_options(scheme, parts.query, url), **checked_options(scheme, options)}
     if scheme == "memory":
@@ -117,6 +121,8 @@ def from_url(url: str, **options: object) -> Store:
         return _postgres(url.split("?", 1)[0], merged)
     if scheme == "sqlite":
         return _sqlite(parts.netloc, parts.path, merged, url)
+    if scheme == "redis+sentinel":
+        return _sentinel(url.split("?", 1)[0], merged)
     return _redis(url.split("?", 1)[0], merged)
 
 
@@ -279,6 +285,16 @@ def _redis(base_url: str, options: dict[str, object]) -> Store:
     except ValueError as error:
         raise ConfigError(f"bad port in {base_url!r}: {error}") from None
     return RedisStore(base_url, **options)  # type: ignore[arg-type]
+
+
+def _sentinel(base_url: str, options: dict[str, object]) -> Store:
+    try:
+        from .redis_sentinel import SentinelRedisStore
+    except ImportError as error:
+        raise ConfigError(
+            f"{base_url!r} needs redis-py: pip install redis (or the [redis] extra) ({error})"
+        ) from error
+    return SentinelRedisStore(base_url, **options)  # type: ignore[arg-type]
 
 
 def _sql_store(connector: object, options: dict[str, object]) -> Store:

@@ -22,7 +22,7 @@ THREADS = 8
 BUILD = 0.5
 
 
-@pytest.fixture(params=["memcached", "redis"])
+@pytest.fixture(params=["memcached", "redis", "sentinel"])
 def url(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue(f"{request.param}_url")
 

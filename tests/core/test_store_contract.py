@@ -68,6 +68,20 @@ class TestRedisStore(StoreContract):
         return functools.partial(from_url, redis_url)
 
 
+class TestSentinelStore(StoreContract):
+    """Redis behind Sentinel: the primary the sentinels name, found through them."""
+
+    @pytest.fixture
+    def store(self, sentinel_url: str):
+        store = from_url(sentinel_url)
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def store_factory(self, sentinel_url: str):
+        return functools.partial(from_url, sentinel_url)
+
+
 class TestReplicatedMemcached(StoreContract):
     """Writing every key to two of three servers keeps memcached's semantics."""
 

@@ -46,6 +46,16 @@ def test_redis_url() -> None:
     assert "secret" not in repr(store)
 
 
+def test_a_sentinel_url_names_its_sentinels_service_and_database() -> None:
+    from mcache.stores.redis_sentinel import parse_sentinel_url
+
+    found = parse_sentinel_url("redis+sentinel://:p%40ss@h1:26380,h2,[::1]:26381/site/3")
+    assert found.sentinels == (("h1", 26380), ("h2", 26379), ("::1", 26381))
+    assert (found.service, found.db, found.password) == ("site", 3, "p@ss")
+    store = from_url("redis+sentinel://:secret@h1:26380/site/3?replica_reads=true")
+    assert "secret" not in repr(store)
+
+
 @pytest.mark.parametrize(
     ("url", "says"),
     [
@@ -65,6 +75,11 @@ def test_redis_url() -> None:
         ("memory://?max_bytes=0", "max_bytes must be > 0"),
         ("redis://h:6379/zero", "redis database must be a number"),
         ("redis://h:6379/0?db=1", "unknown redis store option 'db'"),
+        ("redis+sentinel:///site/0", "no sentinel named"),
+        ("redis+sentinel://h:26379", "no service (the primary's name)"),
+        ("redis+sentinel://h:26379/site/zero", "redis database must be a number"),
+        ("redis+sentinel://h:port/site/0", "bad sentinel port 'port'"),
+        ("redis+sentinel://h/site/0?replica_reads=maybe", "not a boolean"),
     ],
 )
 def test_bad_urls_name_the_problem(url: str, says: str) -> None:

@@ -77,17 +77,24 @@ def test_a_store_made_before_a_failover_writes_to_the_promoted_replica(
     group: SentinelGroup,
 ) -> None:
     store = from_url(group.url(query=FAST))
-    store.set("before", b"1")
     old_port = group.primary_port()
+    old_primary = redis.Redis(host=HOST, port=old_port)
+    old_primary.set("before", b"1")
+    assert old_primary.wait(1, 5000) == 1, "the replica has it (replication is asynchronous)"
+    old_primary.close()
     group.primary.kill()
     wait_for_promotion(group, old_port, 20)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
+    errors = []
     while time.monotonic() < deadline:
         try:
             store.set("after", b"2")
             break
-        except Exception:  # connections to the dead primary fail once each, then go
+        except Exception as error:  # connections to the dead primary fail once each, then go
+            errors.append(error)
             time.sleep(0.05)
+    else:
+        raise AssertionError(f"never wrote after the failover: {errors[-3:]}")
     new_primary = redis.Redis(host=HOST, port=group.primary_port())
     assert new_primary.get("after") == b"2", "written to the new primary"
     assert store.get("before") == b"1", "what was replicated before the crash is still there"

@@ -9,6 +9,7 @@ with the list of valid options instead of being ignored until the first request.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl, urlsplit
@@ -266,13 +267,18 @@ def _tiered(netloc: str, path: str, options: dict[str, object], url: str) -> Sto
     return TieredStore(tiers["hot"], tiers["cold"], **options)  # type: ignore[arg-type]
 
 
-def _redis(base_url: str, options: dict[str, object]) -> Store:
+def _redis_store(base_url: str, module: str, name: str) -> Callable[..., Store]:
+    """Return the store class ``name`` of ``module``, which needs redis-py."""
     try:
-        from .redis import RedisStore
+        return getattr(importlib.import_module(f".{module}", __package__), name)  # type: ignore[no-any-return]
     except ImportError as error:
         raise ConfigError(
             f"{base_url!r} needs redis-py: pip install redis (or the [redis] extra) ({error})"
         ) from error
+
+
+def _redis(base_url: str, options: dict[str, object]) -> Store:
+    redis_store = _redis_store(base_url, "redis", "RedisStore")
     parts = urlsplit(base_url)
     database = parts.path.strip("/")
     if database and not database.isdigit():
@@ -284,17 +290,11 @@ def _redis(base_url: str, options: dict[str, object]) -> Store:
         parts.port  # noqa: B018 - urlsplit validates the port lazily
     except ValueError as error:
         raise ConfigError(f"bad port in {base_url!r}: {error}") from None
-    return RedisStore(base_url, **options)  # type: ignore[arg-type]
+    return redis_store(base_url, **options)
 
 
 def _sentinel(base_url: str, options: dict[str, object]) -> Store:
-    try:
-        from .redis_sentinel import SentinelRedisStore
-    except ImportError as error:
-        raise ConfigError(
-            f"{base_url!r} needs redis-py: pip install redis (or the [redis] extra) ({error})"
-        ) from error
-    return SentinelRedisStore(base_url, **options)  # type: ignore[arg-type]
+    return _redis_store(base_url, "redis_sentinel", "SentinelRedisStore")(base_url, **options)
 
 
 def _sql_store(connector: object, options: dict[str, object]) -> Store:

@@ -118,9 +118,10 @@ def test_online_counter_window_and_slots() -> None:
     assert cache.store.get_many(slot_keys + markers) == {}, "slot keys and markers expired"
 
 
-def test_online_counter_hyperloglog_on_redis(redis_url: str) -> None:
+@pytest.mark.parametrize("server", ["redis", "sentinel"])
+def test_online_counter_hyperloglog_on_redis(server: str, request: pytest.FixtureRequest) -> None:
     clock = FakeClock(1_800_000_000.0)
-    cache = Cache(redis_url, namespace="hll", clock=clock)
+    cache = Cache(request.getfixturevalue(f"{server}_url"), namespace="hll", clock=clock)
     online = cache.online_counter("site", window=60, slots=6)
     assert online.hll
     for visitor in range(1000):

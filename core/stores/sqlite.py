@@ -12,6 +12,7 @@ last writes across a power cut: the trade a cache makes.
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any
 
 from .base import counted
@@ -37,10 +38,30 @@ class SqliteConnector:
     def connect(self) -> Any:
         """Return a new connection in WAL mode with ``mcache_count`` registered."""
         connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
+        use_wal(connection, self.timeout)
         connection.execute("PRAGMA synchronous=NORMAL")
         prepare_connection(connection)
         return connection
+
+
+def use_wal(connection: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode (it stays so), waiting up to ``timeout`` for the lock.
+
+    Switching the journal mode needs an exclusive lock, and SQLite answers
+    "database is locked" at once, without its busy handler, when other
+    connections open the same new file meanwhile (the first processes of a
+    site starting together): so ask, and retry until the mode is WAL.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def prepare_connection(connection: sqlite3.Connection) -> None:

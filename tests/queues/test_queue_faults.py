@@ -97,9 +97,7 @@ def test_a_worker_killed_mid_build_frees_its_lock_and_the_key_is_rebuilt_once(
     cache = Cache(redis_url, namespace=env["MCACHE_QUEUE_NAMESPACE"])
     stale(cache, 0)
     assert read(env, 0)["values"] == ["old"]
-    deadline = time.monotonic() + 30
-    while "mcache.rebuild.run(" not in slow.text() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    slow.wait_for("mcache.rebuild.run(")
     time.sleep(2.5)  # past the lock's timeout (2 s): only the worker's renewal holds it now
     assert cache.store.get(lock_key(cache, 0)) is not NO_VALUE, "the worker renews the lock"
     slow.kill()
@@ -133,10 +131,7 @@ def test_a_worker_skips_a_key_rebuilt_meanwhile(redis_url: str, rq_env, workers)
     cache.store.set(key, cache.codec.dumps(entry.to_wire(), key), 600)
     worker = rq_worker(rq_env, rq_env["QUEUE_REDIS"], "mcache").start()
     workers.append(worker)
-    deadline = time.monotonic() + 30
-    while "Job OK" not in worker.text() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "Job OK" in worker.text(), worker.text()[-2000:]
+    assert worker.wait_for("Job OK"), worker.text()[-2000:]
     assert cache.store.get("builds:0") is NO_VALUE, "the control check skipped the build"
     assert cache.get((f"{MODULE}.report", (0,), {})) == "rebuilt meanwhile"
     assert cache.store.get(lock_key(cache, 0)) is NO_VALUE, "and freed the lock"
@@ -151,9 +146,7 @@ def test_a_failing_worker_build_keeps_the_stale_value_and_backs_off(
     cache = Cache(redis_url, namespace=rq_env["MCACHE_QUEUE_NAMESPACE"])
     stale(cache, 0)
     assert read(failing, 0)["values"] == ["old"]
-    deadline = time.monotonic() + 30
-    while "Job OK" not in worker.text() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    worker.wait_for("Job OK")
     assert "failed, serving its stale value" in worker.text(), worker.text()[-2000:]
     assert read(failing, 0)["values"] == ["old"], "the stale value is still served"
     assert worker.text().count("Job OK") == 1, "no retry during the back-off"

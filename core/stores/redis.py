@@ -134,8 +134,11 @@ class RedisStore:
 
     def get(self, key: str) -> bytes | NoValueType:
         """Return the value stored under ``key``, or ``NO_VALUE``."""
+        return self._get_on(self._reader, key)
+
+    def _get_on(self, client: redis.Redis, key: str) -> bytes | NoValueType:
         validate_store_key(key)
-        value = self._run(lambda: self._reader.get(key), key)
+        value = self._run(lambda: client.get(key), key)
         return NO_VALUE if value is None else value
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
@@ -245,9 +248,8 @@ class RedisStore:
 
         Read from the primary even with replica reads: the token must be the current value's.
         """
-        validate_store_key(key)
-        value = self._run(lambda: self._redis.get(key), key)
-        if value is None:
+        value = self._get_on(self._redis, key)
+        if value is NO_VALUE:
             return NO_VALUE, None
         return value, hashlib.sha1(value).hexdigest()
 

@@ -188,6 +188,10 @@ class Node:
             return False
         finally:
             client.close()
+        # A connection given back by a call that finished just as the server went
+        # away still points at the old process: the first call on it would fail
+        # and mark the rejoined server dead again. It rejoins with fresh ones.
+        self.close()
         self.failures = 0
         self.dead_until = 0.0
         self.options.failures.warning(

@@ -50,11 +50,15 @@ def is_robot(user_agent: str, robots: Iterable[str] = ROBOTS) -> bool:
 _RETRIES = 5
 
 
-def counter_key(cache: Cache, kind: str, *parts: object) -> str:
-    """Return ``{ns}:{kind}:…`` for a counter: readable, memcached-safe, namespaced."""
+def counter_key(cache: Cache, kind: str, *parts: object, hash_tag: bool = False) -> str:
+    """Return ``{ns}:{kind}:…`` for a counter: readable, memcached-safe, namespaced.
+
+    ``hash_tag`` wraps the parts' key in braces: keys that extend it share a
+    Redis Cluster hash slot.
+    """
     digest_key = make_key("", *parts)
     prefix = f"{cache.namespace}:{kind}" if cache.namespace else kind
-    return f"{prefix}:{digest_key}"
+    return f"{prefix}:{{{digest_key}}}" if hash_tag else f"{prefix}:{digest_key}"
 
 
 def bump(
@@ -401,8 +405,13 @@ class OnlineCounter:
         return True
 
     def unique_key(self, slot: int) -> str:
-        """Return the HyperLogLog key of one slot (kept apart from anonymous hit counts)."""
-        return counter_key(self.cache, "ou", self.name, slot)
+        """Return the HyperLogLog key of one slot (kept apart from anonymous hit counts).
+
+        The slots of one counter share a Redis hash tag (``{…}`` around the name's
+        part), so on a Redis Cluster they live in one hash slot and the count stays
+        one ``PFCOUNT``; elsewhere the braces are just characters.
+        """
+        return f"{counter_key(self.cache, 'ou', self.name, hash_tag=True)}:{slot}"
 
     def count(self) -> int:
         """Return the visits in the complete slots of the window."""

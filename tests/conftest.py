@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.redis_groups import ClusterGroup, SentinelGroup
 from tests.servers import (
-    SentinelGroup,
     ServerProcess,
     memcached_process,
     postgres_bindir,
@@ -115,6 +115,27 @@ def sentinel_url(sentinel_group: SentinelGroup) -> str:
     client.flushall()
     client.close()
     return sentinel_group.url()
+
+
+@pytest.fixture(scope="session")
+def cluster_group() -> Iterator[ClusterGroup]:
+    """A Redis Cluster of three primaries with a replica each, for the whole session."""
+    for binary in ("redis-server", "redis-cli"):
+        if shutil.which(binary) is None:
+            _missing(binary, "redis-server")
+    group = ClusterGroup()
+    try:
+        group.wait_ready()
+        yield group
+    finally:
+        group.kill()
+
+
+@pytest.fixture
+def cluster_url(cluster_group: ClusterGroup) -> str:
+    """Return the ``redis+cluster://`` URL of the session's cluster, flushed."""
+    cluster_group.flush()
+    return cluster_group.url()
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 
 __all__ = [
-    "SentinelGroup",
     "ServerProcess",
     "django_postgres",
     "free_port",
@@ -27,7 +26,6 @@ __all__ = [
     "postgres_bindir",
     "postgres_process",
     "redis_process",
-    "sentinel_process",
 ]
 
 HOST = "127.0.0.1"
@@ -152,10 +150,13 @@ def memcached_process(memory_mb: int = 64, binary: str | None = None) -> ServerP
     return ServerProcess("memcached", path, argv, b"version\r\n", b"VERSION")
 
 
-def redis_process(binary: str | None = None, replica_of: str | None = None) -> ServerProcess:
+def redis_process(
+    binary: str | None = None, replica_of: str | None = None, options: tuple[str, ...] = ()
+) -> ServerProcess:
     """Describe a redis-server on a free port that keeps nothing on disk.
 
-    ``replica_of`` (``host:port``): it starts as that server's replica.
+    ``replica_of`` (``host:port``): it starts as that server's replica; ``options``
+    are more command-line settings (``"--cluster-enabled", "yes"``).
     """
     path = binary or shutil.which("redis-server") or "redis-server"
     workdir = tempfile.mkdtemp(prefix="mcache-redis-")
@@ -164,96 +165,10 @@ def redis_process(binary: str | None = None, replica_of: str | None = None) -> S
     def argv(port: int) -> list[str]:
         return [
             "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
-            "--dir", workdir, "--protected-mode", "yes", *follow,
+            "--dir", workdir, "--protected-mode", "yes", *follow, *options,
         ]  # fmt: skip
 
     return ServerProcess("redis-server", path, argv, b"PING\r\n", b"+PONG")
-
-
-def sentinel_process(primary: str, service: str, binary: str | None = None) -> ServerProcess:
-    """Describe a Redis Sentinel on a free port watching ``primary`` as ``service``.
-
-    Quorum 2 (of the three a group runs), a primary is down after 1 s without an
-    answer, and a failover may take 3 s: quick enough for a test to watch one.
-    """
-    path = binary or shutil.which("redis-server") or "redis-server"
-    workdir = tempfile.mkdtemp(prefix="mcache-sentinel-")
-    host, port_of_primary = primary.split(":")
-
-    def argv(port: int) -> list[str]:
-        config = os.path.join(workdir, f"sentinel-{port}.conf")  # Sentinel rewrites it
-        if not os.path.exists(config):
-            with open(config, "w") as out:
-                out.write(
-                    f"port {port}\nbind {HOST}\nprotected-mode no\ndir {workdir}\n"
-                    f"sentinel monitor {service} {host} {port_of_primary} 2\n"
-                    f"sentinel down-after-milliseconds {service} 1000\n"
-                    f"sentinel failover-timeout {service} 3000\n"
-                )
-        return [config, "--sentinel"]
-
-    return ServerProcess("redis-sentinel", path, argv, b"PING\r\n", b"+PONG")
-
-
-class SentinelGroup:
-    """A primary, a replica and three sentinels: a Redis service that can fail over."""
-
-    def __init__(self, service: str = "mcache") -> None:
-        self.service = service
-        self.primary = redis_process().start()
-        self.replica = redis_process(replica_of=self.primary.address).start()
-        self.sentinels = [sentinel_process(self.primary.address, service).start() for _ in range(3)]
-
-    def url(self, db: int = 0, query: str = "") -> str:
-        """The ``redis+sentinel://`` URL of this group's service."""
-        hosts = ",".join(sentinel.address for sentinel in self.sentinels)
-        return f"redis+sentinel://{hosts}/{self.service}/{db}" + (f"?{query}" if query else "")
-
-    def wait_ready(self, timeout: float = 20.0) -> None:
-        """Wait until the replica is in sync and every sentinel knows the primary and replica."""
-        import redis
-
-        deadline = time.monotonic() + timeout
-        replica = redis.Redis(host=HOST, port=self.replica.port)
-        try:
-            while time.monotonic() < deadline:
-                if self._ready(replica):
-                    return
-                time.sleep(0.1)
-        finally:
-            replica.close()
-        raise RuntimeError(f"sentinel group {self.service} did not come up in {timeout} s")
-
-    def _ready(self, replica: object) -> bool:
-        import redis
-
-        try:
-            if replica.info("replication").get("master_link_status") != "up":  # type: ignore[attr-defined]
-                return False
-            for sentinel in self.sentinels:
-                client = redis.Redis(host=HOST, port=sentinel.port)
-                try:
-                    if not client.sentinel_slaves(self.service):
-                        return False
-                finally:
-                    client.close()
-        except redis.RedisError:
-            return False
-        return True
-
-    def primary_port(self) -> int:
-        """The port the sentinels name as the primary now."""
-        import redis
-
-        client = redis.Redis(host=HOST, port=self.sentinels[0].port)
-        try:
-            return int(client.sentinel_get_master_addr_by_name(self.service)[1])
-        finally:
-            client.close()
-
-    def kill(self) -> None:
-        for server in (*self.sentinels, self.replica, self.primary):
-            server.kill()
 
 
 SSL_REQUEST = b"\x00\x00\x00\x08\x04\xd2\x16\x2f"

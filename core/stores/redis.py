@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import redis
+from redis.commands.core import Script
 from redis.exceptions import RedisError, ResponseError
 
 from ..api import NO_VALUE, CasToken, NoValueType
@@ -75,6 +76,9 @@ return 1
 class RedisStore:
     """One Redis database behind the :class:`~mcache.api.Store` contract."""
 
+    _FAILURES: tuple[type[BaseException], ...] = (RedisError, OSError)
+    """What the client raises when the server cannot answer (a cluster adds its own)."""
+
     def __init__(
         self,
         url: str = "redis://127.0.0.1:6379/0",
@@ -89,10 +93,7 @@ class RedisStore:
         """``client`` replaces the one ``url`` would make (a Sentinel's primary, say);
         ``replica`` serves plain reads (``get``, ``get_many``), everything else the client.
         """
-        if socket_timeout <= 0 or socket_connect_timeout <= 0:
-            raise ConfigError("redis: socket_timeout and socket_connect_timeout must be > 0")
-        if max_value_size < 1:
-            raise ConfigError(f"redis: max_value_size must be >= 1, got {max_value_size!r}")
+        check_options(socket_timeout, socket_connect_timeout, max_value_size)
         self.url = url
         self.max_value_size = max_value_size
         if client is None:
@@ -105,12 +106,14 @@ class RedisStore:
             client = redis.Redis(connection_pool=pool)
         self._redis = client
         self._reader = replica or client
-        self._incr = self._redis.register_script(_INCR)
-        self._decr = self._redis.register_script(_DECR)
-        self._append = self._redis.register_script(_APPEND)
-        self._cas = self._redis.register_script(_CAS)
-        self._persist = self._redis.register_script(_PERSIST)
-        self._pfadd = self._redis.register_script(_PFADD)
+        self._scripts: dict[str, Script] = {}
+
+    def _script(self, source: str) -> Script:
+        """Return the Lua script ``source`` bound to the client, registered on first use."""
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = self._redis.register_script(source)
+        return script
 
     def __repr__(self) -> str:
         return f"RedisStore({_redacted(self.url)!r})"
@@ -122,7 +125,7 @@ class RedisStore:
             if "not an integer" in str(error):
                 raise NotNumeric(f"cannot incr/decr {key!r}: not a decimal integer") from error
             raise StoreUnavailable(f"redis {_redacted(self.url)}: {error}") from error
-        except (RedisError, OSError) as error:
+        except self._FAILURES as error:
             message = f"redis {_redacted(self.url)}: {type(error).__name__}: {error}"
             raise StoreUnavailable(message) from error
 
@@ -204,7 +207,7 @@ class RedisStore:
         """Append to an existing value; ``False`` when missing."""
         validate_store_key(key)
         self._check_size(key, value)
-        outcome = self._run(lambda: self._append([key], [value, self.max_value_size]), key)
+        outcome = self._run(lambda: self._script(_APPEND)([key], [value, self.max_value_size]), key)
         if outcome == -1:
             raise ValueTooLarge(f"appending to {key!r} would exceed max_value_size")
         return outcome == 1
@@ -213,13 +216,13 @@ class RedisStore:
         """Add ``delta``; ``None`` when missing (never creates)."""
         validate_store_key(key)
         check_delta(delta)
-        return self._run(lambda: self._incr([key], [delta]), key)
+        return self._run(lambda: self._script(_INCR)([key], [delta]), key)
 
     def decr(self, key: str, delta: int = 1) -> int | None:
         """Subtract ``delta``, flooring at 0; ``None`` when missing."""
         validate_store_key(key)
         check_delta(delta)
-        return self._run(lambda: self._decr([key], [delta]), key)
+        return self._run(lambda: self._script(_DECR)([key], [delta]), key)
 
     def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
         """Increment several keys in one pipelined round trip; ``None`` for missing ones."""
@@ -228,14 +231,17 @@ class RedisStore:
             check_delta(delta)
         pipe = self._redis.pipeline(transaction=False)
         for key, delta in deltas.items():
-            self._incr([key], [delta], client=pipe)
+            self._queue_incr(pipe, key, delta)
         results = self._run(pipe.execute) if deltas else []
         return dict(zip(deltas, results, strict=True))
+
+    def _queue_incr(self, pipe: Any, key: str, delta: int) -> None:
+        self._script(_INCR)([key], [delta], client=pipe)
 
     def pfadd(self, key: str, member: bytes, ttl: int) -> bool:
         """Add ``member`` to the HyperLogLog ``key`` (TTL set on creation); True if it changed."""
         validate_store_key(key)
-        return bool(self._run(lambda: self._pfadd([key], [member, ttl]), key))
+        return bool(self._run(lambda: self._script(_PFADD)([key], [member, ttl]), key))
 
     def pfcount(self, keys: list[str]) -> int:
         """Return the estimated number of distinct members across HyperLogLogs ``keys``."""
@@ -259,7 +265,7 @@ class RedisStore:
         self._check_size(key, value)
         if not isinstance(token, str):
             return False
-        return bool(self._run(lambda: self._cas([key], [token, value, ttl]), key))
+        return bool(self._run(lambda: self._script(_CAS)([key], [token, value, ttl]), key))
 
     def delete(self, key: str) -> bool:
         """Delete ``key``; ``True`` when it existed."""
@@ -280,7 +286,7 @@ class RedisStore:
         if ttl < 0:
             return self.delete(key)
         if ttl == 0:
-            return bool(self._run(lambda: self._persist([key]), key))
+            return bool(self._run(lambda: self._script(_PERSIST)([key]), key))
         return bool(self._run(lambda: self._redis.expire(key, ttl), key))
 
     def flush(self) -> None:
@@ -296,6 +302,16 @@ class RedisStore:
         self._redis.connection_pool.disconnect()
         if self._reader is not self._redis:
             self._reader.connection_pool.disconnect()
+
+
+def check_options(
+    socket_timeout: float, socket_connect_timeout: float, max_value_size: int
+) -> None:
+    """Refuse timeouts and sizes no Redis store can work with, at start-up."""
+    if socket_timeout <= 0 or socket_connect_timeout <= 0:
+        raise ConfigError("redis: socket_timeout and socket_connect_timeout must be > 0")
+    if max_value_size < 1:
+        raise ConfigError(f"redis: max_value_size must be >= 1, got {max_value_size!r}")
 
 
 def _redacted(url: str) -> str:

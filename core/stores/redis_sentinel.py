@@ -31,6 +31,7 @@ from redis.sentinel import Sentinel
 from ..errors import ConfigError, StoreUnavailable
 from .base import MiB
 from .redis import RedisStore, _redacted, info_stats
+from .redis_hosts import parse_hosts_url
 
 __all__ = ["SentinelAddress", "SentinelRedisStore", "parse_sentinel_url"]
 
@@ -51,35 +52,15 @@ class SentinelAddress:
 
 def parse_sentinel_url(url: str) -> SentinelAddress:
     """Read the sentinels, the service and the database out of ``url`` (no query string)."""
-    _, _, rest = url.partition("://")
-    netloc, _, path = rest.partition("/")
-    userinfo, at, hosts = netloc.rpartition("@")
-    username = password = None
-    if at:
-        user, colon, secret = userinfo.partition(":")
-        username, password = (unquote(user) or None), (unquote(secret) if colon else None)
-    sentinels = tuple(_host_port(host, url) for host in hosts.split(",") if host)
-    if not sentinels:
-        raise ConfigError(f"no sentinel named in {_redacted(url)!r}; e.g. {EXAMPLE}")
-    service, _, db = path.strip("/").partition("/")
+    parsed = parse_hosts_url(url, "sentinel", DEFAULT_SENTINEL_PORT, EXAMPLE)
+    service, _, db = parsed.path.partition("/")
     if not service:
         raise ConfigError(f"no service (the primary's name) in {_redacted(url)!r}; e.g. {EXAMPLE}")
     if db and not db.isdigit():
         raise ConfigError(f"redis database must be a number, got {db!r}; e.g. {EXAMPLE}")
-    return SentinelAddress(sentinels, unquote(service), int(db or 0), username, password)
-
-
-def _host_port(text: str, url: str) -> tuple[str, int]:
-    if text.startswith("["):  # [::1]:26379
-        host, _, port = text[1:].partition("]")
-        port = port.removeprefix(":")
-    else:
-        host, _, port = text.partition(":")
-    if not port:
-        return host, DEFAULT_SENTINEL_PORT
-    if not port.isdigit():
-        raise ConfigError(f"bad sentinel port {port!r} in {_redacted(url)!r}; e.g. {EXAMPLE}")
-    return host, int(port)
+    return SentinelAddress(
+        parsed.hosts, unquote(service), int(db or 0), parsed.username, parsed.password
+    )
 
 
 class SentinelRedisStore(RedisStore):

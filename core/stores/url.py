@@ -28,6 +28,7 @@ EXAMPLES = {
     "memcached": "memcached://127.0.0.1:11211:1,127.0.0.2:11211:2?hashing=ketama",
     "redis": "redis://127.0.0.1:6379/0?socket_timeout=1.0",
     "redis+sentinel": "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster/0?replica_reads=true",
+    "redis+cluster": "redis+cluster://10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000",
     "tiered": "tiered://?hot=memory://&cold=memcached://127.0.0.1:11211&hot_ttl=5",
     "postgresql": "postgresql://user@127.0.0.1:5432/site?table=mcache",
     "sqlite": "sqlite:////var/cache/site/cache.db",
@@ -86,6 +87,7 @@ OPTIONS: dict[str, dict[str, Parser]] = {
     "tiered": {"hot": str, "cold": str, "hot_ttl": int},
     "redis": _REDIS_OPTIONS,
     "redis+sentinel": {**_REDIS_OPTIONS, "replica_reads": _parse_bool, "sentinel_password": str},
+    "redis+cluster": {**_REDIS_OPTIONS, "replica_reads": _parse_bool, "tag_copies": int},
     "postgresql": {
         "timeout": float,
         "connect_timeout": float,
@@ -104,14 +106,18 @@ def from_url(url: str, **options: object) -> Store:
             + ", ".join(EXAMPLES.values())
         )
     parts = urlsplit(url)
+    if parts.scheme in _VALKEY:  # the same protocol: one code path, redis-py's scheme
+        url = _VALKEY[parts.scheme] + url[len(parts.scheme) :]
+        parts = urlsplit(url)
     scheme = _SCHEMES.get(parts.scheme, parts.scheme)
     if scheme not in OPTIONS:
         raise ConfigError(
             f"unknown store scheme {parts.scheme!r} in {url!r}; use memory://, memcached://,"
-            f" redis://, redis+sentinel://, postgresql://, sqlite:/// or tiered://"
-            f" (e.g. {EXAMPLES['memcached']})"
+            f" redis://, redis+sentinel://, redis+cluster://, postgresql://, sqlite:/// or"
+            f" tiered:// (valkey… for redis…) (e.g. {EXAMPLES['memcached']})"
         )
     merged = {**_query_options(scheme, parts.query, url), **checked_options(scheme, options)}
+    base = url.split("?", 1)[0]
     if scheme == "memory":
         return _memory(parts.netloc, parts.path, merged, url)
     if scheme == "memcached":
@@ -119,15 +125,23 @@ def from_url(url: str, **options: object) -> Store:
     if scheme == "tiered":
         return _tiered(parts.netloc, parts.path, merged, url)
     if scheme == "postgresql":
-        return _postgres(url.split("?", 1)[0], merged)
+        return _postgres(base, merged)
     if scheme == "sqlite":
         return _sqlite(parts.netloc, parts.path, merged, url)
     if scheme == "redis+sentinel":
-        return _sentinel(url.split("?", 1)[0], merged)
-    return _redis(url.split("?", 1)[0], merged)
+        return _redis_store(base, "redis_sentinel", "SentinelRedisStore")(base, **merged)
+    if scheme == "redis+cluster":
+        return _redis_store(base, "redis_cluster", "ClusterRedisStore")(base, **merged)
+    return _redis(base, merged)
 
 
 _SCHEMES = {"rediss": "redis", "postgres": "postgresql"}
+_VALKEY = {
+    "valkey": "redis",
+    "valkeys": "rediss",
+    "valkey+sentinel": "redis+sentinel",
+    "valkey+cluster": "redis+cluster",
+}
 
 
 def _query_options(scheme: str, query: str, url: str) -> dict[str, object]:
@@ -291,10 +305,6 @@ def _redis(base_url: str, options: dict[str, object]) -> Store:
     except ValueError as error:
         raise ConfigError(f"bad port in {base_url!r}: {error}") from None
     return redis_store(base_url, **options)
-
-
-def _sentinel(base_url: str, options: dict[str, object]) -> Store:
-    return _redis_store(base_url, "redis_sentinel", "SentinelRedisStore")(base_url, **options)
 
 
 def _sql_store(connector: object, options: dict[str, object]) -> Store:

@@ -12,7 +12,7 @@ from mcache.stores import MemoryStore
 from tests.core import workers
 
 
-@pytest.fixture(params=["memcached", "redis", "sentinel"])
+@pytest.fixture(params=["memcached", "redis", "sentinel", "cluster"])
 def url(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue(f"{request.param}_url")
 
@@ -118,7 +118,7 @@ def test_online_counter_window_and_slots() -> None:
     assert cache.store.get_many(slot_keys + markers) == {}, "slot keys and markers expired"
 
 
-@pytest.mark.parametrize("server", ["redis", "sentinel"])
+@pytest.mark.parametrize("server", ["redis", "sentinel", "cluster"])
 def test_online_counter_hyperloglog_on_redis(server: str, request: pytest.FixtureRequest) -> None:
     clock = FakeClock(1_800_000_000.0)
     cache = Cache(request.getfixturevalue(f"{server}_url"), namespace="hll", clock=clock)

@@ -19,7 +19,7 @@ from mcache.stores import MemoryStore
 from mcache.writing import BUSY_SECONDS
 
 
-@pytest.fixture(params=["memory", "memcached_cluster", "redis", "sentinel"])
+@pytest.fixture(params=["memory", "memcached_cluster", "redis", "sentinel", "cluster"])
 def url(request: pytest.FixtureRequest) -> str:
     if request.param == "memory":
         return "memory://"

@@ -25,7 +25,7 @@ from tests.core.test_get_or_build import builds, put_stale
 SPAWN = multiprocessing.get_context("spawn")
 
 
-@pytest.fixture(params=["memcached", "redis", "sentinel"])
+@pytest.fixture(params=["memcached", "redis", "sentinel", "cluster"])
 def url(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue(f"{request.param}_url")
 

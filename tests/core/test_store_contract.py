@@ -82,6 +82,20 @@ class TestSentinelStore(StoreContract):
         return functools.partial(from_url, sentinel_url)
 
 
+class TestClusterStore(StoreContract):
+    """Redis Cluster: keys spread by slot over three primaries, each with a replica."""
+
+    @pytest.fixture
+    def store(self, cluster_url: str):
+        store = from_url(cluster_url)
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def store_factory(self, cluster_url: str):
+        return functools.partial(from_url, cluster_url)
+
+
 class TestReplicatedMemcached(StoreContract):
     """Writing every key to two of three servers keeps memcached's semantics."""
 

@@ -62,6 +62,23 @@ def test_a_thousand_sessions_and_one_server_killed_lose_none(trio) -> None:
 
 
 def test_sessions_keep_djangos_semantics(trio) -> None:
+    check_djangos_session_semantics()
+
+
+@pytest.mark.parametrize("topology", ["sentinel", "cluster"])
+def test_sessions_on_redis_sentinel_and_cluster(topology: str, request) -> None:
+    location = request.getfixturevalue(f"{topology}_url")
+    caches_setting = {"default": {"BACKEND": BACKEND, "LOCATION": location}}
+    with override_settings(CACHES=caches_setting, SESSION_ENGINE="django_mcache.sessions"):
+        User.objects.create_user("alice", password="pw")
+        client = Client()
+        assert client.login(username="alice", password="pw")
+        assert client.get("/whoami/").content == b"user=alice"
+        assert Session.objects.count() == 0, "the session lives in the cache"
+        check_djangos_session_semantics()
+
+
+def check_djangos_session_semantics() -> None:
     session = SessionStore()
     session["cart"] = 3
     session.set_expiry(60)

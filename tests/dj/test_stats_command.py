@@ -93,3 +93,15 @@ def test_mistakes_are_command_errors(cluster) -> None:
             run("--slabs")
         with pytest.raises(CommandError, match="tracing is off"):
             run("--trace", "page")
+
+
+@pytest.mark.parametrize("topology", ["sentinel", "cluster"])
+def test_every_redis_node_is_listed_with_its_role(topology: str, request) -> None:
+    url = request.getfixturevalue(f"{topology}_url")
+    with override_settings(CACHES={"default": {"BACKEND": BACKEND, "LOCATION": url}}):
+        caches["default"].set("page", "v", 60)
+        text = run()
+    rows = [line for line in text.splitlines() if line.startswith("127.0.0.1:")]
+    roles = sorted(row.split()[1] for row in rows)
+    expected = {"sentinel": ["primary", "replica"], "cluster": ["primary"] * 3 + ["replica"] * 3}
+    assert roles == expected[topology], text

@@ -407,3 +407,12 @@ def test_wrong_types_name_their_key(config, named) -> None:
     app.config.update(config)
     with pytest.raises(ConfigError, match=named):
         MCache(app)
+
+
+@pytest.mark.parametrize("topology", ["sentinel", "cluster"])
+def test_cli_stats_lists_every_redis_node_with_its_role(topology: str, request) -> None:
+    app, _mcache = make_app(request.getfixturevalue(f"{topology}_url"))
+    report = json.loads(app.test_cli_runner().invoke(args=["mcache", "stats", "--json"]).output)
+    roles = sorted(fields["role"] for fields in report["servers"].values())
+    expected = {"sentinel": ["primary", "replica"], "cluster": ["primary"] * 3 + ["replica"] * 3}
+    assert roles == expected[topology]

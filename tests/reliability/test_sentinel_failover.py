@@ -10,7 +10,6 @@ after that; the failures are logged once per kind and interval, not per request.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 
@@ -19,11 +18,15 @@ import redis
 from django.test import override_settings
 
 from mcache.stores import from_url
-from tests.reliability import site
-from tests.reliability.test_server_faults import django_settings, drive, fetchers, wrong
-from tests.servers import HOST, SentinelGroup
-
-FAST = "socket_timeout=0.3&socket_connect_timeout=0.2"
+from tests.redis_groups import SentinelGroup
+from tests.reliability.failover import (
+    FAST,
+    assert_a_non_event,
+    assert_cached_again,
+    kill_under_load,
+)
+from tests.reliability.test_server_faults import django_settings
+from tests.servers import HOST
 
 
 @pytest.fixture
@@ -52,25 +55,13 @@ def test_the_primary_killed_under_load_costs_no_error_and_the_store_follows(
     group: SentinelGroup, caplog
 ) -> None:
     url = group.url(query=FAST)
+    old_port = group.primary_port()
     with override_settings(**django_settings(url)), caplog.at_level(logging.WARNING):
-        django, flask = fetchers(url)
-        drive([django, flask], 0.3, threads=2)  # cached before the crash
-        old_port = group.primary_port()
-        killer = threading.Timer(1.0, group.primary.kill)
-        killer.start()
-        outcomes = drive([django, flask], 7.0, threads=4)
-        killer.join()
+        seen = kill_under_load(url, group.primary.kill, probe_key="probe")
         assert group.primary_port() != old_port, "the sentinels promoted the replica"
-        assert len(outcomes) > 100
-        assert wrong(outcomes, "v1") == [], "every response is the page, none an error"
-        assert max(took for took, _, _ in outcomes) < 2.0, "no request waits on the dead server"
-        warnings = [r for r in caplog.records if r.name.startswith("mcache")]
-        assert 0 < len(warnings) <= 12, f"{len(warnings)} warnings for {len(outcomes)} requests"
-        time.sleep(1.1)  # what was cached during the failover goes stale, then caches again
-        renders_before = len(site.renders)
-        drive([django, flask], 0.5, threads=2)
-        caching = len(site.renders) - renders_before
-        assert caching <= 4, f"{caching} renders after the failover: the cache is in use again"
+        assert_a_non_event(seen, caplog.records)
+        print(f"\nsentinel: {len(seen.outcomes)} answers; hits again {seen.hits_again_after:.2f} s")
+        assert_cached_again(url)
 
 
 def test_a_store_made_before_a_failover_writes_to_the_promoted_replica(

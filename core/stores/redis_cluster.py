@@ -1,0 +1,243 @@
+"""Redis Cluster: keys sharded by hash slot over several primaries, each with its replicas.
+
+``redis+cluster://[user:password@]n1:7000,n2:7001?replica_reads=true&tag_copies=16``
+
+redis-py's ``RedisCluster`` learns which primary serves each of the 16,384
+slots from any node named in the URL, follows ``MOVED`` redirections, and asks
+again for the map when a node stops answering. Every command of the store
+touches one key, or is split by redis-py into one request per node sent in one
+pipelined round (``get_many``, ``set_many``, ``incr_many``, ``delete_many``).
+Nothing retries inside a request: while a primary is down its slots miss and
+drop writes, the others answer, and once its replica is promoted the client's
+next map sends the slots there.
+
+Tag versions are read with every tagged hit, so the store places copies of
+each version next to the entries (:class:`~mcache.api.Colocating`). The copies
+do not depend on the topology: the slot space is cut into ``tag_copies`` equal
+ranges and a tag has one copy in each (``name``, ``name~n``). A reader takes the
+copy served by the entry's own primary, so a hit is one request to one node;
+every process computes the same copies whatever map it holds, so a bump (which
+moves every copy) reaches all of them even across a resharding. A primary that
+serves none of the ranges' copies (more primaries than ``tag_copies``, or an
+uneven split) reads the first copy instead: one more node, still one round.
+
+Redis Cluster has one database (0) and refuses a multi-key command whose keys
+hash to different slots; ``pfcount`` therefore takes keys sharing a hash tag
+(``{…}``), as the online counters' are.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, LoadBalancingStrategy, RedisCluster
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+from redis.exceptions import RedisClusterException, RedisError
+from redis.retry import Retry
+
+from ..errors import ConfigError, StoreUnavailable
+from ..keys import MAX_KEY_BYTES, validate_store_key
+from .base import MiB
+from .redis import _INCR, RedisStore, _redacted, check_options, info_stats
+from .redis_hosts import HostsURL, parse_hosts_url
+
+__all__ = ["ClusterRedisStore", "parse_cluster_url"]
+
+DEFAULT_PORT = 6379
+EXAMPLE = "redis+cluster://:secret@10.0.0.1:7000,10.0.0.2:7000"
+RECONNECT_INTERVAL = 1.0  # seconds between attempts to learn the map while no node answers
+COPY_SEARCH_PER_RANGE = 64  # suffixes tried per slot range when placing a tag's copies
+
+
+def parse_cluster_url(url: str) -> HostsURL:
+    """Read the nodes and credentials out of ``url`` (no query string)."""
+    parsed = parse_hosts_url(url, "cluster node", DEFAULT_PORT, EXAMPLE)
+    if parsed.path not in ("", "0"):
+        raise ConfigError(
+            f"Redis Cluster has only database 0, got {parsed.path!r} in {_redacted(url)!r};"
+            f" e.g. {EXAMPLE}"
+        )
+    return parsed
+
+
+class ClusterRedisStore(RedisStore):
+    """A :class:`RedisStore` over a Redis Cluster, placing tag copies next to entries."""
+
+    _FAILURES = (*RedisStore._FAILURES, RedisClusterException)
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        socket_timeout: float = 1.0,
+        socket_connect_timeout: float = 0.5,
+        max_connections: int | None = None,
+        max_value_size: int = 1 * MiB,
+        replica_reads: bool = False,
+        tag_copies: int = 16,
+    ) -> None:
+        check_options(socket_timeout, socket_connect_timeout, max_value_size)
+        if not 1 <= tag_copies <= 1024:
+            raise ConfigError(f"redis+cluster: tag_copies must be 1…1024, got {tag_copies!r}")
+        self.address = address = parse_cluster_url(url)
+        self.url = url
+        self.max_value_size = max_value_size
+        self.tag_copies = tag_copies
+        self.replica_reads = replica_reads
+        self._options: dict[str, Any] = {
+            "startup_nodes": [ClusterNode(host, port) for host, port in address.hosts],
+            "username": address.username,
+            "password": address.password,
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": socket_connect_timeout,
+            "retry": Retry(NoBackoff(), 0),  # a failing node answers "miss" now, not later
+            "require_full_coverage": False,  # start, and keep going, while a primary is down
+        }
+        if max_connections is not None:
+            self._options["max_connections"] = max_connections
+        self._clients: dict[bool, RedisCluster] = {}  # replica reads or not: its client
+        self._connecting = threading.Lock()
+        self._next_attempt = 0.0
+        self._scripts = {}
+        self._copies: dict[str, tuple[tuple[str, int], ...]] = {}
+
+    @property  # type: ignore[override]
+    def _redis(self) -> RedisCluster:
+        client = self._clients.get(False)
+        return client if client is not None else self._connect(False)
+
+    @property  # type: ignore[override]
+    def _reader(self) -> RedisCluster:
+        client = self._clients.get(self.replica_reads)
+        return client if client is not None else self._connect(self.replica_reads)
+
+    def _connect(self, replicas: bool) -> RedisCluster:
+        """Learn the slot map from the first node that answers, at most once a second.
+
+        Connecting lazily lets a site start while the cluster is down: its
+        requests miss until a node answers, instead of failing at start-up.
+        """
+        with self._connecting:
+            client = self._clients.get(replicas)
+            if client is not None:
+                return client
+            if time.monotonic() < self._next_attempt:
+                raise StoreUnavailable(f"redis cluster {_redacted(self.url)}: no node answered")
+            options = dict(self._options)
+            if replicas:
+                options["load_balancing_strategy"] = LoadBalancingStrategy.ROUND_ROBIN_REPLICAS
+            try:
+                client = self._clients[replicas] = RedisCluster(**options)
+            except (RedisClusterException, RedisError, OSError) as error:
+                self._next_attempt = time.monotonic() + RECONNECT_INTERVAL
+                message = f"redis cluster {_redacted(self.url)}: no node answered ({error})"
+                raise StoreUnavailable(message) from error
+            return client
+
+    def __repr__(self) -> str:
+        return f"ClusterRedisStore({_redacted(self.url)!r})"
+
+    # -- what a cluster does differently ----------------------------------------------------
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return the values of the keys that exist: one request per node, in one round."""
+        keys = list(keys)
+        for key in keys:
+            validate_store_key(key)
+        if len(keys) <= 1:
+            found = {key: self._get_on(self._reader, key) for key in keys}
+            return {key: value for key, value in found.items() if isinstance(value, bytes)}
+        pipe = self._reader.pipeline(transaction=False)
+        for key in keys:
+            pipe.get(key)
+        values = self._run(pipe.execute)
+        return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+
+    def _queue_incr(self, pipe: Any, key: str, delta: int) -> None:
+        # redis-py refuses EVALSHA in a cluster pipeline; EVAL sends the (short) script itself.
+        pipe.execute_command("EVAL", _INCR, 1, key, delta)
+
+    def pfcount(self, keys: list[str]) -> int:
+        """Return the estimated distinct members across ``keys``, which must share a slot."""
+        for key in keys:
+            validate_store_key(key)
+        if len({key_slot(key.encode()) for key in keys}) > 1:
+            raise ValueError(
+                f"pfcount on a Redis Cluster needs keys of one hash slot (a shared {{…}} tag),"
+                f" got {keys!r}"
+            )
+        return super().pfcount(keys)
+
+    def flush(self) -> None:
+        """Empty every primary (their replicas follow)."""
+        self._run(lambda: self._redis.flushdb(target_nodes=RedisCluster.PRIMARIES))
+
+    def stats(self) -> dict[str, dict[str, int | float | str]]:
+        """Return every node of the cluster with its role; a failed node as ``dead``."""
+        nodes = self._run(self._redis.cluster_nodes)
+        report: dict[str, dict[str, int | float | str]] = {}
+        for name, node in sorted(nodes.items()):
+            role = "primary" if "master" in node["flags"] else "replica"
+            host, _, port = name.rpartition(":")
+            if "fail" in node["flags"] or not node.get("connected", True):
+                report[f"{name}/0 {role}"] = {"dead": 1, "role": role}
+                continue
+            client = self._redis.get_redis_connection(ClusterNode(host, int(port)))
+            try:
+                for label, fields in info_stats(client, self._run).items():
+                    report[f"{label} {role}"] = {**fields, "role": role}
+            except StoreUnavailable:
+                report[f"{name}/0 {role}"] = {"dead": 1, "role": role}
+        return report
+
+    def close(self) -> None:
+        """Close every node's connections; the store reconnects on next use."""
+        for client in list(self._clients.values()):
+            client.close()
+
+    # -- Colocating: tag copies next to entries ---------------------------------------------
+
+    def spread(self, base: str) -> tuple[str, ...]:
+        """Return ``base`` and a copy of it in each slot range, ``base`` first."""
+        return tuple(key for key, _slot in self._placed(base))
+
+    def colocated(self, base: str, near: str) -> str:
+        """Return the copy of ``base`` served by the primary that serves ``near`` now."""
+        placed = self._placed(base)
+        if len(placed) > 1:
+            owner = self._owner(key_slot(near.encode()))
+            for key, slot in placed:
+                if self._owner(slot) == owner:
+                    return key
+        return base
+
+    def _owner(self, slot: int) -> str | None:
+        nodes = self._redis.nodes_manager.slots_cache.get(slot)
+        return nodes[0].name if nodes else None
+
+    def _placed(self, base: str) -> tuple[tuple[str, int], ...]:
+        """Find ``base~n`` keys, the smallest n per slot range, once per base."""
+        placed = self._copies.get(base)
+        if placed is None:
+            slot = key_slot(base.encode())
+            ranges = {self._range(slot): (base, slot)}
+            limit = COPY_SEARCH_PER_RANGE * self.tag_copies
+            if len(base) + len(str(limit)) + 1 <= MAX_KEY_BYTES:
+                for n in range(1, limit + 1):
+                    if len(ranges) == self.tag_copies:
+                        break
+                    copy = f"{base}~{n}"
+                    slot = key_slot(copy.encode())
+                    ranges.setdefault(self._range(slot), (copy, slot))
+            placed = tuple(ranges.values())
+            if len(self._copies) >= 65536:
+                self._copies.clear()
+            self._copies[base] = placed
+        return placed
+
+    def _range(self, slot: int) -> int:
+        return slot * self.tag_copies // REDIS_CLUSTER_HASH_SLOTS

@@ -10,11 +10,12 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 
 from tests.servers import HOST, ServerProcess, redis_process
 
-__all__ = ["ClusterGroup", "SentinelGroup", "sentinel_process"]
+__all__ = ["ClusterGroup", "HitsAgain", "SentinelGroup", "sentinel_process"]
 
 
 def sentinel_process(primary: str, service: str, binary: str | None = None) -> ServerProcess:
@@ -181,6 +182,29 @@ class ClusterGroup:
         roles = self.roles()
         return [node for node in self.nodes if roles.get(node.port) == "primary"]
 
+    def serving(self, key: str) -> ServerProcess:
+        """The primary that serves ``key`` now."""
+        return self.serving_each([key])[0]
+
+    def key_on(self, node: ServerProcess, stem: str) -> str:
+        """A key ``stem<n>`` that ``node`` serves."""
+        candidates = [f"{stem}{n}" for n in range(1000)]
+        owners = self.serving_each(candidates)
+        return next(key for key, owner in zip(candidates, owners, strict=True) if owner is node)
+
+    def serving_each(self, keys: list[str]) -> list[ServerProcess]:
+        """The primary that serves each of ``keys`` now (one client, one slot map)."""
+        from redis.cluster import RedisCluster
+
+        live = next(node for node in self.nodes if node.process is not None)
+        client = RedisCluster(host=HOST, port=live.port)
+        try:
+            ports = [client.get_node_from_key(key).port for key in keys]
+        finally:
+            client.close()
+        by_port = {node.port: node for node in self.nodes}
+        return [by_port[port] for port in ports]
+
     def flush(self) -> None:
         """Empty every primary (their replicas follow)."""
         import redis
@@ -193,3 +217,40 @@ class ClusterGroup:
     def kill(self) -> None:
         for node in self.nodes:
             node.kill()
+
+
+class HitsAgain(threading.Thread):
+    """Once ``killed`` is set, write and read back ``key`` every 20 ms until that works.
+
+    ``hits_again_after`` is then the time from the kill to the first cache hit
+    on a key the dead primary served: its replica's promotion plus the store
+    finding it.
+    """
+
+    def __init__(self, url: str, key: str, killed: threading.Event) -> None:
+        from mcache.stores import from_url
+
+        super().__init__(daemon=True)
+        self.store = from_url(url)
+        self.key = key
+        self.killed = killed
+        self.hits_again_after: float | None = None
+
+    def run(self) -> None:
+        from mcache.errors import StoreUnavailable
+
+        self.killed.wait()
+        started = time.monotonic()
+        n = 0
+        while time.monotonic() - started < 60:
+            n += 1
+            value = str(n).encode()
+            try:
+                self.store.set(self.key, value, 60)
+                if self.store.get(self.key) == value:
+                    self.hits_again_after = time.monotonic() - started
+                    break
+            except StoreUnavailable:
+                pass
+            time.sleep(0.02)
+        self.store.close()

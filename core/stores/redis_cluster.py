@@ -151,11 +151,40 @@ class ClusterRedisStore(RedisStore):
         if len(keys) <= 1:
             found = {key: self._get_on(self._reader, key) for key in keys}
             return {key: value for key, value in found.items() if isinstance(value, bytes)}
-        pipe = self._reader.pipeline(transaction=False)
+        values = None if self.replica_reads else self._from_one_node(keys)
+        if values is None:
+            pipe = self._reader.pipeline(transaction=False)
+            for key in keys:
+                pipe.get(key)
+            values = self._run(pipe.execute)
+        return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+
+    def _from_one_node(self, keys: list[str]) -> list[Any] | None:
+        """Read keys that one primary serves (an entry and its tag copies) in a plain pipeline.
+
+        The cluster pipeline routes every command on its own, about 60 µs of
+        Python per tagged hit; the node's own client skips that. None when the
+        keys span nodes, or the node failed or answered ``MOVED``: the cluster
+        pipeline then routes them, and learns the new map.
+        """
+        slots = self._redis.nodes_manager.slots_cache
+        owner = None
+        for key in keys:
+            nodes = slots.get(key_slot(key.encode()))
+            if not nodes or (owner is not None and nodes[0] is not owner):
+                return None
+            owner = nodes[0]
+        client = owner.redis_connection if owner is not None else None
+        if client is None:
+            return None
+        pipe = client.pipeline(transaction=False)
         for key in keys:
             pipe.get(key)
-        values = self._run(pipe.execute)
-        return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+        try:
+            values = pipe.execute(raise_on_error=False)
+        except self._FAILURES:
+            return None
+        return None if any(isinstance(value, Exception) for value in values) else values
 
     def _queue_incr(self, pipe: Any, key: str, delta: int) -> None:
         # redis-py refuses EVALSHA in a cluster pipeline; EVAL sends the (short) script itself.

@@ -33,6 +33,7 @@ SCRIPTS: dict[str, list[str]] = {  # name -> the arguments that make it quick
     "bench_composition": ["--rounds", "2", "--calls", "500"],
     "bench_refresh": ["--rounds", "1"],
     "bench_durable": ["--rounds", "2", "--calls", "300"],
+    "bench_redis_topologies": ["--rounds", "2", "--calls", "500"],
     "bench_django": ["--seconds", "2", "--rounds", "2"],
     "soak": ["--seconds", "15"],
 }

@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcache import Cache
-from mcache.errors import StoreUnavailable
-from mcache.stores import from_url
+from tests.redis_groups import HitsAgain
 from tests.reliability import site
 from tests.reliability.test_server_faults import Outcome, drive, fetchers, wrong
 
@@ -51,7 +50,7 @@ def kill_under_load(url: str, kill: Callable[[], None], probe_key: str, wait: fl
     fetches = [django, flask, builder_fetch(url)]
     drive(fetches, 0.3, threads=2)  # cached before the crash
     killed = threading.Event()
-    probe = Probe(url, probe_key, killed)
+    probe = HitsAgain(url, probe_key, killed)
 
     def kill_now() -> None:
         kill()
@@ -64,34 +63,6 @@ def kill_under_load(url: str, kill: Callable[[], None], probe_key: str, wait: fl
     killer.join()
     probe.join(wait)
     return Failover(outcomes, probe.hits_again_after)
-
-
-class Probe(threading.Thread):
-    """Writes and reads back one key until that works after the kill."""
-
-    def __init__(self, url: str, key: str, killed: threading.Event) -> None:
-        super().__init__(daemon=True)
-        self.store = from_url(url)
-        self.key = key
-        self.killed = killed
-        self.hits_again_after: float | None = None
-
-    def run(self) -> None:
-        self.killed.wait()
-        started = time.monotonic()
-        n = 0
-        while time.monotonic() - started < 60:
-            n += 1
-            value = str(n).encode()
-            try:
-                self.store.set(self.key, value, 60)
-                if self.store.get(self.key) == value:
-                    self.hits_again_after = time.monotonic() - started
-                    break
-            except StoreUnavailable:
-                pass
-            time.sleep(0.02)
-        self.store.close()
 
 
 def assert_a_non_event(seen: Failover, records: list[logging.LogRecord]) -> None:

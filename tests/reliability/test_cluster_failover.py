@@ -13,7 +13,6 @@ from collections.abc import Iterator
 
 import pytest
 from django.test import override_settings
-from redis.cluster import RedisCluster
 
 from mcache import Cache
 from tests.redis_groups import ClusterGroup
@@ -24,7 +23,6 @@ from tests.reliability.failover import (
     kill_under_load,
 )
 from tests.reliability.test_server_faults import django_settings
-from tests.servers import HOST, ServerProcess
 
 
 @pytest.fixture
@@ -38,28 +36,13 @@ def cluster(cluster_group: ClusterGroup) -> Iterator[ClusterGroup]:
         own.kill()
 
 
-def serving(cluster: ClusterGroup, key: str) -> ServerProcess:
-    """The primary that serves ``key`` now."""
-    client = RedisCluster(host=HOST, port=cluster.nodes[0].port)
-    try:
-        port = client.get_node_from_key(key).port
-    finally:
-        client.close()
-    return next(node for node in cluster.nodes if node.port == port)
-
-
-def key_on(cluster: ClusterGroup, node: ServerProcess, stem: str) -> str:
-    """A key that ``node`` serves."""
-    return next(f"{stem}{n}" for n in range(10_000) if serving(cluster, f"{stem}{n}") is node)
-
-
 @pytest.mark.django_db
 def test_one_primary_of_three_killed_under_load_costs_no_error_and_hits_resume(
     cluster: ClusterGroup, caplog
 ) -> None:
     url = cluster.url(query=FAST)
-    victim = serving(cluster, Cache(url, namespace="rel-gob").key("catalog"))
-    probe = key_on(cluster, victim, "probe")
+    victim = cluster.serving(Cache(url, namespace="rel-gob").key("catalog"))
+    probe = cluster.key_on(victim, "probe")
     with override_settings(**django_settings(url)), caplog.at_level(logging.WARNING):
         seen = kill_under_load(url, victim.kill, probe_key=probe)
         primaries = cluster.primaries()

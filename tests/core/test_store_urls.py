@@ -80,6 +80,12 @@ def test_a_sentinel_url_names_its_sentinels_service_and_database() -> None:
         ("redis+sentinel://h:26379/site/zero", "redis database must be a number"),
         ("redis+sentinel://h:port/site/0", "bad sentinel port 'port'"),
         ("redis+sentinel://h/site/0?replica_reads=maybe", "not a boolean"),
+        ("redis+cluster://", "no cluster node named"),
+        ("redis+cluster://h:port", "bad cluster node port 'port'"),
+        ("redis+cluster://h:7000/1", "Redis Cluster has only database 0"),
+        ("redis+cluster://h:7000?tag_copies=0", "tag_copies must be 1…1024"),
+        ("redis+cluster://h:7000?read_replicas=1", "unknown redis+cluster store option"),
+        ("valkey+cluster://h:port", "bad cluster node port 'port'"),
     ],
 )
 def test_bad_urls_name_the_problem(url: str, says: str) -> None:

@@ -98,12 +98,8 @@ def sentinel_group() -> Iterator[SentinelGroup]:
     """A Redis primary, its replica and three sentinels, for the whole session."""
     if shutil.which("redis-server") is None:
         _missing("redis-server", "redis-server")
-    group = SentinelGroup()
-    try:
-        group.wait_ready()
+    with SentinelGroup() as group:
         yield group
-    finally:
-        group.kill()
 
 
 @pytest.fixture
@@ -123,12 +119,8 @@ def cluster_group() -> Iterator[ClusterGroup]:
     for binary in ("redis-server", "redis-cli"):
         if shutil.which(binary) is None:
             _missing(binary, "redis-server")
-    group = ClusterGroup()
-    try:
-        group.wait_ready()
+    with ClusterGroup() as group:
         yield group
-    finally:
-        group.kill()
 
 
 @pytest.fixture

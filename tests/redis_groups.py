@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from typing import TypeVar
 
 from tests.servers import HOST, ServerProcess, redis_process
 
@@ -43,7 +44,31 @@ def sentinel_process(primary: str, service: str, binary: str | None = None) -> S
     return ServerProcess("redis-sentinel", path, argv, b"PING\r\n", b"+PONG")
 
 
-class SentinelGroup:
+G = TypeVar("G", bound="Running")
+
+
+class Running:
+    """``with Group() as group:`` waits until the group is ready, and kills it at the end."""
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: G) -> G:
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.kill()
+
+
+class SentinelGroup(Running):
     """A primary, a replica and three sentinels: a Redis service that can fail over."""
 
     def __init__(self, service: str = "mcache") -> None:
@@ -104,7 +129,7 @@ class SentinelGroup:
             server.kill()
 
 
-class ClusterGroup:
+class ClusterGroup(Running):
     """Three primaries with one replica each: a Redis Cluster that can lose a primary.
 
     A node is failed after 1 s without an answer (``cluster-node-timeout``), so a

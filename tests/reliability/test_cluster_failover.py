@@ -28,12 +28,8 @@ from tests.reliability.test_server_faults import django_settings
 @pytest.fixture
 def cluster(cluster_group: ClusterGroup) -> Iterator[ClusterGroup]:
     """A cluster of this test's own (``cluster_group`` checks the binaries are there)."""
-    own = ClusterGroup()
-    try:
-        own.wait_ready()
+    with ClusterGroup() as own:
         yield own
-    finally:
-        own.kill()
 
 
 @pytest.mark.django_db

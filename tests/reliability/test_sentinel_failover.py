@@ -32,12 +32,8 @@ from tests.servers import HOST
 @pytest.fixture
 def group(sentinel_group: SentinelGroup) -> Iterator[SentinelGroup]:
     """A Sentinel group of this test's own (``sentinel_group`` checks the binary is there)."""
-    own = SentinelGroup(service="failover")
-    try:
-        own.wait_ready()
+    with SentinelGroup(service="failover") as own:
         yield own
-    finally:
-        own.kill()
 
 
 def wait_for_promotion(group: SentinelGroup, old_port: int, seconds: float) -> float:

@@ -116,7 +116,7 @@ class RedisStore:
         return script
 
     def __repr__(self) -> str:
-        return f"RedisStore({_redacted(self.url)!r})"
+        return f"{type(self).__name__}({_redacted(self.url)!r})"
 
     def _run(self, call: Callable[[], T], key: str = "") -> T:
         try:
@@ -349,3 +349,21 @@ def info_stats(
         "total_connections": info.get("total_connections_received", 0),
     }
     return {name: mapped}
+
+
+def role_stats(
+    client: Any | None, role: str, name: str, run: Callable[[Callable[[], Any]], Any]
+) -> dict[str, dict[str, int | float | str]]:
+    """Return one server of a topology as ``{"<name> <role>": fields + role}``.
+
+    ``name`` stands for a server that cannot answer (or is known failed: no
+    ``client``), which is reported ``dead``.
+    """
+    dead: dict[str, dict[str, int | float | str]] = {f"{name} {role}": {"dead": 1, "role": role}}
+    if client is None:
+        return dead
+    try:
+        fields_of = info_stats(client, run)
+    except StoreUnavailable:
+        return dead
+    return {f"{label} {role}": {**fields, "role": role} for label, fields in fields_of.items()}

@@ -36,13 +36,13 @@ from typing import Any
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, LoadBalancingStrategy, RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from ..errors import ConfigError, StoreUnavailable
 from ..keys import MAX_KEY_BYTES, validate_store_key
 from .base import MiB
-from .redis import _INCR, RedisStore, _redacted, check_options, info_stats
+from .redis import _INCR, RedisStore, _redacted, check_options, role_stats
 from .redis_hosts import HostsURL, parse_hosts_url
 
 __all__ = ["ClusterRedisStore", "parse_cluster_url"]
@@ -132,31 +132,24 @@ class ClusterRedisStore(RedisStore):
                 options["load_balancing_strategy"] = LoadBalancingStrategy.ROUND_ROBIN_REPLICAS
             try:
                 client = self._clients[replicas] = RedisCluster(**options)
-            except (RedisClusterException, RedisError, OSError) as error:
+            except self._FAILURES as error:
                 self._next_attempt = time.monotonic() + RECONNECT_INTERVAL
                 message = f"redis cluster {_redacted(self.url)}: no node answered ({error})"
                 raise StoreUnavailable(message) from error
             return client
-
-    def __repr__(self) -> str:
-        return f"ClusterRedisStore({_redacted(self.url)!r})"
 
     # -- what a cluster does differently ----------------------------------------------------
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist: one request per node, in one round."""
         keys = list(keys)
+        if len(keys) <= 1:
+            return super().get_many(keys)  # one key, one slot: MGET
         for key in keys:
             validate_store_key(key)
-        if len(keys) <= 1:
-            found = {key: self._get_on(self._reader, key) for key in keys}
-            return {key: value for key, value in found.items() if isinstance(value, bytes)}
         values = None if self.replica_reads else self._from_one_node(keys)
         if values is None:
-            pipe = self._reader.pipeline(transaction=False)
-            for key in keys:
-                pipe.get(key)
-            values = self._run(pipe.execute)
+            values = self._run(_gets(self._reader, keys).execute)
         return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
 
     def _from_one_node(self, keys: list[str]) -> list[Any] | None:
@@ -168,20 +161,12 @@ class ClusterRedisStore(RedisStore):
         pipeline then routes them, and learns the new map.
         """
         slots = self._redis.nodes_manager.slots_cache
-        owner = None
-        for key in keys:
-            nodes = slots.get(key_slot(key.encode()))
-            if not nodes or (owner is not None and nodes[0] is not owner):
-                return None
-            owner = nodes[0]
-        client = owner.redis_connection if owner is not None else None
-        if client is None:
+        owners = {_primary(slots, key_slot(key.encode())) for key in keys}
+        owner = owners.pop() if len(owners) == 1 else None
+        if owner is None or owner.redis_connection is None:
             return None
-        pipe = client.pipeline(transaction=False)
-        for key in keys:
-            pipe.get(key)
         try:
-            values = pipe.execute(raise_on_error=False)
+            values = _gets(owner.redis_connection, keys).execute(raise_on_error=False)
         except self._FAILURES:
             return None
         return None if any(isinstance(value, Exception) for value in values) else values
@@ -212,15 +197,11 @@ class ClusterRedisStore(RedisStore):
         for name, node in sorted(nodes.items()):
             role = "primary" if "master" in node["flags"] else "replica"
             host, _, port = name.rpartition(":")
-            if "fail" in node["flags"] or not node.get("connected", True):
-                report[f"{name}/0 {role}"] = {"dead": 1, "role": role}
-                continue
-            client = self._redis.get_redis_connection(ClusterNode(host, int(port)))
-            try:
-                for label, fields in info_stats(client, self._run).items():
-                    report[f"{label} {role}"] = {**fields, "role": role}
-            except StoreUnavailable:
-                report[f"{name}/0 {role}"] = {"dead": 1, "role": role}
+            failed = "fail" in node["flags"] or not node.get("connected", True)
+            client = (
+                None if failed else self._redis.get_redis_connection(ClusterNode(host, int(port)))
+            )
+            report.update(role_stats(client, role, f"{name}/0", self._run))
         return report
 
     def close(self) -> None:
@@ -238,15 +219,12 @@ class ClusterRedisStore(RedisStore):
         """Return the copy of ``base`` served by the primary that serves ``near`` now."""
         placed = self._placed(base)
         if len(placed) > 1:
-            owner = self._owner(key_slot(near.encode()))
+            slots = self._redis.nodes_manager.slots_cache
+            owner = _primary(slots, key_slot(near.encode()))
             for key, slot in placed:
-                if self._owner(slot) == owner:
+                if owner is not None and _primary(slots, slot) is owner:
                     return key
         return base
-
-    def _owner(self, slot: int) -> str | None:
-        nodes = self._redis.nodes_manager.slots_cache.get(slot)
-        return nodes[0].name if nodes else None
 
     def _placed(self, base: str) -> tuple[tuple[str, int], ...]:
         """Find ``base~n`` keys, the smallest n per slot range, once per base."""
@@ -270,3 +248,17 @@ class ClusterRedisStore(RedisStore):
 
     def _range(self, slot: int) -> int:
         return slot * self.tag_copies // REDIS_CLUSTER_HASH_SLOTS
+
+
+def _primary(slots: dict[int, list[ClusterNode]], slot: int) -> ClusterNode | None:
+    """The primary serving ``slot`` in a client's slot map (the first node listed), if any."""
+    nodes = slots.get(slot)
+    return nodes[0] if nodes else None
+
+
+def _gets(client: Any, keys: list[str]) -> Any:
+    """A pipeline of one ``GET`` per key on ``client`` (a node's, or the cluster's), unsent."""
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.get(key)
+    return pipe

@@ -28,9 +28,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from ..errors import ConfigError, StoreUnavailable
+from ..errors import ConfigError
 from .base import MiB
-from .redis import RedisStore, _redacted, info_stats
+from .redis import RedisStore, _redacted, role_stats
 from .redis_hosts import parse_hosts_url
 
 __all__ = ["SentinelAddress", "SentinelRedisStore", "parse_sentinel_url"]
@@ -106,9 +106,6 @@ class SentinelRedisStore(RedisStore):
         )
         self._servers = {**servers, **connection}
 
-    def __repr__(self) -> str:
-        return f"SentinelRedisStore({_redacted(self.url)!r})"
-
     def stats(self) -> dict[str, dict[str, int | float | str]]:
         """Return every server of the service with its role: the primary, then each replica."""
         service = self.address.service
@@ -118,11 +115,9 @@ class SentinelRedisStore(RedisStore):
         report: dict[str, dict[str, int | float | str]] = {}
         for role, (host, port) in nodes:
             client = redis.Redis(host=host, port=port, **self._servers)
+            name = f"{host}:{port}/{self.address.db}"
             try:
-                for name, fields in info_stats(client, self._run).items():
-                    report[f"{name} {role}"] = {**fields, "role": role}
-            except StoreUnavailable:
-                report[f"{host}:{port}/{self.address.db} {role}"] = {"dead": 1, "role": role}
+                report.update(role_stats(client, role, name, self._run))
             finally:
                 client.close()
         return report

@@ -33,9 +33,14 @@ class Failover:
     hits_again_after: float | None  # seconds from the kill; None: not within the wait
 
 
+def builder_cache(url: str) -> Cache:
+    """The cache of the load's ``get_or_build`` entry, keyed ``"catalog"``."""
+    return Cache(url, namespace="rel-gob")
+
+
 def builder_fetch(url: str) -> Callable[[], tuple[int, bytes]]:
     """A ``get_or_build`` of the catalog, answered as a page would be."""
-    cache = Cache(url, namespace="rel-gob")
+    cache = builder_cache(url)
 
     def fetch() -> tuple[int, bytes]:
         value = cache.get_or_build("catalog", lambda: site.render_catalog("core"), ttl=1)

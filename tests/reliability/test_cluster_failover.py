@@ -14,12 +14,12 @@ from collections.abc import Iterator
 import pytest
 from django.test import override_settings
 
-from mcache import Cache
 from tests.redis_groups import ClusterGroup
 from tests.reliability.failover import (
     FAST,
     assert_a_non_event,
     assert_cached_again,
+    builder_cache,
     kill_under_load,
 )
 from tests.reliability.test_server_faults import django_settings
@@ -37,7 +37,7 @@ def test_one_primary_of_three_killed_under_load_costs_no_error_and_hits_resume(
     cluster: ClusterGroup, caplog
 ) -> None:
     url = cluster.url(query=FAST)
-    victim = cluster.serving(Cache(url, namespace="rel-gob").key("catalog"))
+    victim = cluster.serving(builder_cache(url).key("catalog"))
     probe = cluster.key_on(victim, "probe")
     with override_settings(**django_settings(url)), caplog.at_level(logging.WARNING):
         seen = kill_under_load(url, victim.kill, probe_key=probe)

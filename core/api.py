@@ -10,9 +10,19 @@ seconds where 0 means "no expiry" and a negative TTL means "already expired".
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
-__all__ = ["NO_VALUE", "CasToken", "Colocating", "NoValueType", "Store", "TellsTimeLeft"]
+__all__ = [
+    "NO_VALUE",
+    "CasToken",
+    "ClaimsStale",
+    "Colocating",
+    "NoValueType",
+    "StaleClaim",
+    "Store",
+    "TellsTimeLeft",
+]
 
 
 class NoValueType:
@@ -175,4 +185,44 @@ class TellsTimeLeft(Protocol):
 
         0 means the value never expires; None that this store cannot tell.
         """
+        ...
+
+
+@dataclass(slots=True)
+class StaleClaim:
+    """A reader's bid for a stale entry's rebuild, made in the read itself.
+
+    ``outcome`` is set by the store: True when this reader took the lock,
+    False when the entry was claimable but the lock was held already, None
+    when the entry was not in its stale window (a hit, a miss, or stale for
+    another reason: a bumped tag), so nothing was tried.
+    """
+
+    lock_key: str
+    token: bytes
+    lock_ms: int
+    window_ms: int
+    outcome: bool | None = None
+
+
+@runtime_checkable
+class ClaimsStale(Protocol):
+    """A store that can claim a stale entry's rebuild in the same round trip as its read.
+
+    DESIGN.md's "Native single-flight" seam. An entry is written to live
+    ``stale_ttl`` seconds in the store past its fresh time, so one with at most
+    that long left is stale by time; the store checks that and takes the
+    entry's lock (an ``add`` of the claim's token) in the read, where the
+    portable path spends a second round trip on the ``add``. It is the rule of
+    memcached's meta protocol (``mg … R<seconds>``: a win for the first reader
+    of an item with less than that left), done by the store.
+    """
+
+    @property
+    def claims_in_read(self) -> bool:
+        """Whether reads may claim: not when they go to a replica, which cannot write."""
+        ...
+
+    def get_many_claiming(self, keys: list[str], claim: StaleClaim) -> dict[str, bytes]:
+        """Return ``get_many(keys)``, claiming ``keys[0]``'s rebuild if it is in its window."""
         ...

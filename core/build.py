@@ -81,23 +81,29 @@ class Builder:
                 # Uncommitted data (see Cache.may_store): built for this caller alone,
                 # never stored and never handed to the threads that share its calls.
                 return self.build_alone(Call(key, build, tags, o, {}))
+            claim = self.writer.claim_for(key, o)
             try:
-                entry, declared, others = self.reader.read(key, tags)
+                entry, declared, others = self.reader.read(key, tags, claim)
             except Exception as error:
                 cache.store_failed("get_or_build", error)
                 cache.metrics.add("misses")
                 return self.build_alone(Call(key, build, tags, o, {}), unread=True)
+            if self.writer.claims:
+                self.writer.saw(key, entry)
             now = cache.clock.time_ms()
             if self.is_hit(key, entry, declared, others, now, o):
+                if claim is not None and claim.outcome:
+                    self.writer.drop_claim(key, claim)
                 if entry.tags and inside_build():  # type: ignore[union-attr]
                     report(self.cache.tags.scope, entry.tags)  # type: ignore[union-attr]
                 return entry.value  # type: ignore[union-attr]
             cache.trace(key, "M")
-            call = Call(key, build, tags, o, declared, entry)
+            call = Call(key, build, tags, o, declared, entry, claim=claim)
             if entry is not None:
                 call.seen_fresh = entry.is_fresh(now) and entry.tags_current(declared, others)
                 value = self.refresh_stale(call, entry)
             else:
+                self.writer.drop_claim(key, claim)
                 cache.metrics.add("misses")
                 value = self.build_missing(call)
             report(self.cache.tags.scope, call.depends, call.stale)
@@ -149,6 +155,8 @@ class Builder:
     def refresh_stale(self, call: Call, entry: Entry) -> Any:
         """Let one caller rebuild; everyone else gets the stale value (after ``stale_wait``)."""
         flight, leader = self.refreshes.join(call.key)
+        if not leader and call.claim is not None and call.claim.outcome:
+            return self.rebuild_stale(call, entry)  # its read won the lock: it alone may rebuild
         if not leader:
             self.cache.metrics.add("coalesced")
             if not call.seen_fresh and flight.wait(call.options.stale_wait):

@@ -29,7 +29,12 @@ from .errors import LockTimeout
 if TYPE_CHECKING:
     from .renewal import LockRenewer
 
-__all__ = ["Lock", "backoff_delays", "pauses"]
+__all__ = ["Lock", "backoff_delays", "new_token", "pauses"]
+
+
+def new_token() -> bytes:
+    """Return a random owner token: no other holder, in any process, has it."""
+    return secrets.token_hex(16).encode()
 
 
 def backoff_delays(first: float = 0.01, cap: float = 0.1) -> Iterator[float]:
@@ -79,7 +84,7 @@ class Lock:
         self.wait = wait
         self.renewer = renewer
         # A token given is an owner's handing its lock over (to a queue worker, say).
-        self.token = token or secrets.token_hex(16).encode()
+        self.token = token or new_token()
         self.held = token is not None
         self._slack = int(getattr(store, "expiry_slack", 0))
 

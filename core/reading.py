@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .api import NO_VALUE
+from .api import NO_VALUE, NoValueType, StaleClaim
 from .dependencies import report
 from .entry import Entry, is_placeholder
 from .errors import MCacheError
@@ -37,13 +37,17 @@ class Reader:
         self.others: dict[str, tuple[str, ...]] = {}  # key -> labels beyond the declared ones
 
     def read(
-        self, key: str, tags: list[str]
+        self, key: str, tags: list[str], claim: StaleClaim | None = None
     ) -> tuple[Entry | None, dict[str, int], dict[str, int]]:
-        """Return the entry, the versions of the declared tags, and of the entry's other tags."""
+        """Return the entry, the versions of the declared tags, and of the entry's other tags.
+
+        With a ``claim`` (only for a store that :class:`ClaimsStale`), the read
+        also bids for the entry's rebuild, and the claim says how that went.
+        """
         cache = self.cache
         known = self.others.get(key)
         if not tags and not known:
-            entry = self.decode(key, cache.store.get(key))
+            entry = self.decode(key, self._get(key, claim))
             if entry is None or not entry.tags:
                 return entry, _NONE, _NONE
             return entry, _NONE, self._other_versions(key, entry, _NONE, _NONE)
@@ -51,9 +55,13 @@ class Reader:
         wanted = [*slots, *cache.tags.slots_of(known)] if known else slots
         local = cache.tags.cached(wanted)
         if local is not None:
-            entry, found = self.decode(key, cache.store.get(key)), local
+            entry, found = self.decode(key, self._get(key, claim)), local
         elif cache.shared is cache.store:
-            got = cache.store.get_many([key, *(k for _, k in wanted)])
+            keys = [key, *(k for _, k in wanted)]
+            if claim is None:
+                got = cache.store.get_many(keys)
+            else:
+                got = cache.store.get_many_claiming(keys, claim)  # type: ignore[attr-defined]
             entry = self.decode(key, got.get(key, NO_VALUE))
             found = cache.tags.from_found(wanted, got)
         else:
@@ -65,6 +73,13 @@ class Reader:
                 self.others.pop(key, None)  # its fragments no longer carry tags
             return entry, declared, _NONE
         return entry, declared, self._other_versions(key, entry, declared, found)
+
+    def _get(self, key: str, claim: StaleClaim | None) -> bytes | NoValueType:
+        """Return what the store holds under ``key``, claiming it with ``claim`` if given."""
+        if claim is None:
+            return self.cache.store.get(key)
+        found = self.cache.store.get_many_claiming([key], claim)  # type: ignore[attr-defined]
+        return found.get(key, NO_VALUE)
 
     def _other_versions(
         self, key: str, entry: Entry, declared: dict[str, int], found: dict[str, int]

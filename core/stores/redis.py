@@ -22,55 +22,15 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import RedisError, ResponseError
 
-from ..api import NO_VALUE, CasToken, NoValueType
+from ..api import NO_VALUE, CasToken, NoValueType, StaleClaim
 from ..errors import ConfigError, NotNumeric, StoreUnavailable, ValueTooLarge
 from ..keys import validate_store_key
+from . import redis_lua as lua
 from .base import MiB, check_delta, too_large_message
 
 __all__ = ["RedisStore"]
 
 T = TypeVar("T")
-
-_INCR = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-return redis.call('INCRBY', KEYS[1], ARGV[1])
-"""
-_DECR = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local n = redis.call('DECRBY', KEYS[1], ARGV[1])
-if n < 0 then redis.call('SET', KEYS[1], '0', 'KEEPTTL') return 0 end
-return n
-"""
-_APPEND = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('STRLEN', KEYS[1]) + string.len(ARGV[1]) > tonumber(ARGV[2]) then return -1 end
-redis.call('APPEND', KEYS[1], ARGV[1])
-return 1
-"""
-_CAS = """
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-if redis.sha1hex(v) ~= ARGV[1] then return 0 end
-local ttl = tonumber(ARGV[3])
-if ttl < 0 then
-  redis.call('DEL', KEYS[1])
-elseif ttl > 0 then
-  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-else
-  redis.call('SET', KEYS[1], ARGV[2])
-end
-return 1
-"""
-_PFADD = """
-local changed = redis.call('PFADD', KEYS[1], ARGV[1])
-if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-return changed
-"""
-_PERSIST = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('PERSIST', KEYS[1])
-return 1
-"""
 
 
 class RedisStore:
@@ -154,6 +114,21 @@ class RedisStore:
         values = self._run(lambda: self._reader.mget(keys))
         return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
 
+    @property
+    def claims_in_read(self) -> bool:
+        """Reads claim stale entries unless they go to a replica (see :class:`ClaimsStale`)."""
+        return self._reader is self._redis
+
+    def get_many_claiming(self, keys: list[str], claim: StaleClaim) -> dict[str, bytes]:
+        """``get_many`` and, for an entry in its stale window, its lock: one ``EVALSHA``."""
+        for key in keys:
+            validate_store_key(key)
+        read = self._script(lua.READ_CLAIMING)
+        arguments = [claim.token, claim.window_ms, claim.lock_ms]
+        *values, outcome = self._run(lambda: read([*keys, claim.lock_key], arguments))
+        claim.outcome = None if outcome == 0 else outcome == 1
+        return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+
     def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
         """Return ``{key: (value, seconds left)}`` for the keys that exist, in one round trip."""
         keys = list(keys)
@@ -207,7 +182,8 @@ class RedisStore:
         """Append to an existing value; ``False`` when missing."""
         validate_store_key(key)
         self._check_size(key, value)
-        outcome = self._run(lambda: self._script(_APPEND)([key], [value, self.max_value_size]), key)
+        append = self._script(lua.APPEND)
+        outcome = self._run(lambda: append([key], [value, self.max_value_size]), key)
         if outcome == -1:
             raise ValueTooLarge(f"appending to {key!r} would exceed max_value_size")
         return outcome == 1
@@ -216,13 +192,13 @@ class RedisStore:
         """Add ``delta``; ``None`` when missing (never creates)."""
         validate_store_key(key)
         check_delta(delta)
-        return self._run(lambda: self._script(_INCR)([key], [delta]), key)
+        return self._run(lambda: self._script(lua.INCR)([key], [delta]), key)
 
     def decr(self, key: str, delta: int = 1) -> int | None:
         """Subtract ``delta``, flooring at 0; ``None`` when missing."""
         validate_store_key(key)
         check_delta(delta)
-        return self._run(lambda: self._script(_DECR)([key], [delta]), key)
+        return self._run(lambda: self._script(lua.DECR)([key], [delta]), key)
 
     def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
         """Increment several keys in one pipelined round trip; ``None`` for missing ones."""
@@ -236,12 +212,12 @@ class RedisStore:
         return dict(zip(deltas, results, strict=True))
 
     def _queue_incr(self, pipe: Any, key: str, delta: int) -> None:
-        self._script(_INCR)([key], [delta], client=pipe)
+        self._script(lua.INCR)([key], [delta], client=pipe)
 
     def pfadd(self, key: str, member: bytes, ttl: int) -> bool:
         """Add ``member`` to the HyperLogLog ``key`` (TTL set on creation); True if it changed."""
         validate_store_key(key)
-        return bool(self._run(lambda: self._script(_PFADD)([key], [member, ttl]), key))
+        return bool(self._run(lambda: self._script(lua.PFADD)([key], [member, ttl]), key))
 
     def pfcount(self, keys: list[str]) -> int:
         """Return the estimated number of distinct members across HyperLogLogs ``keys``."""
@@ -265,7 +241,7 @@ class RedisStore:
         self._check_size(key, value)
         if not isinstance(token, str):
             return False
-        return bool(self._run(lambda: self._script(_CAS)([key], [token, value, ttl]), key))
+        return bool(self._run(lambda: self._script(lua.CAS)([key], [token, value, ttl]), key))
 
     def delete(self, key: str) -> bool:
         """Delete ``key``; ``True`` when it existed."""
@@ -286,7 +262,7 @@ class RedisStore:
         if ttl < 0:
             return self.delete(key)
         if ttl == 0:
-            return bool(self._run(lambda: self._script(_PERSIST)([key]), key))
+            return bool(self._run(lambda: self._script(lua.PERSIST)([key]), key))
         return bool(self._run(lambda: self._redis.expire(key, ttl), key))
 
     def flush(self) -> None:

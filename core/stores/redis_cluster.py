@@ -41,8 +41,9 @@ from redis.retry import Retry
 
 from ..errors import ConfigError, StoreUnavailable
 from ..keys import MAX_KEY_BYTES, validate_store_key
+from . import redis_lua as lua
 from .base import MiB
-from .redis import _INCR, RedisStore, _redacted, check_options, role_stats
+from .redis import RedisStore, _redacted, check_options, role_stats
 from .redis_hosts import HostsURL, parse_hosts_url
 
 __all__ = ["ClusterRedisStore", "parse_cluster_url"]
@@ -110,6 +111,11 @@ class ClusterRedisStore(RedisStore):
         client = self._clients.get(False)
         return client if client is not None else self._connect(False)
 
+    @property
+    def claims_in_read(self) -> bool:
+        """Never: a script's keys must share a slot, and an entry's lock and tags do not."""
+        return False
+
     @property  # type: ignore[override]
     def _reader(self) -> RedisCluster:
         client = self._clients.get(self.replica_reads)
@@ -173,7 +179,7 @@ class ClusterRedisStore(RedisStore):
 
     def _queue_incr(self, pipe: Any, key: str, delta: int) -> None:
         # redis-py refuses EVALSHA in a cluster pipeline; EVAL sends the (short) script itself.
-        pipe.execute_command("EVAL", _INCR, 1, key, delta)
+        pipe.execute_command("EVAL", lua.INCR, 1, key, delta)
 
     def pfcount(self, keys: list[str]) -> int:
         """Return the estimated distinct members across ``keys``, which must share a slot."""

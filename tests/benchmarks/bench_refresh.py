@@ -11,6 +11,13 @@ contender runs the same burst on 20 stale keys, handing the rebuilds to its
 refresher: the web callers must be answered as fast as hits (the stale value,
 at once), each key must be rebuilt once, and a queue's rebuilds must run in
 its workers. Contenders and the anchor alternate, round after round.
+
+Keys go stale in one of two ways. *By time*: the anchor's hits read entries
+fresh for one more second, and the stale burst comes once that second is
+over, as a site's hot keys go stale (the readers know when: the store claims
+the rebuild in the read). *Unseen*: the entries are replaced by stale ones
+behind the readers' backs, as a tag bump leaves them (the first reader of each
+key in a process spends a second round trip on the lock).
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import statistics
+import time
 from typing import Any
 
+from mcache import Cache, Entry
 from tests.benchmarks.common import Figure, arguments, report, table
 from tests.queues import test_queues as scenario
 from tests.queues.conftest import celery_worker, queue_env, rq_worker
@@ -29,22 +38,27 @@ from tests.servers import redis_process
 
 @dataclasses.dataclass(frozen=True)
 class Contender:
-    """A refresher, and whether its worker is stopped while the web processes read."""
+    """A refresher, how its keys went stale, and whether its worker is stopped meanwhile."""
 
     refresher: str
     paused: bool = False
+    unseen: bool = False
 
     @property
     def label(self) -> str:
+        how = "stale unseen" if self.unseen else "stale by time"
         if self.paused:
-            return f"{self.refresher}, its worker paused during the burst"
-        return f"{self.refresher} refresher"
+            return f"{self.refresher}, its worker paused during the burst, {how}"
+        return f"{self.refresher} refresher, {how}"
 
 
 CONTENDERS = (
     Contender("thread"), Contender("celery"), Contender("rq"),
     Contender("celery", paused=True), Contender("rq", paused=True),
+    Contender("thread", unseen=True), Contender("celery", unseen=True),
+    Contender("rq", unseen=True),
 )  # fmt: skip
+FRESH_SECONDS = 1.0
 MODULE = "tests.queues.builders"
 
 
@@ -58,17 +72,41 @@ def environment(redis: str, contender: str) -> dict[str, str]:
     return queue_env(**env)
 
 
-def burst(site: Site, stale: bool, paused: Any = None) -> dict[str, Any]:
+def fresh_for_a_second(cache: Cache) -> float:
+    """Store an ``"old"`` report under every key, fresh for one second and kept stale for
+    ``stale_ttl`` after it, as a build would; return when (monotonic) all are stale."""
+    until = cache.clock.time_ms() + int(FRESH_SECONDS * 1000)
+    for number in range(scenario.KEYS):
+        key = scenario.report_key(cache, MODULE, number)
+        entry = Entry("old", until, 10, {})
+        cache.store.set(key, cache.codec.dumps(entry.to_wire(), key), int(FRESH_SECONDS) + 600)
+    return time.monotonic() + FRESH_SECONDS + 0.05
+
+
+def prepare(site: Site, contender: Contender, stale: bool) -> Cache:
+    """Make the keys fresh (the anchor) or stale, as ``contender`` has them go stale."""
+    url, env = site.env["MCACHE_QUEUE_URL"], site.env
+    if stale and contender.unseen:
+        return scenario.make_stale(url, env, MODULE)  # behind the readers' backs
+    cache = Cache(url, namespace=env["MCACHE_QUEUE_NAMESPACE"])
+    if stale:  # the entries the anchor's readers saw are past their fresh second
+        time.sleep(max(0.0, site.stale_at - time.monotonic()))
+    elif contender.unseen:
+        for number in range(scenario.KEYS):
+            scenario.store_report(cache, MODULE, number, "old", fresh=True)
+    else:
+        site.stale_at = fresh_for_a_second(cache)
+    return cache
+
+
+def burst(site: Site, contender: Contender, stale: bool, paused: Any = None) -> dict[str, Any]:
     """One burst of a site: latencies of every read, and for stale keys how they were rebuilt.
 
-    With ``paused`` (a worker), that worker is stopped while the web processes
-    read, and continued after: what the web side costs without a worker
-    sharing its CPUs.
+    Not ``stale``: the anchor, every key fresh, so every read is a hit. With
+    ``paused`` (a worker), that worker is stopped while the web processes read,
+    and continued after: what the web side costs without a worker sharing its CPUs.
     """
-    cache = scenario.make_stale(site.env["MCACHE_QUEUE_URL"], site.env, MODULE)
-    if not stale:  # the anchor: every key fresh, so every read is a hit
-        for number in range(scenario.KEYS):
-            scenario.store_report(cache, MODULE, number, "fresh", fresh=True)
+    cache = prepare(site, contender, stale)
     if paused is not None:
         paused.pause(True)
     try:
@@ -101,6 +139,8 @@ class Site:
 
     env: dict[str, str]
     web: WebProcesses
+    stale_at: float = 0.0
+    """When (monotonic) the entries its readers last saw fresh go stale by time."""
 
 
 def run(rounds: int, markdown: bool, figures_path: str | None) -> None:
@@ -123,9 +163,9 @@ def run(rounds: int, markdown: bool, figures_path: str | None) -> None:
         for round_number in range(rounds + 1):  # round 0 warms the processes up: not counted
             for contender in CONTENDERS if round_number % 2 else reversed(CONTENDERS):
                 # A/B: a burst of hits before each contender's burst, in the same processes
-                anchor = burst(sites[contender], stale=False)
+                anchor = burst(sites[contender], contender, stale=False)
                 paused = workers[contender.refresher] if contender.paused else None
-                outcome = burst(sites[contender], stale=True, paused=paused)
+                outcome = burst(sites[contender], contender, stale=True, paused=paused)
                 if round_number == 0:
                     continue
                 hits += anchor["seconds"]
@@ -141,7 +181,7 @@ def run(rounds: int, markdown: bool, figures_path: str | None) -> None:
         per_key = statistics.mean(data["builds"]) / scenario.KEYS
         where = "web process" if contender.refresher == "thread" else "workers"
         rows.append([
-            f"{contender.label}, stale keys", f"{ms(data['seconds'], 0.5):.1f}",
+            contender.label, f"{ms(data['seconds'], 0.5):.1f}",
             f"{ms(data['seconds'], 0.99):.1f}", f"{ratios[contender]:.2f}×",
             f"{per_key:.2f}", where if data["ok"] else "WRONG",
         ])  # fmt: skip

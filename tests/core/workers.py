@@ -141,3 +141,42 @@ def build_once(
     cache = Cache(url, namespace=namespace)
     build = counting_builder(cache, seconds, f"pid {os.getpid()}")
     done.put(cache.get_or_build(key, build, **options))
+
+
+def stale_by_time(
+    url: str, namespace: str, keys: int, threads: int, ready: Any, go: Any, results: Any
+) -> None:
+    """Read every key once while fresh; told to go (they are stale by time by then), read
+    every key from every thread at once. Report the values read and the lock ``add``s sent.
+    """
+    cache = Cache(url, namespace=namespace)
+    build = counting_builder(cache, 0.2, f"pid {os.getpid()}")
+    options = {"ttl": 2, "stale_ttl": 60, "refresh": "background"}
+    adds = []
+    add = cache.store.add
+
+    def counted_add(key: str, value: bytes, ttl: int = 0) -> bool:
+        adds.append(key)
+        return add(key, value, ttl)
+
+    cache.store.add = counted_add  # type: ignore[method-assign]
+    for number in range(keys):
+        cache.get_or_build(("report", number), build, **options)
+    values: list[Any] = []
+    guard = threading.Lock()
+
+    def read_all() -> None:
+        go.wait()
+        for number in range(keys):
+            value = cache.get_or_build(("report", number), build, **options)
+            with guard:
+                values.append(value)
+
+    readers = [threading.Thread(target=read_all) for _ in range(threads)]
+    for reader in readers:
+        reader.start()
+    ready.put(os.getpid())
+    for reader in readers:
+        reader.join()
+    cache.refresher.wait_idle(10)  # the background rebuilds this process won
+    results.put((values, len(adds)))

@@ -37,7 +37,7 @@ class Writer:
     def __init__(self, cache: Cache, rng: random.Random) -> None:
         self.cache = cache
         self.rng = rng
-        self._busy: dict[str, float] = {}  # key -> until when its lock is known held elsewhere
+        self._busy: dict[str, float] = {}  # key -> until when its lock is known held
         store = cache.store
         self.claims = (
             cache.shared is store and isinstance(store, ClaimsStale) and store.claims_in_read
@@ -59,6 +59,8 @@ class Writer:
         due = self._stale_at.get(key)
         if due is None or self.cache.clock.time_ms() < due:
             return None
+        if self._busy.get(key, 0.0) > time.monotonic():
+            return None  # its rebuild is under way (here or elsewhere): a plain read will do
         lock_key = self.cache.derived_key("l", key)
         lock_ms = (o.lock_timeout + self._slack) * 1000
         return StaleClaim(lock_key, new_token(), lock_ms, o.stale_ttl * 1000)
@@ -96,16 +98,21 @@ class Writer:
         claim = call.claim
         if claim is not None and claim.outcome:
             self.cache.trace(call.key, "L")
+            self._mark_busy(call.key, now)
             timeout = call.options.lock_timeout
             return self._held(Lock(self.cache.shared, claim.lock_key, timeout, token=claim.token))
         if self._busy.get(call.key, 0.0) > now:
             return None
         lock = None if claim is not None and claim.outcome is False else self.try_lock(call)
         if lock is None:
-            if len(self._busy) >= 65536:
-                self._busy.clear()
-            self._busy[call.key] = now + BUSY_SECONDS
+            self._mark_busy(call.key, now)
         return lock
+
+    def _mark_busy(self, key: str, now: float) -> None:
+        """Note that ``key``'s lock is held, so this process's readers leave it alone a while."""
+        if len(self._busy) >= 65536:
+            self._busy.clear()
+        self._busy[key] = now + BUSY_SECONDS
 
     def try_lock(self, call: Call) -> Lock | None:
         """Try the key's distributed lock once; return it (renewed while held) if won."""

@@ -31,6 +31,16 @@ def counting_builder(cache: Cache, seconds: float, label: str) -> Any:
     return build
 
 
+def run_together(target: Any, threads: int, ready: Any) -> None:
+    """Run ``target`` on ``threads`` threads, say this process is ready, wait for them all."""
+    running = [threading.Thread(target=target) for _ in range(threads)]
+    for thread in running:
+        thread.start()
+    ready.put(os.getpid())
+    for thread in running:
+        thread.join()
+
+
 def stampede(
     url: str,
     namespace: str,
@@ -57,12 +67,7 @@ def stampede(
         with guard:
             outcomes.append((value, time.monotonic() - started))
 
-    workers = [threading.Thread(target=call) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    ready.put(os.getpid())
-    for worker in workers:
-        worker.join()
+    run_together(call, threads, ready)
     time.sleep(linger)  # let a background refresh finish before the process ends
     cache.metrics.flush()
     results.put(outcomes)
@@ -172,11 +177,6 @@ def stale_by_time(
             with guard:
                 values.append(value)
 
-    readers = [threading.Thread(target=read_all) for _ in range(threads)]
-    for reader in readers:
-        reader.start()
-    ready.put(os.getpid())
-    for reader in readers:
-        reader.join()
+    run_together(read_all, threads, ready)
     cache.refresher.wait_idle(10)  # the background rebuilds this process won
     results.put((values, len(adds)))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Any
+
+from tests.core.workers import run_together
 
 BUILDS = "test:dj:builds"
 
@@ -60,10 +61,5 @@ def get_or_set_stampede(
         go.wait()
         values.append(django_caches["default"].get_or_set("hot", build, 60))
 
-    workers = [threading.Thread(target=call) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    ready.put(os.getpid())
-    for worker in workers:
-        worker.join()
+    run_together(call, threads, ready)
     results.put(values)

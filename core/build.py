@@ -92,7 +92,7 @@ class Builder:
                 self.writer.saw(key, entry)
             now = cache.clock.time_ms()
             if self.is_hit(key, entry, declared, others, now, o):
-                if claim is not None and claim.outcome:
+                if claim is not None:
                     self.writer.drop_claim(key, claim)
                 if entry.tags and inside_build():  # type: ignore[union-attr]
                     report(self.cache.tags.scope, entry.tags)  # type: ignore[union-attr]

@@ -29,12 +29,7 @@ from .errors import LockTimeout
 if TYPE_CHECKING:
     from .renewal import LockRenewer
 
-__all__ = ["Lock", "backoff_delays", "new_token", "pauses"]
-
-
-def new_token() -> bytes:
-    """Return a random owner token: no other holder, in any process, has it."""
-    return secrets.token_hex(16).encode()
+__all__ = ["Lock", "backoff_delays", "pauses"]
 
 
 def backoff_delays(first: float = 0.01, cap: float = 0.1) -> Iterator[float]:
@@ -84,16 +79,20 @@ class Lock:
         self.wait = wait
         self.renewer = renewer
         # A token given is an owner's handing its lock over (to a queue worker, say).
-        self.token = token or new_token()
+        self.token = token or secrets.token_hex(16).encode()
         self.held = token is not None
         self._slack = int(getattr(store, "expiry_slack", 0))
 
     def __repr__(self) -> str:
         return f"Lock({self.key!r}, held={self.held})"
 
+    def expiry(self, timeout: int | None = None) -> int:
+        """Return the store TTL that holds the lock ``timeout`` seconds (default: its own)."""
+        return int(timeout or self.timeout) + self._slack
+
     def try_acquire(self) -> bool:
         """Take the lock if it is free; never wait."""
-        self.held = self.store.add(self.key, self.token, self.timeout + self._slack)
+        self.held = self.store.add(self.key, self.token, self.expiry())
         return self.held
 
     def acquire(self, wait: float | None = None) -> bool:
@@ -120,7 +119,7 @@ class Lock:
 
     def extend(self, timeout: int | None = None) -> bool:
         """Push the expiry out by ``timeout`` seconds, only if this owner still holds it."""
-        extended = self._compare_and(int(timeout or self.timeout) + self._slack)
+        extended = self._compare_and(self.expiry(timeout))
         self.held = extended
         return extended
 

@@ -19,7 +19,7 @@ from .api import NO_VALUE, ClaimsStale, StaleClaim
 from .call import BuildOptions, Call
 from .entry import Entry
 from .errors import StoreUnavailable, ValueTooLarge
-from .lock import Lock, new_token
+from .lock import Lock
 from .renewal import renewer
 
 if TYPE_CHECKING:
@@ -42,7 +42,6 @@ class Writer:
         self.claims = (
             cache.shared is store and isinstance(store, ClaimsStale) and store.claims_in_read
         )
-        self._slack = int(getattr(store, "expiry_slack", 0))
         self._stale_at: dict[str, int] = {}  # key -> when the entry this process saw goes stale
 
     def claim_for(self, key: str, o: BuildOptions) -> StaleClaim | None:
@@ -61,9 +60,8 @@ class Writer:
             return None
         if self._busy.get(key, 0.0) > time.monotonic():
             return None  # its rebuild is under way (here or elsewhere): a plain read will do
-        lock_key = self.cache.derived_key("l", key)
-        lock_ms = (o.lock_timeout + self._slack) * 1000
-        return StaleClaim(lock_key, new_token(), lock_ms, o.stale_ttl * 1000)
+        lock = Lock(self.cache.shared, self.cache.derived_key("l", key), o.lock_timeout)
+        return StaleClaim(lock.key, lock.token, lock.expiry() * 1000, o.stale_ttl * 1000)
 
     def saw(self, key: str, entry: Entry | None) -> None:
         """Remember when the entry just read or written goes stale (see :meth:`claim_for`)."""

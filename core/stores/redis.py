@@ -121,7 +121,7 @@ class RedisStore:
 
     def get_many_claiming(self, keys: list[str], claim: StaleClaim) -> dict[str, bytes]:
         """``get_many`` and, for an entry in its stale window, its lock: one ``EVALSHA``."""
-        for key in keys:
+        for key in (*keys, claim.lock_key):
             validate_store_key(key)
         read = self._script(lua.READ_CLAIMING)
         arguments = [claim.token, claim.window_ms, claim.lock_ms]

@@ -68,8 +68,9 @@ def test_stores_that_cannot_write_where_they_read_do_not_claim(
     replicas = Cache(f"{sentinel_url}?replica_reads=true").store
     assert not replicas.claims_in_read, "a replica cannot take the lock"
     assert Cache(sentinel_url).store.claims_in_read
-    assert not Cache(cluster_url).store.claims_in_read, "an entry and its lock share no slot"
-    assert not Cache(cluster_url).builder.writer.claims
+    cluster = Cache(cluster_url)
+    assert not cluster.store.claims_in_read, "an entry and its lock share no slot"
+    assert not cluster.builder.writer.claims
 
 
 def test_stale_by_time_stampede_claims_in_the_read(redis_url: str) -> None:

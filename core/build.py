@@ -154,6 +154,15 @@ class Builder:
 
     def refresh_stale(self, call: Call, entry: Entry) -> Any:
         """Let one caller rebuild; everyone else gets the stale value (after ``stale_wait``)."""
+        if (
+            (call.claim is None or not call.claim.outcome)
+            and (call.seen_fresh or not call.options.stale_wait)
+            and self.writer.rebuild_under_way(call.key)
+        ):
+            # Most reads of a stale key in a burst: its rebuild is known to be under way
+            # and there is nothing to wait for, so the stale value goes out at once,
+            # costing what a hit costs rather than a flight's worth more.
+            return self.serve_stale(call, entry)
         flight, leader = self.refreshes.join(call.key)
         if not leader and call.claim is not None and call.claim.outcome:
             return self.rebuild_stale(call, entry)  # its read won the lock: it alone may rebuild

@@ -58,8 +58,8 @@ class Writer:
         due = self._stale_at.get(key)
         if due is None or self.cache.clock.time_ms() < due:
             return None
-        if self._busy.get(key, 0.0) > time.monotonic():
-            return None  # its rebuild is under way (here or elsewhere): a plain read will do
+        if self.rebuild_under_way(key):
+            return None  # a plain read will do
         lock = Lock(self.cache.shared, self.cache.derived_key("l", key), o.lock_timeout)
         return StaleClaim(lock.key, lock.token, lock.expiry() * 1000, o.stale_ttl * 1000)
 
@@ -99,12 +99,16 @@ class Writer:
             self._mark_busy(call.key, now)
             timeout = call.options.lock_timeout
             return self._held(Lock(self.cache.shared, claim.lock_key, timeout, token=claim.token))
-        if self._busy.get(call.key, 0.0) > now:
+        if self.rebuild_under_way(call.key, now):
             return None
         lock = None if claim is not None and claim.outcome is False else self.try_lock(call)
         if lock is None:
             self._mark_busy(call.key, now)
         return lock
+
+    def rebuild_under_way(self, key: str, now: float | None = None) -> bool:
+        """Whether ``key``'s lock was won or found held here in the last quarter second."""
+        return self._busy.get(key, 0.0) > (time.monotonic() if now is None else now)
 
     def _mark_busy(self, key: str, now: float) -> None:
         """Note that ``key``'s lock is held, so this process's readers leave it alone a while."""

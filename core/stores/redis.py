@@ -14,7 +14,7 @@ saw. Locks use compare-and-delete on their own random token, which is exact.
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -22,21 +22,28 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import RedisError, ResponseError
 
-from ..api import NO_VALUE, CasToken, NoValueType, StaleClaim
-from ..errors import ConfigError, NotNumeric, StoreUnavailable, ValueTooLarge
-from ..keys import validate_store_key
+from ..api import CasToken, NoValueType, StaleClaim
+from ..errors import ConfigError, NotNumeric, StoreUnavailable
+from ..steps import run_steps
 from . import redis_lua as lua
-from .base import MiB, check_delta, too_large_message
+from .base import MiB
+from .redis_steps import Command, Pipelined, RedisSteps, Scripted
 
 __all__ = ["RedisStore"]
 
 T = TypeVar("T")
 
 
-class RedisStore:
-    """One Redis database behind the :class:`~mcache.api.Store` contract."""
+class RedisStore(RedisSteps):
+    """One Redis database behind the :class:`~mcache.api.Store` contract.
 
-    _FAILURES: tuple[type[BaseException], ...] = (RedisError, OSError)
+    Each operation is written once, as steps that yield the commands they need
+    (:mod:`mcache.steps`); this class performs them with redis-py's blocking
+    client, :class:`~mcache.stores.redis_async.AsyncRedisStore` with its
+    asyncio client.
+    """
+
+    _FAILURES: tuple[type[BaseException], ...] = (RedisError, OSError, asyncio.TimeoutError)
     """What the client raises when the server cannot answer (a cluster adds its own)."""
 
     def __init__(
@@ -56,13 +63,15 @@ class RedisStore:
         check_options(socket_timeout, socket_connect_timeout, max_value_size)
         self.url = url
         self.max_value_size = max_value_size
+        self.connection_options: dict[str, Any] | None = None
+        """How the client was made from ``url``; None when it was given (no async twin)."""
         if client is None:
-            pool = redis.ConnectionPool.from_url(
-                url,
-                socket_timeout=socket_timeout,
-                socket_connect_timeout=socket_connect_timeout,
-                max_connections=max_connections,
-            )
+            self.connection_options = {
+                "socket_timeout": socket_timeout,
+                "socket_connect_timeout": socket_connect_timeout,
+                "max_connections": max_connections,
+            }
+            pool = redis.ConnectionPool.from_url(url, **self.connection_options)
             client = redis.Redis(connection_pool=pool)
         self._redis = client
         self._reader = replica or client
@@ -81,38 +90,38 @@ class RedisStore:
     def _run(self, call: Callable[[], T], key: str = "") -> T:
         try:
             return call()
-        except ResponseError as error:
-            if "not an integer" in str(error):
-                raise NotNumeric(f"cannot incr/decr {key!r}: not a decimal integer") from error
-            raise StoreUnavailable(f"redis {_redacted(self.url)}: {error}") from error
         except self._FAILURES as error:
-            message = f"redis {_redacted(self.url)}: {type(error).__name__}: {error}"
-            raise StoreUnavailable(message) from error
+            raise self.translated(error, key) from error
 
-    def _check_size(self, key: str, value: bytes) -> None:
-        if len(value) > self.max_value_size:
-            raise ValueTooLarge(too_large_message(key, len(value), self.max_value_size))
+    def translated(self, error: BaseException, key: str = "") -> Exception:
+        """Return the contract's exception for a client's ``error`` (see :class:`Store`)."""
+        if isinstance(error, ResponseError) and "not an integer" in str(error):
+            return NotNumeric(f"cannot incr/decr {key!r}: not a decimal integer")
+        if isinstance(error, ResponseError):
+            return StoreUnavailable(f"redis {_redacted(self.url)}: {error}")
+        return StoreUnavailable(f"redis {_redacted(self.url)}: {type(error).__name__}: {error}")
 
-    # -- the Store contract ---------------------------------------------------------------
+    def _perform(self, operation: Command | Scripted | Pipelined) -> Any:
+        """Perform one operation of the steps with the blocking client."""
+        if type(operation) is Command:
+            client = self._reader if operation.reader else self._redis
+            return self._run(lambda: operation.call(client), operation.key)
+        if type(operation) is Scripted:
+            script = self._script(operation.source)
+            return self._run(lambda: script(operation.keys, operation.args), operation.key)
+        pipe = (self._reader if operation.reader else self._redis).pipeline(transaction=False)
+        operation.fill(pipe)
+        return self._run(pipe.execute)
+
+    # -- the Store contract, performed --------------------------------------------------------
 
     def get(self, key: str) -> bytes | NoValueType:
         """Return the value stored under ``key``, or ``NO_VALUE``."""
-        return self._get_on(self._reader, key)
-
-    def _get_on(self, client: redis.Redis, key: str) -> bytes | NoValueType:
-        validate_store_key(key)
-        value = self._run(lambda: client.get(key), key)
-        return NO_VALUE if value is None else value
+        return run_steps(self.get_steps(key), self._perform)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist, in one ``MGET``."""
-        keys = list(keys)
-        if not keys:
-            return {}
-        for key in keys:
-            validate_store_key(key)
-        values = self._run(lambda: self._reader.mget(keys))
-        return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+        return run_steps(self.get_many_steps(keys), self._perform)
 
     @property
     def claims_in_read(self) -> bool:
@@ -121,149 +130,67 @@ class RedisStore:
 
     def get_many_claiming(self, keys: list[str], claim: StaleClaim) -> dict[str, bytes]:
         """``get_many`` and, for an entry in its stale window, its lock: one ``EVALSHA``."""
-        for key in (*keys, claim.lock_key):
-            validate_store_key(key)
-        read = self._script(lua.READ_CLAIMING)
-        arguments = [claim.token, claim.window_ms, claim.lock_ms]
-        *values, outcome = self._run(lambda: read([*keys, claim.lock_key], arguments))
-        claim.outcome = None if outcome == 0 else outcome == 1
-        return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+        return run_steps(self.get_many_claiming_steps(keys, claim), self._perform)
 
     def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
         """Return ``{key: (value, seconds left)}`` for the keys that exist, in one round trip."""
-        keys = list(keys)
-        for key in keys:
-            validate_store_key(key)
-        pipe = self._redis.pipeline(transaction=False)
-        for key in keys:
-            pipe.get(key)
-            pipe.pttl(key)
-        replies = self._run(pipe.execute) if keys else []
-        found: dict[str, tuple[bytes, int | None]] = {}
-        for key, value, left_ms in zip(keys, replies[::2], replies[1::2], strict=True):
-            if value is not None:
-                found[key] = (value, 0 if left_ms < 0 else max(1, -(-left_ms // 1000)))
-        return found
+        return run_steps(self.get_many_expiring_steps(keys), self._perform)
 
     def set(self, key: str, value: bytes, ttl: int = 0) -> None:
         """Store ``value``; an oversize value raises and leaves the key empty."""
-        validate_store_key(key)
-        if len(value) > self.max_value_size:
-            self._run(lambda: self._redis.delete(key), key)
-            self._check_size(key, value)
-        if ttl < 0:
-            self._run(lambda: self._redis.delete(key), key)
-        else:
-            self._run(lambda: self._redis.set(key, value, ex=ttl or None), key)
+        run_steps(self.set_steps(key, value, ttl), self._perform)
 
     def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
         """Store several values in one pipeline; return the keys not stored."""
-        failed = [k for k, v in items.items() if len(v) > self.max_value_size]
-        pipe = self._redis.pipeline(transaction=False)
-        for key, value in items.items():
-            validate_store_key(key)
-            if key in failed or ttl < 0:
-                pipe.delete(key)
-            else:
-                pipe.set(key, value, ex=ttl or None)
-        if items:
-            self._run(pipe.execute)
-        return failed
+        return run_steps(self.set_many_steps(items, ttl), self._perform)
 
     def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
         """Store only if absent (``SET NX``)."""
-        validate_store_key(key)
-        self._check_size(key, value)
-        if ttl < 0:
-            return not self._run(lambda: self._redis.exists(key), key)
-        return bool(self._run(lambda: self._redis.set(key, value, ex=ttl or None, nx=True), key))
+        return run_steps(self.add_steps(key, value, ttl), self._perform)
 
     def append(self, key: str, value: bytes) -> bool:
         """Append to an existing value; ``False`` when missing."""
-        validate_store_key(key)
-        self._check_size(key, value)
-        append = self._script(lua.APPEND)
-        outcome = self._run(lambda: append([key], [value, self.max_value_size]), key)
-        if outcome == -1:
-            raise ValueTooLarge(f"appending to {key!r} would exceed max_value_size")
-        return outcome == 1
+        return run_steps(self.append_steps(key, value), self._perform)
 
     def incr(self, key: str, delta: int = 1) -> int | None:
         """Add ``delta``; ``None`` when missing (never creates)."""
-        validate_store_key(key)
-        check_delta(delta)
-        return self._run(lambda: self._script(lua.INCR)([key], [delta]), key)
+        return run_steps(self.incr_steps(key, delta, lua.INCR), self._perform)
 
     def decr(self, key: str, delta: int = 1) -> int | None:
         """Subtract ``delta``, flooring at 0; ``None`` when missing."""
-        validate_store_key(key)
-        check_delta(delta)
-        return self._run(lambda: self._script(lua.DECR)([key], [delta]), key)
+        return run_steps(self.incr_steps(key, delta, lua.DECR), self._perform)
 
     def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
         """Increment several keys in one pipelined round trip; ``None`` for missing ones."""
-        for key, delta in deltas.items():
-            validate_store_key(key)
-            check_delta(delta)
-        pipe = self._redis.pipeline(transaction=False)
-        for key, delta in deltas.items():
-            self._queue_incr(pipe, key, delta)
-        results = self._run(pipe.execute) if deltas else []
-        return dict(zip(deltas, results, strict=True))
-
-    def _queue_incr(self, pipe: Any, key: str, delta: int) -> None:
-        self._script(lua.INCR)([key], [delta], client=pipe)
+        return run_steps(self.incr_many_steps(deltas), self._perform)
 
     def pfadd(self, key: str, member: bytes, ttl: int) -> bool:
         """Add ``member`` to the HyperLogLog ``key`` (TTL set on creation); True if it changed."""
-        validate_store_key(key)
-        return bool(self._run(lambda: self._script(lua.PFADD)([key], [member, ttl]), key))
+        return run_steps(self.pfadd_steps(key, member, ttl), self._perform)
 
     def pfcount(self, keys: list[str]) -> int:
         """Return the estimated number of distinct members across HyperLogLogs ``keys``."""
-        for key in keys:
-            validate_store_key(key)
-        return int(self._run(lambda: self._redis.pfcount(*keys))) if keys else 0
+        return run_steps(self.pfcount_steps(keys), self._perform)
 
     def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
-        """Return ``(value, sha1 of value)``; ``(NO_VALUE, None)`` when missing.
-
-        Read from the primary even with replica reads: the token must be the current value's.
-        """
-        value = self._get_on(self._redis, key)
-        if value is NO_VALUE:
-            return NO_VALUE, None
-        return value, hashlib.sha1(value).hexdigest()
+        """Return ``(value, sha1 of value)``; ``(NO_VALUE, None)`` when missing."""
+        return run_steps(self.gets_steps(key), self._perform)
 
     def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
         """Store only if the value still hashes to ``token``."""
-        validate_store_key(key)
-        self._check_size(key, value)
-        if not isinstance(token, str):
-            return False
-        return bool(self._run(lambda: self._script(lua.CAS)([key], [token, value, ttl]), key))
+        return run_steps(self.cas_steps(key, value, token, ttl), self._perform)
 
     def delete(self, key: str) -> bool:
         """Delete ``key``; ``True`` when it existed."""
-        validate_store_key(key)
-        return bool(self._run(lambda: self._redis.delete(key), key))
+        return run_steps(self.delete_steps(key), self._perform)
 
     def delete_many(self, keys: Iterable[str]) -> None:
         """Delete several keys in one ``DEL``."""
-        keys = list(keys)
-        for key in keys:
-            validate_store_key(key)
-        if keys:
-            self._run(lambda: self._redis.delete(*keys))
+        run_steps(self.delete_many_steps(keys), self._perform)
 
     def touch(self, key: str, ttl: int) -> bool:
         """Give an existing key a new TTL (0: no expiry)."""
-        validate_store_key(key)
-        if ttl < 0:
-            return self.delete(key)
-        if ttl == 0:
-            return bool(self._run(lambda: self._script(lua.PERSIST)([key]), key))
-        return bool(self._run(lambda: self._redis.expire(key, ttl), key))
+        return run_steps(self.touch_steps(key, ttl), self._perform)
 
     def flush(self) -> None:
         """Empty this store's database (``FLUSHDB``), not the whole server."""

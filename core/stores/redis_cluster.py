@@ -41,7 +41,6 @@ from redis.retry import Retry
 
 from ..errors import ConfigError, StoreUnavailable
 from ..keys import MAX_KEY_BYTES, validate_store_key
-from . import redis_lua as lua
 from .base import MiB
 from .redis import RedisStore, _redacted, check_options, role_stats
 from .redis_hosts import HostsURL, parse_hosts_url
@@ -176,10 +175,6 @@ class ClusterRedisStore(RedisStore):
         except self._FAILURES:
             return None
         return None if any(isinstance(value, Exception) for value in values) else values
-
-    def _queue_incr(self, pipe: Any, key: str, delta: int) -> None:
-        # redis-py refuses EVALSHA in a cluster pipeline; EVAL sends the (short) script itself.
-        pipe.execute_command("EVAL", lua.INCR, 1, key, delta)
 
     def pfcount(self, keys: list[str]) -> int:
         """Return the estimated distinct members across ``keys``, which must share a slot."""

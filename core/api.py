@@ -15,9 +15,11 @@ from typing import Final, Protocol, runtime_checkable
 
 __all__ = [
     "NO_VALUE",
+    "AsyncStore",
     "CasToken",
     "ClaimsStale",
     "Colocating",
+    "HasAsyncTwin",
     "NoValueType",
     "StaleClaim",
     "Store",
@@ -146,6 +148,62 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections; the store may reconnect on next use."""
+        ...
+
+
+@runtime_checkable
+class AsyncStore(Protocol):
+    """:class:`Store`'s contract for an event loop: the same operations, awaited.
+
+    The same semantics and exceptions as :class:`Store`, checked by the same
+    contract suite (:class:`mcache.testing.AsyncStoreContract` drives it). An
+    async store never hands work to a thread: it waits on its own sockets (or,
+    in-process, does not wait at all), so a hit costs an ASGI server no hop.
+    """
+
+    max_value_size: int
+
+    async def get(self, key: str) -> bytes | NoValueType: ...
+
+    async def get_many(self, keys: Iterable[str]) -> dict[str, bytes]: ...
+
+    async def set(self, key: str, value: bytes, ttl: int = 0) -> None: ...
+
+    async def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]: ...
+
+    async def add(self, key: str, value: bytes, ttl: int = 0) -> bool: ...
+
+    async def append(self, key: str, value: bytes) -> bool: ...
+
+    async def incr(self, key: str, delta: int = 1) -> int | None: ...
+
+    async def decr(self, key: str, delta: int = 1) -> int | None: ...
+
+    async def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]: ...
+
+    async def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool: ...
+
+    async def delete(self, key: str) -> bool: ...
+
+    async def delete_many(self, keys: Iterable[str]) -> None: ...
+
+    async def touch(self, key: str, ttl: int) -> bool: ...
+
+    async def flush(self) -> None: ...
+
+    async def stats(self) -> dict[str, dict[str, int | float | str]]: ...
+
+    async def close(self) -> None:
+        """Release the running event loop's connections (call it before the loop closes)."""
+        ...
+
+
+@runtime_checkable
+class HasAsyncTwin(Protocol):
+    """A store with an async form on the same data (the same server, or the same memory)."""
+
+    def asynchronous(self) -> AsyncStore:
+        """Return this store's async twin (one per store, made on first use)."""
         ...
 
 

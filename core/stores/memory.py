@@ -14,12 +14,16 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ..api import NO_VALUE, CasToken, NoValueType
 from ..clock import Clock, system_clock
 from ..errors import ConfigError, NotNumeric, ValueTooLarge
 from ..keys import validate_store_key
 from .base import MiB, check_delta, counted, too_large_message
+
+if TYPE_CHECKING:
+    from .memory_async import AsyncMemoryStore
 
 __all__ = ["MemoryStore"]
 
@@ -65,6 +69,7 @@ class MemoryStore:
         self._next_cas = 0
         self._started = clock.time()
         self._counts: dict[str, int] = dict.fromkeys(_COUNTER_NAMES, 0)
+        self._twin: AsyncMemoryStore | None = None
 
     def __repr__(self) -> str:
         return f"MemoryStore(max_bytes={self.max_bytes}, max_value_size={self.max_value_size})"
@@ -320,6 +325,15 @@ class MemoryStore:
 
     def close(self) -> None:
         """Do nothing: there is no connection to release."""
+
+    def asynchronous(self) -> AsyncMemoryStore:
+        """Return this store's async twin, on the same items (see :mod:`.memory_async`)."""
+        from .memory_async import AsyncMemoryStore
+
+        with self._lock:
+            if self._twin is None:
+                self._twin = AsyncMemoryStore(self)
+            return self._twin
 
 
 _COUNTER_NAMES = (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 from redis.commands.core import Script
@@ -28,6 +28,9 @@ from ..steps import run_steps
 from . import redis_lua as lua
 from .base import MiB
 from .redis_steps import Command, Pipelined, RedisSteps, Scripted
+
+if TYPE_CHECKING:
+    from .redis_async import AsyncRedisStore
 
 __all__ = ["RedisStore"]
 
@@ -76,6 +79,7 @@ class RedisStore(RedisSteps):
         self._redis = client
         self._reader = replica or client
         self._scripts: dict[str, Script] = {}
+        self._twin: AsyncRedisStore | None = None
 
     def _script(self, source: str) -> Script:
         """Return the Lua script ``source`` bound to the client, registered on first use."""
@@ -206,6 +210,14 @@ class RedisStore(RedisSteps):
         if self._reader is not self._redis:
             self._reader.connection_pool.disconnect()
 
+    def asynchronous(self) -> AsyncRedisStore:
+        """Return this store's async twin on the same database (see :mod:`.redis_async`)."""
+        from .redis_async import AsyncRedisStore
+
+        if self._twin is None:
+            self._twin = AsyncRedisStore(self)
+        return self._twin
+
 
 def check_options(
     socket_timeout: float, socket_connect_timeout: float, max_value_size: int
@@ -232,8 +244,13 @@ def info_stats(
 
     Shared with the store over another Django cache, which may sit on django-redis.
     """
-    info = run(client.info)
-    kwargs = client.connection_pool.connection_kwargs
+    return stats_from_info(run(client.info), client.connection_pool.connection_kwargs)
+
+
+def stats_from_info(
+    info: dict[str, Any], kwargs: dict[str, Any]
+) -> dict[str, dict[str, int | float | str]]:
+    """Map one server's ``INFO`` reply to memcached's field names, keyed by ``host:port/db``."""
     db = kwargs.get("db", 0)
     name = f"{kwargs.get('host', kwargs.get('path', 'redis'))}:{kwargs.get('port', '')}/{db}"
     keyspace = info.get(f"db{db}", {})

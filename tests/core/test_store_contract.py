@@ -10,6 +10,7 @@ import pytest
 from mcache.clock import FakeClock
 from mcache.stores import MemoryStore, from_url
 from mcache.testing import StoreContract
+from mcache.testing_async import AsyncStoreContract, BlockingDriver, driven
 
 
 class TestMemoryStore(StoreContract):
@@ -154,3 +155,39 @@ class TestSqliteStore(StoreContract):
     @pytest.fixture
     def store_factory(self, sqlite_url: str):
         return functools.partial(from_url, sqlite_url)
+
+
+class TestAsyncMemoryStore(AsyncStoreContract):
+    """The in-process store's async twin: the same items, awaited."""
+
+    @pytest.fixture
+    def store(self, clock: FakeClock):
+        self._clock = clock
+        driver = BlockingDriver(MemoryStore(clock=clock).asynchronous())
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def clock(self) -> FakeClock:
+        return FakeClock()
+
+    @pytest.fixture
+    def store_factory(self) -> None:
+        return None
+
+    def wait(self, seconds: float) -> None:
+        self._clock.advance(seconds)
+
+
+class TestAsyncRedisStore(AsyncStoreContract):
+    """Redis through redis-py's asyncio client: the sync store's steps, awaited."""
+
+    @pytest.fixture
+    def store(self, redis_url: str):
+        driver = driven(redis_url)
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def store_factory(self, redis_url: str):
+        return functools.partial(driven, redis_url)

@@ -1,0 +1,185 @@
+"""The Redis store on an event loop: redis-py's asyncio client, the same steps.
+
+:class:`AsyncRedisStore` is a :class:`~mcache.stores.redis.RedisStore`'s
+async twin. It performs the very steps the sync store performs
+(:mod:`.redis_steps`: the same validation, Lua scripts and reply handling),
+awaiting each command on the running loop instead of blocking a thread.
+
+An asyncio connection belongs to the loop that opened it, so the twin keeps
+one client per event loop (an ASGI server has one; ``asyncio.run`` in a test
+makes a new one each time), each on a *blocking* pool of at most
+``max_connections`` (the sync store's setting, else 64): a burst of requests
+waits up to ``socket_timeout`` for a free connection rather than opening one
+per request. :meth:`close` releases the running loop's connections; a loop
+that is gone takes its client with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import redis.asyncio
+from redis.commands.core import AsyncScript
+
+from ..errors import ConfigError
+from ..steps import arun_steps
+from . import redis_lua as lua
+from .redis import stats_from_info
+from .redis_steps import Command, Pipelined, Scripted
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from ..api import CasToken, NoValueType, StaleClaim
+    from .redis import RedisStore
+
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "AsyncRedisStore"]
+
+DEFAULT_MAX_CONNECTIONS = 64
+"""Connections per event loop when the store's ``max_connections`` is not set."""
+
+
+class _LoopClient:
+    """One event loop's client and the scripts registered on it."""
+
+    def __init__(self, client: redis.asyncio.Redis) -> None:
+        self.client = client
+        self.scripts: dict[str, AsyncScript] = {}
+
+    def script(self, source: str) -> AsyncScript:
+        script = self.scripts.get(source)
+        if script is None:
+            script = self.scripts[source] = self.client.register_script(source)
+        return script
+
+
+class AsyncRedisStore:
+    """:class:`~mcache.api.AsyncStore` on the database of a :class:`RedisStore`."""
+
+    def __init__(self, store: RedisStore) -> None:
+        if store.connection_options is None:
+            raise ConfigError(
+                f"{store!r} was given its client, so it has no async twin: make it from a URL"
+            )
+        self.store = store
+        self.max_value_size = store.max_value_size
+        options = dict(store.connection_options)
+        self.max_connections = options.pop("max_connections") or DEFAULT_MAX_CONNECTIONS
+        self._options = options
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store!r})"
+
+    @property
+    def claims_in_read(self) -> bool:
+        """As the sync store's (see :class:`~mcache.api.ClaimsStale`)."""
+        return self.store.claims_in_read
+
+    def _loop_client(self) -> _LoopClient:
+        """Return the running loop's client, made on its first use there."""
+        loop = asyncio.get_running_loop()
+        found = self._clients.get(loop)
+        if found is None:
+            pool = redis.asyncio.BlockingConnectionPool.from_url(
+                self.store.url,
+                max_connections=self.max_connections,
+                timeout=self._options["socket_timeout"],
+                **self._options,
+            )
+            with self._lock:
+                found = self._clients.setdefault(
+                    loop, _LoopClient(redis.asyncio.Redis(connection_pool=pool))
+                )
+        return found
+
+    async def _perform(self, operation: Command | Scripted | Pipelined) -> Any:
+        """Perform one operation of the steps on the running loop's client."""
+        here = self._loop_client()
+        try:
+            if type(operation) is Command:
+                return await operation.call(here.client)
+            if type(operation) is Scripted:
+                return await here.script(operation.source)(operation.keys, operation.args)
+            pipe = here.client.pipeline(transaction=False)
+            operation.fill(pipe)
+            return await pipe.execute()
+        except self.store._FAILURES as error:
+            raise self.store.translated(error, getattr(operation, "key", "")) from error
+
+    # -- the AsyncStore contract: the sync store's steps, awaited ----------------------------
+
+    async def get(self, key: str) -> bytes | NoValueType:
+        return await arun_steps(self.store.get_steps(key), self._perform)
+
+    async def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        return await arun_steps(self.store.get_many_steps(keys), self._perform)
+
+    async def get_many_claiming(self, keys: list[str], claim: StaleClaim) -> dict[str, bytes]:
+        return await arun_steps(self.store.get_many_claiming_steps(keys, claim), self._perform)
+
+    async def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
+        return await arun_steps(self.store.get_many_expiring_steps(keys), self._perform)
+
+    async def set(self, key: str, value: bytes, ttl: int = 0) -> None:
+        await arun_steps(self.store.set_steps(key, value, ttl), self._perform)
+
+    async def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
+        return await arun_steps(self.store.set_many_steps(items, ttl), self._perform)
+
+    async def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        return await arun_steps(self.store.add_steps(key, value, ttl), self._perform)
+
+    async def append(self, key: str, value: bytes) -> bool:
+        return await arun_steps(self.store.append_steps(key, value), self._perform)
+
+    async def incr(self, key: str, delta: int = 1) -> int | None:
+        return await arun_steps(self.store.incr_steps(key, delta, lua.INCR), self._perform)
+
+    async def decr(self, key: str, delta: int = 1) -> int | None:
+        return await arun_steps(self.store.incr_steps(key, delta, lua.DECR), self._perform)
+
+    async def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
+        return await arun_steps(self.store.incr_many_steps(deltas), self._perform)
+
+    async def pfadd(self, key: str, member: bytes, ttl: int) -> bool:
+        return await arun_steps(self.store.pfadd_steps(key, member, ttl), self._perform)
+
+    async def pfcount(self, keys: list[str]) -> int:
+        return await arun_steps(self.store.pfcount_steps(keys), self._perform)
+
+    async def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
+        return await arun_steps(self.store.gets_steps(key), self._perform)
+
+    async def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
+        return await arun_steps(self.store.cas_steps(key, value, token, ttl), self._perform)
+
+    async def delete(self, key: str) -> bool:
+        return await arun_steps(self.store.delete_steps(key), self._perform)
+
+    async def delete_many(self, keys: Iterable[str]) -> None:
+        await arun_steps(self.store.delete_many_steps(keys), self._perform)
+
+    async def touch(self, key: str, ttl: int) -> bool:
+        return await arun_steps(self.store.touch_steps(key, ttl), self._perform)
+
+    async def flush(self) -> None:
+        await self._perform(Command(lambda client: client.flushdb()))
+
+    async def stats(self) -> dict[str, dict[str, int | float | str]]:
+        info = await self._perform(Command(lambda client: client.info()))
+        kwargs = self._loop_client().client.connection_pool.connection_kwargs
+        return stats_from_info(info, kwargs)
+
+    async def close(self) -> None:
+        """Close the running loop's connections; the next call on this loop reconnects."""
+        with self._lock:
+            here = self._clients.pop(asyncio.get_running_loop(), None)
+        if here is not None:
+            await here.client.aclose(close_connection_pool=True)

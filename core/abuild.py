@@ -1,13 +1,16 @@
 """``aget_or_build``: the read path of :mod:`mcache.build` for coroutine builders.
 
-The algorithm is the same; what differs is where the waiting happens. Store
-calls are blocking, so each runs briefly in a worker thread
-(``asyncio.to_thread``) and returns; the builder is awaited on the caller's
-event loop; waits for another caller's build are ``asyncio.sleep`` polls or
-awaits on the in-process flight. No thread ever blocks waiting for the event
-loop, so nested cached coroutines cannot exhaust the thread pool and deadlock.
-The pieces that do no waiting (hit checks, reports, writes) are the sync
-builder's own, so both drivers keep the same rules.
+The algorithm is the same; what differs is where the waiting happens. The
+read is the sync path's own steps (:meth:`Reader.read_steps`), awaited: on a
+store with an async twin (in-process, Redis) a hit never leaves the event
+loop. The other store calls still run briefly in a worker thread
+(``asyncio.to_thread``) and return, until they too are written as steps. The
+builder is awaited on the caller's event loop; waits for another caller's
+build are ``asyncio.sleep`` polls or awaits on the in-process flight. No
+thread ever blocks waiting for the event loop, so nested cached coroutines
+cannot exhaust the thread pool and deadlock. The pieces that do no waiting
+(hit checks, reports, writes) are the sync builder's own, so both drivers
+keep the same rules.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .entry import Entry
 from .errors import Uncacheable
 from .flight import Flight, NotShared
 from .lock import Lock, pauses
+from .steps import aperform, arun_steps
 
 if TYPE_CHECKING:
     from .build import Builder
@@ -54,7 +58,9 @@ class AsyncBuilder:
             if not self.cache.may_store():  # here, not in a worker: it asks about this thread
                 return await self.build_alone(Call(key, build, tags, o, {}))
             try:
-                entry, declared, others = await asyncio.to_thread(sync.reader.read, key, tags)
+                entry, declared, others = await arun_steps(
+                    sync.reader.read_steps(key, tags), aperform
+                )
             except Exception as error:
                 self.cache.store_failed("get_or_build", error)
                 self.cache.metrics.add("misses")

@@ -18,6 +18,7 @@ from .api import NO_VALUE, NoValueType, StaleClaim
 from .dependencies import report
 from .entry import Entry, is_placeholder
 from .errors import MCacheError
+from .steps import Blocking, Steps, StoreCall, perform, run_steps
 
 if TYPE_CHECKING:
     from .cache import Cache
@@ -44,41 +45,52 @@ class Reader:
         With a ``claim`` (only for a store that :class:`ClaimsStale`), the read
         also bids for the entry's rebuild, and the claim says how that went.
         """
+        return run_steps(self.read_steps(key, tags, claim), perform)
+
+    def read_steps(
+        self, key: str, tags: list[str], claim: StaleClaim | None = None
+    ) -> Steps[tuple[Entry | None, dict[str, int], dict[str, int]]]:
+        """:meth:`read`, as steps: the sync driver calls the store, the async one awaits it."""
         cache = self.cache
         known = self.others.get(key)
         if not tags and not known:
-            entry = self.decode(key, self._get(key, claim))
+            entry = self.decode(key, (yield from self._get_steps(key, claim)))
             if entry is None or not entry.tags:
                 return entry, _NONE, _NONE
-            return entry, _NONE, self._other_versions(key, entry, _NONE, _NONE)
+            others = yield Blocking(self._other_versions, (key, entry, _NONE, _NONE))
+            return entry, _NONE, others
         slots = cache.tags.near(tags, key)
         wanted = [*slots, *cache.tags.slots_of(known)] if known else slots
         local = cache.tags.cached(wanted)
         if local is not None:
-            entry, found = self.decode(key, self._get(key, claim)), local
-        elif cache.shared is cache.store:
-            keys = [key, *(k for _, k in wanted)]
-            if claim is None:
-                got = cache.store.get_many(keys)
-            else:
-                got = cache.store.get_many_claiming(keys, claim)  # type: ignore[attr-defined]
-            entry = self.decode(key, got.get(key, NO_VALUE))
-            found = cache.tags.from_found(wanted, got)
+            entry, found = self.decode(key, (yield from self._get_steps(key, claim))), local
         else:
-            entry = self.decode(key, cache.store.get(key))
-            found = cache.tags.from_found(wanted, cache.shared.get_many([k for _, k in wanted]))
+            if cache.shared is cache.store:
+                keys = [key, *(k for _, k in wanted)]
+                if claim is None:
+                    got = yield StoreCall(cache.store, "get_many", (keys,))
+                else:
+                    got = yield StoreCall(cache.store, "get_many_claiming", (keys, claim))
+                entry = self.decode(key, got.get(key, NO_VALUE))
+            else:
+                entry = self.decode(key, (yield StoreCall(cache.store, "get", (key,))))
+                got = yield StoreCall(cache.shared, "get_many", ([k for _, k in wanted],))
+            found, missing = cache.tags.versions_found(wanted, got)
+            if missing:
+                found = {**found, **(yield Blocking(cache.tags.create, (missing,)))}
         declared = {label: found[label] for label, _ in slots} if known else found
         if entry is None or len(entry.tags) <= len(declared):
             if known and entry is not None:
                 self.others.pop(key, None)  # its fragments no longer carry tags
             return entry, declared, _NONE
-        return entry, declared, self._other_versions(key, entry, declared, found)
+        others = yield Blocking(self._other_versions, (key, entry, declared, found))
+        return entry, declared, others
 
-    def _get(self, key: str, claim: StaleClaim | None) -> bytes | NoValueType:
+    def _get_steps(self, key: str, claim: StaleClaim | None) -> Steps[bytes | NoValueType]:
         """Return what the store holds under ``key``, claiming it with ``claim`` if given."""
         if claim is None:
-            return self.cache.store.get(key)
-        found = self.cache.store.get_many_claiming([key], claim)  # type: ignore[attr-defined]
+            return (yield StoreCall(self.cache.store, "get", (key,)))
+        found = yield StoreCall(self.cache.store, "get_many_claiming", ([key], claim))
         return found.get(key, NO_VALUE)
 
     def _other_versions(

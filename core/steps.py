@@ -11,10 +11,20 @@ instead of keeping twin copies in step.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["Steps", "arun_steps", "run_steps"]
+__all__ = [
+    "Blocking",
+    "Steps",
+    "StoreCall",
+    "aperform",
+    "arun_steps",
+    "perform",
+    "run_steps",
+]
 
 T = TypeVar("T")
 
@@ -50,3 +60,45 @@ async def arun_steps(steps: Steps[T], perform: Callable[[Any], Awaitable[Any]]) 
                 operation = steps.send(result)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+@dataclass(slots=True)
+class StoreCall:
+    """An operation on a store: ``store.<method>(*args)``, or its async twin's, awaited."""
+
+    store: Any
+    method: str
+    args: tuple[Any, ...]
+
+
+@dataclass(slots=True)
+class Blocking:
+    """Work that still blocks (not yet written as steps): ``function(*args)``.
+
+    The async driver runs it in a worker thread: each one left is a thread hop.
+    """
+
+    function: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+def perform(operation: StoreCall | Blocking) -> Any:
+    """Perform an operation of the algorithm's steps by calling (the sync driver's)."""
+    if type(operation) is StoreCall:
+        return getattr(operation.store, operation.method)(*operation.args)
+    return operation.function(*operation.args)
+
+
+async def aperform(operation: StoreCall | Blocking) -> Any:
+    """Perform an operation of the algorithm's steps by awaiting (the async driver's).
+
+    A store with an async twin is awaited on the running loop; one without
+    (memcached, tiered, a third party's) is called in a worker thread.
+    """
+    if type(operation) is StoreCall:
+        twin = getattr(operation.store, "asynchronous", None)
+        if twin is not None:
+            return await getattr(twin(), operation.method)(*operation.args)
+        blocking = getattr(operation.store, operation.method)
+        return await asyncio.to_thread(blocking, *operation.args)
+    return await asyncio.to_thread(operation.function, *operation.args)

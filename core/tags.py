@@ -134,6 +134,16 @@ class Tags:
 
     def from_found(self, slots: Iterable[Slot], found: Mapping[str, bytes]) -> dict[str, int]:
         """Return versions from a ``get_many`` result, creating the copies that are missing."""
+        versions, missing = self.versions_found(slots, found)
+        if missing:
+            versions.update(self.create(missing))
+        return versions
+
+    def versions_found(
+        self, slots: Iterable[Slot], found: Mapping[str, bytes]
+    ) -> tuple[dict[str, int], list[Slot]]:
+        """Return the versions a ``get_many`` result holds (remembered), and the copies it
+        lacks, which :meth:`create` makes (no I/O here: the async read path uses it too)."""
         versions: dict[str, int] = {}
         missing: list[Slot] = []
         for slot in slots:
@@ -142,8 +152,12 @@ class Tags:
                 missing.append(slot)
             else:
                 versions[slot[0]] = version
-        if missing:
-            versions.update(self._create(missing))
+        self._remember(versions)
+        return versions, missing
+
+    def create(self, slots: list[Slot]) -> dict[str, int]:
+        """Create lost copies with the current time (remembered); a racing creator's wins."""
+        versions = self._create(slots)
         self._remember(versions)
         return versions
 

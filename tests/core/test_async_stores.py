@@ -1,0 +1,88 @@
+"""Async stores under the async read path: a hit awaits the store on the event loop.
+
+The contract suite holds the async twins to the stores' semantics (see
+test_store_contract.py); these tests hold ``aget_or_build`` to the point of
+having them: on a store with an async twin, a hit (tagged or not) never hands
+work to a thread, and the twin reads what the sync store wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from mcache import Cache
+from mcache.stores import MemoryStore, RedisStore
+
+
+@pytest.fixture(params=["memory", "redis"])
+def cache(request: pytest.FixtureRequest) -> Cache:
+    if request.param == "memory":
+        return Cache("memory://", namespace="async-hit")
+    return Cache(request.getfixturevalue("redis_url"), namespace="async-hit")
+
+
+def forbid_thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Make ``asyncio.to_thread`` record and refuse every hop from here on."""
+    hops: list[Any] = []
+
+    def refuse(function: Any, *args: Any) -> Any:
+        hops.append(function)
+        raise AssertionError(f"thread hop on a hit: {function!r}")
+
+    monkeypatch.setattr(asyncio, "to_thread", refuse)
+    return hops
+
+
+@pytest.mark.parametrize("tags", [None, ["articles", "article:1"]], ids=["untagged", "tagged"])
+def test_an_async_hit_makes_no_thread_hop(
+    cache: Cache, tags: list[str] | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builds = []
+
+    async def build() -> str:
+        builds.append(1)
+        return "the page"
+
+    async def visit() -> tuple[str, str]:
+        first = await cache.aget_or_build("page", build, ttl=60, tags=tags)
+        hops = forbid_thread_hops(monkeypatch)
+        second = await cache.aget_or_build("page", build, ttl=60, tags=tags)
+        assert hops == []
+        await cache.store.asynchronous().close()
+        return first, second
+
+    assert asyncio.run(visit()) == ("the page", "the page")
+    assert len(builds) == 1, "the second call was a hit"
+
+
+def test_the_async_twin_reads_what_the_sync_store_wrote(redis_url: str) -> None:
+    for store in (MemoryStore(), RedisStore(redis_url)):
+        store.set("written-sync", b"value", 60)
+
+        async def read(twin: Any) -> Any:
+            try:
+                return await twin.get("written-sync")
+            finally:
+                await twin.close()
+
+        assert asyncio.run(read(store.asynchronous())) == b"value"
+        assert store.asynchronous() is store.asynchronous(), "one twin per store"
+
+
+def test_a_loop_gets_its_own_bounded_client(redis_url: str) -> None:
+    store = RedisStore(redis_url, max_connections=3)
+    twin = store.asynchronous()
+
+    async def burst() -> int:
+        before = len(store._redis.client_list())
+        await asyncio.gather(*(twin.set(f"k{n}", b"v", 60) for n in range(50)))
+        opened = len(store._redis.client_list()) - before
+        await twin.close()
+        return opened
+
+    assert 1 <= asyncio.run(burst()) <= 3, "50 concurrent commands share at most 3 connections"
+    assert 1 <= asyncio.run(burst()) <= 3, "a second loop gets a client of its own"
+    assert store.get("k49") == b"v"

@@ -31,11 +31,22 @@ __all__ = [
 HOST = "127.0.0.1"
 
 
+HIGHEST_PORT = 55535
+"""A Redis Cluster node's bus listens 10,000 ports above it: redis-server refuses more."""
+
+
 def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
+    """Return a TCP port on 127.0.0.1, at most :data:`HIGHEST_PORT`, that nothing listens on.
+
+    The kernel hands out ephemeral ports up to 60999; about one in five is too
+    high for a cluster node, so those are passed over.
+    """
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((HOST, 0))
+            port = probe.getsockname()[1]
+        if port <= HIGHEST_PORT:
+            return port
 
 
 class ServerProcess:

@@ -3,8 +3,25 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
-__all__ = ["MiB", "check_delta", "counted", "stored_count", "too_large_message"]
+from ..keys import MAX_KEY_BYTES
+
+__all__ = [
+    "COPY_SEARCH_PER_OWNER",
+    "MiB",
+    "check_delta",
+    "copies_per_owner",
+    "counted",
+    "stored_count",
+    "too_large_message",
+]
+
+Owner = TypeVar("Owner", bound=Hashable)
+
+COPY_SEARCH_PER_OWNER = 64
+"""Suffixes tried per owner (server, slot range) when placing a key's copies."""
 
 MiB = 1024 * 1024
 _U64 = 2**64
@@ -44,3 +61,22 @@ def too_large_message(key: str, size: int, limit: int) -> str:
         f"value for {key!r} is {size} bytes; the store's limit is {limit}"
         " (the max_value_size option)"
     )
+
+
+def copies_per_owner(base: str, owner_of: Callable[[str], Owner], owners: int) -> dict[Owner, str]:
+    """Map each owner to a key it owns: ``base`` for its own, else ``base~n`` for the
+    smallest such n (see :class:`~mcache.api.Colocating`).
+
+    Tries :data:`COPY_SEARCH_PER_OWNER` suffixes per owner at most, and none
+    that would make a key too long: an owner with too small a share to be
+    found within that bound gets no copy, and readers near it use ``base``.
+    """
+    copies = {owner_of(base): base}
+    limit = COPY_SEARCH_PER_OWNER * owners
+    if len(base) + len(str(limit)) + 1 <= MAX_KEY_BYTES:
+        for n in range(1, limit + 1):
+            if len(copies) == owners:
+                break
+            candidate = f"{base}~{n}"
+            copies.setdefault(owner_of(candidate), candidate)
+    return copies

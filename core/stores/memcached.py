@@ -21,10 +21,10 @@ from pymemcache.client.base import Client
 
 from ..api import NO_VALUE, CasToken, NoValueType
 from ..errors import ConfigError, StoreUnavailable, ValueTooLarge
-from ..keys import MAX_KEY_BYTES, validate_store_key
+from ..keys import validate_store_key
 from ..logs import FailureLog
 from ..ring import LIBKETAMA_POINTS, Server, make_ring
-from .base import MiB, check_delta, too_large_message
+from .base import MiB, check_delta, copies_per_owner, too_large_message
 from .memcached_node import Node, NodeDown, NodeOptions
 from .memcached_stats import parse_detail
 from .memcached_wire import read_values, send_get
@@ -36,7 +36,6 @@ THIRTY_DAYS = 30 * 24 * 3600
 ITEM_HEADROOM = 512
 """Bytes of memcached's 1 MiB item limit taken by the item header, key and flags."""
 OWNER_CACHE_SIZE = 8192
-COPY_SEARCH_PER_SERVER = 64  # suffixes tried per server when placing a key's copies
 PLACEMENT_CACHE_SIZE = 65536  # bases whose copies are remembered (per-object tags are many)
 
 
@@ -170,14 +169,7 @@ class MemcachedStore:
         """
         copies = self._placed.get(base)
         if copies is None:
-            copies = {self.ring.server_for(base): base}
-            limit = COPY_SEARCH_PER_SERVER * self._placeable
-            if len(base) + len(str(limit)) + 1 <= MAX_KEY_BYTES:
-                for n in range(1, limit + 1):
-                    if len(copies) == self._placeable:
-                        break
-                    candidate = f"{base}~{n}"
-                    copies.setdefault(self.ring.server_for(candidate), candidate)
+            copies = copies_per_owner(base, self.ring.server_for, self._placeable)
             if len(self._placed) >= PLACEMENT_CACHE_SIZE:
                 self._placed.clear()
             self._placed[base] = copies

@@ -40,8 +40,8 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from ..errors import ConfigError, StoreUnavailable
-from ..keys import MAX_KEY_BYTES, validate_store_key
-from .base import MiB
+from ..keys import validate_store_key
+from .base import MiB, copies_per_owner
 from .redis import RedisStore, _redacted, check_options, role_stats
 from .redis_hosts import HostsURL, parse_hosts_url
 
@@ -50,7 +50,6 @@ __all__ = ["ClusterRedisStore", "parse_cluster_url"]
 DEFAULT_PORT = 6379
 EXAMPLE = "redis+cluster://:secret@10.0.0.1:7000,10.0.0.2:7000"
 RECONNECT_INTERVAL = 1.0  # seconds between attempts to learn the map while no node answers
-COPY_SEARCH_PER_RANGE = 64  # suffixes tried per slot range when placing a tag's copies
 
 
 def parse_cluster_url(url: str) -> HostsURL:
@@ -235,17 +234,10 @@ class ClusterRedisStore(RedisStore):
         """Find ``base~n`` keys, the smallest n per slot range, once per base."""
         placed = self._copies.get(base)
         if placed is None:
-            slot = key_slot(base.encode())
-            ranges = {self._range(slot): (base, slot)}
-            limit = COPY_SEARCH_PER_RANGE * self.tag_copies
-            if len(base) + len(str(limit)) + 1 <= MAX_KEY_BYTES:
-                for n in range(1, limit + 1):
-                    if len(ranges) == self.tag_copies:
-                        break
-                    copy = f"{base}~{n}"
-                    slot = key_slot(copy.encode())
-                    ranges.setdefault(self._range(slot), (copy, slot))
-            placed = tuple(ranges.values())
+            ranges = copies_per_owner(
+                base, lambda key: self._range(key_slot(key.encode())), self.tag_copies
+            )
+            placed = tuple((key, key_slot(key.encode())) for key in ranges.values())
             if len(self._copies) >= 65536:
                 self._copies.clear()
             self._copies[base] = placed

@@ -202,8 +202,9 @@ class AsyncStore(Protocol):
 class HasAsyncTwin(Protocol):
     """A store with an async form on the same data (the same server, or the same memory)."""
 
-    def asynchronous(self) -> AsyncStore:
-        """Return this store's async twin (one per store, made on first use)."""
+    def asynchronous(self) -> AsyncStore | None:
+        """Return this store's async twin (one per store, made on first use), or None
+        where this instance has none (async callers then reach it through a thread)."""
         ...
 
 

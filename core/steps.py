@@ -96,9 +96,10 @@ async def aperform(operation: StoreCall | Blocking) -> Any:
     (memcached, tiered, a third party's) is called in a worker thread.
     """
     if type(operation) is StoreCall:
-        twin = getattr(operation.store, "asynchronous", None)
+        twin_of = getattr(operation.store, "asynchronous", None)
+        twin = None if twin_of is None else twin_of()
         if twin is not None:
-            return await getattr(twin(), operation.method)(*operation.args)
+            return await getattr(twin, operation.method)(*operation.args)
         blocking = getattr(operation.store, operation.method)
         return await asyncio.to_thread(blocking, *operation.args)
     return await asyncio.to_thread(operation.function, *operation.args)

@@ -117,9 +117,10 @@ def driven(url: str) -> BlockingDriver:
     from .stores import from_url
 
     store: Any = from_url(url)
-    if not isinstance(store, HasAsyncTwin):
+    twin = store.asynchronous() if isinstance(store, HasAsyncTwin) else None
+    if twin is None:
         raise TypeError(f"{store!r} has no async twin")
-    return BlockingDriver(store.asynchronous())
+    return BlockingDriver(twin)
 
 
 class AsyncStoreContract(StoreContract):

@@ -46,6 +46,10 @@ class RedisStore(RedisSteps):
     asyncio client.
     """
 
+    connection_options: dict[str, Any] | None = None
+    """How the client was made from ``url``; None when it was given (no async twin)."""
+    _twin: AsyncRedisStore | None = None
+
     _FAILURES: tuple[type[BaseException], ...] = (RedisError, OSError, asyncio.TimeoutError)
     """What the client raises when the server cannot answer (a cluster adds its own)."""
 
@@ -66,8 +70,6 @@ class RedisStore(RedisSteps):
         check_options(socket_timeout, socket_connect_timeout, max_value_size)
         self.url = url
         self.max_value_size = max_value_size
-        self.connection_options: dict[str, Any] | None = None
-        """How the client was made from ``url``; None when it was given (no async twin)."""
         if client is None:
             self.connection_options = {
                 "socket_timeout": socket_timeout,
@@ -79,7 +81,6 @@ class RedisStore(RedisSteps):
         self._redis = client
         self._reader = replica or client
         self._scripts: dict[str, Script] = {}
-        self._twin: AsyncRedisStore | None = None
 
     def _script(self, source: str) -> Script:
         """Return the Lua script ``source`` bound to the client, registered on first use."""
@@ -210,10 +211,17 @@ class RedisStore(RedisSteps):
         if self._reader is not self._redis:
             self._reader.connection_pool.disconnect()
 
-    def asynchronous(self) -> AsyncRedisStore:
-        """Return this store's async twin on the same database (see :mod:`.redis_async`)."""
+    def asynchronous(self) -> AsyncRedisStore | None:
+        """Return this store's async twin on the same database (see :mod:`.redis_async`).
+
+        None for a store not made from its URL alone (Sentinel's primary, a
+        cluster): async callers reach those through a worker thread, until
+        twins on redis.asyncio's Sentinel and Cluster clients back them.
+        """
         from .redis_async import AsyncRedisStore
 
+        if self.connection_options is None:
+            return None
         if self._twin is None:
             self._twin = AsyncRedisStore(self)
         return self._twin

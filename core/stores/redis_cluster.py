@@ -66,10 +66,6 @@ def parse_cluster_url(url: str) -> HostsURL:
 class ClusterRedisStore(RedisStore):
     """A :class:`RedisStore` over a Redis Cluster, placing tag copies next to entries."""
 
-    asynchronous = None  # type: ignore[assignment]
-    """No async twin yet (redis.asyncio has Sentinel and Cluster clients): async callers
-    reach this store through a worker thread."""
-
     _FAILURES = (*RedisStore._FAILURES, RedisClusterException)
 
     def __init__(

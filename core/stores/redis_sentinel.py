@@ -66,10 +66,6 @@ def parse_sentinel_url(url: str) -> SentinelAddress:
 class SentinelRedisStore(RedisStore):
     """A :class:`RedisStore` on the primary a set of sentinels names (and its replicas)."""
 
-    asynchronous = None  # type: ignore[assignment]
-    """No async twin yet (redis.asyncio has Sentinel and Cluster clients): async callers
-    reach this store through a worker thread."""
-
     def __init__(
         self,
         url: str,

@@ -86,3 +86,20 @@ def test_a_loop_gets_its_own_bounded_client(redis_url: str) -> None:
     assert 1 <= asyncio.run(burst()) <= 3, "50 concurrent commands share at most 3 connections"
     assert 1 <= asyncio.run(burst()) <= 3, "a second loop gets a client of its own"
     assert store.get("k49") == b"v"
+
+
+def test_stores_without_a_twin_are_reached_through_a_thread(
+    sentinel_url: str, cluster_url: str
+) -> None:
+    for url in (sentinel_url, cluster_url):
+        cache = Cache(url, namespace="no-twin")
+        assert cache.store.asynchronous() is None, "given its client: no twin yet"
+
+        async def build() -> str:
+            return "built"
+
+        async def twice(cache: Cache) -> list[str]:
+            return [await cache.aget_or_build("k", build, ttl=60) for _ in range(2)]
+
+        assert asyncio.run(twice(cache)) == ["built", "built"]
+        assert cache.get("k") == "built", "the async path stored it through the sync store"

@@ -19,6 +19,14 @@ The read path (DESIGN.md "get_or_build"):
 7. The entry is written only over what the key held when the build began
    (:mod:`mcache.lease`): a delete or a newer write meanwhile wins.
 
+The algorithm is written once, as steps (:mod:`mcache.steps`): every method
+named ``*_steps`` yields the I/O it needs. ``get_or_build`` runs them by
+calling (the store, ``time.sleep``, the builder); ``aget_or_build`` by
+awaiting (the store's async twin, or a worker thread for a store without one;
+``asyncio.sleep``; the coroutine builder on the caller's loop). No thread ever
+blocks waiting for the event loop, so nested cached coroutines cannot exhaust
+the thread pool and deadlock.
+
 Inside another build the rules tighten (composition rule 2): a stale entry is
 rebuilt before use, in the caller's thread whatever ``refresh`` says, and one
 that can only be had stale (another process holds its lock) makes the
@@ -27,11 +35,15 @@ enclosing entry be stored already stale.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
+import inspect
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
@@ -42,6 +54,21 @@ from .errors import Uncacheable
 from .flight import Flight, NotShared, SingleFlight
 from .lock import Lock, pauses
 from .rebuild import Rebuilds
+from .steps import (
+    Blocking,
+    CallBuilder,
+    Pause,
+    Release,
+    Steps,
+    StoreCall,
+    Wait,
+    Win,
+    aperform,
+    arun_steps,
+    perform,
+    run_steps,
+    settled,
+)
 from .writing import Writer
 
 if TYPE_CHECKING:
@@ -58,7 +85,7 @@ call, read it after.
 
 
 class Builder:
-    """Runs the read path for a ``Cache``."""
+    """Runs the read path for a ``Cache``: one algorithm (steps), two drivers."""
 
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
@@ -69,25 +96,44 @@ class Builder:
         self.flights = SingleFlight()  # callers that found nothing: followers get the value
         self.refreshes = SingleFlight()  # stale rebuilds: the others serve stale meanwhile
 
-    # -- the algorithm ------------------------------------------------------------------------
+    # -- the two drivers --------------------------------------------------------------------------
 
     def get_or_build(
         self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions
     ) -> Any:
         """Return the cached value for ``key``, building it at most once across callers."""
+        return run_steps(self.get_or_build_steps(key, build, tags, o), perform)
+
+    async def aget_or_build(
+        self, key: str, build: Callable[[], Awaitable[Any]], tags: list[str], o: BuildOptions
+    ) -> Any:
+        """:meth:`get_or_build` with a coroutine builder, awaited on the caller's loop."""
+        return await arun_steps(self.get_or_build_steps(key, build, tags, o), aperform)
+
+    def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
+        """Build, store the entry and free the lock, now (a refresher's, or a forced, rebuild)."""
+        return run_steps(self.build_and_store_steps(call, lock, stale), perform)
+
+    # -- the algorithm ------------------------------------------------------------------------
+
+    def get_or_build_steps(
+        self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions
+    ) -> Steps[Any]:
+        """The read path, as steps (see the module's docstring)."""
         cache = self.cache
         try:
             if not cache.may_store():
                 # Uncommitted data (see Cache.may_store): built for this caller alone,
                 # never stored and never handed to the threads that share its calls.
-                return self.build_alone(Call(key, build, tags, o, {}))
+                return (yield from self.build_alone_steps(Call(key, build, tags, o, {})))
             claim = self.writer.claim_for(key, o)
             try:
-                entry, declared, others = self.reader.read(key, tags, claim)
+                entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
             except Exception as error:
                 cache.store_failed("get_or_build", error)
                 cache.metrics.add("misses")
-                return self.build_alone(Call(key, build, tags, o, {}), unread=True)
+                call = Call(key, build, tags, o, {})
+                return (yield from self.build_alone_steps(call, unread=True))
             if self.writer.claims:
                 self.writer.saw(key, entry)
             now = cache.clock.time_ms()
@@ -101,11 +147,11 @@ class Builder:
             call = Call(key, build, tags, o, declared, entry, claim=claim)
             if entry is not None:
                 call.seen_fresh = entry.is_fresh(now) and entry.tags_current(declared, others)
-                value = self.refresh_stale(call, entry)
+                value = yield from self.refresh_stale_steps(call, entry)
             else:
                 self.writer.drop_claim(key, claim)
                 cache.metrics.add("misses")
-                value = self.build_missing(call)
+                value = yield from self.build_missing_steps(call)
             report(self.cache.tags.scope, call.depends, call.stale)
             return value
         except Uncacheable as own:  # this caller's own build: followers got NotShared
@@ -134,13 +180,13 @@ class Builder:
             return True
         return False
 
-    def build_alone(self, call: Call, unread: bool = False) -> Any:
+    def build_alone_steps(self, call: Call, unread: bool = False) -> Steps[Any]:
         """Build for this caller only (nothing is read or stored), reporting what it read.
 
         ``unread``: the store could not be read (it is down), so what the value
         depends on is unknown: an enclosing build must not store it as fresh.
         """
-        value = self.run_build(call, None)
+        value = yield from self.run_build_steps(call, None)
         report(self.cache.tags.scope, call.depends, call.stale or unread)
         return value
 
@@ -152,7 +198,7 @@ class Builder:
         call.depends, call.stale = entry.tags, not call.seen_fresh
         return entry.value
 
-    def refresh_stale(self, call: Call, entry: Entry) -> Any:
+    def refresh_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
         """Let one caller rebuild; everyone else gets the stale value (after ``stale_wait``)."""
         if (
             (call.claim is None or not call.claim.outcome)
@@ -165,10 +211,11 @@ class Builder:
             return self.serve_stale(call, entry)
         flight, leader = self.refreshes.join(call.key)
         if not leader and call.claim is not None and call.claim.outcome:
-            return self.rebuild_stale(call, entry)  # its read won the lock: it alone may rebuild
+            # Its read won the lock: it alone may rebuild.
+            return (yield from self.rebuild_stale_steps(call, entry))
         if not leader:
             self.cache.metrics.add("coalesced")
-            if not call.seen_fresh and flight.wait(call.options.stale_wait):
+            if not call.seen_fresh and (yield Wait(flight, call.options.stale_wait)):
                 answer = flight.outcome()
                 if answer is not NO_VALUE:
                     call.depends, call.stale = flight.depends, flight.stale
@@ -176,46 +223,39 @@ class Builder:
             return self.serve_stale(call, entry)
         value: Any = NO_VALUE
         try:
-            value = self.rebuild_stale(call, entry)
+            value = yield from self.rebuild_stale_steps(call, entry)
             return value
         finally:
             flight.depends, flight.stale = call.depends, call.stale
             flight.finish(NO_VALUE if call.stale else value)  # followers take only a fresh one
             self.refreshes.leave(call.key, flight)
 
-    def rebuild_stale(self, call: Call, entry: Entry) -> Any:
+    def rebuild_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
         """As the one caller here of a stale key: rebuild, hand over, or wait and serve stale."""
-        lock = self.writer.try_stale_lock(call)
+        lock = yield Win(self.writer.try_stale_lock, (call,), self._let_go(call, None))
         if lock is None:
-            return self.fresh_or_stale(call, entry)
+            return (yield from self.fresh_or_stale_steps(call, entry))
         if call.options.refresh == "background" and not inside_build():
-            self.rebuilds.hand_over(call, lock)
-            return self.fresh_or_stale(call, entry)
+            yield HandOver(self.rebuilds, call, lock)
+            return (yield from self.fresh_or_stale_steps(call, entry))
         self.cache.metrics.add("misses")
-        return self.build_and_store(call, lock, entry)
+        return (yield from self.build_and_store_steps(call, lock, entry))
 
-    def fresh_or_stale(self, call: Call, entry: Entry) -> Any:
+    def fresh_or_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
         """While another rebuilds: its new value if it comes within ``stale_wait``, else stale."""
         if not call.seen_fresh:
-            fresh = self.await_fresh(call)
-            if fresh is not None:
-                call.depends = fresh.tags
-                return fresh.value
+            for pause in pauses(call.options.stale_wait):
+                yield Pause(pause)
+                fresh = yield from self.fresh_entry_steps(call)
+                if fresh is not None:
+                    call.depends = fresh.tags
+                    return fresh.value
         return self.serve_stale(call, entry)
 
-    def await_fresh(self, call: Call) -> Entry | None:
-        """Poll the store up to ``stale_wait`` seconds for a fresh, current entry."""
-        for pause in pauses(call.options.stale_wait):
-            time.sleep(pause)
-            entry = self.fresh_entry(call)
-            if entry is not None:
-                return entry
-        return None
-
-    def fresh_entry(self, call: Call) -> Entry | None:
+    def fresh_entry_steps(self, call: Call) -> Steps[Entry | None]:
         """Return the key's entry if it is fresh with every tag current now, else None."""
         try:
-            entry, declared, others = self.reader.read(call.key, call.tags)
+            entry, declared, others = yield from self.reader.read_steps(call.key, call.tags)
         except Exception as error:
             self.cache.store_failed("get_or_build", error)
             return None
@@ -224,16 +264,16 @@ class Builder:
             return entry
         return None
 
-    def outcome_of(self, flight: Flight, call: Call) -> Any:
+    def outcome_of_steps(self, flight: Flight, call: Call) -> Steps[Any]:
         """Return the leader's value; if it was the leader's alone, build our own."""
         try:
             value = flight.outcome()
         except NotShared:
-            return self.build_and_store(call, None, None)
+            return (yield from self.build_and_store_steps(call, None, None))
         call.depends, call.stale = flight.depends, flight.stale
         return value
 
-    def build_missing(self, call: Call) -> Any:
+    def build_missing_steps(self, call: Call) -> Steps[Any]:
         """Build a missing entry once per process, and once across processes.
 
         Followers wait up to ``wait`` for their leader. If it has not finished by
@@ -244,21 +284,25 @@ class Builder:
         flight, leader = self.flights.join(call.key)
         if not leader:
             self.cache.metrics.add("coalesced")
-            if flight.wait(call.options.wait) and flight.answered():
-                return self.outcome_of(flight, call)
+            if (yield Wait(flight, call.options.wait)) and flight.answered():
+                return (yield from self.outcome_of_steps(flight, call))
             self.cache.metrics.add("wait_timeouts")
             flight, leader = self.flights.take_over(call.key, flight)
             if not leader:
-                if flight.wait(call.options.lock_timeout) and flight.answered():
-                    return self.outcome_of(flight, call)
-                return self.build_and_store(call, None, None)
-            return self.lead(flight, call, lambda: self.build_and_store(call, None, None))
-        return self.lead(flight, call, lambda: self.lead_missing(call))
+                if (yield Wait(flight, call.options.lock_timeout)) and flight.answered():
+                    return (yield from self.outcome_of_steps(flight, call))
+                return (yield from self.build_and_store_steps(call, None, None))
+            return (
+                yield from self.lead_steps(
+                    flight, call, self.build_and_store_steps(call, None, None)
+                )
+            )
+        return (yield from self.lead_steps(flight, call, self.lead_missing_steps(call)))
 
-    def lead(self, flight: Flight, call: Call, work: Callable[[], Any]) -> Any:
+    def lead_steps(self, flight: Flight, call: Call, work: Steps[Any]) -> Steps[Any]:
         """Run ``work`` as the flight's leader and publish its outcome to the followers."""
         try:
-            value = work()
+            value = yield from work
         except Uncacheable:
             flight.fail(NotShared())
             raise
@@ -272,25 +316,35 @@ class Builder:
         finally:
             self.flights.leave(call.key, flight)
 
-    def lead_missing(self, call: Call) -> Any:
+    def lead_missing_steps(self, call: Call) -> Steps[Any]:
         """Build under the lock, or wait (bounded) for the process that holds it."""
-        lock = self.writer.try_lock(call)
+        try_lock = Win(self.writer.try_lock, (call,), self._let_go(call, None))
+        lock = yield try_lock
         if lock is not None:
-            return self.build_and_store(call, lock, None)
+            return (yield from self.build_and_store_steps(call, lock, None))
         self.cache.metrics.add("lock_waits")
         # Waiters in other processes poll the store: a short cap lets them see the
         # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
         # waiters within ~10% of it), for a few gets a second per waiting process.
         for pause in pauses(call.options.wait, cap=0.05):
-            time.sleep(pause)
-            entry = self.reader.peek(call.key)
+            yield Pause(pause)
+            entry = yield from self.peek_steps(call.key)
             if entry is not None:
                 return self.take_peeked(call, entry)
-            lock = self.writer.try_lock(call)  # the holder may have died and its lock expired
+            lock = yield try_lock  # the holder may have died and its lock expired
             if lock is not None:
-                return self.build_and_store(call, lock, None)
+                return (yield from self.build_and_store_steps(call, lock, None))
         self.cache.metrics.add("wait_timeouts")
-        return self.build_and_store(call, None, None)
+        return (yield from self.build_and_store_steps(call, None, None))
+
+    def peek_steps(self, key: str) -> Steps[Entry | None]:
+        """Return whatever entry is stored now (any freshness), or None."""
+        try:
+            found = yield StoreCall(self.cache.store, "get", (key,))
+            return self.reader.decode(key, found)
+        except Exception as error:
+            self.cache.store_failed("get_or_build", error)
+            return None
 
     def take_peeked(self, call: Call, entry: Entry) -> Any:
         """Return the entry another process just wrote, with what it depends on."""
@@ -299,7 +353,7 @@ class Builder:
         call.stale = not entry.is_fresh(self.cache.clock.time_ms())
         return entry.value
 
-    def built_meanwhile(self, call: Call, found: object) -> Entry | None:
+    def built_meanwhile_steps(self, call: Call, found: object) -> Steps[Entry | None]:
         """After winning the lock, return an entry someone else just rebuilt, if any.
 
         ``found`` is what the shared tier holds now (read for the lease): a near
@@ -309,13 +363,13 @@ class Builder:
         cache = self.cache
         try:
             entry = self.reader.decode(call.key, found)
-            call.versions = versions = cache.tags.read(call.tags, call.key)
+            call.versions = versions = yield from cache.tags.read_steps(call.tags, call.key)
             if entry is None or (
                 call.seen is not None and entry.fresh_until_ms == call.seen.fresh_until_ms
             ):
                 return None  # nothing new: the entry that sent us here (an early refresh keeps it)
             now = cache.clock.time_ms()
-            if entry.is_fresh(now) and self.reader.is_current(entry, versions):
+            if entry.is_fresh(now) and (yield from self.reader.is_current_steps(entry, versions)):
                 return entry
         except Exception as error:
             cache.store_failed("get_or_build", error)
@@ -323,14 +377,14 @@ class Builder:
 
     # -- locks, builds, writes -------------------------------------------------------------------
 
-    def run_build(self, call: Call, stale: Entry | None) -> Any:
+    def run_build_steps(self, call: Call, stale: Entry | None) -> Steps[Any]:
         """Call the builder, collecting what it reads; on an error serve ``stale`` or re-raise."""
         with self.building(call, stale):
-            return call.build()
+            return (yield CallBuilder(call.build))
 
     @contextlib.contextmanager
     def building(self, call: Call, stale: Entry | None) -> Iterator[None]:
-        """Run a build (sync or awaited) in the block, with what every build needs around it.
+        """Run a build in the block, with what every build needs around it.
 
         What the block reads is collected into ``call.depends`` and ``call.stale``;
         an exception serves ``stale`` (as :class:`ServedStale`) or goes on up.
@@ -362,24 +416,64 @@ class Builder:
         self.cache.metrics.add("build_errors")
         self.cache.trace(key, "E")
 
-    def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
+    def build_and_store_steps(
+        self, call: Call, lock: Lock | None, stale: Entry | None
+    ) -> Steps[Any]:
         """Build, store the entry over what the key held when it began, release the lock."""
         lease = None
         try:
-            lease = self.writer.take_lease(call, lock)
+            lease = yield Win(self.writer.take_lease, (call, lock), self._let_go(call, lock))
             if lock is not None and lease is not None:
-                fresh = self.built_meanwhile(call, lease.found)
+                fresh = yield from self.built_meanwhile_steps(call, lease.found)
                 if fresh is not None:
                     call.depends = fresh.tags
                     return fresh.value
             try:
-                value = self.run_build(call, stale)
+                value = yield from self.run_build_steps(call, stale)
             except ServedStale as served:
                 return served.value
-            if lease is not None and self.writer.write(call, value, lease):
+            if lease is not None and (yield Blocking(self.writer.write, (call, value, lease))):
                 lease = None
             return value
         finally:
-            # A background rebuild that failed keeps the lock for a while: the stale
-            # entry is served meanwhile, and the next request does not retry at once.
-            self.writer.settle(call.key, lease, lock, call.failed and call.background)
+            if lease is not None or lock is not None:
+                # A background rebuild that failed keeps the lock for a while: the stale
+                # entry is served meanwhile, and the next request does not retry at once.
+                back_off = call.failed and call.background
+                yield Release(self.writer.settle, (call.key, lease, lock, back_off))
+
+    def _let_go(self, call: Call, lock: Lock | None) -> Callable[[Any], None]:
+        """Return what frees a lock or lease won for an async caller cancelled meanwhile."""
+
+        def let_go(won: Any) -> None:
+            if isinstance(won, Lock):
+                self.writer.settle(call.key, None, won)
+            else:
+                self.writer.settle(call.key, won, lock)
+
+        return let_go
+
+
+@dataclass(slots=True)
+class HandOver:
+    """Give a stale key's rebuild to the refresher, with the lock its caller won."""
+
+    rebuilds: Rebuilds
+    call: Call
+    lock: Lock
+
+    def run(self) -> bool:
+        return self.rebuilds.hand_over(self.call, self.lock)
+
+    async def arun(self) -> bool:
+        # The refresher cannot count on the caller's loop: under WSGI (asgiref) it
+        # belongs to one request and is gone once the response is sent. So the job
+        # runs the coroutine on a loop of its own; a queue worker imports the builder.
+        build = self.call.build
+        job = dataclasses.replace(self.call, build=lambda: _completed(build()), origin=build)
+        return await asyncio.to_thread(self.rebuilds.hand_over, job, self.lock)
+
+
+def _completed(result: Any) -> Any:
+    """Return a builder's ``result``, run to its end on a loop of its own if it is a coroutine."""
+    return asyncio.run(settled(result)) if inspect.isawaitable(result) else result

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import atexit
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from .abuild import AsyncBuilder
-from .api import NO_VALUE, Store
+from .api import Store
 from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
@@ -43,11 +42,13 @@ from .options import (
     tag_list,
     with_defaults,
 )
+from .plain import PlainOperations
 from .reading import Reader
 from .rebuild import register
 from .refreshers import Refresher, ThreadPoolRefresher, refresher_named
 from .renewal import renewer
 from .stats import CacheStats
+from .steps import Steps
 from .stores.url import from_url
 from .tags import Tags
 from .trace import Tracer
@@ -59,8 +60,12 @@ Key = str | tuple[Any, ...]
 """A cache key: a string, or a tuple of call parameters."""
 
 
-class Cache:
-    """A namespace of cached values on one store."""
+class Cache(PlainOperations):
+    """A namespace of cached values on one store.
+
+    The plain operations (``get``, ``set``, ``add``, … and their awaitable
+    ``aget``, ``aset``, …) come from :class:`~mcache.plain.PlainOperations`.
+    """
 
     def __init__(
         self,
@@ -132,7 +137,6 @@ class Cache:
         self._registry_lock = threading.Lock()
         self.reader = Reader(self)
         self.builder = Builder(self)
-        self.abuilder = AsyncBuilder(self.builder)
 
     def __repr__(self) -> str:
         return f"Cache({self.store!r}, namespace={self.namespace!r})"
@@ -188,105 +192,6 @@ class Cache:
             return -1  # already expired: a set stores nothing readable, as Django's timeout=0
         return seconds(ttl, "ttl")
 
-    # -- plain operations -----------------------------------------------------------------
-
-    def get(self, key: Key, default: Any = NO_VALUE) -> Any:
-        """Return the cached value, or ``default`` (``NO_VALUE`` unless given) on a miss.
-
-        An entry written by ``get_or_build`` counts while it is fresh and its
-        tags are unchanged; a stale one is a miss here (only ``get_or_build``,
-        which rebuilds it, may serve it stale).
-        """
-        value = self._read(self._store_key(key))
-        self.metrics.add("misses" if value is NO_VALUE else "hits")
-        return default if value is NO_VALUE else value
-
-    def _read(self, store_key: str) -> Any:
-        """Return the current value under ``store_key``, or ``NO_VALUE`` (nothing counted)."""
-        data = self.store_call("get", lambda: self.store.get(store_key), NO_VALUE)
-        return NO_VALUE if data is NO_VALUE else self.reader.plain(store_key, data)  # type: ignore[arg-type]
-
-    def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
-        """Return the cached values of the keys found, in one round trip per server."""
-        by_store_key = {self._store_key(key): key for key in keys}
-        found = self.store_call("get_many", lambda: self.store.get_many(list(by_store_key)), {})
-        values = self.reader.plain_many(found)
-        self.metrics.add("hits", len(values))
-        self.metrics.add("misses", len(by_store_key) - len(values))
-        return {by_store_key[store_key]: value for store_key, value in values.items()}
-
-    def set(self, key: Key, value: Any, ttl: float | None = None) -> bool:
-        """Cache ``value``; ``False`` when it could not be stored (logged, never raised)."""
-        store_key = self._store_key(key)
-        data = self.codec.dumps(value, store_key)
-        seconds = self._ttl(ttl)
-        return self.store_call(
-            "set", lambda: self.store.set(store_key, data, seconds) or True, False
-        )
-
-    def set_many(self, items: Mapping[Key, Any], ttl: float | None = None) -> list[Key]:
-        """Cache several values; return the keys that could not be stored."""
-        by_store_key = {self._store_key(key): key for key in items}
-        encoded = {sk: self.codec.dumps(items[k], sk) for sk, k in by_store_key.items()}
-        seconds = self._ttl(ttl)
-        failed = self.store_call(
-            "set_many", lambda: self.store.set_many(encoded, seconds), list(encoded)
-        )
-        if failed:
-            self.failures.warning("store.set_many", "%d values not cached", len(failed))
-        return [by_store_key[sk] for sk in failed]
-
-    def add(self, key: Key, value: Any, ttl: float | None = None) -> bool:
-        """Cache ``value`` only if the key is absent; ``True`` when this call stored it."""
-        store_key = self._store_key(key)
-        data = self.codec.dumps(value, store_key)
-        seconds = self._ttl(ttl)
-        if self.store_call("add", lambda: self.store.add(store_key, data, seconds), False):
-            return True
-        return self.store_call(
-            "add", lambda: self.builder.writer.replace_unreadable(store_key, data, seconds), False
-        )
-
-    def unwrap(self, key: Key, ttl: float | None = None) -> bool:
-        """Store an entry's int value plainly, so ``incr`` can count it; ``True`` if done.
-
-        Only a fresh, untagged ``get_or_build`` entry holding an ``int`` is
-        replaced, and only if it is still there (``cas``): a delete or a newer
-        write since, tags the entry must keep checking, or staleness all win.
-        What Django's ``get_or_set`` of a number needs.
-        """
-        store_key, seconds = self._store_key(key), self._ttl(ttl)
-        return self.store_call("set", lambda: self.builder.writer.unwrap(store_key, seconds), False)
-
-    def delete(self, key: Key) -> bool:
-        """Remove a cached value; ``True`` when it existed."""
-        store_key = self._store_key(key)
-        return self.store_call("delete", lambda: self.store.delete(store_key), False)
-
-    def delete_many(self, keys: Iterable[Key]) -> None:
-        """Remove several cached values."""
-        store_keys = [self._store_key(key) for key in keys]
-        self.store_call("delete_many", lambda: self.store.delete_many(store_keys), None)
-
-    def incr(self, key: Key, delta: int = 1) -> int | None:
-        """Add ``delta`` (negative subtracts, flooring at 0) to a cached int; ``None`` when missing.
-
-        The key must hold an ``int`` set through this cache (stored as decimal text),
-        or be missing; anything else raises :class:`~mcache.errors.NotNumeric`.
-        """
-        store_key = self._store_key(key)
-        if delta >= 0:
-            return self.store_call("incr", lambda: self.store.incr(store_key, delta), None)
-        return self.store_call("incr", lambda: self.store.decr(store_key, -delta), None)
-
-    def touch(self, key: Key, ttl: float | None = None) -> bool:
-        """Give a cached value a new TTL; ``False`` when it is missing (or stale: see ``get``)."""
-        store_key = self._store_key(key)
-        seconds = self._ttl(ttl)
-        if self._read(store_key) is NO_VALUE:
-            return False
-        return self.store_call("touch", lambda: self.store.touch(store_key, seconds), False)
-
     # -- dog-pile-safe building, tags, locks ----------------------------------------------------
 
     def get_or_build(
@@ -334,18 +239,26 @@ class Cache:
     ) -> T:
         """Await ``get_or_build`` with a coroutine builder.
 
-        Same algorithm; each store call runs briefly in a worker thread
-        (``asyncio.to_thread``), the builder is awaited on the caller's loop, and
-        waits are awaits, so nested cached coroutines never starve the thread pool.
-        A background refresh runs the builder on a loop of the refresher's own.
+        The same algorithm (:mod:`mcache.build`), driven by awaits: store calls
+        go to the store's async twin (memory, Redis), or to a worker thread for
+        a store without one; the builder is awaited on the caller's loop, and
+        waits are awaits, so nested cached coroutines never starve the thread
+        pool. A background refresh runs the builder on a loop of the refresher's own.
         """
         options = with_defaults(
             self.defaults, self._stale_ttl, ttl, stale_ttl, wait, lock_timeout, refresh,
             early_refresh, stale_wait,
         )  # fmt: skip
-        return await self.abuilder.get_or_build(
+        return await self.builder.aget_or_build(
             self._store_key(key), build, tag_list(tags), options
         )
+
+    def get_or_build_steps(
+        self, key: Key, build: Callable[[], Any], options: BuildOptions, tags: TagsArg = None
+    ) -> Steps[Any]:
+        """``get_or_build`` as steps (see :mod:`mcache.steps`), with ``options`` from
+        :meth:`call_options`: for an adapter that offers one operation to both drivers."""
+        return self.builder.get_or_build_steps(self._store_key(key), build, tag_list(tags), options)
 
     def cached(
         self,

@@ -1,6 +1,6 @@
 """One ``get_or_build`` call as the algorithm carries it, and its options.
 
-Shared by the sync and the async driver (:mod:`mcache.build`, :mod:`mcache.abuild`).
+Shared by the sync and the async driver of :mod:`mcache.build`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ bytes written by hand) is no page, and ``None``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +47,12 @@ def _is_header(header: Any) -> bool:
 
 def drop_foreign(cache: Cache, key: tuple[Any, ...]) -> None:
     """Drop a value under a page's key that is no page, so the page is built anew; log it once."""
-    cache.failures.warning("view.foreign", "a page's key held no page; rendered anew: %r", key[:5])
+    _log_foreign(cache, key)
     cache.delete(key)
+
+
+def _log_foreign(cache: Cache, key: tuple[Any, ...]) -> None:
+    cache.failures.warning("view.foreign", "a page's key held no page; rendered anew: %r", key[:5])
 
 
 def get_page(
@@ -94,7 +97,8 @@ async def aget_page(
         result = await cache.aget_or_build(key, build, **options)
         page = as_page(result, flags)
         if page is None and not isinstance(result, own):
-            await asyncio.to_thread(drop_foreign, cache, key)
+            _log_foreign(cache, key)
+            await cache.adelete(key)
             STALE_SERVED.set(False)
             result = await cache.aget_or_build(key, build, **options)
             page = as_page(result, flags)

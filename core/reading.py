@@ -57,7 +57,7 @@ class Reader:
             entry = self.decode(key, (yield from self._get_steps(key, claim)))
             if entry is None or not entry.tags:
                 return entry, _NONE, _NONE
-            others = yield Blocking(self._other_versions, (key, entry, _NONE, _NONE))
+            others = yield from self._other_versions_steps(key, entry, _NONE, _NONE)
             return entry, _NONE, others
         slots = cache.tags.near(tags, key)
         wanted = [*slots, *cache.tags.slots_of(known)] if known else slots
@@ -83,7 +83,7 @@ class Reader:
             if known and entry is not None:
                 self.others.pop(key, None)  # its fragments no longer carry tags
             return entry, declared, _NONE
-        others = yield Blocking(self._other_versions, (key, entry, declared, found))
+        others = yield from self._other_versions_steps(key, entry, declared, found)
         return entry, declared, others
 
     def _get_steps(self, key: str, claim: StaleClaim | None) -> Steps[bytes | NoValueType]:
@@ -93,14 +93,14 @@ class Reader:
         found = yield StoreCall(self.cache.store, "get_many_claiming", ([key], claim))
         return found.get(key, NO_VALUE)
 
-    def _other_versions(
+    def _other_versions_steps(
         self, key: str, entry: Entry, declared: dict[str, int], found: dict[str, int]
-    ) -> dict[str, int]:
+    ) -> Steps[dict[str, int]]:
         """Return the versions of the entry's tags beyond the declared ones (remembered)."""
         labels = tuple(label for label in entry.tags if label not in declared)
         missing = [label for label in labels if label not in found]
         if missing:
-            found = {**found, **self.cache.tags.of_labels(missing)}
+            found = {**found, **(yield from self.cache.tags.of_labels_steps(missing))}
         strays = self.cache.tags.strays(labels)
         if strays:  # recorded before the pool changed: no bump moves them any more
             found = {**found, **dict.fromkeys(strays, -1)}
@@ -110,10 +110,10 @@ class Reader:
             self.others[key] = labels
         return {label: found[label] for label in labels}
 
-    def is_current(self, entry: Entry, declared: dict[str, int]) -> bool:
+    def is_current_steps(self, entry: Entry, declared: dict[str, int]) -> Steps[bool]:
         """Return whether ``entry`` records ``declared`` and every other tag it has is current."""
         labels = [label for label in entry.tags if label not in declared]
-        others = self.cache.tags.of_labels(labels) if labels else _NONE
+        others = (yield from self.cache.tags.of_labels_steps(labels)) if labels else _NONE
         return entry.tags_current(declared, others)
 
     def decode(self, key: str, data: object) -> Entry | None:
@@ -155,9 +155,14 @@ class Reader:
         """Return what a plain ``get`` reads in ``data``: an entry's value while it is
         fresh and current, a plain value as it is, else ``NO_VALUE`` (a stale entry, a
         build's placeholder, undecodable bytes)."""
-        return self.plain_many({store_key: data}).get(store_key, NO_VALUE)
+        return run_steps(self.plain_steps(store_key, data), perform)
 
-    def plain_many(self, found: Mapping[str, bytes]) -> dict[str, Any]:
+    def plain_steps(self, store_key: str, data: bytes) -> Steps[Any]:
+        """:meth:`plain`, as steps (see :mod:`mcache.steps`)."""
+        values = yield from self.plain_many_steps({store_key: data})
+        return values.get(store_key, NO_VALUE)
+
+    def plain_many_steps(self, found: Mapping[str, bytes]) -> Steps[dict[str, Any]]:
         """Return :meth:`plain` of each store key in ``found`` that has a value."""
         values: dict[str, Any] = {}
         entries: dict[str, Entry] = {}
@@ -173,10 +178,10 @@ class Reader:
             if value is not NO_VALUE:
                 values[store_key] = value
         if entries:
-            values.update(self.current(entries))
+            values.update((yield from self.current_steps(entries)))
         return values
 
-    def current(self, entries: Mapping[str, Entry]) -> dict[str, Any]:
+    def current_steps(self, entries: Mapping[str, Entry]) -> Steps[dict[str, Any]]:
         """Return the values of the entries that are fresh, with every tag unchanged.
 
         Inside a build, each value's tags are reported to it, as ``get_or_build``'s are.
@@ -186,7 +191,7 @@ class Reader:
         fresh = {key: entry for key, entry in entries.items() if entry.is_fresh(now)}
         labels = {label for entry in fresh.values() for label in entry.tags}
         try:
-            versions = cache.tags.of_labels(labels) if labels else _NONE
+            versions = (yield from cache.tags.of_labels_steps(labels)) if labels else _NONE
         except MCacheError as error:
             cache.store_failed("get", error)
             return {}

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from .api import NO_VALUE, Colocating, Store
 from .clock import Clock
 from .keys import MAX_KEY_BYTES, make_key
+from .steps import Blocking, Steps, StoreCall, perform, run_steps
 from .stores.base import stored_count
 
 __all__ = ["Slot", "Tags"]
@@ -163,13 +164,25 @@ class Tags:
 
     def read(self, names: Iterable[str], near: str) -> dict[str, int]:
         """Return the current versions of ``names`` as an entry under ``near`` records them."""
+        return run_steps(self.read_steps(names, near), perform)
+
+    def read_steps(self, names: Iterable[str], near: str) -> Steps[dict[str, int]]:
+        """:meth:`read`, as steps (see :mod:`mcache.steps`)."""
         slots = self.near(names, near)
         if not slots:
             return {}
         local = self.cached(slots)
         if local is not None:
             return local
-        return self.from_found(slots, self.store.get_many([key for _, key in slots]))
+        return (yield from self._fetch_steps(slots))
+
+    def _fetch_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:
+        """Return the versions of ``slots`` read from the store, creating lost copies."""
+        found = yield StoreCall(self.store, "get_many", ([key for _, key in slots],))
+        versions, missing = self.versions_found(slots, found)
+        if missing:
+            versions.update((yield Blocking(self.create, (missing,))))
+        return versions
 
     def slots_of(self, labels: Iterable[str]) -> list[Slot]:
         """Return the copies behind labels an entry recorded (its ``tags``)."""
@@ -202,12 +215,16 @@ class Tags:
 
         A stray copy (see :meth:`strays`) gets version -1, which no entry recorded.
         """
+        return run_steps(self.of_labels_steps(labels), perform)
+
+    def of_labels_steps(self, labels: Iterable[str]) -> Steps[dict[str, int]]:
+        """:meth:`of_labels`, as steps (see :mod:`mcache.steps`)."""
         labels = list(labels)
         strays = self.strays(labels)
         slots = self.slots_of(label for label in labels if label not in strays)
         local = self.cached(slots)
         if local is None:
-            local = self.from_found(slots, self.store.get_many([key for _, key in slots]))
+            local = yield from self._fetch_steps(slots)
         return {**local, **dict.fromkeys(strays, -1)} if strays else local
 
     def _create(self, slots: list[Slot]) -> dict[str, int]:

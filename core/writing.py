@@ -21,6 +21,7 @@ from .entry import Entry
 from .errors import StoreUnavailable, ValueTooLarge
 from .lock import Lock
 from .renewal import renewer
+from .steps import Steps, StoreCall
 
 if TYPE_CHECKING:
     from .cache import Cache
@@ -183,33 +184,35 @@ class Writer:
         slack = getattr(self.cache.store, "expiry_slack", 0)
         leases.keep(self.cache.store, key, lease, 2 * lock.timeout + slack)
 
-    def replace_unreadable(self, store_key: str, data: bytes, seconds: int) -> bool:
+    def replace_unreadable_steps(self, store_key: str, data: bytes, seconds: int) -> Steps[bool]:
         """Store ``data`` over what no read would return (a stale entry, a build's placeholder).
 
         For ``add`` that is no value. ``cas`` makes it safe: of several callers
         adding at once, one wins.
         """
         store = self.cache.store
-        current, token = store.gets(store_key)
+        current, token = yield StoreCall(store, "gets", (store_key,))
         if current is NO_VALUE or token is None:
             return False
-        if self.cache.reader.plain(store_key, current) is not NO_VALUE:  # type: ignore[arg-type]
+        if (yield from self.cache.reader.plain_steps(store_key, current)) is not NO_VALUE:
             return False
-        return store.cas(store_key, data, token, seconds)
+        return (yield StoreCall(store, "cas", (store_key, data, token, seconds)))
 
-    def unwrap(self, store_key: str, seconds: int) -> bool:
+    def unwrap_steps(self, store_key: str, seconds: int) -> Steps[bool]:
         """Store a fresh, untagged entry's int plainly, if the entry is still there (cas)."""
         store, codec = self.cache.store, self.cache.codec
-        data, token = store.gets(store_key)
+        data, token = yield StoreCall(store, "gets", (store_key,))
         if data is NO_VALUE or token is None:
             return False
-        value = codec.loads(data, store_key)  # type: ignore[arg-type]
+        value = codec.loads(data, store_key)
         entry = Entry.from_wire(value) if type(value) in (list, tuple) else None
         if entry is None or entry.tags or type(entry.value) is not int:
             return False  # a plain value already, or not a plain number's entry
         if not entry.is_fresh(self.cache.clock.time_ms()):
             return False
-        return store.cas(store_key, codec.dumps(entry.value), token, seconds)
+        return (
+            yield StoreCall(store, "cas", (store_key, codec.dumps(entry.value), token, seconds))
+        )
 
     def settle(
         self, key: str, lease: leases.Lease | None, lock: Lock | None, back_off: bool = False

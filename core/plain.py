@@ -1,0 +1,243 @@
+"""The plain operations of a ``Cache`` (``get``, ``set``, ``add``, ``delete``, ``incr``, …).
+
+Each is written once, as steps (:mod:`mcache.steps`), and offered twice: called
+(``get``) and awaited (``aget``, on the store's async twin where it has one,
+so an ASGI view's cache calls never leave the event loop). Both follow the
+cache's fail-open policy: a store failure is logged once per interval and
+answered as a miss, or as a write that did not happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .api import NO_VALUE
+from .errors import StoreUnavailable, ValueTooLarge
+from .steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
+
+if TYPE_CHECKING:
+    from .api import Store
+    from .build import Builder
+    from .codec import Codec
+    from .logs import FailureLog
+    from .reading import Reader
+    from .stats import CacheStats
+
+__all__ = ["PlainOperations"]
+
+T = TypeVar("T")
+Key = str | tuple[Any, ...]
+
+
+class PlainOperations:
+    """``get``/``set``/… and their ``a``-prefixed awaitable twins, for :class:`mcache.Cache`."""
+
+    if TYPE_CHECKING:
+        store: Store
+        codec: Codec
+        metrics: CacheStats
+        reader: Reader
+        builder: Builder
+        failures: FailureLog
+
+        def _store_key(self, key: Key) -> str: ...
+        def _ttl(self, ttl: float | None) -> int: ...
+        def store_failed(self, operation: str, error: BaseException) -> None: ...
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def get(self, key: Key, default: Any = NO_VALUE) -> Any:
+        """Return the cached value, or ``default`` (``NO_VALUE`` unless given) on a miss.
+
+        An entry written by ``get_or_build`` counts while it is fresh and its
+        tags are unchanged; a stale one is a miss here (only ``get_or_build``,
+        which rebuilds it, may serve it stale).
+        """
+        return run_steps(self.get_steps(key, default), perform)
+
+    async def aget(self, key: Key, default: Any = NO_VALUE) -> Any:
+        """Await :meth:`get`."""
+        return await arun_steps(self.get_steps(key, default), aperform)
+
+    def get_steps(self, key: Key, default: Any) -> Steps[Any]:
+        """:meth:`get`, as steps: for an adapter that composes it into steps of its own."""
+        value = yield from self._read_steps(self._store_key(key))
+        self.metrics.add("misses" if value is NO_VALUE else "hits")
+        return default if value is NO_VALUE else value
+
+    def _read_steps(self, store_key: str) -> Steps[Any]:
+        """Return the current value under ``store_key``, or ``NO_VALUE`` (nothing counted)."""
+        data = yield from self._guarded_steps("get", "get", (store_key,), NO_VALUE)
+        if data is NO_VALUE:
+            return NO_VALUE
+        return (yield from self.reader.plain_steps(store_key, data))
+
+    def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
+        """Return the cached values of the keys found, in one round trip per server."""
+        return run_steps(self._get_many_steps(keys), perform)
+
+    async def aget_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
+        """Await :meth:`get_many`."""
+        return await arun_steps(self._get_many_steps(keys), aperform)
+
+    def _get_many_steps(self, keys: Iterable[Key]) -> Steps[dict[Key, Any]]:
+        by_store_key = {self._store_key(key): key for key in keys}
+        found = yield from self._guarded_steps("get_many", "get_many", (list(by_store_key),), {})
+        values = yield from self.reader.plain_many_steps(found)
+        self.metrics.add("hits", len(values))
+        self.metrics.add("misses", len(by_store_key) - len(values))
+        return {by_store_key[store_key]: value for store_key, value in values.items()}
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def set(self, key: Key, value: Any, ttl: float | None = None) -> bool:
+        """Cache ``value``; ``False`` when it could not be stored (logged, never raised)."""
+        return run_steps(self._set_steps(key, value, ttl), perform)
+
+    async def aset(self, key: Key, value: Any, ttl: float | None = None) -> bool:
+        """Await :meth:`set`."""
+        return await arun_steps(self._set_steps(key, value, ttl), aperform)
+
+    def _set_steps(self, key: Key, value: Any, ttl: float | None) -> Steps[bool]:
+        store_key = self._store_key(key)
+        data = self.codec.dumps(value, store_key)
+        arguments = (store_key, data, self._ttl(ttl))
+        return (yield from self._guarded_steps("set", "set", arguments, False)) is not False
+
+    def set_many(self, items: Mapping[Key, Any], ttl: float | None = None) -> list[Key]:
+        """Cache several values; return the keys that could not be stored."""
+        return run_steps(self._set_many_steps(items, ttl), perform)
+
+    async def aset_many(self, items: Mapping[Key, Any], ttl: float | None = None) -> list[Key]:
+        """Await :meth:`set_many`."""
+        return await arun_steps(self._set_many_steps(items, ttl), aperform)
+
+    def _set_many_steps(self, items: Mapping[Key, Any], ttl: float | None) -> Steps[list[Key]]:
+        by_store_key = {self._store_key(key): key for key in items}
+        encoded = {sk: self.codec.dumps(items[k], sk) for sk, k in by_store_key.items()}
+        arguments = (encoded, self._ttl(ttl))
+        failed = yield from self._guarded_steps("set_many", "set_many", arguments, list(encoded))
+        if failed:
+            self.failures.warning("store.set_many", "%d values not cached", len(failed))
+        return [by_store_key[sk] for sk in failed]
+
+    def add(self, key: Key, value: Any, ttl: float | None = None) -> bool:
+        """Cache ``value`` only if the key is absent; ``True`` when this call stored it."""
+        return run_steps(self._add_steps(key, value, ttl), perform)
+
+    async def aadd(self, key: Key, value: Any, ttl: float | None = None) -> bool:
+        """Await :meth:`add`."""
+        return await arun_steps(self._add_steps(key, value, ttl), aperform)
+
+    def _add_steps(self, key: Key, value: Any, ttl: float | None) -> Steps[bool]:
+        store_key = self._store_key(key)
+        data = self.codec.dumps(value, store_key)
+        seconds = self._ttl(ttl)
+        if (yield from self._guarded_steps("add", "add", (store_key, data, seconds), False)):
+            return True
+        try:
+            replace = self.builder.writer.replace_unreadable_steps(store_key, data, seconds)
+            return (yield from replace)
+        except (StoreUnavailable, ValueTooLarge) as error:
+            self.store_failed("add", error)
+            return False
+
+    def unwrap(self, key: Key, ttl: float | None = None) -> bool:
+        """Store an entry's int value plainly, so ``incr`` can count it; ``True`` if done.
+
+        Only a fresh, untagged ``get_or_build`` entry holding an ``int`` is
+        replaced, and only if it is still there (``cas``): a delete or a newer
+        write since, tags the entry must keep checking, or staleness all win.
+        What Django's ``get_or_set`` of a number needs.
+        """
+        return run_steps(self.unwrap_steps(key, ttl), perform)
+
+    async def aunwrap(self, key: Key, ttl: float | None = None) -> bool:
+        """Await :meth:`unwrap`."""
+        return await arun_steps(self.unwrap_steps(key, ttl), aperform)
+
+    def unwrap_steps(self, key: Key, ttl: float | None) -> Steps[bool]:
+        """:meth:`unwrap`, as steps: for an adapter that composes it into steps of its own."""
+        store_key, seconds = self._store_key(key), self._ttl(ttl)
+        try:
+            return (yield from self.builder.writer.unwrap_steps(store_key, seconds))
+        except (StoreUnavailable, ValueTooLarge) as error:
+            self.store_failed("set", error)
+            return False
+
+    def delete(self, key: Key) -> bool:
+        """Remove a cached value; ``True`` when it existed."""
+        return run_steps(self._delete_steps(key), perform)
+
+    async def adelete(self, key: Key) -> bool:
+        """Await :meth:`delete`."""
+        return await arun_steps(self._delete_steps(key), aperform)
+
+    def _delete_steps(self, key: Key) -> Steps[bool]:
+        arguments = (self._store_key(key),)
+        return (yield from self._guarded_steps("delete", "delete", arguments, False))
+
+    def delete_many(self, keys: Iterable[Key]) -> None:
+        """Remove several cached values."""
+        run_steps(self._delete_many_steps(keys), perform)
+
+    async def adelete_many(self, keys: Iterable[Key]) -> None:
+        """Await :meth:`delete_many`."""
+        await arun_steps(self._delete_many_steps(keys), aperform)
+
+    def _delete_many_steps(self, keys: Iterable[Key]) -> Steps[None]:
+        arguments = ([self._store_key(key) for key in keys],)
+        yield from self._guarded_steps("delete_many", "delete_many", arguments, None)
+
+    def incr(self, key: Key, delta: int = 1) -> int | None:
+        """Add ``delta`` (negative subtracts, flooring at 0) to a cached int; ``None`` when missing.
+
+        The key must hold an ``int`` set through this cache (stored as decimal text),
+        or be missing; anything else raises :class:`~mcache.errors.NotNumeric`.
+        """
+        return run_steps(self._incr_steps(key, delta), perform)
+
+    async def aincr(self, key: Key, delta: int = 1) -> int | None:
+        """Await :meth:`incr`."""
+        return await arun_steps(self._incr_steps(key, delta), aperform)
+
+    def _incr_steps(self, key: Key, delta: int) -> Steps[int | None]:
+        method = "incr" if delta >= 0 else "decr"
+        arguments = (self._store_key(key), abs(delta))
+        return (yield from self._guarded_steps("incr", method, arguments, None))
+
+    def touch(self, key: Key, ttl: float | None = None) -> bool:
+        """Give a cached value a new TTL; ``False`` when it is missing (or stale: see ``get``)."""
+        return run_steps(self._touch_steps(key, ttl), perform)
+
+    async def atouch(self, key: Key, ttl: float | None = None) -> bool:
+        """Await :meth:`touch`."""
+        return await arun_steps(self._touch_steps(key, ttl), aperform)
+
+    def _touch_steps(self, key: Key, ttl: float | None) -> Steps[bool]:
+        store_key, seconds = self._store_key(key), self._ttl(ttl)
+        if (yield from self._read_steps(store_key)) is NO_VALUE:
+            return False
+        return (yield from self._guarded_steps("touch", "touch", (store_key, seconds), False))
+
+    def clear(self) -> None:
+        """Flush the whole store (every namespace on it), as Django's ``cache.clear()`` does."""
+        run_steps(self._guarded_steps("clear", "flush", (), None), perform)
+
+    async def aclear(self) -> None:
+        """Await :meth:`clear`."""
+        await arun_steps(self._guarded_steps("clear", "flush", (), None), aperform)
+
+    # -- the fail-open policy -------------------------------------------------------------------
+
+    def _guarded_steps(
+        self, operation: str, method: str, arguments: tuple[Any, ...], fallback: T
+    ) -> Steps[T]:
+        """``store.<method>(*arguments)``; on a store failure, log (once per interval)
+        and return ``fallback``."""
+        try:
+            return (yield StoreCall(self.store, method, arguments))
+        except (StoreUnavailable, ValueTooLarge) as error:
+            self.store_failed(operation, error)
+            return fallback

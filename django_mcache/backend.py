@@ -15,12 +15,12 @@ worker starts with its own.
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.exceptions import ImproperlyConfigured
 
@@ -28,6 +28,7 @@ from mcache import Cache
 from mcache.counters import Counter, OnlineCounter, ViewCounter
 from mcache.errors import ConfigError
 from mcache.lock import Lock
+from mcache.steps import CallBuilder, Steps, aperform, arun_steps, perform, run_steps, settled
 
 from .config import cache_from_settings
 
@@ -58,6 +59,13 @@ def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
                     cache.locator = f"django_mcache.backend:core_cache_of:{alias}"
                 _shared[signature] = cache
     return cache
+
+
+def _counted(key: Any, value: int | None) -> int:
+    """Return an incremented value; Django's ``ValueError`` for a key that is missing."""
+    if value is None:
+        raise ValueError(f"Key '{key}' not found")
+    return value
 
 
 def _alias_of(location: str, params: Mapping[str, Any]) -> str | None:
@@ -131,10 +139,17 @@ class MCacheBackend(BaseCache):
         return -1 if timeout <= 0 else timeout
 
     # -- the BaseCache API ----------------------------------------------------------------------
+    #
+    # Each ``a``-prefixed method awaits the core's own (on the store's async twin,
+    # see mcache.plain) instead of Django's default, the sync method in a thread.
 
     def get(self, key: Any, default: Any = None, version: int | None = None) -> Any:
         """Return the cached value, or ``default``."""
         return self.mcache.get(self._key(key, version), default)
+
+    async def aget(self, key: Any, default: Any = None, version: int | None = None) -> Any:
+        """Await :meth:`get`."""
+        return await self.mcache.aget(self._key(key, version), default)
 
     def set(
         self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
@@ -142,24 +157,52 @@ class MCacheBackend(BaseCache):
         """Cache ``value``; a failure is logged by mcache, never raised."""
         self.mcache.set(self._key(key, version), value, self._ttl(timeout))
 
+    async def aset(
+        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> None:
+        """Await :meth:`set`."""
+        await self.mcache.aset(self._key(key, version), value, self._ttl(timeout))
+
     def add(
         self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
     ) -> bool:
         """Cache ``value`` unless the key holds one; return whether this call stored it."""
         return self.mcache.add(self._key(key, version), value, self._ttl(timeout))
 
+    async def aadd(
+        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> bool:
+        """Await :meth:`add`."""
+        return await self.mcache.aadd(self._key(key, version), value, self._ttl(timeout))
+
     def touch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
         """Give the key a new timeout; return whether it existed."""
         return self.mcache.touch(self._key(key, version), self._ttl(timeout))
+
+    async def atouch(
+        self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> bool:
+        """Await :meth:`touch`."""
+        return await self.mcache.atouch(self._key(key, version), self._ttl(timeout))
 
     def delete(self, key: Any, version: int | None = None) -> bool:
         """Remove the key; return whether it existed."""
         return self.mcache.delete(self._key(key, version))
 
+    async def adelete(self, key: Any, version: int | None = None) -> bool:
+        """Await :meth:`delete`."""
+        return await self.mcache.adelete(self._key(key, version))
+
     def get_many(self, keys: Iterable[Any], version: int | None = None) -> dict[Any, Any]:
         """Return the values of the keys found, in one round trip per server."""
         by_cache_key = {self._key(key, version): key for key in keys}
         found = self.mcache.get_many(list(by_cache_key))
+        return {by_cache_key[cache_key]: value for cache_key, value in found.items()}
+
+    async def aget_many(self, keys: Iterable[Any], version: int | None = None) -> dict[Any, Any]:
+        """Await :meth:`get_many`."""
+        by_cache_key = {self._key(key, version): key for key in keys}
+        found = await self.mcache.aget_many(list(by_cache_key))
         return {by_cache_key[cache_key]: value for cache_key, value in found.items()}
 
     def set_many(
@@ -171,27 +214,52 @@ class MCacheBackend(BaseCache):
         failed = self.mcache.set_many(items, self._ttl(timeout))
         return [by_cache_key[cache_key] for cache_key in failed]  # type: ignore[index]
 
+    async def aset_many(
+        self, data: Mapping[Any, Any], timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> list[Any]:
+        """Await :meth:`set_many`."""
+        by_cache_key = {self._key(key, version): key for key in data}
+        items = {cache_key: data[key] for cache_key, key in by_cache_key.items()}
+        failed = await self.mcache.aset_many(items, self._ttl(timeout))
+        return [by_cache_key[cache_key] for cache_key in failed]  # type: ignore[index]
+
     def delete_many(self, keys: Iterable[Any], version: int | None = None) -> None:
         """Remove several keys."""
         self.mcache.delete_many([self._key(key, version) for key in keys])
 
+    async def adelete_many(self, keys: Iterable[Any], version: int | None = None) -> None:
+        """Await :meth:`delete_many`."""
+        await self.mcache.adelete_many([self._key(key, version) for key in keys])
+
     def incr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
         """Add ``delta`` atomically; ``ValueError`` when the key is missing."""
-        value = self.mcache.incr(self._key(key, version), delta)
-        if value is None:
-            raise ValueError(f"Key '{key}' not found")
-        return value
+        return _counted(key, self.mcache.incr(self._key(key, version), delta))
+
+    async def aincr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+        """Await :meth:`incr`."""
+        return _counted(key, await self.mcache.aincr(self._key(key, version), delta))
 
     def decr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
         """Subtract ``delta`` atomically (memcached floors at 0); ``ValueError`` when missing."""
         return self.incr(key, -delta, version)
 
+    async def adecr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+        """Await :meth:`decr`."""
+        return await self.aincr(key, -delta, version)
+
     def clear(self) -> None:
         """Flush the whole store, as Django's memcached and Redis backends do."""
-        self.mcache.store_call("clear", self.mcache.store.flush, None)
+        self.mcache.clear()
+
+    async def aclear(self) -> None:
+        """Await :meth:`clear`."""
+        await self.mcache.aclear()
 
     def close(self, **kwargs: Any) -> None:
         """Keep the pooled connections: they outlive a request by design."""
+
+    async def aclose(self, **kwargs: Any) -> None:
+        """Keep the pooled connections (one pool per event loop: see mcache.stores)."""
 
     def get_or_set(
         self,
@@ -206,22 +274,7 @@ class MCacheBackend(BaseCache):
         ``wait`` option) instead of computing it too; an expired value is kept
         ``stale_ttl`` longer and served while one caller recomputes it.
         """
-        build = default if callable(default) else (lambda: default)
-        ttl = self._ttl(timeout)
-        cache_key = self._key(key, version)
-        if ttl < 0:  # timeout=0: a value already there is returned, a new one never stored
-            found = self.mcache.get(cache_key, _MISSING)
-            return build() if found is _MISSING else found
-        built: list[Any] = []
-
-        def counted() -> Any:
-            built.append(value := build())
-            return value
-
-        value = self.mcache.get_or_build(cache_key, counted, ttl=ttl)
-        if built and type(value) is int:
-            self.mcache.unwrap(cache_key, ttl)  # a plain number, so incr/decr can count it
-        return value
+        return run_steps(self._get_or_set_steps(key, default, timeout, version), perform)
 
     async def aget_or_set(
         self,
@@ -230,8 +283,39 @@ class MCacheBackend(BaseCache):
         timeout: Any = DEFAULT_TIMEOUT,
         version: int | None = None,
     ) -> Any:
-        """Await :meth:`get_or_set` (dog-pile safe as well)."""
-        return await sync_to_async(self.get_or_set)(key, default, timeout, version)
+        """Await :meth:`get_or_set` (dog-pile safe as well).
+
+        ``default`` may be a coroutine function, which is awaited; a plain
+        callable runs on the event loop, as Django's own ``aget_or_set`` runs it.
+        """
+        return await arun_steps(self._get_or_set_steps(key, default, timeout, version), aperform)
+
+    def _get_or_set_steps(
+        self, key: Any, default: Any, timeout: Any, version: int | None
+    ) -> Steps[Any]:
+        core = self.mcache
+        build = default if callable(default) else (lambda: default)
+        ttl = self._ttl(timeout)
+        cache_key = self._key(key, version)
+        if ttl < 0:  # timeout=0: a value already there is returned, a new one never stored
+            found = yield from core.get_steps(cache_key, _MISSING)
+            return (yield CallBuilder(build)) if found is _MISSING else found
+        built: list[Any] = []
+
+        async def counted_async() -> Any:
+            built.append(value := await settled(build()))
+            return value
+
+        def counted() -> Any:
+            built.append(value := build())
+            return value
+
+        builder = counted_async if inspect.iscoroutinefunction(build) else counted
+        options = core.call_options(ttl=ttl)
+        value = yield from core.get_or_build_steps(cache_key, builder, options)
+        if built and type(value) is int:
+            yield from core.unwrap_steps(cache_key, ttl)  # a plain number: incr/decr count it
+        return value
 
     # -- mcache's extras -------------------------------------------------------------------------
 

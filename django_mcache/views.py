@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -182,14 +183,27 @@ class _ViewOptions:
 
     def tag_list(self, request: HttpRequest, args: tuple, kwargs: dict) -> list[str]:
         tags = self.tags(request, *args, **kwargs) if callable(self.tags) else self.tags
+        return self._with_models(tags)
+
+    def _with_models(self, tags: Iterable[str] | str | None) -> list[str]:
         names = [tags] if isinstance(tags, str) else list(tags or ())
         return list(dict.fromkeys([*names, *self.depends_on]))
 
     def build_options(self, request: HttpRequest, args: tuple, kwargs: dict) -> dict[str, Any]:
+        return self._options(self.tag_list(request, args, kwargs))
+
+    async def abuild_options(
+        self, request: HttpRequest, args: tuple, kwargs: dict
+    ) -> dict[str, Any]:
+        """:meth:`build_options` with ``tags`` a coroutine function (awaited) or no callable."""
+        tags = await self.tags(request, *args, **kwargs) if callable(self.tags) else self.tags
+        return self._options(self._with_models(tags))
+
+    def _options(self, tags: list[str]) -> dict[str, Any]:
         return {
             "ttl": self.ttl,
             "stale_ttl": self.stale_ttl,
-            "tags": self.tag_list(request, args, kwargs),
+            "tags": tags,
             "refresh": self.refresh,
             "stale_wait": self.stale_wait,
         }
@@ -204,11 +218,14 @@ def _has_session_cookie(request: HttpRequest) -> bool:
 
 def _request_is_cacheable(request: HttpRequest, options: _ViewOptions) -> bool:
     """Return whether a response to this request may come from, or go to, the shared cache."""
+    return _anyones_request(request) and (options.per_user or not _signed_in(request))
+
+
+def _anyones_request(request: HttpRequest) -> bool:
+    """Return whether the request is a GET or HEAD without credentials (whoever sent it)."""
     if request.method not in ("GET", "HEAD"):
         return False
-    if "HTTP_AUTHORIZATION" in request.META:
-        return False  # credentials: the answer is this caller's
-    return options.per_user or not _signed_in(request)
+    return "HTTP_AUTHORIZATION" not in request.META  # credentials: the answer is this caller's
 
 
 def _signed_in(request: HttpRequest) -> bool:
@@ -256,8 +273,11 @@ class _Render:
     session (for them its content cannot depend on one).
     """
 
-    def __init__(self, request: HttpRequest, options: _ViewOptions) -> None:
+    def __init__(
+        self, request: HttpRequest, options: _ViewOptions, signed_in: bool | None = None
+    ) -> None:
         self.request, self.options = request, options
+        self.signed_in = signed_in  # None: asked when needed (an async view asks beforehand)
         self.built = False
         self.session = getattr(request, "session", None)
         self._accessed = False
@@ -311,7 +331,9 @@ class _Render:
         return _snapshot(response, self.options, reads_session)
 
     def _keyed_by_user(self) -> bool:
-        return self.options.per_user and _signed_in(self.request)
+        if not self.options.per_user:
+            return False
+        return _signed_in(self.request) if self.signed_in is None else self.signed_in
 
     def serves(self, snapshot: Any) -> bool:
         """Return whether a stored page may answer this request without running the view."""
@@ -326,11 +348,12 @@ Snapshot = tuple[int, list, bytes, bool]
 """What is stored: status, headers, body, and whether the view read the session."""
 
 
-def _key(name: str, request: HttpRequest, options: _ViewOptions) -> tuple[Any, ...]:
+def _key(name: str, request: HttpRequest, options: _ViewOptions, user: Any) -> tuple[Any, ...]:
+    """Return a page's key; ``user`` is the signed-in user a ``per_user`` page is keyed by."""
     query = tuple((name, tuple(values)) for name, values in sorted(request.GET.lists()))
     headers = tuple(request.META.get("HTTP_" + h.upper().replace("-", "_")) for h in options.vary)
     language = translation.get_language() if settings.USE_I18N else None
-    user_id = request.user.pk if options.per_user and _signed_in(request) else None
+    user_id = user.pk if options.per_user and user is not None else None
     where = (request.scheme, request.get_host(), request.path)
     return ("view", name, *where, query, headers, language, user_id)
 
@@ -389,7 +412,8 @@ def _serve(
     if options.caches_nothing(backend) or not _request_is_cacheable(request, options):
         return view(request, *args, **kwargs)
     core = options.core(backend)
-    key = _key(name, request, options)
+    user = request.user if options.per_user and _signed_in(request) else None
+    key = _key(name, request, options, user)
     render = _Render(request, options)
     if request.method == "HEAD":  # served from the GET entry, never stored from a HEAD
         found = _page(core.get(key, None))
@@ -418,19 +442,27 @@ def _state(render: _Render, stale: bool) -> str:
 async def _aserve(
     options: _ViewOptions, name: str, view: View, request: HttpRequest, args: tuple, kwargs: dict
 ) -> Any:
+    """:func:`_serve` for an ``async def`` view: a hit runs on the event loop alone.
+
+    Nothing on the way to a hit hops to a thread: the user comes from
+    ``request.auser()`` (no I/O without a session cookie), the page from the
+    store's async twin. A render (a miss) hands its session and CSRF checks to a
+    thread, as Django runs sync code from async views.
+    """
     from asgiref.sync import sync_to_async
 
     backend = options.backend()
-    if options.caches_nothing(backend) or not await sync_to_async(_request_is_cacheable)(
-        request, options
-    ):
+    if options.caches_nothing(backend) or not _anyones_request(request):
+        return await view(request, *args, **kwargs)
+    user = await _asigned_in_user(request)
+    if user is not None and not options.per_user:
         return await view(request, *args, **kwargs)
     core = options.core(backend)
-    key = await sync_to_async(_key)(name, request, options)
-    render = _Render(request, options)
+    key = _key(name, request, options, user)
+    render = _Render(request, options, user is not None)
     if request.method == "HEAD":
-        found = _page(await sync_to_async(core.get)(key, None))
-        if found is None or not await sync_to_async(render.serves)(found):
+        found = _page(await core.aget(key, None))
+        if found is None or not render.serves(found):
             return await view(request, *args, **kwargs)
         return _restore(found, "HIT", options)
 
@@ -444,11 +476,36 @@ async def _aserve(
         response = await view(request, *args, **kwargs)
         return await sync_to_async(render._after)(response)
 
-    build_options = await sync_to_async(options.build_options)(request, args, kwargs)
+    if callable(options.tags) and not inspect.iscoroutinefunction(options.tags):
+        build_options = await sync_to_async(options.build_options)(request, args, kwargs)
+    else:
+        build_options = await options.abuild_options(request, args, kwargs)
     local = in_process(build, PAGES_STAY)
     result, page, stale = await aget_page(core, key, local, 1, HttpResponseBase, **build_options)
     if isinstance(result, HttpResponseBase):
         return result
-    if page is None or not await sync_to_async(render.serves)(page):
+    if page is None or not render.serves(page):
         return await view(request, *args, **kwargs)
     return _restore(page, _state(render, stale), options)
+
+
+async def _asigned_in_user(request: HttpRequest) -> Any:
+    """Return the signed-in user, or None, as :func:`_signed_in` decides, without a thread
+    where Django provides ``request.auser()``.
+
+    Without a session cookie Django finds the anonymous user with no I/O; with
+    one, loading the session is Django's own (async) database read.
+    """
+    from asgiref.sync import sync_to_async
+
+    auser = getattr(request, "auser", None)
+    if auser is None:
+        if getattr(request, "user", None) is None or not await sync_to_async(_signed_in)(request):
+            return None
+        return request.user
+    session = getattr(request, "session", None)
+    accessed = getattr(session, "accessed", False)
+    user = await auser()
+    if session is not None:
+        session.accessed = accessed
+    return user if user.is_authenticated else None

@@ -1,0 +1,182 @@
+"""Django under async: the backend's ``a*`` methods and ``@cached_view`` on ``async def`` views.
+
+What is counted here is thread hops: Django's defaults run the sync method in
+a thread (``sync_to_async``), which these replace. The whole request under
+ASGI still passes Django's ``MiddlewareMixin`` middleware, which Django runs
+through ``sync_to_async`` itself; what is held to "no hop" is mcache's part
+(the backend call, the decorator on a hit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import SyncToAsync
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.auth.models import User
+from django.contrib.sessions.middleware import SessionMiddleware
+from django.core.cache import caches
+from django.http import HttpRequest, HttpResponse
+from django.test import Client, RequestFactory, override_settings
+
+from django_mcache.views import cached_view
+
+BACKEND = "django_mcache.backend.MCacheBackend"
+renders: list[str] = []
+
+
+@pytest.fixture(params=["memory", "redis"])
+def location(request: pytest.FixtureRequest) -> str:
+    return "memory://" if request.param == "memory" else request.getfixturevalue("redis_url")
+
+
+@pytest.fixture
+def cache(location: str) -> Any:
+    setting = {"default": {"BACKEND": BACKEND, "LOCATION": location, "KEY_PREFIX": "async"}}
+    with override_settings(CACHES=setting):
+        backend = caches["default"]
+        backend.clear()
+        renders.clear()
+        yield backend
+
+
+def forbid_hops(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Record, and refuse, every thread hop: executors and ``sync_to_async`` alike."""
+    hops: list[Any] = []
+
+    def refuse_executor(loop: Any, executor: Any, function: Any, *args: Any) -> Any:
+        hops.append(function)
+        raise AssertionError(f"thread hop: {function!r}")
+
+    async def refuse_sync_to_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(self.func)
+        raise AssertionError(f"sync_to_async: {self.func!r}")
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "run_in_executor", refuse_executor)
+    monkeypatch.setattr(SyncToAsync, "__call__", refuse_sync_to_async)
+    return hops
+
+
+async def closed(cache: Any, result: Any) -> Any:
+    """Return ``result`` once this loop's client of the store's twin is closed."""
+    twin = cache.mcache.store.asynchronous()
+    if twin is not None:
+        await twin.close()
+    return result
+
+
+def test_the_backends_async_methods_make_no_thread_hop(
+    cache: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hops = forbid_hops(monkeypatch)
+
+    async def calls() -> list[Any]:
+        await cache.aset("k", "v")
+        await cache.aset_many({"a": 1, "b": 2})
+        return await closed(
+            cache,
+            [
+                await cache.aget("k"),
+                await cache.aget("missing", "default"),
+                await cache.ahas_key("k"),
+                await cache.aadd("k", "other"),
+                await cache.aget_many(["a", "b", "missing"]),
+                await cache.aincr("a", 10),
+                await cache.adecr("a", 4),
+                await cache.atouch("b", 30),
+                await cache.adelete("b"),
+                await cache.adelete_many(["a"]),
+                await cache.aget_or_set("k", lambda: "not built: a hit"),
+            ],
+        )
+
+    assert asyncio.run(calls()) == [
+        "v", "default", True, False, {"a": 1, "b": 2}, 11, 7, True, True, None, "v",
+    ]  # fmt: skip
+    assert hops == []
+    with pytest.raises(ValueError, match="not found"):
+        asyncio.run(cache.aincr("missing"))
+
+
+def test_aget_or_set_awaits_a_coroutine_and_counts_a_number(cache: Any) -> None:
+    builds: list[int] = []
+
+    async def build() -> int:
+        builds.append(1)
+        return 41
+
+    async def calls() -> list[Any]:
+        first = await cache.aget_or_set("n", build, 60)
+        second = await cache.aget_or_set("n", build, 60)
+        return await closed(cache, [first, second, await cache.aincr("n")])
+
+    assert asyncio.run(calls()) == [41, 41, 42]
+    assert builds == [1]
+
+
+# -- @cached_view on async views -----------------------------------------------------------------
+
+
+@cached_view(ttl=60, tags=["async-hit"])
+async def anyones_page(request: HttpRequest) -> HttpResponse:
+    renders.append("anyone")
+    return HttpResponse(f"page {len(renders)}")
+
+
+@cached_view(ttl=60, per_user=True)
+async def own_page(request: HttpRequest) -> HttpResponse:
+    user = await request.auser()
+    renders.append(user.username)
+    return HttpResponse(f"page of {user.username}")
+
+
+def prepared(request: HttpRequest) -> HttpRequest:
+    """Give ``request`` the session and user that Django's middleware would have."""
+    SessionMiddleware(lambda r: HttpResponse()).process_request(request)
+    AuthenticationMiddleware(lambda r: HttpResponse()).process_request(request)
+    return request
+
+
+def test_an_async_views_hit_makes_no_thread_hop(
+    cache: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    factory = RequestFactory()
+    first = asyncio.run(anyones_page(prepared(factory.get("/anyone/"))))
+    hops = forbid_hops(monkeypatch)
+
+    async def again() -> HttpResponse:
+        return await closed(cache, await anyones_page(prepared(factory.get("/anyone/"))))
+
+    second = asyncio.run(again())
+    assert (first["X-Cache"], second["X-Cache"]) == ("MISS", "HIT")
+    assert second.content == first.content == b"page 1"
+    assert hops == []
+    head = asyncio.run(anyones_page(prepared(factory.head("/anyone/"))))
+    assert head["X-Cache"] == "HIT"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_per_user_page_is_each_users_own(cache: Any) -> None:
+    factory = RequestFactory()
+    cookies = {}
+    for name in ("ann", "bob"):
+        client = Client()
+        client.force_login(User.objects.create_user(name))
+        cookies[name] = client.cookies["sessionid"].value
+
+    def visit(name: str | None) -> HttpResponse:
+        request = factory.get("/own/")
+        if name is not None:
+            request.COOKIES["sessionid"] = cookies[name]
+        return asyncio.run(own_page(prepared(request)))
+
+    ann, bob, ann_again = visit("ann"), visit("bob"), visit("ann")
+    assert ann.content == ann_again.content == b"page of ann"
+    assert bob.content == b"page of bob"
+    assert (ann["X-Cache"], bob["X-Cache"], ann_again["X-Cache"]) == ("MISS", "MISS", "HIT")
+    assert "private" in ann_again["Cache-Control"]
+    anonymous = visit(None)
+    assert anonymous.content == b"page of " and anonymous["X-Cache"] == "MISS"
+    assert renders == ["ann", "bob", ""]

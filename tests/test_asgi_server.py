@@ -1,0 +1,74 @@
+"""An ASGI site under a real uvicorn process answers cached pages.
+
+The site is ``tests/asgi_site.py`` (an ``async def`` view under ``@cached_view``)
+served by one uvicorn worker on a free loopback port, on a real store. A cold
+burst of concurrent requests renders the page once (the others wait for that
+render in the same process), later requests are hits, and the server stops
+without the "Event loop is closed" noise of clients left to a closed loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.servers import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def uvicorn(env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:
+    """Serve the ASGI site with one uvicorn worker; return once it answers."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "tests.asgi_site:application", "--port", str(port),
+         "--host", "127.0.0.1", "--workers", "1", "--log-level", "warning", "--no-access-log"],
+        env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            get(port, "/renders/")
+            return server, port
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    raise RuntimeError("uvicorn did not answer within 30 s")
+
+
+def get(port: int, path: str) -> tuple[str | None, bytes]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+        return response.headers.get("X-Cache"), response.read()
+
+
+@pytest.mark.parametrize("store", ["redis", "memcached"])
+def test_uvicorn_serves_cached_pages_rendering_each_once(
+    store: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(f"{store}_url")
+    env = {**os.environ, "MCACHE_URL": url, "ASGI_SITE_RENDER_SECONDS": "0.3"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    server, port = uvicorn(env)
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            burst = list(pool.map(lambda _: get(port, "/mcache/1/"), range(16)))
+        assert len({body for _, body in burst}) == 1 and b"page 1" in burst[0][1]
+        assert sorted(state for state, _ in burst).count("MISS") == 1, burst
+        assert json.loads(get(port, "/renders/")[1]) == {"renders": 1}
+        assert [get(port, "/mcache/1/")[0] for _ in range(3)] == ["HIT"] * 3
+        assert get(port, "/mcache/2/")[0] == "MISS"
+        assert json.loads(get(port, "/renders/")[1]) == {"renders": 2}
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, errors = server.communicate(timeout=30)
+    assert server.returncode == 0, errors
+    assert "Event loop is closed" not in errors and "Traceback" not in errors, errors

@@ -103,3 +103,28 @@ def test_stores_without_a_twin_are_reached_through_a_thread(
 
         assert asyncio.run(twice(cache)) == ["built", "built"]
         assert cache.get("k") == "built", "the async path stored it through the sync store"
+
+
+LOOPS_THAT_END = """
+import asyncio, gc, sys
+from mcache import Cache
+cache = Cache(sys.argv[1], namespace="loops")
+for n in range(3):
+    asyncio.run(cache.aset("k", n, 60))
+    assert asyncio.run(cache.aget("k")) == n
+gc.collect()
+print("ok")
+"""
+
+
+def test_a_loop_that_ends_closes_its_connections_first(redis_url: str) -> None:
+    """Each ``asyncio.run`` (asgiref's loop per Flask request, say) closes its own client."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", LOOPS_THAT_END, redis_url],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+    assert "Warning" not in done.stderr and "Event loop is closed" not in done.stderr, done.stderr

@@ -20,6 +20,8 @@ from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.test import Client, RequestFactory, override_settings
+from django.utils.decorators import method_decorator
+from django.views import View
 
 from django_mcache.views import cached_view
 
@@ -180,3 +182,25 @@ def test_an_async_per_user_page_is_each_users_own(cache: Any) -> None:
     anonymous = visit(None)
     assert anonymous.content == b"page of " and anonymous["X-Cache"] == "MISS"
     assert renders == ["ann", "bob", ""]
+
+
+@method_decorator(cached_view(ttl=60, tags=["async-cbv"]), name="get")
+class AsyncClassBased(View):
+    async def get(self, request: HttpRequest) -> HttpResponse:
+        renders.append("class based")
+        return HttpResponse(f"class based {len(renders)}")
+
+
+def test_an_async_class_based_view_is_cached(cache: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    view = AsyncClassBased.as_view()
+    factory = RequestFactory()
+    first = asyncio.run(view(prepared(factory.get("/cbv/"))))
+    hops = forbid_hops(monkeypatch)
+
+    async def again() -> HttpResponse:
+        return await closed(cache, await view(prepared(factory.get("/cbv/"))))
+
+    second = asyncio.run(again())
+    assert (first["X-Cache"], second["X-Cache"]) == ("MISS", "HIT")
+    assert second.content == first.content == b"class based 1"
+    assert hops == []

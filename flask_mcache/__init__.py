@@ -9,7 +9,7 @@ of the current app.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from flask import Flask, current_app
@@ -142,6 +142,15 @@ class MCache:
     def get_or_build(self, key: Any, build: Callable[[], T], **options: Any) -> T:
         """Dog-pile-safe read (see ``mcache.Cache.get_or_build``)."""
         return self.cache.get_or_build(key, build, **options)
+
+    async def aget_or_build(self, key: Any, build: Callable[[], Awaitable[T]], **options: Any) -> T:
+        """Await a dog-pile-safe read with a coroutine builder (in an ``async def`` view).
+
+        Flask runs such a view on an event loop of its own per request: the
+        store's async twin opens its connections on that loop and closes them
+        when it ends (see ``mcache.Cache.aget_or_build``).
+        """
+        return await self.cache.aget_or_build(key, build, **options)
 
     def invalidate(self, *tags: str) -> dict[str, int]:
         """Bump ``tags``: every entry carrying one of them is stale from now on."""

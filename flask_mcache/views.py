@@ -48,10 +48,15 @@ def cached_view(
     """Return the decorator ``MCache.cached_view`` hands out (see there)."""
     vary = tuple(sorted({h.lower() for h in vary_on_headers}))
 
-    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
-        name = f"{view.__module__}.{view.__qualname__}"
+    def decorate(async_or_sync_view: Callable[..., Any]) -> Callable[..., Any]:
+        name = f"{async_or_sync_view.__module__}.{async_or_sync_view.__qualname__}"
 
-        @functools.wraps(view)
+        def view(**view_args: Any) -> Any:
+            # An ``async def`` view runs as Flask runs it (``ensure_sync``: on a loop
+            # of its own), so the wrapper stays sync and a hit never starts a loop.
+            return current_app.ensure_sync(async_or_sync_view)(**view_args)
+
+        @functools.wraps(async_or_sync_view)
         def wrapper(**view_args: Any) -> Any:
             if not _request_is_cacheable(per_user):
                 return view(**view_args)

@@ -13,36 +13,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.servers import free_port
+from tests.benchmarks.common import uvicorn
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def uvicorn(env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:
-    """Serve the ASGI site with one uvicorn worker; return once it answers."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "tests.asgi_site:application", "--port", str(port),
-         "--host", "127.0.0.1", "--workers", "1", "--log-level", "warning", "--no-access-log"],
-        env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            get(port, "/renders/")
-            return server, port
-        except OSError:
-            time.sleep(0.2)
-    server.kill()
-    raise RuntimeError("uvicorn did not answer within 30 s")
 
 
 def get(port: int, path: str) -> tuple[str | None, bytes]:
@@ -57,7 +36,9 @@ def test_uvicorn_serves_cached_pages_rendering_each_once(
     url = request.getfixturevalue(f"{store}_url")
     env = {**os.environ, "MCACHE_URL": url, "ASGI_SITE_RENDER_SECONDS": "0.3"}
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    server, port = uvicorn(env)
+    server, port = uvicorn(
+        "tests.asgi_site:application", env, str(ROOT), ("/renders/",), subprocess.PIPE
+    )
     try:
         with ThreadPoolExecutor(16) as pool:
             burst = list(pool.map(lambda _: get(port, "/mcache/1/"), range(16)))

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 __all__ = [
     "Call",
     "Figure",
+    "answering",
     "arguments",
     "gunicorn",
     "latency_row",
@@ -22,6 +23,7 @@ __all__ = [
     "p99",
     "report",
     "table",
+    "uvicorn",
 ]
 
 Call = Callable[[], object]
@@ -141,6 +143,35 @@ def gunicorn(
          "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
         env=env, cwd=cwd,
     )  # fmt: skip
+    return answering(server, port, paths, f"gunicorn serving {wsgi}")
+
+
+def uvicorn(
+    asgi: str,
+    env: dict[str, str],
+    cwd: str,
+    paths: tuple[str, ...] = ("/",),
+    stderr: int | None = None,
+) -> tuple[subprocess.Popen[str], int]:
+    """Serve ``asgi`` with one uvicorn worker on a free loopback port (as :func:`gunicorn`).
+
+    ``stderr=subprocess.PIPE`` keeps what the server says, for a caller that checks it.
+    """
+    from tests.servers import free_port
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", asgi, "--port", str(port), "--host", "127.0.0.1",
+         "--workers", "1", "--log-level", "warning", "--no-access-log"],
+        env=env, cwd=cwd, stderr=stderr, text=True,
+    )  # fmt: skip
+    return answering(server, port, paths, f"uvicorn serving {asgi}")
+
+
+def answering(
+    server: subprocess.Popen, port: int, paths: tuple[str, ...], name: str
+) -> tuple[subprocess.Popen, int]:
+    """Return ``(server, port)`` once every one of ``paths`` answers; kill it after 30 s."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -150,4 +181,4 @@ def gunicorn(
         except OSError:
             time.sleep(0.2)
     server.kill()
-    raise RuntimeError(f"gunicorn serving {wsgi} did not answer within 30 s")
+    raise RuntimeError(f"{name} did not answer within 30 s")

@@ -60,7 +60,6 @@ from .steps import (
     Pause,
     Release,
     Steps,
-    StoreCall,
     Wait,
     Win,
     aperform,
@@ -328,7 +327,7 @@ class Builder:
         # waiters within ~10% of it), for a few gets a second per waiting process.
         for pause in pauses(call.options.wait, cap=0.05):
             yield Pause(pause)
-            entry = yield from self.peek_steps(call.key)
+            entry = yield from self.reader.peek_steps(call.key)
             if entry is not None:
                 return self.take_peeked(call, entry)
             lock = yield try_lock  # the holder may have died and its lock expired
@@ -336,15 +335,6 @@ class Builder:
                 return (yield from self.build_and_store_steps(call, lock, None))
         self.cache.metrics.add("wait_timeouts")
         return (yield from self.build_and_store_steps(call, None, None))
-
-    def peek_steps(self, key: str) -> Steps[Entry | None]:
-        """Return whatever entry is stored now (any freshness), or None."""
-        try:
-            found = yield StoreCall(self.cache.store, "get", (key,))
-            return self.reader.decode(key, found)
-        except Exception as error:
-            self.cache.store_failed("get_or_build", error)
-            return None
 
     def take_peeked(self, call: Call, entry: Entry) -> Any:
         """Return the entry another process just wrote, with what it depends on."""

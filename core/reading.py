@@ -143,8 +143,12 @@ class Reader:
 
     def peek(self, key: str) -> Entry | None:
         """Return whatever entry is stored now (any freshness), or None."""
+        return run_steps(self.peek_steps(key), perform)
+
+    def peek_steps(self, key: str) -> Steps[Entry | None]:
+        """:meth:`peek`, as steps (see :mod:`mcache.steps`)."""
         try:
-            return self.decode(key, self.cache.store.get(key))
+            return self.decode(key, (yield StoreCall(self.cache.store, "get", (key,))))
         except Exception as error:
             self.cache.store_failed("get_or_build", error)
             return None

@@ -133,13 +133,6 @@ class Tags:
                     if known is None or version >= known[0]:
                         self._local[label] = (version, until)
 
-    def from_found(self, slots: Iterable[Slot], found: Mapping[str, bytes]) -> dict[str, int]:
-        """Return versions from a ``get_many`` result, creating the copies that are missing."""
-        versions, missing = self.versions_found(slots, found)
-        if missing:
-            versions.update(self.create(missing))
-        return versions
-
     def versions_found(
         self, slots: Iterable[Slot], found: Mapping[str, bytes]
     ) -> tuple[dict[str, int], list[Slot]]:

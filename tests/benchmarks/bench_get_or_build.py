@@ -331,7 +331,7 @@ def fill(cache: Cache, count: int, tag: str) -> None:
     build per entry.
     """
     copies = cache.tags.everywhere(tag)
-    versions = cache.tags.from_found(copies, cache.store.get_many([k for _, k in copies]))
+    versions = cache.tags.of_labels(label for label, _ in copies)
     fresh_until = cache.clock.time_ms() + 3_600_000
     for start in range(0, count, 5000):
         batch = {}

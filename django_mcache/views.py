@@ -14,12 +14,14 @@ response, on the refresher, with ``refresh="background"``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
@@ -229,18 +231,25 @@ def _anyones_request(request: HttpRequest) -> bool:
 
 
 def _signed_in(request: HttpRequest) -> bool:
-    """Return whether the request has a signed-in user, however it was authenticated.
+    """Return whether the request has a signed-in user, however it was authenticated."""
+    with _session_untouched(request):
+        user = getattr(request, "user", None)
+        return user is not None and bool(user.is_authenticated)
 
-    Looking at the user loads the session; that look is ours, not the view's,
-    so the session's ``accessed`` flag is put back as it was.
+
+@contextlib.contextmanager
+def _session_untouched(request: HttpRequest) -> Iterator[None]:
+    """Put the session's ``accessed`` flag back as it was after the block.
+
+    Looking at the user loads the session; that look is ours, not the view's.
     """
     session = getattr(request, "session", None)
     accessed = getattr(session, "accessed", False)
-    user = getattr(request, "user", None)
-    signed_in = user is not None and bool(user.is_authenticated)
-    if session is not None:
-        session.accessed = accessed
-    return signed_in
+    try:
+        yield
+    finally:
+        if session is not None:
+            session.accessed = accessed
 
 
 def _response_is_cacheable(
@@ -449,8 +458,6 @@ async def _aserve(
     store's async twin. A render (a miss) hands its session and CSRF checks to a
     thread, as Django runs sync code from async views.
     """
-    from asgiref.sync import sync_to_async
-
     backend = options.backend()
     if options.caches_nothing(backend) or not _anyones_request(request):
         return await view(request, *args, **kwargs)
@@ -496,16 +503,11 @@ async def _asigned_in_user(request: HttpRequest) -> Any:
     Without a session cookie Django finds the anonymous user with no I/O; with
     one, loading the session is Django's own (async) database read.
     """
-    from asgiref.sync import sync_to_async
-
     auser = getattr(request, "auser", None)
     if auser is None:
         if getattr(request, "user", None) is None or not await sync_to_async(_signed_in)(request):
             return None
         return request.user
-    session = getattr(request, "session", None)
-    accessed = getattr(session, "accessed", False)
-    user = await auser()
-    if session is not None:
-        session.accessed = accessed
+    with _session_untouched(request):
+        user = await auser()
     return user if user.is_authenticated else None

@@ -141,20 +141,28 @@ def prepared(request: HttpRequest) -> HttpRequest:
     return request
 
 
-def test_an_async_views_hit_makes_no_thread_hop(
-    cache: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def miss_then_hit(
+    cache: Any, view: Any, path: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[HttpResponse, HttpResponse, list[Any]]:
+    """Request ``path`` twice, the second time refusing thread hops; return both and the hops."""
     factory = RequestFactory()
-    first = asyncio.run(anyones_page(prepared(factory.get("/anyone/"))))
+    first = asyncio.run(view(prepared(factory.get(path))))
     hops = forbid_hops(monkeypatch)
 
     async def again() -> HttpResponse:
-        return await closed(cache, await anyones_page(prepared(factory.get("/anyone/"))))
+        return await closed(cache, await view(prepared(factory.get(path))))
 
-    second = asyncio.run(again())
+    return first, asyncio.run(again()), hops
+
+
+def test_an_async_views_hit_makes_no_thread_hop(
+    cache: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second, hops = miss_then_hit(cache, anyones_page, "/anyone/", monkeypatch)
     assert (first["X-Cache"], second["X-Cache"]) == ("MISS", "HIT")
     assert second.content == first.content == b"page 1"
     assert hops == []
+    factory = RequestFactory()
     head = asyncio.run(anyones_page(prepared(factory.head("/anyone/"))))
     assert head["X-Cache"] == "HIT"
 
@@ -192,15 +200,7 @@ class AsyncClassBased(View):
 
 
 def test_an_async_class_based_view_is_cached(cache: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    view = AsyncClassBased.as_view()
-    factory = RequestFactory()
-    first = asyncio.run(view(prepared(factory.get("/cbv/"))))
-    hops = forbid_hops(monkeypatch)
-
-    async def again() -> HttpResponse:
-        return await closed(cache, await view(prepared(factory.get("/cbv/"))))
-
-    second = asyncio.run(again())
+    first, second, hops = miss_then_hit(cache, AsyncClassBased.as_view(), "/cbv/", monkeypatch)
     assert (first["X-Cache"], second["X-Cache"]) == ("MISS", "HIT")
     assert second.content == first.content == b"class based 1"
     assert hops == []

@@ -328,6 +328,9 @@ class MemoryStore:
 
     def asynchronous(self) -> AsyncMemoryStore:
         """Return this store's async twin, on the same items (see :mod:`.memory_async`)."""
+        twin = self._twin
+        if twin is not None:  # every awaited store call asks: no lock once it exists
+            return twin
         from .memory_async import AsyncMemoryStore
 
         with self._lock:

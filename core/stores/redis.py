@@ -15,6 +15,7 @@ saw. Locks use compare-and-delete on their own random token, which is exact.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["RedisStore"]
 
 T = TypeVar("T")
+_TWIN_LOCK = threading.Lock()  # making a twin is rare: one lock for every store
 
 
 class RedisStore(RedisSteps):
@@ -218,13 +220,15 @@ class RedisStore(RedisSteps):
         cluster): async callers reach those through a worker thread, until
         twins on redis.asyncio's Sentinel and Cluster clients back them.
         """
+        twin = self._twin
+        if twin is not None or self.connection_options is None:
+            return twin  # every awaited store call asks: no lock once it exists
         from .redis_async import AsyncRedisStore
 
-        if self.connection_options is None:
-            return None
-        if self._twin is None:
-            self._twin = AsyncRedisStore(self)
-        return self._twin
+        with _TWIN_LOCK:  # callers racing to the first call share one twin
+            if self._twin is None:
+                self._twin = AsyncRedisStore(self)
+            return self._twin
 
 
 def check_options(

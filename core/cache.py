@@ -26,7 +26,7 @@ from .api import Store
 from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
-from .counters import Counter, OnlineCounter, ViewCounter, VisitorCounter
+from .counters import Counter, ViewCounter
 from .errors import ConfigError, InvalidKey, MCacheError, StoreUnavailable, ValueTooLarge
 from .keys import MAX_KEY_BYTES, make_key
 from .lock import Lock
@@ -52,6 +52,7 @@ from .steps import Steps
 from .stores.url import from_url
 from .tags import Tags
 from .trace import Tracer
+from .visitors import OnlineCounter, VisitorCounter
 
 __all__ = ["Cache", "Key"]
 

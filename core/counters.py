@@ -14,14 +14,15 @@ handed back to the database with :meth:`ViewCounter.flush`.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
+from .errors import StoreUnavailable, ValueTooLarge
 from .keys import make_key
+from .steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
 from .stores.base import stored_count
 
 if TYPE_CHECKING:
@@ -30,9 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ROBOTS",
     "Counter",
-    "OnlineCounter",
     "ViewCounter",
-    "VisitorCounter",
     "counter_key",
     "is_robot",
 ]
@@ -77,20 +76,36 @@ def bump(
     winner calls ``on_seeded(seed)``). A store that is down counts nothing and
     answers 0 (logged), never an exception.
     """
+    return run_steps(bump_steps(cache, key, delta, ttl, seed, on_seeded), perform)
 
-    def attempt() -> int:
+
+def bump_steps(
+    cache: Cache,
+    key: str,
+    delta: int,
+    ttl: int = 0,
+    seed: Callable[[], int] | None = None,
+    on_seeded: Callable[[int], object] | None = None,
+) -> Steps[int]:
+    """:func:`bump`, as steps: the one algorithm both the sync and the async counters run."""
+    store = cache.store
+    try:
         for _ in range(_RETRIES):
-            counted = cache.store.incr(key, delta) if delta else stored_count(cache.store.get(key))
+            if delta:
+                counted = yield StoreCall(store, "incr", (key, delta))
+            else:
+                counted = stored_count((yield StoreCall(store, "get", (key,))))
             if counted is not None:
-                return counted
+                return counted  # type: ignore[no-any-return]
             base = seed() if seed is not None else 0
-            if cache.store.add(key, b"%d" % (base + delta), ttl):
+            if (yield StoreCall(store, "add", (key, b"%d" % (base + delta), ttl))):
                 if on_seeded is not None:
                     on_seeded(base)
                 return base + delta
-        raise RuntimeError(f"counter {key!r} kept vanishing between incr and add")
-
-    return cache.store_call("counter", attempt, 0)
+    except (StoreUnavailable, ValueTooLarge) as error:
+        cache.store_failed("counter", error)
+        return 0
+    raise RuntimeError(f"counter {key!r} kept vanishing between incr and add")
 
 
 class Counter:
@@ -108,6 +123,10 @@ class Counter:
     def incr(self, delta: int = 1) -> int:
         """Add ``delta`` (>= 0) and return the new count."""
         return bump(self.cache, self.key, delta, self.ttl)
+
+    async def aincr(self, delta: int = 1) -> int:
+        """Await :meth:`incr` (on the store's async twin: no thread)."""
+        return await arun_steps(bump_steps(self.cache, self.key, delta, self.ttl), aperform)
 
     def decr(self, delta: int = 1) -> int:
         """Subtract ``delta``, flooring at 0, and return the new count."""
@@ -335,141 +354,3 @@ def _decode_idents(data: bytes) -> list[Hashable]:
         elif line[:1] == "s":
             idents.append(line[1:])
     return idents
-
-
-class OnlineCounter:
-    """Visitors seen in the last ``window`` seconds, over ``slots`` rotating keys.
-
-    The current slot is number ``floor(now / slot_len)``; it is counted with
-    incr/add and created with TTL ``window + slot_len``, so about ``slots`` slot
-    keys exist at any time. The count is the sum of the ``slots - 1`` slots
-    before the current (still filling) one, read in one ``get_many``. Keys carry
-    the slot's absolute number rather than ``number % slots``: a key reused the
-    next time round would still hold its previous round's count until it expired.
-    ``hit(visitor)`` counts a visitor at most once per counted span: an ``add`` of
-    a marker with TTL ``window - slot_len`` decides, so repeat visits cost one
-    failed ``add`` and no session write.
-
-    On Redis (``unique="auto"`` or ``"hll"``) each slot is a HyperLogLog instead:
-    ``PFADD`` per visit, ``PFCOUNT`` over the slots for the count — about 12 KB
-    per slot however many visitors, with a standard error of 0.81%, and a visitor
-    seen in two slots counted once. Markers are exact but cost a key per visitor.
-    """
-
-    def __init__(
-        self, cache: Cache, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
-    ) -> None:
-        if slots < 2 or window < slots:
-            raise ValueError("an online counter needs slots >= 2 and window >= slots seconds")
-        if unique not in {"auto", "markers", "hll"}:
-            raise ValueError(f"unique must be 'auto', 'markers' or 'hll', got {unique!r}")
-        self.cache = cache
-        self.name = name
-        self.window = window
-        self.slots = slots
-        self.slot_len = window / slots
-        has_hll = hasattr(cache.shared, "pfadd")
-        if unique == "hll" and not has_hll:
-            raise ValueError("unique='hll' needs a Redis store (HyperLogLog)")
-        self.hll = has_hll and unique != "markers"
-
-    def __repr__(self) -> str:
-        return f"OnlineCounter({self.name!r}, window={self.window}, slots={self.slots})"
-
-    def _slot(self) -> int:
-        return math.floor(self.cache.clock.time() / self.slot_len)
-
-    def slot_key(self, slot: int) -> str:
-        """Return the store key of one slot."""
-        return counter_key(self.cache, "o", self.name, slot)
-
-    def hit(self, visitor: Hashable | None = None) -> bool:
-        """Count one visit; with ``visitor``, at most once per window. Return whether counted."""
-        ttl = math.ceil(self.window + self.slot_len)
-        if self.hll and visitor is not None:
-            member = make_key("", visitor).encode()
-            store = self.cache.shared
-            key = self.unique_key(self._slot())
-            return self.cache.store_call("counter", lambda: store.pfadd(key, member, ttl), False)
-        if visitor is not None:
-            # The count covers the window less the filling slot; a marker that lived a
-            # whole window would leave a steady visitor uncounted for one slot in six.
-            marker = counter_key(self.cache, "om", self.name, visitor)
-            marker_ttl = max(1, math.floor(self.window - self.slot_len))
-            first = self.cache.store_call(
-                "counter", lambda: self.cache.store.add(marker, b"1", marker_ttl), False
-            )
-            if not first:
-                return False
-        bump(self.cache, self.slot_key(self._slot()), 1, ttl)
-        return True
-
-    def unique_key(self, slot: int) -> str:
-        """Return the HyperLogLog key of one slot (kept apart from anonymous hit counts).
-
-        The slots of one counter share a Redis hash tag (``{…}`` around the name's
-        part), so on a Redis Cluster they live in one hash slot and the count stays
-        one ``PFCOUNT``; elsewhere the braces are just characters.
-        """
-        return f"{counter_key(self.cache, 'ou', self.name, hash_tag=True)}:{slot}"
-
-    def count(self) -> int:
-        """Return the visits in the complete slots of the window."""
-        current = self._slot()
-        slots = range(current - self.slots + 1, current)
-        keys = [self.slot_key(slot) for slot in slots]
-        found = self.cache.store_call("counter", lambda: self.cache.store.get_many(keys), {})
-        anonymous = sum(stored_count(value) or 0 for value in found.values())
-        if not self.hll:
-            return anonymous
-        store, unique = self.cache.shared, [self.unique_key(slot) for slot in slots]
-        return anonymous + self.cache.store_call("counter", lambda: store.pfcount(unique), 0)
-
-
-class VisitorCounter:
-    """Visits per period ``T`` with seed 003's current/shadow pair of keys.
-
-    Each hit increments two keys of the period: *current*, which expires at the
-    period's end, and *shadow*, created with TTL ``2*T - now % T`` so it outlives
-    the boundary by a whole period. ``value()`` reads the current period's count;
-    ``previous()`` reads the last complete period's from its shadow, which is
-    still there all through the next period, whole-second expiry or not.
-    """
-
-    def __init__(self, cache: Cache, name: str, period: int = 3600) -> None:
-        if period < 2:
-            raise ValueError("a visitor counter's period must be at least 2 seconds")
-        self.cache = cache
-        self.name = name
-        self.period = period
-
-    def __repr__(self) -> str:
-        return f"VisitorCounter({self.name!r}, period={self.period})"
-
-    def _key(self, role: str, index: int) -> str:
-        return counter_key(self.cache, "v", self.name, role, index)
-
-    def hit(self) -> int:
-        """Count a visit; return the current period's count."""
-        now = self.cache.clock.time()
-        index, into = divmod(now, self.period)
-        left = math.ceil(self.period - into)
-        count = bump(self.cache, self._key("current", int(index)), 1, max(left, 1))
-        bump(self.cache, self._key("shadow", int(index)), 1, math.ceil(2 * self.period - into))
-        return count
-
-    def value(self) -> int:
-        """Return the current period's count."""
-        index = int(self.cache.clock.time() // self.period)
-        data = self.cache.store_call(
-            "counter", lambda: self.cache.store.get(self._key("current", index)), NO_VALUE
-        )
-        return stored_count(data) or 0
-
-    def previous(self) -> int:
-        """Return the last complete period's count."""
-        index = int(self.cache.clock.time() // self.period) - 1
-        data = self.cache.store_call(
-            "counter", lambda: self.cache.store.get(self._key("shadow", index)), NO_VALUE
-        )
-        return stored_count(data) or 0

@@ -10,6 +10,7 @@ reported net of lock, tag and counter traffic: those never pass through here.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
@@ -62,13 +63,21 @@ def _flush_at_exit() -> None:
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)  # a server already stopped at exit is no news
     try:
-        flusher = threading.Thread(
-            target=lambda: [stats.flush(quiet=True) for stats in live], daemon=True
-        )
+        flusher = threading.Thread(target=_flush_and_close, args=(live,), daemon=True)
         flusher.start()
         flusher.join(EXIT_FLUSH_SECONDS)
     finally:
         logging.disable(previous)
+
+
+def _flush_and_close(live: list[CacheStats]) -> None:
+    # The connections the flush took are the process's last: closed, not left to exit.
+    for stats in live:
+        stats.flush(quiet=True)
+        close = getattr(stats.store, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
 
 
 def _forget_parent_counts() -> None:

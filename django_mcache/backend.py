@@ -25,10 +25,11 @@ from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.exceptions import ImproperlyConfigured
 
 from mcache import Cache
-from mcache.counters import Counter, OnlineCounter, ViewCounter
+from mcache.counters import Counter, ViewCounter
 from mcache.errors import ConfigError
 from mcache.lock import Lock
 from mcache.steps import CallBuilder, Steps, aperform, arun_steps, perform, run_steps, settled
+from mcache.visitors import OnlineCounter
 
 from .config import cache_from_settings
 

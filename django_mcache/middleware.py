@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.core import signing
 from django.core.cache import caches
@@ -82,28 +83,54 @@ def count_online(request: HttpRequest, scope: str) -> None:
 
 
 class OnlineVisitorsMiddleware:
-    """Counts every human visitor once per window in the "site" online counter."""
+    """Counts every human visitor once per window in the "site" online counter.
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    Sync and async capable: under ASGI with async views Django hands it the
+    async chain and it awaits the counter on the store's async twin, so the
+    count costs no thread hop per request.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        new_cookie = None
-        if not _is_robot(request):
-            visitor, is_new = _visitor(request)
-            request.mcache_visitor = visitor  # type: ignore[attr-defined]
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        visitor, new_cookie = _seen(request)
+        if visitor is not None:
             online_counter("site").hit(visitor)
-            if is_new:
-                new_cookie = visitor[2:]
-        response = self.get_response(request)
-        if new_cookie is not None:
-            response.set_signed_cookie(
-                COOKIE,
-                new_cookie,
-                salt=SALT,
-                max_age=int(getattr(settings, "MCACHE_ONLINE_WINDOW", 300)) * 4,
-                httponly=True,
-                samesite="Lax",
-                secure=settings.SESSION_COOKIE_SECURE,
-            )
-        return response
+        return _with_cookie(self.get_response(request), new_cookie)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        visitor, new_cookie = _seen(request)
+        if visitor is not None:
+            await online_counter("site").ahit(visitor)
+        return _with_cookie(await self.get_response(request), new_cookie)
+
+
+def _seen(request: HttpRequest) -> tuple[str | None, str | None]:
+    """Return the visitor to count (None for a robot) and the id cookie to set, if any."""
+    if _is_robot(request):
+        return None, None
+    visitor, is_new = _visitor(request)
+    request.mcache_visitor = visitor  # type: ignore[attr-defined]
+    return visitor, visitor[2:] if is_new else None
+
+
+def _with_cookie(response: HttpResponse, new_cookie: str | None) -> HttpResponse:
+    if new_cookie is not None:
+        response.set_signed_cookie(
+            COOKIE,
+            new_cookie,
+            salt=SALT,
+            max_age=int(getattr(settings, "MCACHE_ONLINE_WINDOW", 300)) * 4,
+            httponly=True,
+            samesite="Lax",
+            secure=settings.SESSION_COOKIE_SECURE,
+        )
+    return response

@@ -15,10 +15,11 @@ from typing import Any, TypeVar
 from flask import Flask, current_app
 
 from mcache import Cache
-from mcache.counters import Counter, OnlineCounter, ViewCounter
+from mcache.counters import Counter, ViewCounter
 from mcache.errors import MCacheWarning
 from mcache.lock import Lock
 from mcache.memoize import Memoized
+from mcache.visitors import OnlineCounter
 
 from .config import cache_from_config, counters_cache
 from .views import TagsSpec, cached_view

@@ -108,10 +108,14 @@ class Node:
         except IndexError:
             return self._new_client()
 
-    def give_back(self, client: Client) -> None:
-        """Return a client that just succeeded to the idle pool."""
+    def answered(self) -> None:
+        """Note that a call just succeeded: failures count in a row."""
         if self.failures:
             self.failures = 0
+
+    def give_back(self, client: Client) -> None:
+        """Return a client that just succeeded to the idle pool."""
+        self.answered()
         if len(self.idle) < self.options.max_pool_size:
             self.idle.append(client)
         else:
@@ -120,6 +124,14 @@ class Node:
     def broken(self, client: Client, error: Exception, key: str = "") -> Exception:
         """Close a client whose call failed; return the error to raise in its place."""
         client.close()
+        return self.failure(error, key)
+
+    def failure(self, error: Exception, key: str = "") -> Exception:
+        """Return the error to raise for a call that failed, counting a lost connection.
+
+        Shared by the blocking clients and the asyncio connections (whose commands
+        raise what pymemcache's raise), so both mark a server dead the same way.
+        """
         if isinstance(error, _CONNECTION_ERRORS):
             self._failed(error)
             message = f"memcached {self.server.name}: {type(error).__name__}: {error}"

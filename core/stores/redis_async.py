@@ -16,9 +16,6 @@ that is gone takes its client with it.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import redis.asyncio
@@ -27,11 +24,12 @@ from redis.commands.core import AsyncScript
 from ..errors import ConfigError
 from ..steps import arun_steps
 from . import redis_lua as lua
+from .loop_local import LoopLocal
 from .redis import stats_from_info
 from .redis_steps import Command, Pipelined, Scripted
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Iterable, Mapping
+    from collections.abc import Iterable, Mapping
 
     from ..api import CasToken, NoValueType, StaleClaim
     from .redis import RedisStore
@@ -43,38 +41,14 @@ DEFAULT_MAX_CONNECTIONS = 64
 
 
 class _LoopClient:
-    """One event loop's client and the scripts registered on it.
-
-    The client's connections belong to its loop and must be closed on it. A
-    loop that ends (``asyncio.run`` returning, a server stopping, asgiref's loop
-    for one Flask request) finalizes its async generators first
-    (``shutdown_asyncgens``); :meth:`closer` is one, so the connections close
-    then, on the loop, instead of being left to a closed one ("Event loop is
-    closed", unclosed-transport warnings).
-    """
+    """One event loop's client and the scripts registered on it."""
 
     def __init__(self, client: redis.asyncio.Redis) -> None:
         self.client = client
         self.scripts: dict[str, AsyncScript] = {}
-        self.closing: AsyncGenerator[None, None] | None = None
-
-    async def close_with_loop(self) -> None:
-        """Have the running loop close the client when it shuts down."""
-        self.closing = self.closer()
-        await anext(self.closing)  # started: the loop now finalizes it at shutdown
-
-    async def closer(self) -> AsyncGenerator[None, None]:
-        try:
-            yield
-        finally:
-            await self.client.aclose(close_connection_pool=True)
 
     async def close(self) -> None:
-        """Close the client now (the generator, if started, with it)."""
-        if self.closing is not None:
-            await self.closing.aclose()
-        else:
-            await self.client.aclose(close_connection_pool=True)
+        await self.client.aclose(close_connection_pool=True)
 
     def script(self, source: str) -> AsyncScript:
         script = self.scripts.get(source)
@@ -96,10 +70,7 @@ class AsyncRedisStore:
         options = dict(store.connection_options)
         self.max_connections = options.pop("max_connections") or DEFAULT_MAX_CONNECTIONS
         self._options = options
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._lock = threading.Lock()
+        self._clients: LoopLocal[_LoopClient] = LoopLocal(self._new_client, _LoopClient.close)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.store!r})"
@@ -109,27 +80,18 @@ class AsyncRedisStore:
         """As the sync store's (see :class:`~mcache.api.ClaimsStale`)."""
         return self.store.claims_in_read
 
-    async def _loop_client(self) -> _LoopClient:
-        """Return the running loop's client, made on its first use there."""
-        loop = asyncio.get_running_loop()
-        found = self._clients.get(loop)
-        if found is None:
-            pool = redis.asyncio.BlockingConnectionPool.from_url(
-                self.store.url,
-                max_connections=self.max_connections,
-                timeout=self._options["socket_timeout"],
-                **self._options,
-            )
-            made = _LoopClient(redis.asyncio.Redis(connection_pool=pool))
-            with self._lock:
-                found = self._clients.setdefault(loop, made)
-            if found is made:
-                await made.close_with_loop()
-        return found
+    def _new_client(self) -> _LoopClient:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            self.store.url,
+            max_connections=self.max_connections,
+            timeout=self._options["socket_timeout"],
+            **self._options,
+        )
+        return _LoopClient(redis.asyncio.Redis(connection_pool=pool))
 
     async def _perform(self, operation: Command | Scripted | Pipelined) -> Any:
         """Perform one operation of the steps on the running loop's client."""
-        here = await self._loop_client()
+        here = await self._clients.get()
         try:
             if type(operation) is Command:
                 return await operation.call(here.client)
@@ -202,12 +164,9 @@ class AsyncRedisStore:
 
     async def stats(self) -> dict[str, dict[str, int | float | str]]:
         info = await self._perform(Command(lambda client: client.info()))
-        kwargs = (await self._loop_client()).client.connection_pool.connection_kwargs
+        kwargs = (await self._clients.get()).client.connection_pool.connection_kwargs
         return stats_from_info(info, kwargs)
 
     async def close(self) -> None:
         """Close the running loop's connections; the next call on this loop reconnects."""
-        with self._lock:
-            here = self._clients.pop(asyncio.get_running_loop(), None)
-        if here is not None:
-            await here.close()
+        await self._clients.close()

@@ -14,14 +14,16 @@ from typing import Any
 import pytest
 
 from mcache import Cache
-from mcache.stores import MemoryStore, RedisStore
+from mcache.stores import MemcachedStore, MemoryStore, RedisStore, from_url
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "memcached", "memcached-pool"])
 def cache(request: pytest.FixtureRequest) -> Cache:
     if request.param == "memory":
         return Cache("memory://", namespace="async-hit")
-    return Cache(request.getfixturevalue("redis_url"), namespace="async-hit")
+    if request.param == "memcached-pool":
+        return Cache(request.getfixturevalue("memcached_cluster_url"), namespace="async-hit")
+    return Cache(request.getfixturevalue(f"{request.param}_url"), namespace="async-hit")
 
 
 def forbid_thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
@@ -58,8 +60,10 @@ def test_an_async_hit_makes_no_thread_hop(
     assert len(builds) == 1, "the second call was a hit"
 
 
-def test_the_async_twin_reads_what_the_sync_store_wrote(redis_url: str) -> None:
-    for store in (MemoryStore(), RedisStore(redis_url)):
+def test_the_async_twin_reads_what_the_sync_store_wrote(
+    redis_url: str, memcached_cluster_url: str
+) -> None:
+    for store in (MemoryStore(), RedisStore(redis_url), from_url(memcached_cluster_url)):
         store.set("written-sync", b"value", 60)
 
         async def read(twin: Any) -> Any:
@@ -86,6 +90,22 @@ def test_a_loop_gets_its_own_bounded_client(redis_url: str) -> None:
 
     assert 1 <= asyncio.run(burst()) <= 3, "50 concurrent commands share at most 3 connections"
     assert 1 <= asyncio.run(burst()) <= 3, "a second loop gets a client of its own"
+    assert store.get("k49") == b"v"
+
+
+def test_a_memcached_loop_opens_at_most_its_pool_size(memcached_url: str) -> None:
+    store = MemcachedStore([memcached_url.removeprefix("memcached://")], max_pool_size=3)
+    twin = store.asynchronous()
+
+    async def burst() -> int:
+        before = int(store.stats()[store.servers[0].name]["total_connections"])
+        await asyncio.gather(*(twin.set(f"k{n}", b"v", 60) for n in range(50)))
+        after = int(store.stats()[store.servers[0].name]["total_connections"])
+        await twin.close()
+        return after - before - 1  # the blocking stats call opens one of its own at most
+
+    assert 1 <= asyncio.run(burst()) <= 3, "50 concurrent commands share at most 3 connections"
+    assert 1 <= asyncio.run(burst()) <= 3, "a second loop gets pools of its own"
     assert store.get("k49") == b"v"
 
 
@@ -118,13 +138,17 @@ print("ok")
 """
 
 
-def test_a_loop_that_ends_closes_its_connections_first(redis_url: str) -> None:
+@pytest.mark.parametrize("server", ["redis", "memcached"])
+def test_a_loop_that_ends_closes_its_connections_first(
+    server: str, request: pytest.FixtureRequest
+) -> None:
     """Each ``asyncio.run`` (asgiref's loop per Flask request, say) closes its own client."""
     import subprocess
     import sys
 
+    url = request.getfixturevalue(f"{server}_url")
     done = subprocess.run(
-        [sys.executable, "-X", "dev", "-c", LOOPS_THAT_END, redis_url],
+        [sys.executable, "-X", "dev", "-c", LOOPS_THAT_END, url],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr

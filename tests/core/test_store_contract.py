@@ -191,3 +191,31 @@ class TestAsyncRedisStore(AsyncStoreContract):
     @pytest.fixture
     def store_factory(self, redis_url: str):
         return functools.partial(driven, redis_url)
+
+
+class TestAsyncMemcachedStore(AsyncStoreContract):
+    """memcached on asyncio connections: the blocking store's steps, awaited."""
+
+    @pytest.fixture
+    def store(self, memcached_url: str):
+        driver = driven(memcached_url)
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def store_factory(self, memcached_url: str):
+        return functools.partial(driven, memcached_url)
+
+
+class TestAsyncReplicatedMemcached(AsyncStoreContract):
+    """Three servers, every key on two of them: the same ring and replicas, awaited."""
+
+    @pytest.fixture
+    def store(self, memcached_cluster_url: str):
+        driver = driven(memcached_cluster_url + "?replicas=2")
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def store_factory(self, memcached_cluster_url: str):
+        return functools.partial(driven, memcached_cluster_url + "?replicas=2")

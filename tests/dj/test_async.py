@@ -29,9 +29,11 @@ BACKEND = "django_mcache.backend.MCacheBackend"
 renders: list[str] = []
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "memcached"])
 def location(request: pytest.FixtureRequest) -> str:
-    return "memory://" if request.param == "memory" else request.getfixturevalue("redis_url")
+    if request.param == "memory":
+        return "memory://"
+    return request.getfixturevalue(f"{request.param}_url")
 
 
 @pytest.fixture
@@ -204,3 +206,46 @@ def test_an_async_class_based_view_is_cached(cache: Any, monkeypatch: pytest.Mon
     assert (first["X-Cache"], second["X-Cache"]) == ("MISS", "HIT")
     assert second.content == first.content == b"class based 1"
     assert hops == []
+
+
+# -- the online-visitors middleware under ASGI ---------------------------------------------------
+
+
+def test_the_online_middleware_counts_async_requests_without_a_hop(
+    cache: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_mcache.middleware import COOKIE, OnlineVisitorsMiddleware, online_counter
+
+    async def view(request: HttpRequest) -> HttpResponse:
+        return HttpResponse("hello")
+
+    middleware = OnlineVisitorsMiddleware(view)
+    assert asyncio.iscoroutinefunction(middleware), "Django gives it the async chain"
+    factory = RequestFactory(HTTP_USER_AGENT="Mozilla/5.0")
+    hops = forbid_hops(monkeypatch)
+
+    async def visits() -> list[Any]:
+        responses = []
+        for address in ("10.0.0.1", "10.0.0.2", "10.0.0.1", "10.0.0.3"):
+            responses.append(await middleware(factory.get("/", REMOTE_ADDR=address)))
+        robot = factory.get("/", REMOTE_ADDR="10.0.0.9", HTTP_USER_AGENT="Googlebot/2.1")
+        responses.append(await middleware(robot))
+        return await closed(cache, responses)
+
+    responses = asyncio.run(visits())
+    assert hops == []
+    assert [r.content for r in responses] == [b"hello"] * 5
+    assert [COOKIE in r.cookies for r in responses] == [True, True, True, True, False]
+    counter = online_counter("site")
+    core = cache.mcache
+    monkeypatch.setattr(core.clock, "time", lambda real=core.clock.time: real() + counter.slot_len)
+    assert counter.count() == 3, "three visitors, one of them twice, and no robot"
+
+
+def test_the_online_middleware_stays_sync_for_a_sync_chain(cache: Any) -> None:
+    from django_mcache.middleware import OnlineVisitorsMiddleware
+
+    middleware = OnlineVisitorsMiddleware(lambda request: HttpResponse("hello"))
+    assert not asyncio.iscoroutinefunction(middleware)
+    request = RequestFactory(HTTP_USER_AGENT="Mozilla/5.0").get("/", REMOTE_ADDR="10.0.0.1")
+    assert middleware(request).content == b"hello"

@@ -1,0 +1,165 @@
+"""The memcached store on an event loop: the same steps, awaited on asyncio connections.
+
+:class:`AsyncMemcachedStore` is a :class:`~mcache.stores.memcached.MemcachedStore`'s
+async twin. It performs the very steps the blocking store performs
+(:mod:`.memcached_steps`: the same ring, replicas, failover and server
+health, shared with the blocking store), sending each command on an asyncio
+connection (:mod:`.memcached_aio`) instead of blocking a thread. A
+multi-server read sends every server its ``get`` at once and awaits them
+together.
+
+Connections belong to the loop that opened them, so each loop gets its own
+pool per server, of at most ``max_pool_size`` connections (the store's
+setting), closed when the loop shuts down (:class:`~.loop_local.LoopLocal`).
+
+One thing still blocks the loop: probing a server that was marked dead, once
+per ``dead_timeout``, which the shared health record does with a blocking
+client (at most ``connect_timeout`` plus a ``stats``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..steps import arun_steps
+from .loop_local import LoopLocal
+from .memcached_aio import AioPool
+from .memcached_steps import FetchOwners, NodeCall
+
+if TYPE_CHECKING:
+    from ..api import CasToken, NoValueType
+    from .memcached import MemcachedStore
+    from .memcached_node import Node
+
+__all__ = ["AsyncMemcachedStore"]
+
+
+class _LoopPools:
+    """One event loop's connection pools, one per server, made on first use."""
+
+    def __init__(self, store: MemcachedStore) -> None:
+        self.store = store
+        self.pools: dict[Node, AioPool] = {}
+
+    def of(self, node: Node) -> AioPool:
+        pool = self.pools.get(node)
+        if pool is None:
+            options = node.options
+            pool = self.pools[node] = AioPool(
+                node.server.host,
+                node.server.port,
+                size=options.max_pool_size,
+                connect_timeout=options.connect_timeout,
+                timeout=options.timeout,
+            )
+        return pool
+
+    async def close(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
+
+
+class AsyncMemcachedStore:
+    """:class:`~mcache.api.AsyncStore` on the servers of a :class:`MemcachedStore`."""
+
+    def __init__(self, store: MemcachedStore) -> None:
+        self.store = store
+        self.max_value_size = store.max_value_size
+        self._pools: LoopLocal[_LoopPools] = LoopLocal(lambda: _LoopPools(store), _LoopPools.close)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store!r})"
+
+    async def _perform(self, operation: NodeCall | FetchOwners) -> Any:
+        """Perform one command of the steps on the running loop's connections."""
+        pools = await self._pools.get()
+        if type(operation) is NodeCall:
+            return await _on_node(pools, operation)
+        groups = operation.groups  # type: ignore[union-attr]
+        calls = [NodeCall(node, "get_many", (group,)) for node, group in groups.items()]
+        replies = await asyncio.gather(
+            *(_on_node(pools, call) for call in calls),
+            return_exceptions=True,
+        )
+        found: dict[str, bytes] = {}
+        retry: list[str] = []
+        for group, reply in zip(groups.values(), replies, strict=True):
+            if isinstance(reply, BaseException):
+                if not isinstance(reply, Exception):
+                    raise reply
+                retry += group
+            else:
+                found.update(reply)
+        return found, retry
+
+    # -- the AsyncStore contract: the blocking store's steps, awaited -------------------------
+
+    async def get(self, key: str) -> bytes | NoValueType:
+        return await arun_steps(self.store.get_steps(key), self._perform)
+
+    async def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        return await arun_steps(self.store.get_many_steps(keys), self._perform)
+
+    async def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
+        return await arun_steps(self.store.gets_steps(key), self._perform)
+
+    async def set(self, key: str, value: bytes, ttl: int = 0) -> None:
+        await arun_steps(self.store.set_steps(key, value, ttl), self._perform)
+
+    async def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
+        return await arun_steps(self.store.set_many_steps(items, ttl), self._perform)
+
+    async def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        return await arun_steps(self.store.add_steps(key, value, ttl), self._perform)
+
+    async def append(self, key: str, value: bytes) -> bool:
+        return await arun_steps(self.store.append_steps(key, value), self._perform)
+
+    async def incr(self, key: str, delta: int = 1) -> int | None:
+        return await arun_steps(self.store.incr_steps(key, delta, "incr"), self._perform)
+
+    async def decr(self, key: str, delta: int = 1) -> int | None:
+        return await arun_steps(self.store.incr_steps(key, delta, "decr"), self._perform)
+
+    async def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
+        return await arun_steps(self.store.incr_many_steps(deltas), self._perform)
+
+    async def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
+        return await arun_steps(self.store.cas_steps(key, value, token, ttl), self._perform)
+
+    async def delete(self, key: str) -> bool:
+        return await arun_steps(self.store.delete_steps(key), self._perform)
+
+    async def delete_many(self, keys: Iterable[str]) -> None:
+        await arun_steps(self.store.delete_many_steps(keys), self._perform)
+
+    async def touch(self, key: str, ttl: int) -> bool:
+        return await arun_steps(self.store.touch_steps(key, ttl), self._perform)
+
+    async def flush(self) -> None:
+        await arun_steps(self.store.flush_steps(), self._perform)
+
+    async def stats(self) -> dict[str, dict[str, int | float | str]]:
+        from .memcached import stats_report
+
+        return stats_report(await arun_steps(self.store.stats_of_all_steps(""), self._perform))
+
+    async def close(self) -> None:
+        """Close the running loop's connections; the next call on this loop reconnects."""
+        await self._pools.close()
+
+
+async def _on_node(pools: _LoopPools, call: NodeCall) -> Any:
+    """Run one command on a server, translating failures as the blocking store does."""
+    node = call.node
+    try:
+        result = await pools.of(node).run(call.command, call.args)
+    except Exception as error:
+        translated = node.failure(error, call.key)
+        if translated is error:
+            raise
+        raise translated from error
+    node.answered()
+    return result

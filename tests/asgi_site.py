@@ -8,8 +8,9 @@ comes from the environment:
 * ``DJANGO_CACHE_BACKEND`` / ``DJANGO_CACHE_LOCATION`` — Django's own backend
   (``cache_page`` pages), for the benchmark's comparison; local memory if unset.
 
-``/renders/`` answers how many times this process rendered a page, so a test
-can count builds from outside.
+``/plain/<n>/`` is the same page with no cache and no render time (the
+ceiling a cache can approach). ``/renders/`` answers how many times this
+process rendered a page, so a test can count builds from outside.
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ async def render(request: HttpRequest, n: int) -> HttpResponse:
     return HttpResponse(page_body(n))
 
 
+async def plain(request: HttpRequest, n: int) -> HttpResponse:
+    """The page with no cache and no render time: what Django and uvicorn serve at best."""
+    return HttpResponse(page_body(n))
+
+
 async def count_renders(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"renders": len(renders)})
 
@@ -80,6 +86,7 @@ django_page = cache_page(300, cache="django")(render)
 urlpatterns = [
     path("mcache/<int:n>/", mcache_page),
     path("django/<int:n>/", django_page),
+    path("plain/<int:n>/", plain),
     path("renders/", count_renders),
 ]
 

@@ -20,16 +20,16 @@ client (at most ``connect_timeout`` plus a ``stats``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..steps import arun_steps
 from .loop_local import LoopLocal
+from .memcached import stats_report
 from .memcached_aio import AioPool
 from .memcached_steps import FetchOwners, NodeCall
+from .stepped_twin import SteppedTwin
 
 if TYPE_CHECKING:
-    from ..api import CasToken, NoValueType
     from .memcached import MemcachedStore
     from .memcached_node import Node
 
@@ -61,7 +61,7 @@ class _LoopPools:
             pool.close()
 
 
-class AsyncMemcachedStore:
+class AsyncMemcachedStore(SteppedTwin):
     """:class:`~mcache.api.AsyncStore` on the servers of a :class:`MemcachedStore`."""
 
     def __init__(self, store: MemcachedStore) -> None:
@@ -96,54 +96,16 @@ class AsyncMemcachedStore:
 
     # -- the AsyncStore contract: the blocking store's steps, awaited -------------------------
 
-    async def get(self, key: str) -> bytes | NoValueType:
-        return await arun_steps(self.store.get_steps(key), self._perform)
-
-    async def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        return await arun_steps(self.store.get_many_steps(keys), self._perform)
-
-    async def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
-        return await arun_steps(self.store.gets_steps(key), self._perform)
-
-    async def set(self, key: str, value: bytes, ttl: int = 0) -> None:
-        await arun_steps(self.store.set_steps(key, value, ttl), self._perform)
-
-    async def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
-        return await arun_steps(self.store.set_many_steps(items, ttl), self._perform)
-
-    async def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
-        return await arun_steps(self.store.add_steps(key, value, ttl), self._perform)
-
-    async def append(self, key: str, value: bytes) -> bool:
-        return await arun_steps(self.store.append_steps(key, value), self._perform)
-
     async def incr(self, key: str, delta: int = 1) -> int | None:
         return await arun_steps(self.store.incr_steps(key, delta, "incr"), self._perform)
 
     async def decr(self, key: str, delta: int = 1) -> int | None:
         return await arun_steps(self.store.incr_steps(key, delta, "decr"), self._perform)
 
-    async def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
-        return await arun_steps(self.store.incr_many_steps(deltas), self._perform)
-
-    async def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
-        return await arun_steps(self.store.cas_steps(key, value, token, ttl), self._perform)
-
-    async def delete(self, key: str) -> bool:
-        return await arun_steps(self.store.delete_steps(key), self._perform)
-
-    async def delete_many(self, keys: Iterable[str]) -> None:
-        await arun_steps(self.store.delete_many_steps(keys), self._perform)
-
-    async def touch(self, key: str, ttl: int) -> bool:
-        return await arun_steps(self.store.touch_steps(key, ttl), self._perform)
-
     async def flush(self) -> None:
         await arun_steps(self.store.flush_steps(), self._perform)
 
     async def stats(self) -> dict[str, dict[str, int | float | str]]:
-        from .memcached import stats_report
-
         return stats_report(await arun_steps(self.store.stats_of_all_steps(""), self._perform))
 
     async def close(self) -> None:

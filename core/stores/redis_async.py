@@ -27,11 +27,12 @@ from . import redis_lua as lua
 from .loop_local import LoopLocal
 from .redis import stats_from_info
 from .redis_steps import Command, Pipelined, Scripted
+from .stepped_twin import SteppedTwin
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
 
-    from ..api import CasToken, NoValueType, StaleClaim
+    from ..api import StaleClaim
     from .redis import RedisStore
 
 __all__ = ["DEFAULT_MAX_CONNECTIONS", "AsyncRedisStore"]
@@ -57,7 +58,7 @@ class _LoopClient:
         return script
 
 
-class AsyncRedisStore:
+class AsyncRedisStore(SteppedTwin):
     """:class:`~mcache.api.AsyncStore` on the database of a :class:`RedisStore`."""
 
     def __init__(self, store: RedisStore) -> None:
@@ -105,29 +106,11 @@ class AsyncRedisStore:
 
     # -- the AsyncStore contract: the sync store's steps, awaited ----------------------------
 
-    async def get(self, key: str) -> bytes | NoValueType:
-        return await arun_steps(self.store.get_steps(key), self._perform)
-
-    async def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        return await arun_steps(self.store.get_many_steps(keys), self._perform)
-
     async def get_many_claiming(self, keys: list[str], claim: StaleClaim) -> dict[str, bytes]:
         return await arun_steps(self.store.get_many_claiming_steps(keys, claim), self._perform)
 
     async def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
         return await arun_steps(self.store.get_many_expiring_steps(keys), self._perform)
-
-    async def set(self, key: str, value: bytes, ttl: int = 0) -> None:
-        await arun_steps(self.store.set_steps(key, value, ttl), self._perform)
-
-    async def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
-        return await arun_steps(self.store.set_many_steps(items, ttl), self._perform)
-
-    async def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
-        return await arun_steps(self.store.add_steps(key, value, ttl), self._perform)
-
-    async def append(self, key: str, value: bytes) -> bool:
-        return await arun_steps(self.store.append_steps(key, value), self._perform)
 
     async def incr(self, key: str, delta: int = 1) -> int | None:
         return await arun_steps(self.store.incr_steps(key, delta, lua.INCR), self._perform)
@@ -135,29 +118,11 @@ class AsyncRedisStore:
     async def decr(self, key: str, delta: int = 1) -> int | None:
         return await arun_steps(self.store.incr_steps(key, delta, lua.DECR), self._perform)
 
-    async def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
-        return await arun_steps(self.store.incr_many_steps(deltas), self._perform)
-
     async def pfadd(self, key: str, member: bytes, ttl: int) -> bool:
         return await arun_steps(self.store.pfadd_steps(key, member, ttl), self._perform)
 
     async def pfcount(self, keys: list[str]) -> int:
         return await arun_steps(self.store.pfcount_steps(keys), self._perform)
-
-    async def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
-        return await arun_steps(self.store.gets_steps(key), self._perform)
-
-    async def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
-        return await arun_steps(self.store.cas_steps(key, value, token, ttl), self._perform)
-
-    async def delete(self, key: str) -> bool:
-        return await arun_steps(self.store.delete_steps(key), self._perform)
-
-    async def delete_many(self, keys: Iterable[str]) -> None:
-        await arun_steps(self.store.delete_many_steps(keys), self._perform)
-
-    async def touch(self, key: str, ttl: int) -> bool:
-        return await arun_steps(self.store.touch_steps(key, ttl), self._perform)
 
     async def flush(self) -> None:
         await self._perform(Command(lambda client: client.flushdb()))

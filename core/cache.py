@@ -186,6 +186,14 @@ class Cache(PlainOperations):
             self.store_failed(operation, error)
             return fallback
 
+    def store_steps(self, operation: str, steps: Steps[T], fallback: T) -> Steps[T]:
+        """:meth:`store_call` for steps (a counter's, run by either driver)."""
+        try:
+            return (yield from steps)
+        except (StoreUnavailable, ValueTooLarge) as error:
+            self.store_failed(operation, error)
+            return fallback
+
     def _ttl(self, ttl: float | None) -> int:
         if ttl is None:
             return self.default_ttl

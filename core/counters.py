@@ -20,7 +20,6 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
-from .errors import StoreUnavailable, ValueTooLarge
 from .keys import make_key
 from .steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
 from .stores.base import stored_count
@@ -89,7 +88,8 @@ def bump_steps(
 ) -> Steps[int]:
     """:func:`bump`, as steps: the one algorithm both the sync and the async counters run."""
     store = cache.store
-    try:
+
+    def attempts() -> Steps[int]:
         for _ in range(_RETRIES):
             if delta:
                 counted = yield StoreCall(store, "incr", (key, delta))
@@ -102,10 +102,9 @@ def bump_steps(
                 if on_seeded is not None:
                     on_seeded(base)
                 return base + delta
-    except (StoreUnavailable, ValueTooLarge) as error:
-        cache.store_failed("counter", error)
-        return 0
-    raise RuntimeError(f"counter {key!r} kept vanishing between incr and add")
+        raise RuntimeError(f"counter {key!r} kept vanishing between incr and add")
+
+    return (yield from cache.store_steps("counter", attempts(), 0))
 
 
 class Counter:

@@ -74,10 +74,8 @@ def _flush_and_close(live: list[CacheStats]) -> None:
     # The connections the flush took are the process's last: closed, not left to exit.
     for stats in live:
         stats.flush(quiet=True)
-        close = getattr(stats.store, "close", None)
-        if close is not None:
-            with contextlib.suppress(Exception):
-                close()
+        with contextlib.suppress(Exception):
+            stats.store.close()
 
 
 def _forget_parent_counts() -> None:

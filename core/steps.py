@@ -36,6 +36,7 @@ __all__ = [
     "Win",
     "aperform",
     "arun_steps",
+    "one",
     "perform",
     "run_steps",
     "settled",
@@ -83,6 +84,11 @@ async def arun_steps(steps: Steps[T], perform: Callable[[Any], Awaitable[Any]]) 
                 operation = steps.send(result)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+def one(operation: Any) -> Steps[Any]:
+    """Steps that yield ``operation`` and return its result."""
+    return (yield operation)
 
 
 class Operation(Protocol):

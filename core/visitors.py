@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING
 
 from .api import NO_VALUE
 from .counters import bump, bump_steps, counter_key
-from .errors import StoreUnavailable, ValueTooLarge
 from .keys import make_key
-from .steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
+from .steps import Steps, StoreCall, aperform, arun_steps, one, perform, run_steps
 from .stores.base import stored_count
 
 if TYPE_CHECKING:
@@ -84,21 +83,19 @@ class OnlineCounter:
     def hit_steps(self, visitor: Hashable | None) -> Steps[bool]:
         """:meth:`hit`, as steps; a store failure counts nothing (logged)."""
         ttl = math.ceil(self.window + self.slot_len)
-        try:
-            if self.hll and visitor is not None:
-                member = make_key("", visitor).encode()
-                key = self.unique_key(self._slot())
-                return bool((yield StoreCall(self.cache.shared, "pfadd", (key, member, ttl))))
-            if visitor is not None:
-                # The count covers the window less the filling slot; a marker that lived a
-                # whole window would leave a steady visitor uncounted for one slot in six.
-                marker = counter_key(self.cache, "om", self.name, visitor)
-                marker_ttl = max(1, math.floor(self.window - self.slot_len))
-                if not (yield StoreCall(self.cache.store, "add", (marker, b"1", marker_ttl))):
-                    return False
-        except (StoreUnavailable, ValueTooLarge) as error:
-            self.cache.store_failed("counter", error)
-            return False
+        if self.hll and visitor is not None:
+            member = make_key("", visitor).encode()
+            key = self.unique_key(self._slot())
+            pfadd = StoreCall(self.cache.shared, "pfadd", (key, member, ttl))
+            return bool((yield from self.cache.store_steps("counter", one(pfadd), False)))
+        if visitor is not None:
+            # The count covers the window less the filling slot; a marker that lived a
+            # whole window would leave a steady visitor uncounted for one slot in six.
+            marker = counter_key(self.cache, "om", self.name, visitor)
+            marker_ttl = max(1, math.floor(self.window - self.slot_len))
+            add = StoreCall(self.cache.store, "add", (marker, b"1", marker_ttl))
+            if not (yield from self.cache.store_steps("counter", one(add), False)):
+                return False
         yield from bump_steps(self.cache, self.slot_key(self._slot()), 1, ttl)
         return True
 

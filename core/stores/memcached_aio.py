@@ -130,11 +130,10 @@ class AioConnection(asyncio.Protocol):
         return {b"STORED": True, b"EXISTS": False}.get(line)
 
     async def incr(self, key: str, value: int) -> int | None:
-        return (await self.incr_many([key], {key: value}))[0]
+        return await self._counted(b"incr", key, value)
 
     async def decr(self, key: str, value: int) -> int | None:
-        line = (await self._lines(b"decr %s %d\r\n" % (key.encode(), value), 1))[0]
-        return _number(line)
+        return await self._counted(b"decr", key, value)
 
     async def incr_many(self, keys: list[str], deltas: Mapping[str, int]) -> list[int | None]:
         data = b"".join(b"incr %s %d\r\n" % (key.encode(), deltas[key]) for key in keys)
@@ -159,6 +158,9 @@ class AioConnection(asyncio.Protocol):
     async def stats(self, *kind: str) -> dict[bytes, bytes]:
         command = b" ".join([b"stats", *(k.encode() for k in kind)]) + b"\r\n"
         return await self.request(command, parse_stats)  # type: ignore[no-any-return]
+
+    async def _counted(self, verb: bytes, key: str, value: int) -> int | None:
+        return _number((await self._lines(b"%s %s %d\r\n" % (verb, key.encode(), value), 1))[0])
 
     async def _lines(self, data: bytes, count: int) -> list[bytes]:
         return await self.request(data, lambda buf: parse_lines(buf, count))  # type: ignore[no-any-return]

@@ -39,8 +39,7 @@ __all__ = ["AsyncMemcachedStore"]
 class _LoopPools:
     """One event loop's connection pools, one per server, made on first use."""
 
-    def __init__(self, store: MemcachedStore) -> None:
-        self.store = store
+    def __init__(self) -> None:
         self.pools: dict[Node, AioPool] = {}
 
     def of(self, node: Node) -> AioPool:
@@ -67,7 +66,7 @@ class AsyncMemcachedStore(SteppedTwin):
     def __init__(self, store: MemcachedStore) -> None:
         self.store = store
         self.max_value_size = store.max_value_size
-        self._pools: LoopLocal[_LoopPools] = LoopLocal(lambda: _LoopPools(store), _LoopPools.close)
+        self._pools: LoopLocal[_LoopPools] = LoopLocal(_LoopPools, _LoopPools.close)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.store!r})"

@@ -327,12 +327,14 @@ class MemcachedSteps:
                     if rank == 0:
                         results[key] = reply
                     elif reply is None and results.get(key) is not None:
-                        nodes = self._route(key, rank + 1)
-                        if len(nodes) > rank:
-                            seed = (key, b"%d" % results[key], 0)  # type: ignore[str-format]
-                            with contextlib.suppress(NodeDown):
-                                yield NodeCall(nodes[rank], "set", seed, key)
+                        yield from self._seed_replica_steps(key, results[key], rank)  # type: ignore[arg-type]
         return results
+
+    def _seed_replica_steps(self, key: str, number: int, rank: int) -> Steps[None]:
+        nodes = self._route(key, rank + 1)
+        if len(nodes) > rank:
+            with contextlib.suppress(NodeDown):
+                yield NodeCall(nodes[rank], "set", (key, b"%d" % number, 0), key)
 
     def cas_steps(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> Steps[bool]:
         validate_store_key(key)

@@ -55,13 +55,11 @@ from .flight import Flight, NotShared, SingleFlight
 from .lock import Lock, pauses
 from .rebuild import Rebuilds
 from .steps import (
-    Blocking,
     CallBuilder,
     Pause,
-    Release,
+    Shielded,
     Steps,
     Wait,
-    Win,
     aperform,
     arun_steps,
     perform,
@@ -138,7 +136,7 @@ class Builder:
             now = cache.clock.time_ms()
             if self.is_hit(key, entry, declared, others, now, o):
                 if claim is not None:
-                    self.writer.drop_claim(key, claim)
+                    yield from self.writer.drop_claim_steps(key, claim)
                 if entry.tags and inside_build():  # type: ignore[union-attr]
                     report(self.cache.tags.scope, entry.tags)  # type: ignore[union-attr]
                 return entry.value  # type: ignore[union-attr]
@@ -148,7 +146,7 @@ class Builder:
                 call.seen_fresh = entry.is_fresh(now) and entry.tags_current(declared, others)
                 value = yield from self.refresh_stale_steps(call, entry)
             else:
-                self.writer.drop_claim(key, claim)
+                yield from self.writer.drop_claim_steps(key, claim)
                 cache.metrics.add("misses")
                 value = yield from self.build_missing_steps(call)
             report(self.cache.tags.scope, call.depends, call.stale)
@@ -231,7 +229,7 @@ class Builder:
 
     def rebuild_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
         """As the one caller here of a stale key: rebuild, hand over, or wait and serve stale."""
-        lock = yield Win(self.writer.try_stale_lock, (call,), self._let_go(call, None))
+        lock = yield Shielded(self.writer.try_stale_lock_steps(call), self._let_go(call, None))
         if lock is None:
             return (yield from self.fresh_or_stale_steps(call, entry))
         if call.options.refresh == "background" and not inside_build():
@@ -317,8 +315,8 @@ class Builder:
 
     def lead_missing_steps(self, call: Call) -> Steps[Any]:
         """Build under the lock, or wait (bounded) for the process that holds it."""
-        try_lock = Win(self.writer.try_lock, (call,), self._let_go(call, None))
-        lock = yield try_lock
+        let_go = self._let_go(call, None)
+        lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
         if lock is not None:
             return (yield from self.build_and_store_steps(call, lock, None))
         self.cache.metrics.add("lock_waits")
@@ -330,7 +328,8 @@ class Builder:
             entry = yield from self.reader.peek_steps(call.key)
             if entry is not None:
                 return self.take_peeked(call, entry)
-            lock = yield try_lock  # the holder may have died and its lock expired
+            # The holder may have died and its lock expired.
+            lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
             if lock is not None:
                 return (yield from self.build_and_store_steps(call, lock, None))
         self.cache.metrics.add("wait_timeouts")
@@ -412,7 +411,9 @@ class Builder:
         """Build, store the entry over what the key held when it began, release the lock."""
         lease = None
         try:
-            lease = yield Win(self.writer.take_lease, (call, lock), self._let_go(call, lock))
+            lease = yield Shielded(
+                self.writer.take_lease_steps(call, lock), self._let_go(call, lock)
+            )
             if lock is not None and lease is not None:
                 fresh = yield from self.built_meanwhile_steps(call, lease.found)
                 if fresh is not None:
@@ -422,7 +423,7 @@ class Builder:
                 value = yield from self.run_build_steps(call, stale)
             except ServedStale as served:
                 return served.value
-            if lease is not None and (yield Blocking(self.writer.write, (call, value, lease))):
+            if lease is not None and (yield from self.writer.write_steps(call, value, lease)):
                 lease = None
             return value
         finally:
@@ -430,18 +431,11 @@ class Builder:
                 # A background rebuild that failed keeps the lock for a while: the stale
                 # entry is served meanwhile, and the next request does not retry at once.
                 back_off = call.failed and call.background
-                yield Release(self.writer.settle, (call.key, lease, lock, back_off))
+                yield Shielded(self.writer.settle_steps(call.key, lease, lock, back_off))
 
-    def _let_go(self, call: Call, lock: Lock | None) -> Callable[[Any], None]:
+    def _let_go(self, call: Call, lock: Lock | None) -> Callable[[Any], Steps[None]]:
         """Return what frees a lock or lease won for an async caller cancelled meanwhile."""
-
-        def let_go(won: Any) -> None:
-            if isinstance(won, Lock):
-                self.writer.settle(call.key, None, won)
-            else:
-                self.writer.settle(call.key, won, lock)
-
-        return let_go
+        return lambda won: self.writer.let_go(call.key, won, lock)
 
 
 @dataclass(slots=True)

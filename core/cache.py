@@ -48,7 +48,7 @@ from .rebuild import register
 from .refreshers import Refresher, ThreadPoolRefresher, refresher_named
 from .renewal import renewer
 from .stats import CacheStats
-from .steps import Steps
+from .steps import Steps, aperform, arun_steps, perform, run_steps
 from .stores.url import from_url
 from .tags import Tags
 from .trace import Tracer
@@ -313,8 +313,16 @@ class Cache(PlainOperations):
         Returns the new versions, or ``{}`` when the store could not be reached
         (logged: the caller's write must not fail because the cache is down).
         """
+        return run_steps(self.invalidate_steps(tags), perform)
+
+    async def ainvalidate(self, *tags: str) -> dict[str, int]:
+        """:meth:`invalidate`, awaited on the store's async twin (no thread hop)."""
+        return await arun_steps(self.invalidate_steps(tags), aperform)
+
+    def invalidate_steps(self, tags: tuple[str, ...]) -> Steps[dict[str, int]]:
+        """:meth:`invalidate`, as steps (see :mod:`mcache.steps`)."""
         try:
-            return self.tags.bump(tags)
+            return (yield from self.tags.bump_steps(tags))
         except MCacheError as error:
             self.store_failed("invalidate", error)
             return {}

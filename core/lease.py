@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from .api import NO_VALUE, CasToken, NoValueType, Store
 from .codec import Codec
 from .entry import placeholder
+from .steps import Steps, StoreCall
 
-__all__ = ["Lease", "abandon", "keep", "take", "withdraw", "write"]
+__all__ = ["Lease", "abandon_steps", "keep", "take_steps", "withdraw_steps", "write_steps"]
 
 
 @dataclass
@@ -55,14 +56,14 @@ class Lease:
     """Keeps a keep-alive (:func:`keep`) and the final write apart: both move the token."""
 
 
-def take(
+def take_steps(
     store: Store,
     codec: Codec,
     key: str,
     ttl: int,
     expect_missing: bool,
     lifetime: Callable[[bytes], float],
-) -> Lease | None:
+) -> Steps[Lease | None]:
     """Return the lease on ``key`` for a build starting now, or None if it cannot be had.
 
     ``ttl`` is the placeholder's: as long as the entry would be kept. A caller
@@ -71,12 +72,12 @@ def take(
     ``lifetime(found)`` says how many seconds what was found has left in the
     store (``inf`` when unknown), for :func:`keep`.
     """
-    found, token = (NO_VALUE, None) if expect_missing else store.gets(key)
+    found, token = (NO_VALUE, None) if expect_missing else (yield StoreCall(store, "gets", (key,)))
     placed, held, left = False, found, math.inf
     if found is NO_VALUE:
         mark = codec.dumps(placeholder(secrets.token_hex(8)), key)
-        placed = store.add(key, mark, ttl)
-        found, token = store.gets(key)  # ours, or what won the race to the empty key
+        placed = yield StoreCall(store, "add", (key, mark, ttl))
+        found, token = yield StoreCall(store, "gets", (key,))  # ours, or what won the race
         held = found
         if placed and found == mark:
             found, left = NO_VALUE, (ttl or math.inf)
@@ -106,23 +107,27 @@ def keep(store: Store, key: str, lease: Lease, ttl: int) -> bool:
         return lease.token is not None
 
 
-def write(store: Store, key: str, data: bytes, lease: Lease, ttl: int) -> bool:
-    """Store ``data`` if the key still holds what the lease saw; return whether it did."""
+def write_steps(store: Store, key: str, data: bytes, lease: Lease, ttl: int) -> Steps[bool]:
+    """Store ``data`` if the key still holds what the lease saw; return whether it did.
+
+    The guard is held across the ``cas``, awaited too on the async driver: only
+    the renewer's thread ever waits for it (:func:`keep`), never an event loop.
+    """
     with lease.guard:
-        return store.cas(key, data, lease.token, ttl)
+        return (yield StoreCall(store, "cas", (key, data, lease.token, ttl)))
 
 
-def abandon(store: Store, key: str, lease: Lease) -> None:
+def abandon_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
     """Take this build's placeholder away (if still there): the build stores nothing."""
     if lease.placed:
-        withdraw(store, key, lease)
+        yield from withdraw_steps(store, key, lease)
 
 
-def withdraw(store: Store, key: str, lease: Lease) -> None:
+def withdraw_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
     """Delete what the lease saw (a stale entry too), unless something newer replaced it.
 
     For a rebuild whose value the store refused (too large): as memcached does
     on a failed update, the outdated value must not stay behind to be served.
     """
     with lease.guard:
-        store.cas(key, b"", lease.token, -1)
+        yield StoreCall(store, "cas", (key, b"", lease.token, -1))

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from .api import NO_VALUE, Store
 from .errors import LockTimeout
+from .steps import Steps, StoreCall, perform, run_steps
 
 if TYPE_CHECKING:
     from .renewal import LockRenewer
@@ -92,7 +93,11 @@ class Lock:
 
     def try_acquire(self) -> bool:
         """Take the lock if it is free; never wait."""
-        self.held = self.store.add(self.key, self.token, self.expiry())
+        return run_steps(self.try_acquire_steps(), perform)
+
+    def try_acquire_steps(self) -> Steps[bool]:
+        """:meth:`try_acquire`, as steps (see :mod:`mcache.steps`)."""
+        self.held = yield StoreCall(self.store, "add", (self.key, self.token, self.expiry()))
         return self.held
 
     def acquire(self, wait: float | None = None) -> bool:
@@ -105,23 +110,30 @@ class Lock:
                 return True
         return False
 
-    def _compare_and(self, ttl: int) -> bool:
-        value, cas_token = self.store.gets(self.key)
+    def _compare_and_steps(self, ttl: int) -> Steps[bool]:
+        value, cas_token = yield StoreCall(self.store, "gets", (self.key,))
         if value is NO_VALUE or value != self.token:
             return False
-        return self.store.cas(self.key, self.token, cas_token, ttl)
+        return (yield StoreCall(self.store, "cas", (self.key, self.token, cas_token, ttl)))
 
     def release(self) -> bool:
         """Release the lock if this owner still holds it; ``False`` if it was not ours."""
-        released = self._compare_and(-1)
+        return run_steps(self.release_steps(), perform)
+
+    def release_steps(self) -> Steps[bool]:
+        """:meth:`release`, as steps."""
+        released = yield from self._compare_and_steps(-1)
         self.held = False
         return released
 
     def extend(self, timeout: int | None = None) -> bool:
         """Push the expiry out by ``timeout`` seconds, only if this owner still holds it."""
-        extended = self._compare_and(self.expiry(timeout))
-        self.held = extended
-        return extended
+        return run_steps(self.extend_steps(timeout), perform)
+
+    def extend_steps(self, timeout: int | None = None) -> Steps[bool]:
+        """:meth:`extend`, as steps."""
+        self.held = yield from self._compare_and_steps(self.expiry(timeout))
+        return self.held
 
     def __enter__(self) -> Lock:
         if not self.acquire():

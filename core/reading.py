@@ -18,7 +18,7 @@ from .api import NO_VALUE, NoValueType, StaleClaim
 from .dependencies import report
 from .entry import Entry, is_placeholder
 from .errors import MCacheError
-from .steps import Blocking, Steps, StoreCall, perform, run_steps
+from .steps import Steps, StoreCall, perform, run_steps
 
 if TYPE_CHECKING:
     from .cache import Cache
@@ -77,7 +77,7 @@ class Reader:
                 got = yield StoreCall(cache.shared, "get_many", ([k for _, k in wanted],))
             found, missing = cache.tags.versions_found(wanted, got)
             if missing:
-                found = {**found, **(yield Blocking(cache.tags.create, (missing,)))}
+                found = {**found, **(yield from cache.tags.create_steps(missing))}
         declared = {label: found[label] for label, _ in slots} if known else found
         if entry is None or len(entry.tags) <= len(declared):
             if known and entry is not None:

@@ -14,26 +14,20 @@ of keeping twin copies in step.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
-import os
-import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
-    "Blocking",
     "CallBuilder",
     "Operation",
     "Pause",
-    "Release",
+    "Shielded",
     "Steps",
     "StoreCall",
     "Wait",
-    "Win",
     "aperform",
     "arun_steps",
     "one",
@@ -48,15 +42,19 @@ Steps = Generator[Any, Any, T]
 """Steps that yield operations and return a ``T``."""
 
 
-def run_steps(steps: Steps[T], perform: Callable[[Any], Any]) -> T:
+_START = object()
+
+
+def run_steps(steps: Steps[T], perform: Callable[[Any], Any], resume: Any = _START) -> T:
     """Run ``steps`` to their end, performing each operation with ``perform(operation)``.
 
     Whatever an operation raises, an interrupt included, is raised in the steps
     where they yielded it, so their ``finally`` blocks run (and may yield the
-    operations that clean up) before it goes on up.
+    operations that clean up) before it goes on up. ``resume``: steps already
+    started, waiting for this operation's result (see :class:`Shielded`).
     """
     try:
-        operation = next(steps)
+        operation = next(steps) if resume is _START else resume
         while True:
             try:
                 result = perform(operation)
@@ -133,71 +131,73 @@ class StoreCall:
 
 
 @dataclass(slots=True)
-class Blocking:
-    """Work that still blocks (not yet written as steps): ``function(*args)``.
+class Shielded:
+    """Steps run as one operation that a cancellation cannot cut short.
 
-    The async driver runs it in a worker thread: each one left is a thread hop.
+    For what wins something (a lock, a lease) or frees it. The sync driver
+    runs the steps in place. The async one runs them as a task of their own,
+    shielded: a caller cancelled meanwhile (anyio cancels again and again)
+    leaves them to finish, and whatever they won then goes to ``let_go``,
+    whose steps free it, so nothing is held for a caller that is gone. If the
+    loop closes first, a won lock frees on its own within its timeout.
     """
 
-    function: Callable[..., Any]
-    args: tuple[Any, ...]
+    steps: Steps[Any]
+    let_go: Callable[[Any], Steps[Any]] | None = None
 
     def run(self) -> Any:
-        return self.function(*self.args)
+        return run_steps(self.steps, perform)
 
     async def arun(self) -> Any:
-        return await asyncio.to_thread(self.function, *self.args)
-
-
-@dataclass(slots=True)
-class Win:
-    """Blocking work that may win something (a lock, a lease): ``function(*args)``.
-
-    If an async caller is cancelled while it runs, the thread goes on (and
-    ``asyncio.run`` may close the loop meanwhile), so the thread itself hands
-    what it won to ``let_go`` once done: nothing won for a caller that is gone
-    stays held, or renewed, for the life of the process.
-    """
-
-    function: Callable[..., Any]
-    args: tuple[Any, ...]
-    let_go: Callable[[Any], None]
-
-    def run(self) -> Any:
-        return self.function(*self.args)
-
-    async def arun(self) -> Any:
-        outcome = hops().submit(contextvars.copy_context().run, self.function, *self.args)
+        task = asyncio.ensure_future(_finish(self.steps))
         try:
-            return await asyncio.shield(asyncio.wrap_future(outcome))
+            return await asyncio.shield(task)
         except asyncio.CancelledError:
             let_go = self.let_go
+            if let_go is not None:
 
-            def when_done(done: Future[Any]) -> None:
-                if not done.cancelled() and done.exception() is None and done.result() is not None:
-                    let_go(done.result())
+                def when_done(done: asyncio.Future[Any]) -> None:
+                    if not done.cancelled() and done.exception() is None:
+                        won = done.result()
+                        if won is not None:
+                            _background(_finish(let_go(won)))
 
-            outcome.add_done_callback(when_done)
+                task.add_done_callback(when_done)
             raise
 
 
-@dataclass(slots=True)
-class Release:
-    """Blocking work that must finish even if the caller is cancelled: ``function(*args)``.
+async def _finish(steps: Steps[T]) -> T:
+    """Run ``steps`` on the loop; if the loop cancels them (it is closing), finish by calling.
 
-    Handed to a thread at once and shielded: a cancellation that lands during
-    it (anyio cancels again and again) must not leave a lock held.
+    Only the loop's shutdown cancels a shielded task. The operation in flight
+    is done again by the sync driver, and so is the rest, so a release is never
+    cut off half-way. Its outcome was unknown, and repeating it is harmless: a
+    ``gets`` or a ``cas`` on a token at worst finds its work done; an ``add``
+    that had landed is taken for lost, and its lock frees within its timeout.
     """
+    try:
+        operation = next(steps)
+        while True:
+            try:
+                result = await aperform(operation)
+            except asyncio.CancelledError:
+                return run_steps(steps, perform, resume=operation)
+            except BaseException as error:
+                operation = steps.throw(error)
+            else:
+                operation = steps.send(result)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
-    function: Callable[..., Any]
-    args: tuple[Any, ...]
 
-    def run(self) -> Any:
-        return self.function(*self.args)
+_freeing: set[asyncio.Future[Any]] = set()
 
-    async def arun(self) -> Any:
-        done = hops().submit(self.function, *self.args)
-        return await asyncio.shield(asyncio.wrap_future(done))
+
+def _background(work: Awaitable[Any]) -> None:
+    """Run ``work`` on the running loop, held until done (a loop keeps tasks weakly)."""
+    task = asyncio.ensure_future(work)
+    _freeing.add(task)
+    task.add_done_callback(_freeing.discard)
 
 
 @dataclass(slots=True)
@@ -252,24 +252,3 @@ class CallBuilder:
 async def settled(result: Any) -> Any:
     """Return ``result``, awaited first if it is awaitable."""
     return await result if inspect.isawaitable(result) else result
-
-
-_executor: tuple[int, ThreadPoolExecutor] | None = None
-_executor_lock = threading.Lock()
-
-
-def hops() -> ThreadPoolExecutor:
-    """Return this process's pool for the store calls that win or free something.
-
-    Its futures are not tied to any event loop, so a cancellation can never
-    drop what they won; the interpreter waits for its threads at exit.
-    """
-    global _executor, _executor_lock
-    if _executor is not None and _executor[0] == os.getpid():
-        return _executor[1]
-    if _executor is not None:  # a forked child: the parent's lock may have been held at the fork
-        _executor_lock = threading.Lock()
-    with _executor_lock:
-        if _executor is None or _executor[0] != os.getpid():  # a forked child has no threads
-            _executor = (os.getpid(), ThreadPoolExecutor(32, "mcache-async"))
-        return _executor[1]

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from .api import NO_VALUE, Colocating, Store
 from .clock import Clock
 from .keys import MAX_KEY_BYTES, make_key
-from .steps import Blocking, Steps, StoreCall, perform, run_steps
+from .steps import Steps, StoreCall, perform, run_steps
 from .stores.base import stored_count
 
 __all__ = ["Slot", "Tags"]
@@ -149,9 +149,9 @@ class Tags:
         self._remember(versions)
         return versions, missing
 
-    def create(self, slots: list[Slot]) -> dict[str, int]:
+    def create_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:
         """Create lost copies with the current time (remembered); a racing creator's wins."""
-        versions = self._create(slots)
+        versions = yield from self._recreate_steps(slots, self.clock.time_ms(), forward=False)
         self._remember(versions)
         return versions
 
@@ -174,7 +174,7 @@ class Tags:
         found = yield StoreCall(self.store, "get_many", ([key for _, key in slots],))
         versions, missing = self.versions_found(slots, found)
         if missing:
-            versions.update((yield Blocking(self.create, (missing,))))
+            versions.update((yield from self.create_steps(missing)))
         return versions
 
     def slots_of(self, labels: Iterable[str]) -> list[Slot]:
@@ -220,13 +220,9 @@ class Tags:
             local = yield from self._fetch_steps(slots)
         return {**local, **dict.fromkeys(strays, -1)} if strays else local
 
-    def _create(self, slots: list[Slot]) -> dict[str, int]:
-        """Create lost copies with the current time; a racing creator's version wins."""
-        return self._recreate(slots, self.clock.time_ms(), forward=False)
-
-    def _recreate(
+    def _recreate_steps(
         self, slots: list[Slot], now: int, forward: bool, seen: Mapping[str, int] | None = None
-    ) -> dict[str, int]:
+    ) -> Steps[dict[str, int]]:
         """Create missing copies at ``now``; where someone else just did, take their version.
 
         With ``forward`` (a bump) that version is moved on as well. Foreign bytes
@@ -241,14 +237,15 @@ class Tags:
             # A tag lost within the millisecond this process created it must not come
             # back with the same version, or entries recorded against it stay valid.
             start = max(now, self._created.get(key, 0) + 1, seen.get(key, -1) + 1)
-            if self.store.add(key, b"%d" % start, 0):
+            store = self.store
+            if (yield StoreCall(store, "add", (key, b"%d" % start, 0))):
                 current: int | None = start
             else:
-                current = stored_count(self.store.get(key))
+                current = stored_count((yield StoreCall(store, "get", (key,))))
                 if current is not None and forward:
-                    current = self.store.incr(key, max(1, start - current))
+                    current = yield StoreCall(store, "incr", (key, max(1, start - current)))
                 if current is None:
-                    self.store.set(key, b"%d" % start, 0)
+                    yield StoreCall(store, "set", (key, b"%d" % start, 0))
                     current = start
             versions[label] = current
             if len(self._created) > _REMEMBERED:
@@ -262,11 +259,15 @@ class Tags:
         Two round trips whatever the number of tags: one read of every copy, one
         batch of increments (pipelined per server where the store can).
         """
+        return run_steps(self.bump_steps(names), perform)
+
+    def bump_steps(self, names: Iterable[str]) -> Steps[dict[str, int]]:
+        """:meth:`bump`, as steps (see :mod:`mcache.steps`)."""
         names = list(dict.fromkeys(names))
         slots = list(dict.fromkeys(slot for name in names for slot in self.everywhere(name)))
         if not slots:
             return {}
-        found = self.store.get_many([key for _, key in slots])
+        found = yield StoreCall(self.store, "get_many", ([key for _, key in slots],))
         now = self.clock.time_ms()
         deltas: dict[str, int] = {}
         seen: dict[str, int] = {}
@@ -278,14 +279,14 @@ class Tags:
             else:
                 seen[slot[1]] = old
                 deltas[slot[1]] = max(1, now - old)
-        results = incr_many(self.store, deltas)
+        results = yield from incr_many_steps(self.store, deltas)
         versions = {}
         for label, key in slots:
             if key in deltas and results.get(key) is not None:
                 versions[label] = results[key]  # type: ignore[assignment]
             elif (label, key) not in missing:
                 missing.append((label, key))  # deleted between the read and the increment
-        versions.update(self._recreate(missing, now, forward=True, seen=seen))
+        versions.update((yield from self._recreate_steps(missing, now, forward=True, seen=seen)))
         self._remember(versions)
         cut = len(self._prefix)
         return {name: versions[self.key(name)[cut:]] for name in names}
@@ -293,9 +294,16 @@ class Tags:
 
 def incr_many(store: Store, deltas: Mapping[str, int]) -> dict[str, int | None]:
     """Increment several keys, in one batch per server where the store offers it."""
+    return run_steps(incr_many_steps(store, deltas), perform)
+
+
+def incr_many_steps(store: Store, deltas: Mapping[str, int]) -> Steps[dict[str, int | None]]:
+    """:func:`incr_many`, as steps."""
     if not deltas:
         return {}
-    batched = getattr(store, "incr_many", None)
-    if batched is not None:
-        return batched(deltas)
-    return {key: store.incr(key, delta) for key, delta in deltas.items()}
+    if hasattr(store, "incr_many"):
+        return (yield StoreCall(store, "incr_many", (deltas,)))
+    counts: dict[str, int | None] = {}
+    for key, delta in deltas.items():
+        counts[key] = yield StoreCall(store, "incr", (key, delta))
+    return counts

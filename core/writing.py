@@ -21,7 +21,7 @@ from .entry import Entry
 from .errors import StoreUnavailable, ValueTooLarge
 from .lock import Lock
 from .renewal import renewer
-from .steps import Steps, StoreCall
+from .steps import Steps, StoreCall, perform, run_steps
 
 if TYPE_CHECKING:
     from .cache import Cache
@@ -73,16 +73,18 @@ class Writer:
                 self._stale_at.clear()
             self._stale_at[key] = entry.fresh_until_ms
 
-    def drop_claim(self, key: str, claim: StaleClaim | None) -> None:
+    def drop_claim_steps(self, key: str, claim: StaleClaim | None) -> Steps[None]:
         """Free a lock the read claimed for a rebuild that is not needed after all.
 
         Rare: the store judged by time left, the entry said otherwise (a plain
         value near its end, a build's placeholder, a clock ahead of the store's).
         """
         if claim is not None and claim.outcome:
-            self.unlock(key, Lock(self.cache.shared, claim.lock_key, token=claim.token))
+            yield from self.unlock_steps(
+                key, Lock(self.cache.shared, claim.lock_key, token=claim.token)
+            )
 
-    def try_stale_lock(self, call: Call) -> Lock | None:
+    def try_stale_lock_steps(self, call: Call) -> Steps[Lock | None]:
         """Take the lock of a stale key, unless it was found held moments ago.
 
         Readers of a stale key only need the lock to decide who rebuilds: once
@@ -102,7 +104,9 @@ class Writer:
             return self._held(Lock(self.cache.shared, claim.lock_key, timeout, token=claim.token))
         if self.rebuild_under_way(call.key, now):
             return None
-        lock = None if claim is not None and claim.outcome is False else self.try_lock(call)
+        lock = None
+        if claim is None or claim.outcome is not False:
+            lock = yield from self.try_lock_steps(call)
         if lock is None:
             self._mark_busy(call.key, now)
         return lock
@@ -119,11 +123,15 @@ class Writer:
 
     def try_lock(self, call: Call) -> Lock | None:
         """Try the key's distributed lock once; return it (renewed while held) if won."""
+        return run_steps(self.try_lock_steps(call), perform)
+
+    def try_lock_steps(self, call: Call) -> Steps[Lock | None]:
+        """:meth:`try_lock`, as steps (see :mod:`mcache.steps`)."""
         self.cache.trace(call.key, "L")
         lock_key = self.cache.derived_key("l", call.key)
         lock = Lock(self.cache.shared, lock_key, call.options.lock_timeout)
         try:
-            if not lock.try_acquire():
+            if not (yield from lock.try_acquire_steps()):
                 return None
         except Exception as error:
             self.cache.store_failed("lock", error)
@@ -137,14 +145,18 @@ class Writer:
 
     def unlock(self, key: str, lock: Lock) -> None:
         """Release ``lock`` if still ours; a store failure here is logged, not raised."""
+        run_steps(self.unlock_steps(key, lock), perform)
+
+    def unlock_steps(self, key: str, lock: Lock) -> Steps[None]:
+        """:meth:`unlock`, as steps."""
         renewer.drop(lock)
         try:
-            lock.release()
+            yield from lock.release_steps()
         except Exception as error:
             self.cache.store_failed("unlock", error)
         self.cache.trace(key, "U")
 
-    def take_lease(self, call: Call, lock: Lock | None) -> leases.Lease | None:
+    def take_lease_steps(self, call: Call, lock: Lock | None) -> Steps[leases.Lease | None]:
         """Return the lease the entry will be written against (None: the store failed).
 
         With a lock, the lease is kept alive as long as the lock is renewed: a
@@ -153,7 +165,7 @@ class Writer:
         o, cache = call.options, self.cache
         ttl = math.ceil(o.ttl + o.stale_ttl) if o.ttl else 0
         try:
-            lease = leases.take(
+            lease = yield from leases.take_steps(
                 cache.store,
                 cache.codec,
                 call.key,
@@ -214,30 +226,44 @@ class Writer:
             yield StoreCall(store, "cas", (store_key, codec.dumps(entry.value), token, seconds))
         )
 
-    def settle(
+    def settle_steps(
         self, key: str, lease: leases.Lease | None, lock: Lock | None, back_off: bool = False
-    ) -> None:
+    ) -> Steps[None]:
         """After a build: take away its placeholder if it stored nothing, and free its lock.
 
         With ``back_off`` (a background rebuild failed) the lock is kept, no longer
         renewed, for twice its timeout: the stale entry is served meanwhile and no
         process retries the failing build before then.
         """
+        cache = self.cache
         if lease is not None:
-            self.cache.store_call(
-                "delete", lambda: leases.abandon(self.cache.store, key, lease), None
+            yield from cache.store_steps(
+                "delete", leases.abandon_steps(cache.store, key, lease), None
             )
         if lock is None:
             return
         if back_off:
             renewer.drop(lock)
-            held = self.cache.store_call("lock", lambda: lock.extend(2 * lock.timeout), False)
-            if held:
+            if (yield from cache.store_steps("lock", lock.extend_steps(2 * lock.timeout), False)):
                 self.cache.trace(key, "B")
                 return
-        self.unlock(key, lock)
+        yield from self.unlock_steps(key, lock)
 
-    def write(self, call: Call, value: Any, lease: leases.Lease) -> bool:
+    def let_go(self, key: str, won: Any, lock: Lock | None) -> Steps[None]:
+        """Return the steps that free a lock or lease won for a caller gone meanwhile.
+
+        Its renewal stops at once (not when the steps run): if they never run,
+        as when the event loop closes first, the lock still frees on its own
+        within its timeout instead of being renewed for the life of the process.
+        """
+        if isinstance(won, Lock):
+            renewer.drop(won)
+            return self.settle_steps(key, None, won)
+        if lock is not None:
+            renewer.drop(lock)
+        return self.settle_steps(key, won, lock)
+
+    def write_steps(self, call: Call, value: Any, lease: leases.Lease) -> Steps[bool]:
         """Store the entry: fresh for ``ttl`` less up to ``jitter``, kept ``stale_ttl`` longer.
 
         Built from stale data (``call.stale``), it is stored already stale, so
@@ -262,10 +288,12 @@ class Writer:
             )
             return False
         try:
-            stored = leases.write(cache.store, call.key, data, lease, store_ttl)
+            stored = yield from leases.write_steps(cache.store, call.key, data, lease, store_ttl)
         except ValueTooLarge as error:
             cache.store_failed("set", error)
-            cache.store_call("delete", lambda: leases.withdraw(cache.store, call.key, lease), None)
+            yield from cache.store_steps(
+                "delete", leases.withdraw_steps(cache.store, call.key, lease), None
+            )
             return False
         except StoreUnavailable as error:
             cache.store_failed("set", error)

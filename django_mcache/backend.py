@@ -354,6 +354,10 @@ class MCacheBackend(BaseCache):
         """Bump ``tags``: every entry carrying one of them is stale from now on."""
         return self.mcache.invalidate(*tags)
 
+    async def ainvalidate(self, *tags: str) -> dict[str, int]:
+        """:meth:`invalidate` from async code, on the store's async twin."""
+        return await self.mcache.ainvalidate(*tags)
+
     def lock(self, name: str, timeout: int | None = None, wait: float = 0.0) -> Lock:
         """Return the distributed lock ``name`` (a context manager)."""
         return self.mcache.lock(name, timeout, wait)

@@ -157,6 +157,10 @@ class MCache:
         """Bump ``tags``: every entry carrying one of them is stale from now on."""
         return self.cache.invalidate(*tags)
 
+    async def ainvalidate(self, *tags: str) -> dict[str, int]:
+        """:meth:`invalidate` in an ``async def`` view, on the store's async twin."""
+        return await self.cache.ainvalidate(*tags)
+
     def lock(self, name: str, timeout: int | None = None, wait: float = 0.0) -> Lock:
         """Return the distributed lock ``name``."""
         return self.cache.lock(name, timeout, wait)

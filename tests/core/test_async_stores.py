@@ -27,14 +27,18 @@ def cache(request: pytest.FixtureRequest) -> Cache:
 
 
 def forbid_thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Make ``asyncio.to_thread`` record and refuse every hop from here on."""
+    """Make ``asyncio.to_thread`` and executors record and refuse every hop from here on."""
     hops: list[Any] = []
 
     def refuse(function: Any, *args: Any) -> Any:
         hops.append(function)
-        raise AssertionError(f"thread hop on a hit: {function!r}")
+        raise AssertionError(f"thread hop: {function!r}")
+
+    def refuse_executor(loop: Any, executor: Any, function: Any, *args: Any) -> Any:
+        return refuse(function)
 
     monkeypatch.setattr(asyncio, "to_thread", refuse)
+    monkeypatch.setattr(asyncio.BaseEventLoop, "run_in_executor", refuse_executor)
     return hops
 
 

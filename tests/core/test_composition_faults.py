@@ -47,7 +47,7 @@ def test_an_async_build_cancelled_twice_frees_its_lock_and_placeholder(url: str)
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    asyncio.run(main())  # waits for the worker threads: the cleanup has run
+    asyncio.run(main())  # the shielded release is finished as the loop shuts down
     deadline = time.monotonic() + 2
     while cache.shared.get(lock_key) is not NO_VALUE and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -8,6 +8,7 @@ is seen.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -69,6 +70,59 @@ def stampede(
 
     run_together(call, threads, ready)
     time.sleep(linger)  # let a background refresh finish before the process ends
+    cache.metrics.flush()
+    results.put(outcomes)
+
+
+def astampede(
+    url: str,
+    namespace: str,
+    key: str,
+    tasks: int,
+    build_seconds: float,
+    options: dict[str, Any],
+    ready: Any,
+    go: Any,
+    results: Any,
+) -> None:
+    """:func:`stampede` through the async driver: ``tasks`` asyncio tasks on one loop."""
+    cache = Cache(url, namespace=namespace)
+    astampede_on(cache, key, tasks, build_seconds, options, ready, go, results)
+
+
+def astampede_on(
+    cache: Cache,
+    key: str,
+    tasks: int,
+    build_seconds: float,
+    options: dict[str, Any],
+    ready: Any,
+    go: Any,
+    results: Any,
+) -> None:
+    """:func:`astampede` on a given cache (threads of one process, each with its own loop)."""
+    options = dict(options)
+    linger = options.pop("linger", 0)
+    count = counting_builder(cache, 0, f"pid {os.getpid()}")
+
+    async def build() -> str:
+        await asyncio.sleep(build_seconds)
+        return count()  # type: ignore[no-any-return]
+
+    async def call() -> tuple[Any, float]:
+        started = time.monotonic()
+        value = await cache.aget_or_build(key, build, **options)
+        return value, time.monotonic() - started
+
+    async def together() -> list[tuple[Any, float]]:
+        outcomes = await asyncio.gather(*(call() for _ in range(tasks)))
+        await asyncio.sleep(linger)  # let a background refresh finish before the loop ends
+        return list(outcomes)
+
+    ready.put(os.getpid())
+    go.wait()
+    outcomes = asyncio.run(together())
+    time.sleep(linger)
     cache.metrics.flush()
     results.put(outcomes)
 

@@ -1,0 +1,242 @@
+"""``aget_or_build`` under real concurrency: the async driver held to what the sync one does.
+
+The read path is written once (:mod:`mcache.build`); these tests run the
+sync suite's checks through the async driver on the stores that have an async
+twin: memory, memcached and Redis. Stampedes are processes (threads, each with
+its own event loop, for the in-process memory store) running asyncio tasks
+together; builds are counted in the store, so a build anywhere is seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import queue
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from mcache import NO_VALUE, Cache, Lock
+from tests.core import workers
+from tests.core.test_async_stores import forbid_thread_hops
+from tests.core.test_get_or_build import builds, put_stale
+
+PROCESSES = 8
+TASKS = 8
+BUILD = 0.5
+
+
+@pytest.fixture(params=["memory", "memcached", "redis"])
+def url(request: pytest.FixtureRequest) -> str:
+    if request.param == "memory":
+        return "memory://"
+    return request.getfixturevalue(f"{request.param}_url")
+
+
+def shared_cache(url: str, namespace: str) -> Cache:
+    """The test's cache: for the in-process memory store, the one the stampede runs on."""
+    if not _local(url):
+        return Cache(url, namespace=namespace)
+    if url not in _in_process:
+        _in_process[url] = Cache(url, namespace=namespace)
+    return _in_process[url]
+
+
+_in_process: dict[str, Cache] = {}
+
+
+def _local(url: str) -> bool:
+    return url.startswith("memory:")
+
+
+@pytest.fixture(autouse=True)
+def _forget_in_process_caches() -> None:
+    _in_process.clear()
+
+
+def run_astampede(url: str, key: str, options: dict[str, Any]) -> list[tuple[Any, float]]:
+    """8 processes (threads, for memory) × 8 asyncio tasks call aget_or_build(key) at once."""
+    if _local(url):
+        cache = shared_cache(url, "ast")
+        ready, go, results = queue.Queue(), threading.Event(), queue.Queue()
+        runners = [
+            threading.Thread(
+                target=workers.astampede_on,
+                args=(cache, key, TASKS, BUILD, options, ready, go, results),
+            )
+            for _ in range(PROCESSES)
+        ]
+    else:
+        context = multiprocessing.get_context("spawn")
+        ready, go, results = context.Queue(), context.Event(), context.Queue()
+        runners = [
+            context.Process(
+                target=workers.astampede,
+                args=(url, "ast", key, TASKS, BUILD, options, ready, go, results),
+            )
+            for _ in range(PROCESSES)
+        ]
+    for runner in runners:
+        runner.start()
+    for _ in runners:
+        ready.get(timeout=60)
+    go.set()
+    outcomes = [item for _ in runners for item in results.get(timeout=60)]
+    for runner in runners:
+        runner.join(timeout=30)
+    assert len(outcomes) == PROCESSES * TASKS
+    return outcomes
+
+
+# -- stampedes ---------------------------------------------------------------------------------
+
+
+def test_async_cold_stampede_builds_once(url: str) -> None:
+    cache = shared_cache(url, "ast")
+    outcomes = run_astampede(url, "hot", {"ttl": 60})
+    values = {value for value, _ in outcomes}
+    assert builds(cache) == 1
+    assert len(values) == 1 and next(iter(values)).startswith("built by pid")
+    assert max(seconds for _, seconds in outcomes) < 5 * BUILD, "the waiters saw the entry soon"
+
+
+def test_async_stale_stampede_sync_builds_once(url: str) -> None:
+    cache = shared_cache(url, "ast")
+    put_stale(cache, "hot", "old")
+    outcomes = run_astampede(url, "hot", {"ttl": 60})
+    values = [value for value, _ in outcomes]
+    assert builds(cache) == 1
+    assert values.count("old") == len(values) - 1, "everyone but the rebuilder got stale"
+    assert cache.get_or_build("hot", lambda: "unused").startswith("built by pid")
+
+
+def test_async_stale_stampede_background_serves_everyone_stale(url: str) -> None:
+    cache = shared_cache(url, "ast")
+    put_stale(cache, "hot", "old")
+    options = {"ttl": 60, "refresh": "background", "linger": 1.5}
+    outcomes = run_astampede(url, "hot", options)
+    assert {value for value, _ in outcomes} == {"old"}, "the lock winner too returned at once"
+    assert max(seconds for _, seconds in outcomes) < BUILD, "nobody waited for the rebuild"
+    assert builds(cache) == 1
+    assert cache.get_or_build("hot", lambda: "unused").startswith("built by pid")
+
+
+# -- locks -------------------------------------------------------------------------------------
+
+
+def test_an_async_waiter_takes_over_from_a_dead_lock_holder(url: str) -> None:
+    cache = Cache(url, namespace="alk")
+    lock_key = cache.derived_key("l", cache.key("job"))
+    dead = Lock(cache.shared, lock_key, timeout=1)
+    assert dead.try_acquire()  # its holder died: nobody renews it
+
+    async def rebuilt() -> str:
+        return "rebuilt"
+
+    started = time.monotonic()
+    value = asyncio.run(cache.aget_or_build("job", rebuilt, wait=5, lock_timeout=2))
+    waited = time.monotonic() - started
+    assert value == "rebuilt"
+    assert 0.5 < waited < 5.0, "it waited for the lock to expire, and no longer than its wait"
+    assert cache.shared.get(lock_key) is NO_VALUE, "the new builder released its lock"
+    assert cache.get_or_build("job", lambda: "again") == "rebuilt"
+
+
+def test_an_async_build_error_serves_stale_and_frees_the_lock(url: str, caplog) -> None:
+    cache = Cache(url, namespace="aer")
+    put_stale(cache, "k", "stale value")
+
+    async def failing() -> str:
+        raise RuntimeError("database timeout")
+
+    with caplog.at_level(logging.WARNING, logger="mcache"):
+        assert asyncio.run(cache.aget_or_build("k", failing)) == "stale value"
+    assert "database timeout" in caplog.text
+    assert cache.shared.get(cache.derived_key("l", cache.key("k"))) is NO_VALUE
+
+
+def test_an_async_build_error_without_stale_raises_and_leaves_nothing(url: str) -> None:
+    cache = Cache(url, namespace="aer")
+
+    async def failing() -> str:
+        raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        asyncio.run(cache.aget_or_build("k", failing))
+    assert cache.shared.get(cache.derived_key("l", cache.key("k"))) is NO_VALUE
+    assert cache.store.get(cache.key("k")) is NO_VALUE, "no placeholder left behind"
+    assert cache.get_or_build("k", lambda: "ok") == "ok"
+
+
+# -- tags --------------------------------------------------------------------------------------
+
+
+def test_a_tag_bumped_during_an_async_build_leaves_the_entry_stale(url: str) -> None:
+    cache = Cache(url, namespace="atg")
+    calls = []
+
+    async def build() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            await cache.ainvalidate("posts")  # an author publishes while the page is built
+        return f"page v{len(calls)}"
+
+    async def visits() -> list[str]:
+        return [await cache.aget_or_build("home", build, tags=["posts"]) for _ in range(3)]
+
+    assert asyncio.run(visits()) == ["page v1", "page v2", "page v2"]
+
+
+def test_ainvalidate_reaches_only_tagged_entries_and_lost_tags_count_as_bumped(url: str) -> None:
+    cache = Cache(url, namespace="atg")
+
+    async def value(v: str) -> str:
+        return v
+
+    async def visits() -> list[Any]:
+        seen = [
+            await cache.aget_or_build("a", lambda: value("a1"), tags=["x"]),
+            await cache.aget_or_build("b", lambda: value("b1"), tags=["y"]),
+            await cache.ainvalidate("x"),
+            await cache.aget_or_build("a", lambda: value("a2"), tags=["x"]),
+            await cache.aget_or_build("b", lambda: value("b2"), tags=["y"]),
+        ]
+        cache.store.delete_many([key for _label, key in cache.tags.everywhere("y")])
+        seen.append(await cache.aget_or_build("b", lambda: value("b3"), tags=["y"]))
+        return seen
+
+    a1, b1, versions, a2, b_after, b_lost = asyncio.run(visits())
+    assert (a1, b1, a2, b_after, b_lost) == ("a1", "b1", "a2", "b1", "b3")
+    assert set(versions) == {"x"} and versions["x"] > 0
+
+
+# -- no thread hops ------------------------------------------------------------------------------
+
+
+def test_an_async_miss_rebuild_and_invalidation_make_no_thread_hop(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Locks, leases, writes, releases and tag bumps are awaited on the loop, like reads."""
+    cache = Cache(url, namespace="ahop")
+    put_stale(cache, "stale", "old")
+    hops = forbid_thread_hops(monkeypatch)
+
+    async def value(v: str) -> str:
+        return v
+
+    async def visits() -> list[Any]:
+        return [
+            await cache.aget_or_build("page", lambda: value("built"), ttl=60, tags=["t"]),
+            await cache.aget_or_build("stale", lambda: value("rebuilt"), ttl=60),
+            await cache.ainvalidate("t"),
+            await cache.aget_or_build("page", lambda: value("again"), ttl=60, tags=["t"]),
+        ]
+
+    built, rebuilt, versions, again = asyncio.run(visits())
+    assert (built, rebuilt, again) == ("built", "rebuilt", "again")
+    assert set(versions) == {"t"}
+    assert hops == []
+    assert cache.get_or_build("page", lambda: "unused", tags=["t"]) == "again", "it was stored"

@@ -72,6 +72,7 @@ class RedisStore(RedisSteps):
         check_options(socket_timeout, socket_connect_timeout, max_value_size)
         self.url = url
         self.max_value_size = max_value_size
+        self.max_connections = max_connections
         if client is None:
             self.connection_options = {
                 "socket_timeout": socket_timeout,
@@ -214,21 +215,30 @@ class RedisStore(RedisSteps):
             self._reader.connection_pool.disconnect()
 
     def asynchronous(self) -> AsyncRedisStore | None:
-        """Return this store's async twin on the same database (see :mod:`.redis_async`).
+        """Return this store's async twin on the same servers (see :mod:`.redis_async`).
 
-        None for a store not made from its URL alone (Sentinel's primary, a
-        cluster): async callers reach those through a worker thread, until
-        twins on redis.asyncio's Sentinel and Cluster clients back them.
+        None for a store given its client: async callers reach it through a
+        worker thread (the twin cannot copy a client it did not make).
         """
         twin = self._twin
-        if twin is not None or self.connection_options is None:
+        if twin is not None:
             return twin  # every awaited store call asks: no lock once it exists
-        from .redis_async import AsyncRedisStore
-
+        if not self.has_twin():
+            return None
         with _TWIN_LOCK:  # callers racing to the first call share one twin
             if self._twin is None:
-                self._twin = AsyncRedisStore(self)
+                self._twin = self.new_twin()
             return self._twin
+
+    def has_twin(self) -> bool:
+        """Whether the store knows how to make its own clients on an event loop."""
+        return self.connection_options is not None
+
+    def new_twin(self) -> AsyncRedisStore:
+        """Make the async twin (Sentinel and Cluster stores make their own kinds)."""
+        from .redis_async import AsyncRedisStore
+
+        return AsyncRedisStore(self)
 
 
 def check_options(

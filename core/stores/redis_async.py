@@ -16,6 +16,8 @@ that is gone takes its client with it.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import redis.asyncio
@@ -35,21 +37,51 @@ if TYPE_CHECKING:
     from ..api import StaleClaim
     from .redis import RedisStore
 
-__all__ = ["DEFAULT_MAX_CONNECTIONS", "AsyncRedisStore"]
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "AsyncRedisStore", "LoopClient"]
 
 DEFAULT_MAX_CONNECTIONS = 64
 """Connections per event loop when the store's ``max_connections`` is not set."""
 
 
-class _LoopClient:
-    """One event loop's client and the scripts registered on it."""
+class LoopClient:
+    """One event loop's clients (the primary's, the replicas' reader) and their scripts.
 
-    def __init__(self, client: redis.asyncio.Redis) -> None:
+    ``slots`` bounds the commands in flight, for clients whose pools refuse a
+    connection over their limit instead of waiting for one (Sentinel's, a
+    cluster's): a burst waits here, so the bound holds and nothing fails.
+    ``opening`` (a cluster learning its slot map) is awaited once, by the first
+    command, while the others wait: clients that would each start it on first
+    use must not run it twice at once.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        reader: Any = None,
+        slots: int | None = None,
+        also_close: tuple[Any, ...] = (),
+        opening: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.client = client
+        self.reader = client if reader is None else reader
+        self.slots = None if slots is None else asyncio.Semaphore(slots)
         self.scripts: dict[str, AsyncScript] = {}
+        self._also_close = also_close
+        self.opening = opening
+        self._opened = asyncio.Lock()
+
+    async def open(self) -> None:
+        """Run ``opening`` once (again after a failure), one caller at a time."""
+        async with self._opened:
+            if self.opening is not None:
+                await self.opening()
+                self.opening = None
 
     async def close(self) -> None:
-        await self.client.aclose(close_connection_pool=True)
+        await self.client.aclose()
+        for other in {id(c): c for c in (self.reader, *self._also_close)}.values():
+            if other is not self.client:
+                await other.aclose()
 
     def script(self, source: str) -> AsyncScript:
         script = self.scripts.get(source)
@@ -62,16 +94,10 @@ class AsyncRedisStore(SteppedTwin):
     """:class:`~mcache.api.AsyncStore` on the database of a :class:`RedisStore`."""
 
     def __init__(self, store: RedisStore) -> None:
-        if store.connection_options is None:
-            raise ConfigError(
-                f"{store!r} was given its client, so it has no async twin: make it from a URL"
-            )
         self.store = store
         self.max_value_size = store.max_value_size
-        options = dict(store.connection_options)
-        self.max_connections = options.pop("max_connections") or DEFAULT_MAX_CONNECTIONS
-        self._options = options
-        self._clients: LoopLocal[_LoopClient] = LoopLocal(self._new_client, _LoopClient.close)
+        self.max_connections = store.max_connections or DEFAULT_MAX_CONNECTIONS
+        self._clients: LoopLocal[LoopClient] = LoopLocal(self._new_client, LoopClient.close)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.store!r})"
@@ -81,25 +107,42 @@ class AsyncRedisStore(SteppedTwin):
         """As the sync store's (see :class:`~mcache.api.ClaimsStale`)."""
         return self.store.claims_in_read
 
-    def _new_client(self) -> _LoopClient:
+    def _new_client(self) -> LoopClient:
+        """Make the running loop's client (a blocking pool: a burst waits for a connection)."""
+        options = self.store.connection_options
+        if options is None:
+            raise ConfigError(
+                f"{self.store!r} was given its client, so it has no async twin: make it from a URL"
+            )
         pool = redis.asyncio.BlockingConnectionPool.from_url(
             self.store.url,
-            max_connections=self.max_connections,
-            timeout=self._options["socket_timeout"],
-            **self._options,
+            **{**options, "max_connections": self.max_connections},
+            timeout=options["socket_timeout"],
         )
-        return _LoopClient(redis.asyncio.Redis(connection_pool=pool))
+        return LoopClient(redis.asyncio.Redis.from_pool(pool))
 
     async def _perform(self, operation: Command | Scripted | Pipelined) -> Any:
         """Perform one operation of the steps on the running loop's client."""
         here = await self._clients.get()
+        if here.opening is not None:
+            try:
+                await here.open()
+            except self.store._FAILURES as error:
+                raise self.store.translated(error) from error
+        if here.slots is None:
+            return await self._on(here, operation)
+        async with here.slots:
+            return await self._on(here, operation)
+
+    async def _on(self, here: LoopClient, operation: Command | Scripted | Pipelined) -> Any:
         try:
             if type(operation) is Command:
-                return await operation.call(here.client)
+                return await operation.call(here.reader if operation.reader else here.client)
             if type(operation) is Scripted:
                 return await here.script(operation.source)(operation.keys, operation.args)
-            pipe = here.client.pipeline(transaction=False)
-            operation.fill(pipe)
+            client = here.reader if operation.reader else here.client  # type: ignore[union-attr]
+            pipe = client.pipeline(transaction=False)
+            operation.fill(pipe)  # type: ignore[union-attr]
             return await pipe.execute()
         except self.store._FAILURES as error:
             raise self.store.translated(error, getattr(operation, "key", "")) from error

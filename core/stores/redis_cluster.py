@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, LoadBalancingStrategy, RedisCluster
@@ -41,9 +41,14 @@ from redis.retry import Retry
 
 from ..errors import ConfigError, StoreUnavailable
 from ..keys import validate_store_key
+from ..steps import Steps
 from .base import MiB, copies_per_owner
 from .redis import RedisStore, _redacted, check_options, role_stats
 from .redis_hosts import HostsURL, parse_hosts_url
+from .redis_steps import Pipelined
+
+if TYPE_CHECKING:
+    from .redis_async import AsyncRedisStore
 
 __all__ = ["ClusterRedisStore", "parse_cluster_url"]
 
@@ -85,6 +90,12 @@ class ClusterRedisStore(RedisStore):
         self.address = address = parse_cluster_url(url)
         self.url = url
         self.max_value_size = max_value_size
+        self.max_connections = max_connections
+        self.connection_options = None  # its clients are made here, not from one URL
+        self.timeouts = {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": socket_connect_timeout,
+        }
         self.tag_copies = tag_copies
         self.replica_reads = replica_reads
         self._options: dict[str, Any] = {
@@ -147,13 +158,22 @@ class ClusterRedisStore(RedisStore):
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist: one request per node, in one round."""
         keys = list(keys)
+        if len(keys) > 1 and not self.replica_reads:
+            for key in keys:
+                validate_store_key(key)
+            values = self._from_one_node(keys)
+            if values is not None:
+                return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+        return super().get_many(keys)
+
+    def get_many_steps(self, keys: Iterable[str]) -> Steps[dict[str, bytes]]:
+        """Keys of several slots are read in a cluster pipeline, which splits them per node."""
+        keys = list(keys)
         if len(keys) <= 1:
-            return super().get_many(keys)  # one key, one slot: MGET
+            return (yield from super().get_many_steps(keys))  # one key, one slot: MGET
         for key in keys:
             validate_store_key(key)
-        values = None if self.replica_reads else self._from_one_node(keys)
-        if values is None:
-            values = self._run(_gets(self._reader, keys).execute)
+        values = yield Pipelined(lambda pipe: _queue_gets(pipe, keys), reader=True)
         return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
 
     def _from_one_node(self, keys: list[str]) -> list[Any] | None:
@@ -175,8 +195,8 @@ class ClusterRedisStore(RedisStore):
             return None
         return None if any(isinstance(value, Exception) for value in values) else values
 
-    def pfcount(self, keys: list[str]) -> int:
-        """Return the estimated distinct members across ``keys``, which must share a slot."""
+    def pfcount_steps(self, keys: list[str]) -> Steps[int]:
+        """Count the distinct members across ``keys``, which must share a slot."""
         for key in keys:
             validate_store_key(key)
         if len({key_slot(key.encode()) for key in keys}) > 1:
@@ -184,7 +204,7 @@ class ClusterRedisStore(RedisStore):
                 f"pfcount on a Redis Cluster needs keys of one hash slot (a shared {{…}} tag),"
                 f" got {keys!r}"
             )
-        return super().pfcount(keys)
+        return (yield from super().pfcount_steps(keys))
 
     def flush(self) -> None:
         """Empty every primary (their replicas follow)."""
@@ -208,6 +228,15 @@ class ClusterRedisStore(RedisStore):
         """Close every node's connections; the store reconnects on next use."""
         for client in list(self._clients.values()):
             client.close()
+
+    def has_twin(self) -> bool:
+        return True
+
+    def new_twin(self) -> AsyncRedisStore:
+        """The twin on redis.asyncio's cluster client (see :mod:`.redis_cluster_async`)."""
+        from .redis_cluster_async import AsyncClusterRedisStore
+
+        return AsyncClusterRedisStore(self)
 
     # -- Colocating: tag copies next to entries ---------------------------------------------
 
@@ -252,6 +281,10 @@ def _primary(slots: dict[int, list[ClusterNode]], slot: int) -> ClusterNode | No
 def _gets(client: Any, keys: list[str]) -> Any:
     """A pipeline of one ``GET`` per key on ``client`` (a node's, or the cluster's), unsent."""
     pipe = client.pipeline(transaction=False)
+    _queue_gets(pipe, keys)
+    return pipe
+
+
+def _queue_gets(pipe: Any, keys: list[str]) -> None:
     for key in keys:
         pipe.get(key)
-    return pipe

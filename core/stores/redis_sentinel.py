@@ -21,6 +21,7 @@ a tag bumped, a moment ago.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import redis
@@ -32,6 +33,9 @@ from ..errors import ConfigError
 from .base import MiB
 from .redis import RedisStore, _redacted, role_stats
 from .redis_hosts import parse_hosts_url
+
+if TYPE_CHECKING:
+    from .redis_async import AsyncRedisStore
 
 __all__ = ["SentinelAddress", "SentinelRedisStore", "parse_sentinel_url"]
 
@@ -105,6 +109,22 @@ class SentinelRedisStore(RedisStore):
             replica=replica,
         )
         self._servers = {**servers, **connection}
+        self.max_connections = max_connections
+        self.replica_reads = replica_reads
+        self.sentinel_password = sentinel_password
+        self.timeouts = {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": socket_connect_timeout,
+        }
+
+    def has_twin(self) -> bool:
+        return True
+
+    def new_twin(self) -> AsyncRedisStore:
+        """The twin on redis.asyncio's Sentinel client (see :mod:`.redis_sentinel_async`)."""
+        from .redis_sentinel_async import AsyncSentinelRedisStore
+
+        return AsyncSentinelRedisStore(self)
 
     def stats(self) -> dict[str, dict[str, int | float | str]]:
         """Return every server of the service with its role: the primary, then each replica."""

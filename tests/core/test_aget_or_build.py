@@ -2,7 +2,7 @@
 
 The read path is written once (:mod:`mcache.build`); these tests run the
 sync suite's checks through the async driver on the stores that have an async
-twin: memory, memcached and Redis. Stampedes are processes (threads, each with
+twin: memory, memcached and Redis (one server, Sentinel, Cluster). Stampedes are processes (threads, each with
 its own event loop, for the in-process memory store) running asyncio tasks
 together; builds are counted in the store, so a build anywhere is seen.
 """
@@ -29,7 +29,7 @@ TASKS = 8
 BUILD = 0.5
 
 
-@pytest.fixture(params=["memory", "memcached", "redis"])
+@pytest.fixture(params=["memory", "memcached", "redis", "sentinel", "cluster"])
 def url(request: pytest.FixtureRequest) -> str:
     if request.param == "memory":
         return "memory://"

@@ -17,13 +17,18 @@ from mcache import Cache
 from mcache.stores import MemcachedStore, MemoryStore, RedisStore, from_url
 
 
-@pytest.fixture(params=["memory", "redis", "memcached", "memcached-pool"])
+@pytest.fixture(
+    params=["memory", "redis", "memcached", "memcached-pool", "redis-sentinel", "redis-cluster"]
+)
 def cache(request: pytest.FixtureRequest) -> Cache:
     if request.param == "memory":
         return Cache("memory://", namespace="async-hit")
-    if request.param == "memcached-pool":
-        return Cache(request.getfixturevalue("memcached_cluster_url"), namespace="async-hit")
-    return Cache(request.getfixturevalue(f"{request.param}_url"), namespace="async-hit")
+    fixture = {
+        "memcached-pool": "memcached_cluster_url",
+        "redis-sentinel": "sentinel_url",
+        "redis-cluster": "cluster_url",
+    }.get(request.param, f"{request.param}_url")
+    return Cache(request.getfixturevalue(fixture), namespace="async-hit")
 
 
 def forbid_thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
@@ -113,21 +118,52 @@ def test_a_memcached_loop_opens_at_most_its_pool_size(memcached_url: str) -> Non
     assert store.get("k49") == b"v"
 
 
-def test_stores_without_a_twin_are_reached_through_a_thread(
-    sentinel_url: str, cluster_url: str
+def test_a_store_given_its_client_is_reached_through_a_thread(redis_url: str) -> None:
+    """The twin cannot copy a client it did not make: the async path hops, and still works."""
+    import redis
+
+    cache = Cache(RedisStore(redis_url, client=redis.Redis.from_url(redis_url)), namespace="nt")
+    assert cache.store.asynchronous() is None
+
+    async def build() -> str:
+        return "built"
+
+    async def twice() -> list[str]:
+        return [await cache.aget_or_build("k", build, ttl=60) for _ in range(2)]
+
+    assert asyncio.run(twice()) == ["built", "built"]
+    assert cache.get("k") == "built", "the async path stored it through the sync store"
+
+
+def test_the_sentinel_twin_sends_plain_reads_to_the_replica(
+    sentinel_url: str, sentinel_group: Any
 ) -> None:
-    for url in (sentinel_url, cluster_url):
-        cache = Cache(url, namespace="no-twin")
-        assert cache.store.asynchronous() is None, "given its client: no twin yet"
+    import redis
 
-        async def build() -> str:
-            return "built"
+    store = from_url(sentinel_url + "?replica_reads=true")
+    replica = redis.Redis(host="127.0.0.1", port=sentinel_group.replica.port)
 
-        async def twice(cache: Cache) -> list[str]:
-            return [await cache.aget_or_build("k", build, ttl=60) for _ in range(2)]
+    def replica_hits() -> int:
+        return int(replica.info("stats")["keyspace_hits"])
 
-        assert asyncio.run(twice(cache)) == ["built", "built"]
-        assert cache.get("k") == "built", "the async path stored it through the sync store"
+    async def reads() -> tuple[list[Any], bool]:
+        twin = store.asynchronous()
+        await twin.set("page", b"cached", 60)
+        for _ in range(50):  # replication is asynchronous: the first reads may miss
+            if await twin.get("page") == b"cached":
+                break
+            await asyncio.sleep(0.02)
+        before = replica_hits()
+        seen = [await twin.get("page") for _ in range(10)]
+        gained = replica_hits() - before
+        _value, token = await twin.gets("page")
+        written = await twin.cas("page", b"new", token, 60)
+        return seen, gained >= 10 and written
+
+    seen, ok = asyncio.run(reads())
+    replica.close()
+    assert seen == [b"cached"] * 10
+    assert ok, "plain reads went to the replica, the lease's gets and cas to the primary"
 
 
 LOOPS_THAT_END = """

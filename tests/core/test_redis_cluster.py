@@ -9,6 +9,7 @@ from mcache import Cache
 from mcache.errors import StoreUnavailable
 from mcache.stores import from_url
 from mcache.stores.redis_cluster import ClusterRedisStore
+from mcache.testing_async import driven
 from tests.redis_groups import ClusterGroup
 from tests.servers import HOST, free_port
 
@@ -53,10 +54,12 @@ def test_every_primary_holds_a_copy_of_each_tag_and_a_bump_moves_them_all(
     assert len(store.get_many(copies)) == 16, "the bump wrote every copy"
 
 
+@pytest.mark.parametrize("driver", ["sync", "async twin"])
 def test_replica_reads_serve_hits_from_replicas(
-    cluster_url: str, cluster_group: ClusterGroup
+    cluster_url: str, cluster_group: ClusterGroup, driver: str
 ) -> None:
-    store = from_url(cluster_url + "?replica_reads=true")
+    url = cluster_url + "?replica_reads=true"
+    store = from_url(url) if driver == "sync" else driven(url)
     store.set("page", b"cached")
     primary_ports = {node.port for node in cluster_group.primaries()}
     replicas = [node for node in cluster_group.nodes if node.port not in primary_ports]

@@ -219,3 +219,31 @@ class TestAsyncReplicatedMemcached(AsyncStoreContract):
     @pytest.fixture
     def store_factory(self, memcached_cluster_url: str):
         return functools.partial(driven, memcached_cluster_url + "?replicas=2")
+
+
+class TestAsyncSentinelStore(AsyncStoreContract):
+    """Redis behind Sentinel through redis.asyncio's Sentinel client, awaited."""
+
+    @pytest.fixture
+    def store(self, sentinel_url: str):
+        driver = driven(sentinel_url)
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def store_factory(self, sentinel_url: str):
+        return functools.partial(driven, sentinel_url)
+
+
+class TestAsyncClusterStore(AsyncStoreContract):
+    """Redis Cluster through redis.asyncio's cluster client: slots and pipelines, awaited."""
+
+    @pytest.fixture
+    def store(self, cluster_url: str):
+        driver = driven(cluster_url)
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def store_factory(self, cluster_url: str):
+        return functools.partial(driven, cluster_url)

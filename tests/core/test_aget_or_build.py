@@ -2,9 +2,10 @@
 
 The read path is written once (:mod:`mcache.build`); these tests run the
 sync suite's checks through the async driver on the stores that have an async
-twin: memory, memcached and Redis (one server, Sentinel, Cluster). Stampedes are processes (threads, each with
-its own event loop, for the in-process memory store) running asyncio tasks
-together; builds are counted in the store, so a build anywhere is seen.
+twin: memory, memcached and Redis (one server, Sentinel, Cluster). Stampedes
+are processes (threads, each with its own event loop, for the in-process
+memory store) running asyncio tasks together; builds are counted in the
+store, so a build anywhere is seen.
 """
 
 from __future__ import annotations

@@ -66,10 +66,14 @@ def run_steps(steps: Steps[T], perform: Callable[[Any], Any], resume: Any = _STA
         return done.value  # type: ignore[no-any-return]
 
 
-async def arun_steps(steps: Steps[T], perform: Callable[[Any], Awaitable[Any]]) -> T:
+async def arun_steps(
+    steps: Steps[T], perform: Callable[[Any], Awaitable[Any]], finish: bool = False
+) -> T:
     """Run ``steps`` to their end, awaiting ``perform(operation)`` for each operation.
 
-    A cancellation is raised in the steps too, so they free what they hold.
+    A cancellation is raised in the steps too, so they free what they hold;
+    with ``finish`` it is not, and the steps are finished by calling instead
+    (see :func:`_finish`).
     """
     try:
         operation = next(steps)
@@ -77,6 +81,8 @@ async def arun_steps(steps: Steps[T], perform: Callable[[Any], Awaitable[Any]]) 
             try:
                 result = await perform(operation)
             except BaseException as error:
+                if finish and isinstance(error, asyncio.CancelledError):
+                    return run_steps(steps, _call, resume=operation)
                 operation = steps.throw(error)
             else:
                 operation = steps.send(result)
@@ -100,6 +106,9 @@ class Operation(Protocol):
 def perform(operation: Operation) -> Any:
     """Perform an operation of the algorithm's steps by calling (the sync driver's)."""
     return operation.run()
+
+
+_call = perform  # for arun_steps, whose own ``perform`` is the async one
 
 
 def aperform(operation: Operation) -> Awaitable[Any]:
@@ -166,7 +175,7 @@ class Shielded:
             raise
 
 
-async def _finish(steps: Steps[T]) -> T:
+def _finish(steps: Steps[T]) -> Awaitable[T]:
     """Run ``steps`` on the loop; if the loop cancels them (it is closing), finish by calling.
 
     Only the loop's shutdown cancels a shielded task. The operation in flight
@@ -175,19 +184,7 @@ async def _finish(steps: Steps[T]) -> T:
     ``gets`` or a ``cas`` on a token at worst finds its work done; an ``add``
     that had landed is taken for lost, and its lock frees within its timeout.
     """
-    try:
-        operation = next(steps)
-        while True:
-            try:
-                result = await aperform(operation)
-            except asyncio.CancelledError:
-                return run_steps(steps, perform, resume=operation)
-            except BaseException as error:
-                operation = steps.throw(error)
-            else:
-                operation = steps.send(result)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+    return arun_steps(steps, aperform, finish=True)
 
 
 _freeing: set[asyncio.Future[Any]] = set()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
 import queue
 import threading
 import time
@@ -23,11 +22,8 @@ import pytest
 from mcache import NO_VALUE, Cache, Lock
 from tests.core import workers
 from tests.core.test_async_stores import forbid_thread_hops
-from tests.core.test_get_or_build import builds, put_stale
-
-PROCESSES = 8
-TASKS = 8
-BUILD = 0.5
+from tests.core.test_get_or_build import BUILD, PROCESSES, builds, put_stale, run_stampede
+from tests.core.test_get_or_build import THREADS as TASKS
 
 
 @pytest.fixture(params=["memory", "memcached", "redis", "sentinel", "cluster"])
@@ -60,26 +56,19 @@ def _forget_in_process_caches() -> None:
 
 def run_astampede(url: str, key: str, options: dict[str, Any]) -> list[tuple[Any, float]]:
     """8 processes (threads, for memory) × 8 asyncio tasks call aget_or_build(key) at once."""
-    if _local(url):
-        cache = shared_cache(url, "ast")
-        ready, go, results = queue.Queue(), threading.Event(), queue.Queue()
-        runners = [
-            threading.Thread(
-                target=workers.astampede_on,
-                args=(cache, key, TASKS, BUILD, options, ready, go, results),
-            )
-            for _ in range(PROCESSES)
-        ]
-    else:
-        context = multiprocessing.get_context("spawn")
-        ready, go, results = context.Queue(), context.Event(), context.Queue()
-        runners = [
-            context.Process(
-                target=workers.astampede,
-                args=(url, "ast", key, TASKS, BUILD, options, ready, go, results),
-            )
-            for _ in range(PROCESSES)
-        ]
+    if not _local(url):
+        return run_stampede(url, key, options, asynchronous=True, namespace="ast")
+    cache = shared_cache(url, "ast")
+    ready: queue.Queue[int] = queue.Queue()
+    results: queue.Queue[list[tuple[Any, float]]] = queue.Queue()
+    go = threading.Event()
+    runners = [
+        threading.Thread(
+            target=workers.astampede_on,
+            args=(cache, key, TASKS, BUILD, options, ready, go, results),
+        )
+        for _ in range(PROCESSES)
+    ]
     for runner in runners:
         runner.start()
     for _ in runners:

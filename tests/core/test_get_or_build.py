@@ -32,14 +32,19 @@ def builds(cache: Cache) -> int:
     return 0 if raw is NO_VALUE else int(raw)
 
 
-def run_stampede(url: str, key: str, options: dict[str, Any]) -> list[tuple[Any, float]]:
-    """8 processes × 8 threads call get_or_build(key) at once; return every (value, seconds)."""
+def run_stampede(
+    url: str, key: str, options: dict[str, Any], asynchronous: bool = False, namespace: str = "st"
+) -> list[tuple[Any, float]]:
+    """8 processes × 8 threads call get_or_build(key) at once; return every (value, seconds).
+
+    ``asynchronous``: 8 asyncio tasks in each process call aget_or_build.
+    """
     context = multiprocessing.get_context("spawn")
     ready, go, results = context.Queue(), context.Event(), context.Queue()
     processes = [
         context.Process(
             target=workers.stampede,
-            args=(url, "st", key, THREADS, BUILD, options, ready, go, results),
+            args=(url, namespace, key, THREADS, BUILD, options, ready, go, results, asynchronous),
         )
         for _ in range(PROCESSES)
     ]

@@ -52,9 +52,16 @@ def stampede(
     ready: Any,
     go: Any,
     results: Any,
+    asynchronous: bool = False,
 ) -> None:
-    """Run ``threads`` concurrent get_or_build calls here; report each (value, seconds)."""
+    """Run ``threads`` concurrent get_or_build calls here; report each (value, seconds).
+
+    ``asynchronous``: ``threads`` asyncio tasks on one loop call aget_or_build.
+    """
     cache = Cache(url, namespace=namespace)
+    if asynchronous:
+        astampede_on(cache, key, threads, build_seconds, options, ready, go, results)
+        return
     options = dict(options)
     linger = options.pop("linger", 0)
     build = counting_builder(cache, build_seconds, f"pid {os.getpid()}")
@@ -74,22 +81,6 @@ def stampede(
     results.put(outcomes)
 
 
-def astampede(
-    url: str,
-    namespace: str,
-    key: str,
-    tasks: int,
-    build_seconds: float,
-    options: dict[str, Any],
-    ready: Any,
-    go: Any,
-    results: Any,
-) -> None:
-    """:func:`stampede` through the async driver: ``tasks`` asyncio tasks on one loop."""
-    cache = Cache(url, namespace=namespace)
-    astampede_on(cache, key, tasks, build_seconds, options, ready, go, results)
-
-
 def astampede_on(
     cache: Cache,
     key: str,
@@ -100,7 +91,7 @@ def astampede_on(
     go: Any,
     results: Any,
 ) -> None:
-    """:func:`astampede` on a given cache (threads of one process, each with its own loop)."""
+    """:func:`stampede` through the async driver: ``tasks`` asyncio tasks on one loop."""
     options = dict(options)
     linger = options.pop("linger", 0)
     count = counting_builder(cache, 0, f"pid {os.getpid()}")

@@ -26,17 +26,27 @@ Two kinds of hot tier:
   processes racing can never move a tag version back; an invalidation
   therefore reaches every tier. A hot tier that fails is skipped: reads go to
   the cold tier, and writes that reached it count as done.
+
+Every operation is written once, as steps that yield each tier's calls
+(:class:`~mcache.steps.StoreCall`): the store calls its tiers, its async twin
+(:mod:`.tiered_async`) awaits each tier's own twin.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ..api import NO_VALUE, CasToken, NoValueType, Store, TellsTimeLeft
 from ..errors import ConfigError, StoreUnavailable, ValueTooLarge
-from ..tags import incr_many
+from ..steps import Steps, StoreCall, perform, run_steps
+from ..tags import incr_many_steps
 from .base import stored_count
+
+if TYPE_CHECKING:
+    from .tiered_async import AsyncTieredStore
 
 __all__ = ["TieredStore"]
 
@@ -46,6 +56,7 @@ PRIVATE_HOT_TTL = 5
 """Seconds a process-local hot tier keeps a copy, unless ``hot_ttl`` says otherwise."""
 
 Expiring = dict[str, tuple[bytes, "int | None"]]
+_TWIN_LOCK = threading.Lock()
 
 
 class TieredStore:
@@ -61,7 +72,8 @@ class TieredStore:
         self.private_hot = bool(getattr(hot, "process_local", False))
         self.hot_ttl = PRIVATE_HOT_TTL if hot_ttl is None and self.private_hot else hot_ttl
         self.max_value_size = cold.max_value_size
-        self._cold_expiring = cold.get_many_expiring if isinstance(cold, TellsTimeLeft) else None
+        self._cold_tells_time = isinstance(cold, TellsTimeLeft)
+        self._twin: AsyncTieredStore | None = None
 
     def __repr__(self) -> str:
         return f"TieredStore(hot={self.hot!r}, cold={self.cold!r}, hot_ttl={self.hot_ttl})"
@@ -81,6 +93,18 @@ class TieredStore:
         """Return what every process sees: where tag versions and locks must live."""
         return self.cold if self.private_hot else self
 
+    def asynchronous(self) -> AsyncTieredStore:
+        """Return the async twin: these steps, awaiting each tier's own twin."""
+        twin = self._twin
+        if twin is None:
+            from .tiered_async import AsyncTieredStore
+
+            with _TWIN_LOCK:
+                if self._twin is None:
+                    self._twin = AsyncTieredStore(self)
+                twin = self._twin
+        return twin
+
     # -- copies in the hot tier -----------------------------------------------------------
 
     def _copy_ttl(self, left: int | None) -> int:
@@ -91,201 +115,259 @@ class TieredStore:
             return left
         return self.hot_ttl if left == 0 else min(left, self.hot_ttl)
 
-    def _copy(self, key: str, value: bytes, left: int | None, filling: bool) -> None:
+    def _copy_steps(self, key: str, value: bytes, left: int | None, filling: bool) -> Steps[None]:
         """Put a copy of ``value`` in the hot tier (``filling``: only where none is)."""
         is_count = stored_count(value) is not None
+        hot = self.hot
         try:
             if is_count and self.private_hot:
-                self.hot.delete(key)  # a private copy of a shared count would go stale
+                yield StoreCall(hot, "delete", (key,))  # a private copy of a shared count
             elif filling:
-                self.hot.add(key, value, self._copy_ttl(left))
+                yield StoreCall(hot, "add", (key, value, self._copy_ttl(left)))
             else:
-                self.hot.set(key, value, self._copy_ttl(left))
+                yield StoreCall(hot, "set", (key, value, self._copy_ttl(left)))
         except ValueTooLarge:
-            self._drop(key)  # the hot tier may be smaller; the cold tier serves it
+            yield from self._drop_steps(key)  # the hot tier may be smaller; the cold serves it
         except StoreUnavailable:
             pass
 
-    def _drop(self, *keys: str) -> None:
+    def _drop_steps(self, *keys: str) -> Steps[None]:
         with contextlib.suppress(StoreUnavailable):
-            self.hot.delete_many(keys)
+            yield StoreCall(self.hot, "delete_many", (keys,))
 
-    def _raise(self, key: str, count: int) -> None:
+    def _raise_steps(self, key: str, count: int) -> Steps[None]:
         """Raise the hot copy of a count to ``count``, never lower it (shared hot tiers)."""
-        digits = str(count).encode()
+        digits, hot = str(count).encode(), self.hot
         try:
             for _attempt in range(4):
-                current, token = self.hot.gets(key)
+                current, token = yield StoreCall(hot, "gets", (key,))
                 if current is NO_VALUE:
-                    if self.hot.add(key, digits, self._copy_ttl(None)):
+                    if (yield StoreCall(hot, "add", (key, digits, self._copy_ttl(None)))):
                         return
                     continue
                 known = stored_count(current)
                 if known is not None and known >= count:
                     return
-                if self.hot.cas(key, digits, token, self._copy_ttl(None)):
+                if (yield StoreCall(hot, "cas", (key, digits, token, self._copy_ttl(None)))):
                     return
-            self.hot.delete(key)  # the next read copies the cold tier's count
+            yield StoreCall(hot, "delete", (key,))  # the next read copies the cold tier's count
         except StoreUnavailable:
             pass
 
-    def _counted(self, counts: Mapping[str, int | None]) -> None:
+    def _counted_steps(self, counts: Mapping[str, int | None]) -> Steps[None]:
         for key, count in counts.items():
             if count is None or self.private_hot:
-                self._drop(key)
+                yield from self._drop_steps(key)
             else:
-                self._raise(key, count)
+                yield from self._raise_steps(key, count)
 
     # -- reads ----------------------------------------------------------------------------
 
-    def _hot_many(self, keys: list[str]) -> dict[str, bytes]:
+    def _hot_many_steps(self, keys: list[str]) -> Steps[dict[str, bytes]]:
         try:
-            return self.hot.get_many(keys)
+            return (yield StoreCall(self.hot, "get_many", (keys,)))
         except StoreUnavailable:
             return {}
 
-    def _from_cold(self, keys: list[str]) -> Expiring:
-        if self._cold_expiring is not None:
-            found: Expiring = self._cold_expiring(keys)
+    def _from_cold_steps(self, keys: list[str]) -> Steps[Expiring]:
+        if self._cold_tells_time:
+            found: Expiring = yield StoreCall(self.cold, "get_many_expiring", (keys,))
         else:
-            found = {key: (value, None) for key, value in self.cold.get_many(keys).items()}
+            values = yield StoreCall(self.cold, "get_many", (keys,))
+            found = {key: (value, None) for key, value in values.items()}
         for key, (value, left) in found.items():
-            self._copy(key, value, left, filling=True)
+            yield from self._copy_steps(key, value, left, filling=True)
         return found
 
-    def get(self, key: str) -> bytes | NoValueType:
+    def get_steps(self, key: str) -> Steps[bytes | NoValueType]:
         """Return the hot copy, else the cold one (copied to the hot tier)."""
         try:
-            value = self.hot.get(key)
+            value = yield StoreCall(self.hot, "get", (key,))
         except StoreUnavailable:
             value = NO_VALUE
         if value is not NO_VALUE:
-            return value
-        if self._cold_expiring is None:
-            value = self.cold.get(key)
+            return value  # type: ignore[no-any-return]
+        if not self._cold_tells_time:
+            value = yield StoreCall(self.cold, "get", (key,))
             if value is not NO_VALUE:
-                self._copy(key, value, None, filling=True)  # type: ignore[arg-type]
-            return value
-        found = self._from_cold([key]).get(key)
+                yield from self._copy_steps(key, value, None, filling=True)
+            return value  # type: ignore[no-any-return]
+        found = (yield from self._from_cold_steps([key])).get(key)
         return NO_VALUE if found is None else found[0]
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+    def get_many_steps(self, keys: Iterable[str]) -> Steps[dict[str, bytes]]:
         """Return hot copies, and fetch the rest from the cold tier in one call."""
         keys = list(keys)
-        found = self._hot_many(keys)
+        found = yield from self._hot_many_steps(keys)
         missing = [k for k in keys if k not in found]
         if missing:
-            found.update((k, v) for k, (v, _left) in self._from_cold(missing).items())
+            cold = yield from self._from_cold_steps(missing)
+            found.update((k, v) for k, (v, _left) in cold.items())
         return found
 
-    def get_many_expiring(self, keys: Iterable[str]) -> Expiring:
+    def get_many_expiring_steps(self, keys: Iterable[str]) -> Steps[Expiring]:
         """Return ``{key: (value, seconds left or None)}``: a hot copy's time is not known."""
         keys = list(keys)
-        found: Expiring = {key: (value, None) for key, value in self._hot_many(keys).items()}
+        hot = yield from self._hot_many_steps(keys)
+        found: Expiring = {key: (value, None) for key, value in hot.items()}
         missing = [k for k in keys if k not in found]
         if missing:
-            found.update(self._from_cold(missing))
+            found.update((yield from self._from_cold_steps(missing)))
         return found
 
     def forget_near(self, key: str) -> None:
         """Drop this process's near copy of ``key`` (a transient value, e.g. a build's mark)."""
         if self.private_hot:
-            self._drop(key)
+            run_steps(self._drop_steps(key), perform)
 
-    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
+    def gets_steps(self, key: str) -> Steps[tuple[bytes | NoValueType, CasToken | None]]:
         """Read with a cas token from the cold tier."""
-        return self.cold.gets(key)
+        return (yield StoreCall(self.cold, "gets", (key,)))
 
     # -- writes ---------------------------------------------------------------------------
 
-    def set(self, key: str, value: bytes, ttl: int = 0) -> None:
+    def set_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[None]:
         """Write through: cold tier first, then hot."""
         try:
-            self.cold.set(key, value, ttl)
+            yield StoreCall(self.cold, "set", (key, value, ttl))
         except ValueTooLarge:
-            self._drop(key)
+            yield from self._drop_steps(key)
             raise
         if ttl < 0:
-            self._drop(key)
+            yield from self._drop_steps(key)
         else:
-            self._copy(key, value, ttl, filling=False)
+            yield from self._copy_steps(key, value, ttl, filling=False)
 
-    def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
+    def set_many_steps(self, items: Mapping[str, bytes], ttl: int = 0) -> Steps[list[str]]:
         """Write several values through both tiers; return those the cold tier refused."""
-        failed = self.cold.set_many(items, ttl)
+        failed = yield StoreCall(self.cold, "set_many", (items, ttl))
         if failed or ttl < 0:
-            self._drop(*(failed if ttl >= 0 else items))
+            yield from self._drop_steps(*(failed if ttl >= 0 else items))
         if ttl >= 0:
             for key, value in items.items():
                 if key not in failed:
-                    self._copy(key, value, ttl, filling=False)
-        return failed
+                    yield from self._copy_steps(key, value, ttl, filling=False)
+        return failed  # type: ignore[no-any-return]
 
-    def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
+    def add_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
         """Let the cold tier decide (it is shared); copy the winner's value to hot."""
-        won = self.cold.add(key, value, ttl)
+        won = yield StoreCall(self.cold, "add", (key, value, ttl))
         if won:
-            self._copy(key, value, ttl, filling=False)
-        return won
+            yield from self._copy_steps(key, value, ttl, filling=False)
+        return won  # type: ignore[no-any-return]
 
-    def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
+    def cas_steps(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> Steps[bool]:
         """Compare-and-set in the cold tier; refresh the hot copy on success."""
-        stored = self.cold.cas(key, value, token, ttl)
+        stored = yield StoreCall(self.cold, "cas", (key, value, token, ttl))
         if stored and ttl >= 0:
-            self._copy(key, value, ttl, filling=False)
+            yield from self._copy_steps(key, value, ttl, filling=False)
         else:
-            self._drop(key)
-        return stored
+            yield from self._drop_steps(key)
+        return stored  # type: ignore[no-any-return]
 
-    def append(self, key: str, value: bytes) -> bool:
+    def append_steps(self, key: str, value: bytes) -> Steps[bool]:
         """Append in the cold tier; drop the hot copy."""
-        self._drop(key)
-        return self.cold.append(key, value)
+        yield from self._drop_steps(key)
+        return (yield StoreCall(self.cold, "append", (key, value)))
 
-    def incr(self, key: str, delta: int = 1) -> int | None:
+    def incr_steps(self, key: str, delta: int = 1) -> Steps[int | None]:
         """Count in the cold tier; a shared hot copy is raised to the count."""
-        count = self.cold.incr(key, delta)
-        self._counted({key: count})
-        return count
+        count = yield StoreCall(self.cold, "incr", (key, delta))
+        yield from self._counted_steps({key: count})
+        return count  # type: ignore[no-any-return]
 
-    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
+    def incr_many_steps(self, deltas: Mapping[str, int]) -> Steps[dict[str, int | None]]:
         """Count several keys in the cold tier (a tag bump), then raise the hot copies."""
-        counts = incr_many(self.cold, deltas)
-        self._counted(counts)
+        counts = yield from incr_many_steps(self.cold, deltas)
+        yield from self._counted_steps(counts)
         return counts
 
-    def decr(self, key: str, delta: int = 1) -> int | None:
+    def decr_steps(self, key: str, delta: int = 1) -> Steps[int | None]:
         """Count down in the cold tier; the hot copy is dropped (it is only ever raised)."""
-        self._drop(key)
-        return self.cold.decr(key, delta)
+        yield from self._drop_steps(key)
+        return (yield StoreCall(self.cold, "decr", (key, delta)))
 
-    def delete(self, key: str) -> bool:
+    def delete_steps(self, key: str) -> Steps[bool]:
         """Delete from every tier, cold first; ``True`` when the cold tier had it."""
-        existed = self.cold.delete(key)
-        self._drop(key)
-        return existed
+        existed = yield StoreCall(self.cold, "delete", (key,))
+        yield from self._drop_steps(key)
+        return existed  # type: ignore[no-any-return]
 
-    def delete_many(self, keys: Iterable[str]) -> None:
+    def delete_many_steps(self, keys: Iterable[str]) -> Steps[None]:
         """Delete several keys from every tier."""
         keys = list(keys)
-        self.cold.delete_many(keys)
-        self._drop(*keys)
+        yield StoreCall(self.cold, "delete_many", (keys,))
+        yield from self._drop_steps(*keys)
+
+    def touch_steps(self, key: str, ttl: int) -> Steps[bool]:
+        """Touch in the cold tier; the hot copy is dropped and copied again on a read."""
+        yield from self._drop_steps(key)
+        return (yield StoreCall(self.cold, "touch", (key, ttl)))
+
+    def flush_steps(self) -> Steps[None]:
+        """Flush every tier."""
+        yield StoreCall(self.cold, "flush", ())
+        yield StoreCall(self.hot, "flush", ())
+
+    def stats_steps(self) -> Steps[dict[str, dict[str, int | float | str]]]:
+        """Return the cold tier's servers plus the hot tier's, prefixed ``hot:``."""
+        report = dict((yield StoreCall(self.cold, "stats", ())))
+        hot = yield StoreCall(self.hot, "stats", ())
+        report.update({f"hot:{name}": fields for name, fields in hot.items()})
+        return report
+
+    # -- the Store contract: the steps, performed by calling each tier ------------------------
+
+    def get(self, key: str) -> bytes | NoValueType:
+        return run_steps(self.get_steps(key), perform)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        return run_steps(self.get_many_steps(keys), perform)
+
+    def get_many_expiring(self, keys: Iterable[str]) -> Expiring:
+        return run_steps(self.get_many_expiring_steps(keys), perform)
+
+    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
+        return self.cold.gets(key)
+
+    def set(self, key: str, value: bytes, ttl: int = 0) -> None:
+        run_steps(self.set_steps(key, value, ttl), perform)
+
+    def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
+        return run_steps(self.set_many_steps(items, ttl), perform)
+
+    def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        return run_steps(self.add_steps(key, value, ttl), perform)
+
+    def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
+        return run_steps(self.cas_steps(key, value, token, ttl), perform)
+
+    def append(self, key: str, value: bytes) -> bool:
+        return run_steps(self.append_steps(key, value), perform)
+
+    def incr(self, key: str, delta: int = 1) -> int | None:
+        return run_steps(self.incr_steps(key, delta), perform)
+
+    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
+        return run_steps(self.incr_many_steps(deltas), perform)
+
+    def decr(self, key: str, delta: int = 1) -> int | None:
+        return run_steps(self.decr_steps(key, delta), perform)
+
+    def delete(self, key: str) -> bool:
+        return run_steps(self.delete_steps(key), perform)
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        run_steps(self.delete_many_steps(keys), perform)
 
     def touch(self, key: str, ttl: int) -> bool:
-        """Touch in the cold tier; the hot copy is dropped and copied again on a read."""
-        self._drop(key)
-        return self.cold.touch(key, ttl)
+        return run_steps(self.touch_steps(key, ttl), perform)
 
     def flush(self) -> None:
-        """Flush every tier."""
-        self.cold.flush()
-        self.hot.flush()
+        run_steps(self.flush_steps(), perform)
 
     def stats(self) -> dict[str, dict[str, int | float | str]]:
-        """Return the cold tier's servers plus the hot tier's, prefixed ``hot:``."""
-        report = dict(self.cold.stats())
-        report.update({f"hot:{name}": fields for name, fields in self.hot.stats().items()})
-        return report
+        return run_steps(self.stats_steps(), perform)
 
     def close(self) -> None:
         """Close every tier."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -18,11 +19,22 @@ from mcache.stores import MemcachedStore, MemoryStore, RedisStore, from_url
 
 
 @pytest.fixture(
-    params=["memory", "redis", "memcached", "memcached-pool", "redis-sentinel", "redis-cluster"]
+    params=[
+        "memory",
+        "redis",
+        "memcached",
+        "memcached-pool",
+        "redis-sentinel",
+        "redis-cluster",
+        "tiered",
+    ]
 )
 def cache(request: pytest.FixtureRequest) -> Cache:
     if request.param == "memory":
         return Cache("memory://", namespace="async-hit")
+    if request.param == "tiered":
+        cold = request.getfixturevalue("redis_url")
+        return Cache(f"tiered://?hot=memory://&cold={quote(cold)}", namespace="async-hit")
     fixture = {
         "memcached-pool": "memcached_cluster_url",
         "redis-sentinel": "sentinel_url",

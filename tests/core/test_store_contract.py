@@ -247,3 +247,39 @@ class TestAsyncClusterStore(AsyncStoreContract):
     @pytest.fixture
     def store_factory(self, cluster_url: str):
         return functools.partial(driven, cluster_url)
+
+
+class TestAsyncTieredStore(AsyncStoreContract):
+    """A memory near cache over memcached, each tier awaited on its own twin."""
+
+    @pytest.fixture
+    def url(self, memcached_url: str) -> str:
+        return "tiered://?" + urlencode({"hot": "memory://?max_bytes=8m", "cold": memcached_url})
+
+    @pytest.fixture
+    def store(self, url: str):
+        driver = driven(url)
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def store_factory(self, url: str):
+        return functools.partial(driven, url)
+
+
+class TestAsyncTieredOverDurable(AsyncStoreContract):
+    """Memory over SQLite: the hot tier awaited, the durable one (no twin) in a thread."""
+
+    @pytest.fixture
+    def url(self, sqlite_url: str) -> str:
+        return "tiered://?" + urlencode({"hot": "memory://", "cold": sqlite_url})
+
+    @pytest.fixture
+    def store(self, url: str):
+        driver = driven(url)
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def store_factory(self, url: str):
+        return functools.partial(driven, url)

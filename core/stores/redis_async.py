@@ -79,9 +79,10 @@ class LoopClient:
 
     async def close(self) -> None:
         await self.client.aclose()
-        for other in {id(c): c for c in (self.reader, *self._also_close)}.values():
-            if other is not self.client:
-                await other.aclose()
+        if self.reader is not self.client:
+            await self.reader.aclose()
+        for other in self._also_close:
+            await other.aclose()
 
     def script(self, source: str) -> AsyncScript:
         script = self.scripts.get(source)

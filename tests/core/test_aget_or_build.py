@@ -33,32 +33,20 @@ def url(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue(f"{request.param}_url")
 
 
-def shared_cache(url: str, namespace: str) -> Cache:
-    """The test's cache: for the in-process memory store, the one the stampede runs on."""
-    if not _local(url):
-        return Cache(url, namespace=namespace)
-    if url not in _in_process:
-        _in_process[url] = Cache(url, namespace=namespace)
-    return _in_process[url]
+@pytest.fixture
+def cache(url: str) -> Cache:
+    """The cache the stampede's store is checked through (for memory, the one it runs on)."""
+    return Cache(url, namespace="ast")
 
 
-_in_process: dict[str, Cache] = {}
+def run_astampede(cache: Cache, url: str, key: str, options: dict[str, Any]) -> list[Any]:
+    """8 processes (threads, for memory) × 8 asyncio tasks call aget_or_build(key) at once.
 
-
-def _local(url: str) -> bool:
-    return url.startswith("memory:")
-
-
-@pytest.fixture(autouse=True)
-def _forget_in_process_caches() -> None:
-    _in_process.clear()
-
-
-def run_astampede(url: str, key: str, options: dict[str, Any]) -> list[tuple[Any, float]]:
-    """8 processes (threads, for memory) × 8 asyncio tasks call aget_or_build(key) at once."""
-    if not _local(url):
+    Each process makes its own cache from ``url``; the in-process memory store
+    is only shared through ``cache`` itself, so its threads run on that.
+    """
+    if not url.startswith("memory:"):
         return run_stampede(url, key, options, asynchronous=True, namespace="ast")
-    cache = shared_cache(url, "ast")
     ready: queue.Queue[int] = queue.Queue()
     results: queue.Queue[list[tuple[Any, float]]] = queue.Queue()
     go = threading.Event()
@@ -84,30 +72,27 @@ def run_astampede(url: str, key: str, options: dict[str, Any]) -> list[tuple[Any
 # -- stampedes ---------------------------------------------------------------------------------
 
 
-def test_async_cold_stampede_builds_once(url: str) -> None:
-    cache = shared_cache(url, "ast")
-    outcomes = run_astampede(url, "hot", {"ttl": 60})
+def test_async_cold_stampede_builds_once(url: str, cache: Cache) -> None:
+    outcomes = run_astampede(cache, url, "hot", {"ttl": 60})
     values = {value for value, _ in outcomes}
     assert builds(cache) == 1
     assert len(values) == 1 and next(iter(values)).startswith("built by pid")
     assert max(seconds for _, seconds in outcomes) < 5 * BUILD, "the waiters saw the entry soon"
 
 
-def test_async_stale_stampede_sync_builds_once(url: str) -> None:
-    cache = shared_cache(url, "ast")
+def test_async_stale_stampede_sync_builds_once(url: str, cache: Cache) -> None:
     put_stale(cache, "hot", "old")
-    outcomes = run_astampede(url, "hot", {"ttl": 60})
+    outcomes = run_astampede(cache, url, "hot", {"ttl": 60})
     values = [value for value, _ in outcomes]
     assert builds(cache) == 1
     assert values.count("old") == len(values) - 1, "everyone but the rebuilder got stale"
     assert cache.get_or_build("hot", lambda: "unused").startswith("built by pid")
 
 
-def test_async_stale_stampede_background_serves_everyone_stale(url: str) -> None:
-    cache = shared_cache(url, "ast")
+def test_async_stale_stampede_background_serves_everyone_stale(url: str, cache: Cache) -> None:
     put_stale(cache, "hot", "old")
     options = {"ttl": 60, "refresh": "background", "linger": 1.5}
-    outcomes = run_astampede(url, "hot", options)
+    outcomes = run_astampede(cache, url, "hot", options)
     assert {value for value, _ in outcomes} == {"old"}, "the lock winner too returned at once"
     assert max(seconds for _, seconds in outcomes) < BUILD, "nobody waited for the rebuild"
     assert builds(cache) == 1

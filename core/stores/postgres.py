@@ -5,6 +5,9 @@ the table. Statements are prepared on first use (``prepare=false`` for a
 pooler that cannot keep them) but planned for each call's arguments (see
 ``CUSTOM_PLANS``), and each carries a ``statement_timeout`` of ``timeout``
 seconds, so a database that hangs fails a call instead of a page.
+
+On an event loop the store's twin (:mod:`.sql_async`) opens async connections
+as they are needed, at most ``max_connections`` per loop (10 unless told).
 """
 
 from __future__ import annotations
@@ -14,9 +17,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+from ..errors import ConfigError
 from .sql_dialects import Dialect, postgres
 
-__all__ = ["PostgresConnector"]
+__all__ = ["DEFAULT_MAX_CONNECTIONS", "PostgresConnector"]
+
+DEFAULT_MAX_CONNECTIONS = 10
+"""Connections per event loop of the async twin when ``max_connections`` is not set: a
+database's own limit (100 by default) is shared by every process of every site."""
 
 CUSTOM_PLANS = "-c plan_cache_mode=force_custom_plan"
 """Plan each prepared statement for its arguments. A cache table starts empty, and a
@@ -37,23 +45,37 @@ class PostgresConnector:
         timeout: float = 2.0,
         connect_timeout: float = 2.0,
         prepare: bool = True,
+        max_connections: int | None = None,
     ) -> None:
+        max_connections = DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections
+        if max_connections < 1:
+            raise ConfigError(
+                f"postgresql: max_connections must be >= 1 (connections per event loop),"
+                f" got {max_connections!r}"
+            )
         self.url = url
         self.dialect: Dialect = postgres(table)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.prepare = prepare
+        self.max_connections = max_connections
         self.location = f"{_without_password(url)}#{table}"
 
     def connect(self) -> Any:
         """Return a new autocommit connection with the statement timeout set."""
-        return psycopg.connect(
-            self.url,
-            autocommit=True,
-            prepare_threshold=0 if self.prepare else None,
-            connect_timeout=max(2, round(self.connect_timeout)),
-            options=f"-c statement_timeout={int(self.timeout * 1000)} {CUSTOM_PLANS}",
-        )
+        return psycopg.connect(self.url, **self._options())
+
+    async def aconnect(self) -> Any:
+        """Return a new async connection like :meth:`connect`'s, for the async twin."""
+        return await psycopg.AsyncConnection.connect(self.url, **self._options())
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "autocommit": True,
+            "prepare_threshold": 0 if self.prepare else None,
+            "connect_timeout": max(2, round(self.connect_timeout)),
+            "options": f"-c statement_timeout={int(self.timeout * 1000)} {CUSTOM_PLANS}",
+        }
 
 
 def _without_password(url: str) -> str:

@@ -60,14 +60,11 @@ class Connections:
             return local.cursor
         if getattr(local, "connection", None) is not None:
             self._inherited.append(local.connection)
-        if self.is_down():
-            raise StoreUnavailable(
-                f"{self.connector.location} is down (retrying within {self.dead_timeout:g} s)"
-            )
+        self.refuse_while_down()
         try:
             connection = self.connector.connect()
         except self.connector.errors as error:
-            self._down_until = time.monotonic() + self.dead_timeout
+            self.mark_down()
             raise StoreUnavailable(f"{self.connector.location}: {error}") from error
         local.connection, local.cursor, local.pid = connection, connection.cursor(), os.getpid()
         return local.cursor
@@ -75,6 +72,17 @@ class Connections:
     def is_down(self) -> bool:
         """Return whether the database failed to connect within the last ``dead_timeout``."""
         return self._down_until > time.monotonic()
+
+    def mark_down(self) -> None:
+        """Note a failed connect: calls fail at once for ``dead_timeout`` seconds."""
+        self._down_until = time.monotonic() + self.dead_timeout
+
+    def refuse_while_down(self) -> None:
+        """Raise :class:`StoreUnavailable` at once while the database is marked down."""
+        if self.is_down():
+            raise StoreUnavailable(
+                f"{self.connector.location} is down (retrying within {self.dead_timeout:g} s)"
+            )
 
     def execute(self, sql: str, params: Sequence[object]) -> Any:
         """Run one statement on this thread's connection and return its cursor."""

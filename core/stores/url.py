@@ -92,6 +92,7 @@ OPTIONS: dict[str, dict[str, Parser]] = {
         "timeout": float,
         "connect_timeout": float,
         "prepare": _parse_bool,
+        "max_connections": int,
         **_SQL_TABLE_OPTIONS,
     },
     "sqlite": {"timeout": float, **_SQL_TABLE_OPTIONS},
@@ -324,7 +325,7 @@ def _postgres(base_url: str, options: dict[str, object]) -> Store:
         ) from error
     if not urlsplit(base_url).path.strip("/"):
         raise ConfigError(f"no database named in {base_url!r}; e.g. {EXAMPLES['postgresql']}")
-    names = ("table", "timeout", "connect_timeout", "prepare")
+    names = ("table", "timeout", "connect_timeout", "prepare", "max_connections")
     connector = PostgresConnector(base_url, **{n: options[n] for n in names if n in options})  # type: ignore[arg-type]
     return _sql_store(connector, options)
 

@@ -26,7 +26,7 @@ from tests.core.test_get_or_build import BUILD, PROCESSES, builds, put_stale, ru
 from tests.core.test_get_or_build import THREADS as TASKS
 
 
-@pytest.fixture(params=["memory", "memcached", "redis", "sentinel", "cluster"])
+@pytest.fixture(params=["memory", "memcached", "redis", "sentinel", "cluster", "postgres"])
 def url(request: pytest.FixtureRequest) -> str:
     if request.param == "memory":
         return "memory://"

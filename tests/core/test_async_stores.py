@@ -26,6 +26,7 @@ from mcache.stores import MemcachedStore, MemoryStore, RedisStore, from_url
         "memcached-pool",
         "redis-sentinel",
         "redis-cluster",
+        "postgres",
         "tiered",
     ]
 )
@@ -130,6 +131,25 @@ def test_a_memcached_loop_opens_at_most_its_pool_size(memcached_url: str) -> Non
     assert store.get("k49") == b"v"
 
 
+def test_a_postgres_loop_opens_at_most_max_connections(postgres_url: str) -> None:
+    store = from_url(postgres_url, max_connections=3, table="mcache_bounded")
+    twin = store.asynchronous()
+    mine = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%%mcache_bounded%%'"
+
+    async def burst() -> int:
+        await asyncio.gather(*(twin.set(f"k{n}", b"v", 60) for n in range(50)))
+        opened = (await twin.connections()).opened
+        await twin.close()
+        return opened
+
+    assert 1 <= asyncio.run(burst()) <= 3, "50 concurrent statements share at most 3 connections"
+    assert 1 <= asyncio.run(burst()) <= 3, "a second loop gets a pool of its own"
+    assert store.get("k49") == b"v"
+    sessions = store.connections.execute(mine, ()).fetchone()[0]
+    assert sessions == 1, "the loops' pools closed with them: only this query's session is left"
+    store.close()
+
+
 def test_a_store_given_its_client_is_reached_through_a_thread(redis_url: str) -> None:
     """The twin cannot copy a client it did not make: the async path hops, and still works."""
     import redis
@@ -190,7 +210,7 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("server", ["redis", "memcached"])
+@pytest.mark.parametrize("server", ["redis", "memcached", "postgres"])
 def test_a_loop_that_ends_closes_its_connections_first(
     server: str, request: pytest.FixtureRequest
 ) -> None:

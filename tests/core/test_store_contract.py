@@ -249,6 +249,20 @@ class TestAsyncClusterStore(AsyncStoreContract):
         return functools.partial(driven, cluster_url)
 
 
+class TestAsyncPostgresStore(AsyncStoreContract):
+    """A PostgreSQL table through psycopg's async pool: the sync store's steps, awaited."""
+
+    @pytest.fixture
+    def store(self, postgres_url: str):
+        driver = driven(postgres_url)
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def store_factory(self, postgres_url: str):
+        return functools.partial(driven, postgres_url)
+
+
 class TestAsyncTieredStore(AsyncStoreContract):
     """A memory near cache over memcached, each tier awaited on its own twin."""
 

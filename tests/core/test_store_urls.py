@@ -86,6 +86,7 @@ def test_a_sentinel_url_names_its_sentinels_service_and_database() -> None:
         ("redis+cluster://h:7000?tag_copies=0", "tag_copies must be 1…1024"),
         ("redis+cluster://h:7000?read_replicas=1", "unknown redis+cluster store option"),
         ("valkey+cluster://h:port", "bad cluster node port 'port'"),
+        ("postgresql://h/db?max_connections=0", "max_connections must be >= 1"),
     ],
 )
 def test_bad_urls_name_the_problem(url: str, says: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import threading
@@ -164,6 +165,41 @@ def test_postgres_down_is_a_miss_logged_once_and_fails_fast(
         assert cache.store.connections.is_down(), "calls fail at once, no connect each"
     finally:
         postgres_node.restart()
+
+
+def test_postgres_down_is_an_async_miss_logged_once_and_fails_fast(
+    postgres_url: str, postgres_node, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The twin's outage is the sync store's: a miss, one log line, no connect per call."""
+    cache = Cache(from_url(postgres_url, dead_timeout=5))
+
+    async def visit() -> list[str]:
+        await cache.aset("k", "v")
+        postgres_node.kill()
+        await cache.store.asynchronous().close()  # no idle connection: the next call connects
+        results = [await cache.aget("k", "miss") for _ in range(50)]
+        await cache.aset("k2", "dropped")
+        return results
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="mcache"):
+            results = asyncio.run(visit())
+        assert results == ["miss"] * 50
+        assert len([r for r in caplog.records if "get" in r.getMessage()]) == 1
+        assert cache.store.connections.is_down(), "the failed connect marks it down for both"
+    finally:
+        postgres_node.restart()
+
+
+def test_sqlite_has_no_twin_and_is_awaited_through_a_thread(sqlite_url: str) -> None:
+    cache = Cache(sqlite_url)
+    assert cache.store.asynchronous() is None, "Python's sqlite3 only blocks"
+
+    async def visit() -> object:
+        await cache.aset("k", "v", 60)
+        return await cache.aget("k")
+
+    assert asyncio.run(visit()) == "v"
 
 
 def test_bad_urls_name_the_fix(tmp_path) -> None:

@@ -69,7 +69,8 @@ from .steps import (
 from .writing import Writer
 
 if TYPE_CHECKING:
-    from .cache import Cache
+    from .parts import CacheParts
+    from .reading import Reader
 
 __all__ = ["STALE_SERVED", "BuildOptions", "Builder", "Call", "ServedStale"]
 
@@ -82,13 +83,14 @@ call, read it after.
 
 
 class Builder:
-    """Runs the read path for a ``Cache``: one algorithm (steps), two drivers."""
+    """Runs a cache's read path on its :class:`~mcache.parts.CacheParts`: one algorithm
+    (steps), two drivers."""
 
-    def __init__(self, cache: Cache) -> None:
-        self.cache = cache
-        self.reader = cache.reader
+    def __init__(self, parts: CacheParts, reader: Reader) -> None:
+        self.parts = parts
+        self.reader = reader
         self.rng = random.Random()
-        self.writer = Writer(cache, self.rng)
+        self.writer = Writer(parts, reader, self.rng)
         self.rebuilds = Rebuilds(self)
         self.flights = SingleFlight()  # callers that found nothing: followers get the value
         self.refreshes = SingleFlight()  # stale rebuilds: the others serve stale meanwhile
@@ -117,9 +119,9 @@ class Builder:
         self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions
     ) -> Steps[Any]:
         """The read path, as steps (see the module's docstring)."""
-        cache = self.cache
+        parts = self.parts
         try:
-            if not cache.may_store():
+            if not parts.may_store():
                 # Uncommitted data (see Cache.may_store): built for this caller alone,
                 # never stored and never handed to the threads that share its calls.
                 return (yield from self.build_alone_steps(Call(key, build, tags, o, {})))
@@ -127,32 +129,32 @@ class Builder:
             try:
                 entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
             except Exception as error:
-                cache.store_failed("get_or_build", error)
-                cache.metrics.add("misses")
+                parts.store_failed("get_or_build", error)
+                parts.metrics.add("misses")
                 call = Call(key, build, tags, o, {})
                 return (yield from self.build_alone_steps(call, unread=True))
             if self.writer.claims:
                 self.writer.saw(key, entry)
-            now = cache.clock.time_ms()
+            now = parts.clock.time_ms()
             if self.is_hit(key, entry, declared, others, now, o):
                 if claim is not None:
                     yield from self.writer.drop_claim_steps(key, claim)
                 if entry.tags and inside_build():  # type: ignore[union-attr]
-                    report(self.cache.tags.scope, entry.tags)  # type: ignore[union-attr]
+                    report(self.parts.tags.scope, entry.tags)  # type: ignore[union-attr]
                 return entry.value  # type: ignore[union-attr]
-            cache.trace(key, "M")
+            parts.trace(key, "M")
             call = Call(key, build, tags, o, declared, entry, claim=claim)
             if entry is not None:
                 call.seen_fresh = entry.is_fresh(now) and entry.tags_current(declared, others)
                 value = yield from self.refresh_stale_steps(call, entry)
             else:
                 yield from self.writer.drop_claim_steps(key, claim)
-                cache.metrics.add("misses")
+                parts.metrics.add("misses")
                 value = yield from self.build_missing_steps(call)
-            report(self.cache.tags.scope, call.depends, call.stale)
+            report(self.parts.tags.scope, call.depends, call.stale)
             return value
         except Uncacheable as own:  # this caller's own build: followers got NotShared
-            cache.metrics.add("uncached")
+            parts.metrics.add("uncached")
             return own.value
 
     def is_hit(
@@ -171,9 +173,9 @@ class Builder:
             and (entry.tags == declared if not others else entry.tags_current(declared, others))
             and not (o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng))
         ):
-            if self.cache.tracer.enabled:
-                self.cache.tracer.event(key, "H")
-            self.cache.metrics.add("hits")
+            if self.parts.tracer.enabled:
+                self.parts.tracer.event(key, "H")
+            self.parts.metrics.add("hits")
             return True
         return False
 
@@ -184,14 +186,14 @@ class Builder:
         depends on is unknown: an enclosing build must not store it as fresh.
         """
         value = yield from self.run_build_steps(call, None)
-        report(self.cache.tags.scope, call.depends, call.stale or unread)
+        report(self.parts.tags.scope, call.depends, call.stale or unread)
         return value
 
     def serve_stale(self, call: Call, entry: Entry) -> Any:
         """Return the stale value, counted and traced."""
         STALE_SERVED.set(True)
-        self.cache.trace(call.key, "S")
-        self.cache.metrics.add("stale")
+        self.parts.trace(call.key, "S")
+        self.parts.metrics.add("stale")
         call.depends, call.stale = entry.tags, not call.seen_fresh
         return entry.value
 
@@ -211,7 +213,7 @@ class Builder:
             # Its read won the lock: it alone may rebuild.
             return (yield from self.rebuild_stale_steps(call, entry))
         if not leader:
-            self.cache.metrics.add("coalesced")
+            self.parts.metrics.add("coalesced")
             if not call.seen_fresh and (yield Wait(flight, call.options.stale_wait)):
                 answer = flight.outcome()
                 if answer is not NO_VALUE:
@@ -235,7 +237,7 @@ class Builder:
         if call.options.refresh == "background" and not inside_build():
             yield HandOver(self.rebuilds, call, lock)
             return (yield from self.fresh_or_stale_steps(call, entry))
-        self.cache.metrics.add("misses")
+        self.parts.metrics.add("misses")
         return (yield from self.build_and_store_steps(call, lock, entry))
 
     def fresh_or_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
@@ -254,9 +256,9 @@ class Builder:
         try:
             entry, declared, others = yield from self.reader.read_steps(call.key, call.tags)
         except Exception as error:
-            self.cache.store_failed("get_or_build", error)
+            self.parts.store_failed("get_or_build", error)
             return None
-        now = self.cache.clock.time_ms()
+        now = self.parts.clock.time_ms()
         if entry is not None and entry.is_fresh(now) and entry.tags_current(declared, others):
             return entry
         return None
@@ -280,10 +282,10 @@ class Builder:
         """
         flight, leader = self.flights.join(call.key)
         if not leader:
-            self.cache.metrics.add("coalesced")
+            self.parts.metrics.add("coalesced")
             if (yield Wait(flight, call.options.wait)) and flight.answered():
                 return (yield from self.outcome_of_steps(flight, call))
-            self.cache.metrics.add("wait_timeouts")
+            self.parts.metrics.add("wait_timeouts")
             flight, leader = self.flights.take_over(call.key, flight)
             if not leader:
                 if (yield Wait(flight, call.options.lock_timeout)) and flight.answered():
@@ -319,7 +321,7 @@ class Builder:
         lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
         if lock is not None:
             return (yield from self.build_and_store_steps(call, lock, None))
-        self.cache.metrics.add("lock_waits")
+        self.parts.metrics.add("lock_waits")
         # Waiters in other processes poll the store: a short cap lets them see the
         # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
         # waiters within ~10% of it), for a few gets a second per waiting process.
@@ -332,14 +334,14 @@ class Builder:
             lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
             if lock is not None:
                 return (yield from self.build_and_store_steps(call, lock, None))
-        self.cache.metrics.add("wait_timeouts")
+        self.parts.metrics.add("wait_timeouts")
         return (yield from self.build_and_store_steps(call, None, None))
 
     def take_peeked(self, call: Call, entry: Entry) -> Any:
         """Return the entry another process just wrote, with what it depends on."""
-        self.cache.trace(call.key, "H")
+        self.parts.trace(call.key, "H")
         call.depends = entry.tags
-        call.stale = not entry.is_fresh(self.cache.clock.time_ms())
+        call.stale = not entry.is_fresh(self.parts.clock.time_ms())
         return entry.value
 
     def built_meanwhile_steps(self, call: Call, found: object) -> Steps[Entry | None]:
@@ -349,19 +351,19 @@ class Builder:
         cache would still show this process the stale copy it had. Fresher tag
         versions read here become the ones the new entry records.
         """
-        cache = self.cache
+        parts = self.parts
         try:
             entry = self.reader.decode(call.key, found)
-            call.versions = versions = yield from cache.tags.read_steps(call.tags, call.key)
+            call.versions = versions = yield from parts.tags.read_steps(call.tags, call.key)
             if entry is None or (
                 call.seen is not None and entry.fresh_until_ms == call.seen.fresh_until_ms
             ):
                 return None  # nothing new: the entry that sent us here (an early refresh keeps it)
-            now = cache.clock.time_ms()
+            now = parts.clock.time_ms()
             if entry.is_fresh(now) and (yield from self.reader.is_current_steps(entry, versions)):
                 return entry
         except Exception as error:
-            cache.store_failed("get_or_build", error)
+            parts.store_failed("get_or_build", error)
         return None
 
     # -- locks, builds, writes -------------------------------------------------------------------
@@ -380,21 +382,21 @@ class Builder:
         """
         started = time.monotonic()
         try:
-            with collecting(self.cache.tags.scope) as found:
+            with collecting(self.parts.tags.scope) as found:
                 yield
         except Uncacheable:
-            report(self.cache.tags.scope, merged(call.versions, found.versions), found.stale)
+            report(self.parts.tags.scope, merged(call.versions, found.versions), found.stale)
             raise  # not a failure: the builder's value is for its caller alone
         except Exception as error:
             self.build_failed(call.key, error)
             call.failed = True
             if stale is None:
                 raise
-            self.cache.failures.warning(
+            self.parts.failures.warning(
                 "build.error", "building %r failed, serving its stale value: %r", call.key, error
             )
             raise ServedStale(self.serve_stale(call, stale)) from error
-        self.cache.metrics.add("builds")
+        self.parts.metrics.add("builds")
         call.built = True
         call.build_ms = int((time.monotonic() - started) * 1000)
         call.depends = merged(call.versions, found.versions)
@@ -402,8 +404,8 @@ class Builder:
 
     def build_failed(self, key: str, error: Exception) -> None:
         """Count and trace a build that raised."""
-        self.cache.metrics.add("build_errors")
-        self.cache.trace(key, "E")
+        self.parts.metrics.add("build_errors")
+        self.parts.trace(key, "E")
 
     def build_and_store_steps(
         self, call: Call, lock: Lock | None, stale: Entry | None

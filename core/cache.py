@@ -27,8 +27,8 @@ from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
 from .counters import Counter, ViewCounter
-from .errors import ConfigError, InvalidKey, MCacheError, StoreUnavailable, ValueTooLarge
-from .keys import MAX_KEY_BYTES, make_key
+from .errors import ConfigError, InvalidKey, MCacheError
+from .keys import make_key
 from .lock import Lock
 from .logs import FailureLog
 from .memoize import Memoized, memoize
@@ -42,6 +42,7 @@ from .options import (
     tag_list,
     with_defaults,
 )
+from .parts import CacheParts
 from .plain import PlainOperations
 from .reading import Reader
 from .rebuild import register
@@ -117,7 +118,6 @@ class Cache(PlainOperations):
         )
         self._stale_ttl = stale_ttl  # None: a call's stale_ttl follows the call's own ttl
         self.codec = codec or Codec()
-        self.clock = clock
         self.failures = failure_log or FailureLog()
         self.shared: Store = getattr(self.store, "shared", self.store)
         self.tags = Tags(self.shared, namespace, clock, duration(tag_cache_ttl, "tag_cache_ttl"))
@@ -128,16 +128,64 @@ class Cache(PlainOperations):
             raise ConfigError(f"trace_dir {trace_dir!r} cannot be created: {error}") from None
         if isinstance(refresher, str):
             refresher = refresher_named(refresher, refresh_queue, refresh_fallback)
-        self.refresher: Refresher = refresher or ThreadPoolRefresher()
-        # How a queue worker finds this cache again: set by ``name`` or by an adapter.
-        self.locator: str | None = None if name is None else register(name, self)
-        # Asked before get_or_build stores what it built; a framework says no while
-        # the caller's database transaction holds uncommitted writes (see django_mcache).
-        self.may_store: Callable[[], bool] = may_store or _always
+        self.parts = CacheParts(
+            self.store,
+            namespace,
+            self.codec,
+            clock,
+            self.tags,
+            self.metrics,
+            self.tracer,
+            self.failures,
+            refresher or ThreadPoolRefresher(),
+            may_store or _always,
+        )
+        if name is not None:
+            self.locator = register(name, self)
         self._view_counters: dict[str, ViewCounter] = {}
         self._registry_lock = threading.Lock()
-        self.reader = Reader(self)
-        self.builder = Builder(self)
+        self.reader = Reader(self.parts)
+        self.builder = Builder(self.parts, self.reader)
+
+    # What may change after start-up (an adapter's policies, a test's clock) lives in
+    # the parts the algorithm reads.
+
+    @property
+    def clock(self) -> Clock:
+        """The clock entries' times are read on (a ``FakeClock`` in tests)."""
+        return self.parts.clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        self.parts.clock = clock
+
+    @property
+    def refresher(self) -> Refresher:
+        """Where ``refresh="background"`` rebuilds run (see :mod:`mcache.refreshers`)."""
+        return self.parts.refresher
+
+    @refresher.setter
+    def refresher(self, refresher: Refresher) -> None:
+        self.parts.refresher = refresher
+
+    @property
+    def locator(self) -> str | None:
+        """How a queue worker finds this cache again: set by ``name`` or by an adapter."""
+        return self.parts.locator
+
+    @locator.setter
+    def locator(self, locator: str | None) -> None:
+        self.parts.locator = locator
+
+    @property
+    def may_store(self) -> Callable[[], bool]:
+        """Asked before ``get_or_build`` stores what it built; a framework says no while
+        the caller's database transaction holds uncommitted writes (see django_mcache)."""
+        return self.parts.may_store
+
+    @may_store.setter
+    def may_store(self, may_store: Callable[[], bool]) -> None:
+        self.parts.may_store = may_store
 
     def __repr__(self) -> str:
         return f"Cache({self.store!r}, namespace={self.namespace!r})"
@@ -155,44 +203,15 @@ class Cache(PlainOperations):
 
     def derived_key(self, kind: str, key: str) -> str:
         """Return the key of a companion record (``l`` lock, …) of ``key``, within 250 bytes."""
-        derived = f"{kind}:{key}"
-        if len(derived) <= MAX_KEY_BYTES:
-            return derived
-        return f"{kind}:{make_key('', key)}"
-
-    def trace(self, key: str, letter: str) -> None:
-        """Record a trace event for ``key`` when tracing is on."""
-        if self.tracer.enabled:
-            self.tracer.event(key, letter)
+        return self.parts.derived_key(kind, key)
 
     def store_failed(self, operation: str, error: BaseException) -> None:
         """Count and log (once per interval) a store failure the caller never sees."""
-        self.metrics.add("store_errors")
-        if isinstance(error, ValueTooLarge):
-            self.failures.warning("store.too_large", "value not cached: %s", error)
-        else:
-            self.failures.warning(
-                f"store.{operation}",
-                "cache %s failed, carrying on without the cache: %s",
-                operation,
-                error,
-            )
+        self.parts.store_failed(operation, error)
 
     def store_call(self, operation: str, call: Callable[[], T], fallback: T) -> T:
         """Run a store call; on a store failure log once per interval and return ``fallback``."""
-        try:
-            return call()
-        except (StoreUnavailable, ValueTooLarge) as error:
-            self.store_failed(operation, error)
-            return fallback
-
-    def store_steps(self, operation: str, steps: Steps[T], fallback: T) -> Steps[T]:
-        """:meth:`store_call` for steps (a counter's, run by either driver)."""
-        try:
-            return (yield from steps)
-        except (StoreUnavailable, ValueTooLarge) as error:
-            self.store_failed(operation, error)
-            return fallback
+        return self.parts.store_call(operation, call, fallback)
 
     def _ttl(self, ttl: float | None) -> int:
         if ttl is None:
@@ -340,7 +359,7 @@ class Cache(PlainOperations):
 
     def counter(self, name: str, ttl: int = 0) -> Counter:
         """Return the atomic counter ``name``."""
-        return Counter(self, name, ttl)
+        return Counter(self.parts, name, ttl)
 
     def view_counter(
         self, name: str, initial: Callable[[Any], int] | None = None, ttl: int = 0
@@ -354,7 +373,7 @@ class Cache(PlainOperations):
         with self._registry_lock:
             counter = self._view_counters.get(name)
             if counter is None:
-                counter = self._view_counters[name] = ViewCounter(self, name, initial, ttl)
+                counter = self._view_counters[name] = ViewCounter(self.parts, name, initial, ttl)
                 atexit.register(counter.push)
             elif initial is not None:
                 counter.initial = initial
@@ -364,11 +383,11 @@ class Cache(PlainOperations):
         self, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
     ) -> OnlineCounter:
         """Return the count of visitors seen in the last ``window`` seconds."""
-        return OnlineCounter(self, name, window, slots, unique)
+        return OnlineCounter(self.parts, name, window, slots, unique)
 
     def visitor_counter(self, name: str, period: int = 3600) -> VisitorCounter:
         """Return visits per ``period`` (current and previous period)."""
-        return VisitorCounter(self, name, period)
+        return VisitorCounter(self.parts, name, period)
 
     # -- reports --------------------------------------------------------------------------------
 

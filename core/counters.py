@@ -25,7 +25,7 @@ from .steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
 from .stores.base import stored_count
 
 if TYPE_CHECKING:
-    from .cache import Cache
+    from .parts import CacheParts
 
 __all__ = [
     "ROBOTS",
@@ -48,7 +48,7 @@ def is_robot(user_agent: str, robots: Iterable[str] = ROBOTS) -> bool:
 _RETRIES = 5
 
 
-def counter_key(cache: Cache, kind: str, *parts: object, hash_tag: bool = False) -> str:
+def counter_key(cache: CacheParts, kind: str, *parts: object, hash_tag: bool = False) -> str:
     """Return ``{ns}:{kind}:…`` for a counter: readable, memcached-safe, namespaced.
 
     ``hash_tag`` wraps the parts' key in braces: keys that extend it share a
@@ -60,7 +60,7 @@ def counter_key(cache: Cache, kind: str, *parts: object, hash_tag: bool = False)
 
 
 def bump(
-    cache: Cache,
+    parts: CacheParts,
     key: str,
     delta: int,
     ttl: int = 0,
@@ -75,11 +75,11 @@ def bump(
     winner calls ``on_seeded(seed)``). A store that is down counts nothing and
     answers 0 (logged), never an exception.
     """
-    return run_steps(bump_steps(cache, key, delta, ttl, seed, on_seeded), perform)
+    return run_steps(bump_steps(parts, key, delta, ttl, seed, on_seeded), perform)
 
 
 def bump_steps(
-    cache: Cache,
+    parts: CacheParts,
     key: str,
     delta: int,
     ttl: int = 0,
@@ -87,7 +87,7 @@ def bump_steps(
     on_seeded: Callable[[int], object] | None = None,
 ) -> Steps[int]:
     """:func:`bump`, as steps: the one algorithm both the sync and the async counters run."""
-    store = cache.store
+    store = parts.store
 
     def attempts() -> Steps[int]:
         for _ in range(_RETRIES):
@@ -104,42 +104,42 @@ def bump_steps(
                 return base + delta
         raise RuntimeError(f"counter {key!r} kept vanishing between incr and add")
 
-    return (yield from cache.store_steps("counter", attempts(), 0))
+    return (yield from parts.store_steps("counter", attempts(), 0))
 
 
 class Counter:
     """An atomic counter: ``incr`` returns the new count; a missing key counts from 0."""
 
-    def __init__(self, cache: Cache, name: str, ttl: int = 0) -> None:
-        self.cache = cache
+    def __init__(self, parts: CacheParts, name: str, ttl: int = 0) -> None:
+        self.parts = parts
         self.name = name
         self.ttl = ttl
-        self.key = counter_key(cache, "c", name)
+        self.key = counter_key(parts, "c", name)
 
     def __repr__(self) -> str:
         return f"Counter({self.name!r})"
 
     def incr(self, delta: int = 1) -> int:
         """Add ``delta`` (>= 0) and return the new count."""
-        return bump(self.cache, self.key, delta, self.ttl)
+        return bump(self.parts, self.key, delta, self.ttl)
 
     async def aincr(self, delta: int = 1) -> int:
         """Await :meth:`incr` (on the store's async twin: no thread)."""
-        return await arun_steps(bump_steps(self.cache, self.key, delta, self.ttl), aperform)
+        return await arun_steps(bump_steps(self.parts, self.key, delta, self.ttl), aperform)
 
     def decr(self, delta: int = 1) -> int:
         """Subtract ``delta``, flooring at 0, and return the new count."""
-        count = self.cache.store_call("counter", lambda: self.cache.store.decr(self.key, delta), 0)
+        count = self.parts.store_call("counter", lambda: self.parts.store.decr(self.key, delta), 0)
         return count or 0
 
     def value(self) -> int:
         """Return the count (0 when missing)."""
-        data = self.cache.store_call("counter", lambda: self.cache.store.get(self.key), NO_VALUE)
+        data = self.parts.store_call("counter", lambda: self.parts.store.get(self.key), NO_VALUE)
         return stored_count(data) or 0
 
     def reset(self) -> None:
         """Forget the count."""
-        self.cache.store_call("counter", lambda: self.cache.store.delete(self.key), False)
+        self.parts.store_call("counter", lambda: self.parts.store.delete(self.key), False)
 
 
 class ViewCounter:
@@ -157,14 +157,14 @@ class ViewCounter:
     flushes racing never write the same views twice.
     """
 
-    def __init__(self, cache: Cache, name: str, initial: Callable[[Any], int] | None = None,
+    def __init__(self, parts: CacheParts, name: str, initial: Callable[[Any], int] | None = None,
                  ttl: int = 0, push_interval: float = 5.0) -> None:  # fmt: skip
-        self.cache = cache
+        self.parts = parts
         self.name = name
         self.initial = initial or (lambda ident: 0)
         self.ttl = ttl
         self.push_interval = push_interval
-        self.dirty_key = counter_key(cache, "c", name, "dirty")
+        self.dirty_key = counter_key(parts, "c", name, "dirty")
         self._dirty: set[Hashable] = set()
         self._lock = threading.Lock()
         self._next_push = 0.0
@@ -182,20 +182,20 @@ class ViewCounter:
 
     def key(self, obj: Any) -> str:
         """Return the count's store key for ``obj``."""
-        return counter_key(self.cache, "c", self.name, self.ident(obj))
+        return counter_key(self.parts, "c", self.name, self.ident(obj))
 
     def _baseline_key(self, ident: Hashable) -> str:
-        return counter_key(self.cache, "c", self.name, "saved", ident)
+        return counter_key(self.parts, "c", self.name, "saved", ident)
 
     def _set_baseline(self, ident: Hashable, value: int) -> None:
         key = self._baseline_key(ident)
-        self.cache.store_call(
-            "counter", lambda: self.cache.store.set(key, b"%d" % value, self.ttl), None
+        self.parts.store_call(
+            "counter", lambda: self.parts.store.set(key, b"%d" % value, self.ttl), None
         )
 
     def _count(self, ident: Hashable, delta: int) -> int:
         return bump(
-            self.cache, self.key(ident), delta, self.ttl,
+            self.parts, self.key(ident), delta, self.ttl,
             seed=lambda: int(self.initial(ident)),
             on_seeded=lambda base: self._set_baseline(ident, base),
         )  # fmt: skip
@@ -218,7 +218,7 @@ class ViewCounter:
         """Return the counts of many objects in one ``get_many`` (seeding the missing)."""
         idents = [self.ident(obj) for obj in objs]
         keys = {self.key(ident): ident for ident in idents}
-        found = self.cache.store_call("counter", lambda: self.cache.store.get_many(keys), {})
+        found = self.parts.store_call("counter", lambda: self.parts.store.get_many(keys), {})
         counts: dict[Hashable, int] = {}
         for key, ident in keys.items():
             count = stored_count(found.get(key))
@@ -233,7 +233,7 @@ class ViewCounter:
         if not dirty:
             return
         line = "".join(f"{_encode_ident(ident)}\n" for ident in dirty).encode()
-        store = self.cache.store
+        store = self.parts.store
 
         def record() -> bool:
             return (
@@ -242,17 +242,17 @@ class ViewCounter:
                 or (store.append(self.dirty_key, line))
             )
 
-        if not self.cache.store_call("counter", record, False):
+        if not self.parts.store_call("counter", record, False):
             with self._lock:  # keep them for the next push rather than lose them
                 self._dirty.update(dirty)
-            self.cache.failures.warning(
+            self.parts.failures.warning(
                 "counter.dirty", "view counter %r could not record viewed objects", self.name
             )
 
     def pending(self) -> dict[Hashable, int]:
         """Return the views counted since the last flush, by object."""
         self.push()
-        data = self.cache.store_call("counter", lambda: self.cache.store.get(self.dirty_key), b"")
+        data = self.parts.store_call("counter", lambda: self.parts.store.get(self.dirty_key), b"")
         idents = _decode_idents(data if isinstance(data, bytes) else b"")
         pending = {}
         for ident in dict.fromkeys(idents):
@@ -263,7 +263,7 @@ class ViewCounter:
 
     def _delta(self, ident: Hashable) -> tuple[int, int, Any] | None:
         """Return ``(delta, count, cas token of the baseline)`` for one object, or None."""
-        store = self.cache.store
+        store = self.parts.store
         count = stored_count(store.get(self.key(ident)))
         if count is None:
             return None
@@ -285,7 +285,7 @@ class ViewCounter:
         self.push()
         written, failed = 0, []
         for ident in dict.fromkeys(self._take_dirty()):
-            outcome = self.cache.store_call(
+            outcome = self.parts.store_call(
                 "counter", lambda i=ident: self._flush_one(i, write_back), None
             )
             if outcome is None:
@@ -301,7 +301,7 @@ class ViewCounter:
         self, ident: Hashable, write_back: Callable[[Hashable, int], object]
     ) -> bool | None:
         """Claim one object's delta (cas on its baseline), then write it back; None on failure."""
-        store = self.cache.store
+        store = self.parts.store
         for _ in range(_RETRIES):
             found = self._delta(ident)
             if found is None:
@@ -315,7 +315,7 @@ class ViewCounter:
             write_back(ident, delta)
         except Exception as error:
             store.decr(self._baseline_key(ident), delta)  # give the delta back
-            self.cache.failures.warning(
+            self.parts.failures.warning(
                 "counter.write_back", "write_back(%r) failed: %r", ident, error
             )
             return None
@@ -323,7 +323,7 @@ class ViewCounter:
 
     def _take_dirty(self) -> list[Hashable]:
         """Empty the store's list of viewed objects atomically (gets/cas) and return it."""
-        store = self.cache.store
+        store = self.parts.store
 
         def take() -> list[Hashable]:
             for _ in range(_RETRIES):
@@ -334,7 +334,7 @@ class ViewCounter:
                     return _decode_idents(data)  # type: ignore[arg-type]
             return []
 
-        return self.cache.store_call("counter", take, [])
+        return self.parts.store_call("counter", take, [])
 
 
 def _encode_ident(ident: Hashable) -> str:

@@ -21,7 +21,7 @@ from .errors import MCacheError
 from .steps import Steps, StoreCall, perform, run_steps
 
 if TYPE_CHECKING:
-    from .cache import Cache
+    from .parts import CacheParts
 
 __all__ = ["Reader"]
 
@@ -33,8 +33,8 @@ _NONE: dict[str, int] = {}  # read-only: returned where there are no versions at
 class Reader:
     """Reads entries for a ``Cache``, validating every tag they recorded."""
 
-    def __init__(self, cache: Cache) -> None:
-        self.cache = cache
+    def __init__(self, parts: CacheParts) -> None:
+        self.parts = parts
         self.others: dict[str, tuple[str, ...]] = {}  # key -> labels beyond the declared ones
 
     def read(
@@ -51,7 +51,7 @@ class Reader:
         self, key: str, tags: list[str], claim: StaleClaim | None = None
     ) -> Steps[tuple[Entry | None, dict[str, int], dict[str, int]]]:
         """:meth:`read`, as steps: the sync driver calls the store, the async one awaits it."""
-        cache = self.cache
+        parts = self.parts
         known = self.others.get(key)
         if not tags and not known:
             entry = self.decode(key, (yield from self._get_steps(key, claim)))
@@ -59,25 +59,25 @@ class Reader:
                 return entry, _NONE, _NONE
             others = yield from self._other_versions_steps(key, entry, _NONE, _NONE)
             return entry, _NONE, others
-        slots = cache.tags.near(tags, key)
-        wanted = [*slots, *cache.tags.slots_of(known)] if known else slots
-        local = cache.tags.cached(wanted)
+        slots = parts.tags.near(tags, key)
+        wanted = [*slots, *parts.tags.slots_of(known)] if known else slots
+        local = parts.tags.cached(wanted)
         if local is not None:
             entry, found = self.decode(key, (yield from self._get_steps(key, claim))), local
         else:
-            if cache.shared is cache.store:
+            if parts.shared is parts.store:
                 keys = [key, *(k for _, k in wanted)]
                 if claim is None:
-                    got = yield StoreCall(cache.store, "get_many", (keys,))
+                    got = yield StoreCall(parts.store, "get_many", (keys,))
                 else:
-                    got = yield StoreCall(cache.store, "get_many_claiming", (keys, claim))
+                    got = yield StoreCall(parts.store, "get_many_claiming", (keys, claim))
                 entry = self.decode(key, got.get(key, NO_VALUE))
             else:
-                entry = self.decode(key, (yield StoreCall(cache.store, "get", (key,))))
-                got = yield StoreCall(cache.shared, "get_many", ([k for _, k in wanted],))
-            found, missing = cache.tags.versions_found(wanted, got)
+                entry = self.decode(key, (yield StoreCall(parts.store, "get", (key,))))
+                got = yield StoreCall(parts.shared, "get_many", ([k for _, k in wanted],))
+            found, missing = parts.tags.versions_found(wanted, got)
             if missing:
-                found = {**found, **(yield from cache.tags.create_steps(missing))}
+                found = {**found, **(yield from parts.tags.create_steps(missing))}
         declared = {label: found[label] for label, _ in slots} if known else found
         if entry is None or len(entry.tags) <= len(declared):
             if known and entry is not None:
@@ -89,8 +89,8 @@ class Reader:
     def _get_steps(self, key: str, claim: StaleClaim | None) -> Steps[bytes | NoValueType]:
         """Return what the store holds under ``key``, claiming it with ``claim`` if given."""
         if claim is None:
-            return (yield StoreCall(self.cache.store, "get", (key,)))
-        found = yield StoreCall(self.cache.store, "get_many_claiming", ([key], claim))
+            return (yield StoreCall(self.parts.store, "get", (key,)))
+        found = yield StoreCall(self.parts.store, "get_many_claiming", ([key], claim))
         return found.get(key, NO_VALUE)
 
     def _other_versions_steps(
@@ -100,8 +100,8 @@ class Reader:
         labels = tuple(label for label in entry.tags if label not in declared)
         missing = [label for label in labels if label not in found]
         if missing:
-            found = {**found, **(yield from self.cache.tags.of_labels_steps(missing))}
-        strays = self.cache.tags.strays(labels)
+            found = {**found, **(yield from self.parts.tags.of_labels_steps(missing))}
+        strays = self.parts.tags.strays(labels)
         if strays:  # recorded before the pool changed: no bump moves them any more
             found = {**found, **dict.fromkeys(strays, -1)}
         if self.others.get(key) != labels:
@@ -113,7 +113,7 @@ class Reader:
     def is_current_steps(self, entry: Entry, declared: dict[str, int]) -> Steps[bool]:
         """Return whether ``entry`` records ``declared`` and every other tag it has is current."""
         labels = [label for label in entry.tags if label not in declared]
-        others = (yield from self.cache.tags.of_labels_steps(labels)) if labels else _NONE
+        others = (yield from self.parts.tags.of_labels_steps(labels)) if labels else _NONE
         return entry.tags_current(declared, others)
 
     def decode(self, key: str, data: object) -> Entry | None:
@@ -125,7 +125,7 @@ class Reader:
         """
         if data is NO_VALUE:
             return None
-        value = self.cache.codec.loads(data, key)  # type: ignore[arg-type]
+        value = self.parts.codec.loads(data, key)  # type: ignore[arg-type]
         if value is NO_VALUE:
             return None  # foreign or corrupted bytes: the codec logged them
         if is_placeholder(value):
@@ -137,7 +137,7 @@ class Reader:
     def forget_near(self, key: str) -> None:
         """Drop a near (per-process) copy of a build's placeholder, so the next read of
         ``key`` sees the built entry as soon as it is written, not ``hot_ttl`` later."""
-        forget = getattr(self.cache.store, "forget_near", None)
+        forget = getattr(self.parts.store, "forget_near", None)
         if forget is not None:
             forget(key)
 
@@ -148,9 +148,9 @@ class Reader:
     def peek_steps(self, key: str) -> Steps[Entry | None]:
         """:meth:`peek`, as steps (see :mod:`mcache.steps`)."""
         try:
-            return self.decode(key, (yield StoreCall(self.cache.store, "get", (key,))))
+            return self.decode(key, (yield StoreCall(self.parts.store, "get", (key,))))
         except Exception as error:
-            self.cache.store_failed("get_or_build", error)
+            self.parts.store_failed("get_or_build", error)
             return None
 
     # -- plain reads (get, get_many): no building, no stale values -----------------------
@@ -171,7 +171,7 @@ class Reader:
         values: dict[str, Any] = {}
         entries: dict[str, Entry] = {}
         for store_key, data in found.items():
-            value = self.cache.codec.loads(data, store_key)
+            value = self.parts.codec.loads(data, store_key)
             if type(value) in (list, tuple):
                 if (entry := Entry.from_wire(value)) is not None:
                     entries[store_key] = entry
@@ -190,18 +190,18 @@ class Reader:
 
         Inside a build, each value's tags are reported to it, as ``get_or_build``'s are.
         """
-        cache = self.cache
-        now = cache.clock.time_ms()
+        parts = self.parts
+        now = parts.clock.time_ms()
         fresh = {key: entry for key, entry in entries.items() if entry.is_fresh(now)}
         labels = {label for entry in fresh.values() for label in entry.tags}
         try:
-            versions = (yield from cache.tags.of_labels_steps(labels)) if labels else _NONE
+            versions = (yield from parts.tags.of_labels_steps(labels)) if labels else _NONE
         except MCacheError as error:
-            cache.store_failed("get", error)
+            parts.store_failed("get", error)
             return {}
         values = {}
         for key, entry in fresh.items():
             if all(versions.get(label) == v for label, v in entry.tags.items()):
-                report(cache.tags.scope, entry.tags)
+                report(parts.tags.scope, entry.tags)
                 values[key] = entry.value
         return values

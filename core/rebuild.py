@@ -71,7 +71,7 @@ class Rebuild:
         return self._job
 
     def _describe(self) -> Job | str:
-        call, cache = self.call, self.builder.cache
+        call, parts = self.call, self.builder.parts
         reason = getattr(call.origin or call.build, "__mcache_local__", None)
         if reason:
             return str(reason)
@@ -81,15 +81,15 @@ class Rebuild:
                 f"{self.name} is rebuilt in this process: a queue worker can only import a"
                 " module-level function, a functools.partial of one, or a @cache.cached function"
             )
-        if cache.locator is None:
+        if parts.locator is None:
             return "the cache has no name a worker could find it by: give it Cache(name=…)"
         try:
-            arguments = cache.codec.dumps([list(address.args), address.kwargs], call.key)
+            arguments = parts.codec.dumps([list(address.args), address.kwargs], call.key)
         except Exception as error:
             return f"{self.name}'s arguments cannot be encoded by the cache's codec: {error!r}"
         seen = call.seen.fresh_until_ms if call.seen is not None else 0
         return Job(
-            cache.locator,
+            parts.locator,
             address.path,
             Job.encode_arguments(arguments),
             call.key,
@@ -114,7 +114,7 @@ class Rebuild:
             if self.lock.extend(max(1, int(seconds))):
                 return job.to_json()
         except Exception as error:
-            self.builder.cache.store_failed("lock", error)
+            self.builder.parts.store_failed("lock", error)
         self.take_back()
         return None
 
@@ -123,10 +123,10 @@ class Rebuild:
         try:
             ours = self.lock.extend()
         except Exception as error:
-            self.builder.cache.store_failed("lock", error)
+            self.builder.parts.store_failed("lock", error)
             ours = False
         if ours:
-            renewer.hold(self.lock, self.builder.cache.failures)
+            renewer.hold(self.lock, self.builder.parts.failures)
         return ours
 
     def give_up(self) -> None:
@@ -139,15 +139,15 @@ class Rebuilds:
 
     def __init__(self, builder: Builder) -> None:
         self.builder = builder
-        self.cache = builder.cache
+        self.parts = builder.parts
 
     def hand_over(self, call: Call, lock: Lock) -> bool:
         """Give the rebuild to the refresher; if it refuses or fails, free the lock."""
         job = dataclasses.replace(call, background=True)  # the caller goes on with its own
         try:
-            accepted = self.cache.refresher(Rebuild(self.builder, job, lock))
+            accepted = self.parts.refresher(Rebuild(self.builder, job, lock))
         except Exception as error:  # e.g. a task queue whose broker is down
-            self.cache.failures.warning("refresh.submit", "background refresh refused: %r", error)
+            self.parts.failures.warning("refresh.submit", "background refresh refused: %r", error)
             accepted = False
         if not accepted:
             self.builder.writer.unlock(call.key, lock)
@@ -174,31 +174,31 @@ class Rebuilds:
         """
         call = Call(key, build, tags, o, {}, self.builder.reader.peek(key))
         try:
-            call.versions = self.cache.tags.read(tags, key)
+            call.versions = self.parts.tags.read(tags, key)
         except Exception as error:
-            self.cache.store_failed("get_or_build", error)
+            self.parts.store_failed("get_or_build", error)
         lock = self.builder.writer.try_lock(call)
         for pause in pauses(o.wait) if lock is None else ():
             time.sleep(pause)
             lock = self.builder.writer.try_lock(call)
             if lock is not None:
                 break
-        self.cache.metrics.add("misses")
+        self.parts.metrics.add("misses")
         value = self.builder.build_and_store(call, lock, None)
-        report(self.cache.tags.scope, call.depends, call.stale)
+        report(self.parts.tags.scope, call.depends, call.stale)
         return value
 
     def run_job(self, job: Job, build: Callable[[], Any]) -> str:
         """Rebuild what a queue worker was handed (see :func:`mcache.rebuild.run`)."""
         options = BuildOptions(**job.options)
-        lock = Lock(self.cache.shared, job.lock, options.lock_timeout, token=job.token.encode())
+        lock = Lock(self.parts.shared, job.lock, options.lock_timeout, token=job.token.encode())
         try:  # the enqueuer's lock, unless it expired while the job waited and is gone
             if not (lock.extend() or lock.try_acquire()):
                 return "taken"
         except Exception as error:
-            self.cache.store_failed("lock", error)
+            self.parts.store_failed("lock", error)
             return "taken"
-        renewer.hold(lock, self.cache.failures)
+        renewer.hold(lock, self.parts.failures)
         seen = Entry(None, job.seen) if job.seen else None
         call = Call(job.key, build, job.tags, options, {}, seen, background=True)
         self.builder.build_and_store(call, lock, self.builder.reader.peek(job.key))

@@ -21,7 +21,7 @@ from .steps import Steps, StoreCall, aperform, arun_steps, one, perform, run_ste
 from .stores.base import stored_count
 
 if TYPE_CHECKING:
-    from .cache import Cache
+    from .parts import CacheParts
 
 __all__ = ["OnlineCounter", "VisitorCounter"]
 
@@ -46,18 +46,18 @@ class OnlineCounter:
     """
 
     def __init__(
-        self, cache: Cache, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
+        self, parts: CacheParts, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
     ) -> None:
         if slots < 2 or window < slots:
             raise ValueError("an online counter needs slots >= 2 and window >= slots seconds")
         if unique not in {"auto", "markers", "hll"}:
             raise ValueError(f"unique must be 'auto', 'markers' or 'hll', got {unique!r}")
-        self.cache = cache
+        self.parts = parts
         self.name = name
         self.window = window
         self.slots = slots
         self.slot_len = window / slots
-        has_hll = hasattr(cache.shared, "pfadd")
+        has_hll = hasattr(parts.shared, "pfadd")
         if unique == "hll" and not has_hll:
             raise ValueError("unique='hll' needs a Redis store (HyperLogLog)")
         self.hll = has_hll and unique != "markers"
@@ -66,11 +66,11 @@ class OnlineCounter:
         return f"OnlineCounter({self.name!r}, window={self.window}, slots={self.slots})"
 
     def _slot(self) -> int:
-        return math.floor(self.cache.clock.time() / self.slot_len)
+        return math.floor(self.parts.clock.time() / self.slot_len)
 
     def slot_key(self, slot: int) -> str:
         """Return the store key of one slot."""
-        return counter_key(self.cache, "o", self.name, slot)
+        return counter_key(self.parts, "o", self.name, slot)
 
     def hit(self, visitor: Hashable | None = None) -> bool:
         """Count one visit; with ``visitor``, at most once per window. Return whether counted."""
@@ -86,17 +86,17 @@ class OnlineCounter:
         if self.hll and visitor is not None:
             member = make_key("", visitor).encode()
             key = self.unique_key(self._slot())
-            pfadd = StoreCall(self.cache.shared, "pfadd", (key, member, ttl))
-            return bool((yield from self.cache.store_steps("counter", one(pfadd), False)))
+            pfadd = StoreCall(self.parts.shared, "pfadd", (key, member, ttl))
+            return bool((yield from self.parts.store_steps("counter", one(pfadd), False)))
         if visitor is not None:
             # The count covers the window less the filling slot; a marker that lived a
             # whole window would leave a steady visitor uncounted for one slot in six.
-            marker = counter_key(self.cache, "om", self.name, visitor)
+            marker = counter_key(self.parts, "om", self.name, visitor)
             marker_ttl = max(1, math.floor(self.window - self.slot_len))
-            add = StoreCall(self.cache.store, "add", (marker, b"1", marker_ttl))
-            if not (yield from self.cache.store_steps("counter", one(add), False)):
+            add = StoreCall(self.parts.store, "add", (marker, b"1", marker_ttl))
+            if not (yield from self.parts.store_steps("counter", one(add), False)):
                 return False
-        yield from bump_steps(self.cache, self.slot_key(self._slot()), 1, ttl)
+        yield from bump_steps(self.parts, self.slot_key(self._slot()), 1, ttl)
         return True
 
     def unique_key(self, slot: int) -> str:
@@ -106,19 +106,19 @@ class OnlineCounter:
         part), so on a Redis Cluster they live in one hash slot and the count stays
         one ``PFCOUNT``; elsewhere the braces are just characters.
         """
-        return f"{counter_key(self.cache, 'ou', self.name, hash_tag=True)}:{slot}"
+        return f"{counter_key(self.parts, 'ou', self.name, hash_tag=True)}:{slot}"
 
     def count(self) -> int:
         """Return the visits in the complete slots of the window."""
         current = self._slot()
         slots = range(current - self.slots + 1, current)
         keys = [self.slot_key(slot) for slot in slots]
-        found = self.cache.store_call("counter", lambda: self.cache.store.get_many(keys), {})
+        found = self.parts.store_call("counter", lambda: self.parts.store.get_many(keys), {})
         anonymous = sum(stored_count(value) or 0 for value in found.values())
         if not self.hll:
             return anonymous
-        store, unique = self.cache.shared, [self.unique_key(slot) for slot in slots]
-        return anonymous + self.cache.store_call("counter", lambda: store.pfcount(unique), 0)
+        store, unique = self.parts.shared, [self.unique_key(slot) for slot in slots]
+        return anonymous + self.parts.store_call("counter", lambda: store.pfcount(unique), 0)
 
 
 class VisitorCounter:
@@ -131,10 +131,10 @@ class VisitorCounter:
     still there all through the next period, whole-second expiry or not.
     """
 
-    def __init__(self, cache: Cache, name: str, period: int = 3600) -> None:
+    def __init__(self, parts: CacheParts, name: str, period: int = 3600) -> None:
         if period < 2:
             raise ValueError("a visitor counter's period must be at least 2 seconds")
-        self.cache = cache
+        self.parts = parts
         self.name = name
         self.period = period
 
@@ -142,29 +142,29 @@ class VisitorCounter:
         return f"VisitorCounter({self.name!r}, period={self.period})"
 
     def _key(self, role: str, index: int) -> str:
-        return counter_key(self.cache, "v", self.name, role, index)
+        return counter_key(self.parts, "v", self.name, role, index)
 
     def hit(self) -> int:
         """Count a visit; return the current period's count."""
-        now = self.cache.clock.time()
+        now = self.parts.clock.time()
         index, into = divmod(now, self.period)
         left = math.ceil(self.period - into)
-        count = bump(self.cache, self._key("current", int(index)), 1, max(left, 1))
-        bump(self.cache, self._key("shadow", int(index)), 1, math.ceil(2 * self.period - into))
+        count = bump(self.parts, self._key("current", int(index)), 1, max(left, 1))
+        bump(self.parts, self._key("shadow", int(index)), 1, math.ceil(2 * self.period - into))
         return count
 
     def value(self) -> int:
         """Return the current period's count."""
-        index = int(self.cache.clock.time() // self.period)
-        data = self.cache.store_call(
-            "counter", lambda: self.cache.store.get(self._key("current", index)), NO_VALUE
+        index = int(self.parts.clock.time() // self.period)
+        data = self.parts.store_call(
+            "counter", lambda: self.parts.store.get(self._key("current", index)), NO_VALUE
         )
         return stored_count(data) or 0
 
     def previous(self) -> int:
         """Return the last complete period's count."""
-        index = int(self.cache.clock.time() // self.period) - 1
-        data = self.cache.store_call(
-            "counter", lambda: self.cache.store.get(self._key("shadow", index)), NO_VALUE
+        index = int(self.parts.clock.time() // self.period) - 1
+        data = self.parts.store_call(
+            "counter", lambda: self.parts.store.get(self._key("shadow", index)), NO_VALUE
         )
         return stored_count(data) or 0

@@ -24,7 +24,8 @@ from .renewal import renewer
 from .steps import Steps, StoreCall, perform, run_steps
 
 if TYPE_CHECKING:
-    from .cache import Cache
+    from .parts import CacheParts
+    from .reading import Reader
 
 __all__ = ["BUSY_SECONDS", "Writer"]
 
@@ -35,13 +36,14 @@ BUSY_SECONDS = 0.25
 class Writer:
     """Takes and frees a ``Cache``'s build locks and leases, and stores built entries."""
 
-    def __init__(self, cache: Cache, rng: random.Random) -> None:
-        self.cache = cache
+    def __init__(self, parts: CacheParts, reader: Reader, rng: random.Random) -> None:
+        self.parts = parts
+        self.reader = reader
         self.rng = rng
         self._busy: dict[str, float] = {}  # key -> until when its lock is known held
-        store = cache.store
+        store = parts.store
         self.claims = (
-            cache.shared is store and isinstance(store, ClaimsStale) and store.claims_in_read
+            parts.shared is store and isinstance(store, ClaimsStale) and store.claims_in_read
         )
         self._stale_at: dict[str, int] = {}  # key -> when the entry this process saw goes stale
 
@@ -57,11 +59,11 @@ class Writer:
         if not (self.claims and o.ttl and o.stale_ttl):
             return None
         due = self._stale_at.get(key)
-        if due is None or self.cache.clock.time_ms() < due:
+        if due is None or self.parts.clock.time_ms() < due:
             return None
         if self.rebuild_under_way(key):
             return None  # a plain read will do
-        lock = Lock(self.cache.shared, self.cache.derived_key("l", key), o.lock_timeout)
+        lock = Lock(self.parts.shared, self.parts.derived_key("l", key), o.lock_timeout)
         return StaleClaim(lock.key, lock.token, lock.expiry() * 1000, o.stale_ttl * 1000)
 
     def saw(self, key: str, entry: Entry | None) -> None:
@@ -81,7 +83,7 @@ class Writer:
         """
         if claim is not None and claim.outcome:
             yield from self.unlock_steps(
-                key, Lock(self.cache.shared, claim.lock_key, token=claim.token)
+                key, Lock(self.parts.shared, claim.lock_key, token=claim.token)
             )
 
     def try_stale_lock_steps(self, call: Call) -> Steps[Lock | None]:
@@ -98,10 +100,10 @@ class Writer:
         now = time.monotonic()
         claim = call.claim
         if claim is not None and claim.outcome:
-            self.cache.trace(call.key, "L")
+            self.parts.trace(call.key, "L")
             self._mark_busy(call.key, now)
             timeout = call.options.lock_timeout
-            return self._held(Lock(self.cache.shared, claim.lock_key, timeout, token=claim.token))
+            return self._held(Lock(self.parts.shared, claim.lock_key, timeout, token=claim.token))
         if self.rebuild_under_way(call.key, now):
             return None
         lock = None
@@ -127,20 +129,20 @@ class Writer:
 
     def try_lock_steps(self, call: Call) -> Steps[Lock | None]:
         """:meth:`try_lock`, as steps (see :mod:`mcache.steps`)."""
-        self.cache.trace(call.key, "L")
-        lock_key = self.cache.derived_key("l", call.key)
-        lock = Lock(self.cache.shared, lock_key, call.options.lock_timeout)
+        self.parts.trace(call.key, "L")
+        lock_key = self.parts.derived_key("l", call.key)
+        lock = Lock(self.parts.shared, lock_key, call.options.lock_timeout)
         try:
             if not (yield from lock.try_acquire_steps()):
                 return None
         except Exception as error:
-            self.cache.store_failed("lock", error)
+            self.parts.store_failed("lock", error)
             return None
         return self._held(lock)
 
     def _held(self, lock: Lock) -> Lock:
         """Keep the won ``lock`` renewed while its build runs (see :mod:`mcache.renewal`)."""
-        renewer.hold(lock, self.cache.failures)
+        renewer.hold(lock, self.parts.failures)
         return lock
 
     def unlock(self, key: str, lock: Lock) -> None:
@@ -153,8 +155,8 @@ class Writer:
         try:
             yield from lock.release_steps()
         except Exception as error:
-            self.cache.store_failed("unlock", error)
-        self.cache.trace(key, "U")
+            self.parts.store_failed("unlock", error)
+        self.parts.trace(key, "U")
 
     def take_lease_steps(self, call: Call, lock: Lock | None) -> Steps[leases.Lease | None]:
         """Return the lease the entry will be written against (None: the store failed).
@@ -162,19 +164,19 @@ class Writer:
         With a lock, the lease is kept alive as long as the lock is renewed: a
         build longer than what its key has left in the store still stores.
         """
-        o, cache = call.options, self.cache
+        o, parts = call.options, self.parts
         ttl = math.ceil(o.ttl + o.stale_ttl) if o.ttl else 0
         try:
             lease = yield from leases.take_steps(
-                cache.store,
-                cache.codec,
+                parts.store,
+                parts.codec,
                 call.key,
                 ttl,
                 call.seen is None,
                 lambda found: self.lifetime(call, found),
             )
         except Exception as error:
-            cache.store_failed("get_or_build", error)
+            parts.store_failed("get_or_build", error)
             return None
         if lease is not None and lock is not None:
             renewer.also(lock, lambda: self.keep_lease(call.key, lease, lock))
@@ -182,19 +184,19 @@ class Writer:
 
     def lifetime(self, call: Call, found: bytes) -> float:
         """Return the seconds an entry found under the key has left in the store (estimated)."""
-        entry = self.cache.reader.decode(call.key, found)
+        entry = self.reader.decode(call.key, found)
         if entry is None or not entry.fresh_until_ms:
             return math.inf  # a plain value: its TTL is its writer's, unknown here
-        slack = getattr(self.cache.store, "expiry_slack", 0)
+        slack = getattr(self.parts.store, "expiry_slack", 0)
         ends = entry.fresh_until_ms + call.options.stale_ttl * 1000
-        return (ends - self.cache.clock.time_ms()) / 1000 - slack
+        return (ends - self.parts.clock.time_ms()) / 1000 - slack
 
     def keep_lease(self, key: str, lease: leases.Lease, lock: Lock) -> None:
         """On a renewal of the build's lock: extend its leased key if it nears its end."""
         if lease.expires - time.monotonic() > lock.timeout:
             return
-        slack = getattr(self.cache.store, "expiry_slack", 0)
-        leases.keep(self.cache.store, key, lease, 2 * lock.timeout + slack)
+        slack = getattr(self.parts.store, "expiry_slack", 0)
+        leases.keep(self.parts.store, key, lease, 2 * lock.timeout + slack)
 
     def replace_unreadable_steps(self, store_key: str, data: bytes, seconds: int) -> Steps[bool]:
         """Store ``data`` over what no read would return (a stale entry, a build's placeholder).
@@ -202,17 +204,17 @@ class Writer:
         For ``add`` that is no value. ``cas`` makes it safe: of several callers
         adding at once, one wins.
         """
-        store = self.cache.store
+        store = self.parts.store
         current, token = yield StoreCall(store, "gets", (store_key,))
         if current is NO_VALUE or token is None:
             return False
-        if (yield from self.cache.reader.plain_steps(store_key, current)) is not NO_VALUE:
+        if (yield from self.reader.plain_steps(store_key, current)) is not NO_VALUE:
             return False
         return (yield StoreCall(store, "cas", (store_key, data, token, seconds)))
 
     def unwrap_steps(self, store_key: str, seconds: int) -> Steps[bool]:
         """Store a fresh, untagged entry's int plainly, if the entry is still there (cas)."""
-        store, codec = self.cache.store, self.cache.codec
+        store, codec = self.parts.store, self.parts.codec
         data, token = yield StoreCall(store, "gets", (store_key,))
         if data is NO_VALUE or token is None:
             return False
@@ -220,7 +222,7 @@ class Writer:
         entry = Entry.from_wire(value) if type(value) in (list, tuple) else None
         if entry is None or entry.tags or type(entry.value) is not int:
             return False  # a plain value already, or not a plain number's entry
-        if not entry.is_fresh(self.cache.clock.time_ms()):
+        if not entry.is_fresh(self.parts.clock.time_ms()):
             return False
         return (
             yield StoreCall(store, "cas", (store_key, codec.dumps(entry.value), token, seconds))
@@ -235,17 +237,17 @@ class Writer:
         renewed, for twice its timeout: the stale entry is served meanwhile and no
         process retries the failing build before then.
         """
-        cache = self.cache
+        parts = self.parts
         if lease is not None:
-            yield from cache.store_steps(
-                "delete", leases.abandon_steps(cache.store, key, lease), None
+            yield from parts.store_steps(
+                "delete", leases.abandon_steps(parts.store, key, lease), None
             )
         if lock is None:
             return
         if back_off:
             renewer.drop(lock)
-            if (yield from cache.store_steps("lock", lock.extend_steps(2 * lock.timeout), False)):
-                self.cache.trace(key, "B")
+            if (yield from parts.store_steps("lock", lock.extend_steps(2 * lock.timeout), False)):
+                self.parts.trace(key, "B")
                 return
         yield from self.unlock_steps(key, lock)
 
@@ -269,10 +271,10 @@ class Writer:
         Built from stale data (``call.stale``), it is stored already stale, so
         the next reader rebuilds it. Return whether it was stored.
         """
-        cache, o = self.cache, call.options
-        if not cache.may_store():
+        parts, o = self.parts, call.options
+        if not parts.may_store():
             return False  # built from data that may yet be rolled back: returned, never shared
-        now = cache.clock.time_ms()
+        now = parts.clock.time_ms()
         if o.ttl:
             fresh = o.ttl * (1 - self.rng.uniform(0, o.jitter))
             fresh_until = now if call.stale else now + int(fresh * 1000)
@@ -281,24 +283,24 @@ class Writer:
             fresh_until, store_ttl = (now if call.stale else 0), 0
         entry = Entry(value, fresh_until, call.build_ms, call.depends)
         try:
-            data = cache.codec.dumps(entry.to_wire(), call.key)
+            data = parts.codec.dumps(entry.to_wire(), call.key)
         except Exception as error:  # e.g. a JSON codec and a value JSON cannot carry
-            cache.failures.warning(
+            parts.failures.warning(
                 "entry.encode", "cannot encode %r, not cached: %r", call.key, error
             )
             return False
         try:
-            stored = yield from leases.write_steps(cache.store, call.key, data, lease, store_ttl)
+            stored = yield from leases.write_steps(parts.store, call.key, data, lease, store_ttl)
         except ValueTooLarge as error:
-            cache.store_failed("set", error)
-            yield from cache.store_steps(
-                "delete", leases.withdraw_steps(cache.store, call.key, lease), None
+            parts.store_failed("set", error)
+            yield from parts.store_steps(
+                "delete", leases.withdraw_steps(parts.store, call.key, lease), None
             )
             return False
         except StoreUnavailable as error:
-            cache.store_failed("set", error)
+            parts.store_failed("set", error)
             return False
-        cache.trace(call.key, "W" if stored else "X")  # X: a delete or newer write won
+        parts.trace(call.key, "W" if stored else "X")  # X: a delete or newer write won
         if stored and self.claims:
             self.saw(call.key, entry)
         return stored

@@ -35,27 +35,21 @@ enclosing entry be stored already stale.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import dataclasses
-import inspect
 import random
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
+from .building import Building
 from .call import BuildOptions, Call, ServedStale
-from .dependencies import collecting, inside_build, merged, report
+from .dependencies import inside_build, report
 from .entry import Entry
 from .errors import Uncacheable
 from .flight import Flight, NotShared, SingleFlight
 from .lock import Lock, pauses
-from .rebuild import Rebuilds
+from .rebuild import HandOver, Rebuilds
 from .steps import (
-    CallBuilder,
     Pause,
     Shielded,
     Steps,
@@ -64,7 +58,6 @@ from .steps import (
     arun_steps,
     perform,
     run_steps,
-    settled,
 )
 from .writing import Writer
 
@@ -82,7 +75,7 @@ call, read it after.
 """
 
 
-class Builder:
+class Builder(Building):
     """Runs a cache's read path on its :class:`~mcache.parts.CacheParts`: one algorithm
     (steps), two drivers."""
 
@@ -343,123 +336,3 @@ class Builder:
         call.depends = entry.tags
         call.stale = not entry.is_fresh(self.parts.clock.time_ms())
         return entry.value
-
-    def built_meanwhile_steps(self, call: Call, found: object) -> Steps[Entry | None]:
-        """After winning the lock, return an entry someone else just rebuilt, if any.
-
-        ``found`` is what the shared tier holds now (read for the lease): a near
-        cache would still show this process the stale copy it had. Fresher tag
-        versions read here become the ones the new entry records.
-        """
-        parts = self.parts
-        try:
-            entry = self.reader.decode(call.key, found)
-            call.versions = versions = yield from parts.tags.read_steps(call.tags, call.key)
-            if entry is None or (
-                call.seen is not None and entry.fresh_until_ms == call.seen.fresh_until_ms
-            ):
-                return None  # nothing new: the entry that sent us here (an early refresh keeps it)
-            now = parts.clock.time_ms()
-            if entry.is_fresh(now) and (yield from self.reader.is_current_steps(entry, versions)):
-                return entry
-        except Exception as error:
-            parts.store_failed("get_or_build", error)
-        return None
-
-    # -- locks, builds, writes -------------------------------------------------------------------
-
-    def run_build_steps(self, call: Call, stale: Entry | None) -> Steps[Any]:
-        """Call the builder, collecting what it reads; on an error serve ``stale`` or re-raise."""
-        with self.building(call, stale):
-            return (yield CallBuilder(call.build))
-
-    @contextlib.contextmanager
-    def building(self, call: Call, stale: Entry | None) -> Iterator[None]:
-        """Run a build in the block, with what every build needs around it.
-
-        What the block reads is collected into ``call.depends`` and ``call.stale``;
-        an exception serves ``stale`` (as :class:`ServedStale`) or goes on up.
-        """
-        started = time.monotonic()
-        try:
-            with collecting(self.parts.tags.scope) as found:
-                yield
-        except Uncacheable:
-            report(self.parts.tags.scope, merged(call.versions, found.versions), found.stale)
-            raise  # not a failure: the builder's value is for its caller alone
-        except Exception as error:
-            self.build_failed(call.key, error)
-            call.failed = True
-            if stale is None:
-                raise
-            self.parts.failures.warning(
-                "build.error", "building %r failed, serving its stale value: %r", call.key, error
-            )
-            raise ServedStale(self.serve_stale(call, stale)) from error
-        self.parts.metrics.add("builds")
-        call.built = True
-        call.build_ms = int((time.monotonic() - started) * 1000)
-        call.depends = merged(call.versions, found.versions)
-        call.stale = found.stale
-
-    def build_failed(self, key: str, error: Exception) -> None:
-        """Count and trace a build that raised."""
-        self.parts.metrics.add("build_errors")
-        self.parts.trace(key, "E")
-
-    def build_and_store_steps(
-        self, call: Call, lock: Lock | None, stale: Entry | None
-    ) -> Steps[Any]:
-        """Build, store the entry over what the key held when it began, release the lock."""
-        lease = None
-        try:
-            lease = yield Shielded(
-                self.writer.take_lease_steps(call, lock), self._let_go(call, lock)
-            )
-            if lock is not None and lease is not None:
-                fresh = yield from self.built_meanwhile_steps(call, lease.found)
-                if fresh is not None:
-                    call.depends = fresh.tags
-                    return fresh.value
-            try:
-                value = yield from self.run_build_steps(call, stale)
-            except ServedStale as served:
-                return served.value
-            if lease is not None and (yield from self.writer.write_steps(call, value, lease)):
-                lease = None
-            return value
-        finally:
-            if lease is not None or lock is not None:
-                # A background rebuild that failed keeps the lock for a while: the stale
-                # entry is served meanwhile, and the next request does not retry at once.
-                back_off = call.failed and call.background
-                yield Shielded(self.writer.settle_steps(call.key, lease, lock, back_off))
-
-    def _let_go(self, call: Call, lock: Lock | None) -> Callable[[Any], Steps[None]]:
-        """Return what frees a lock or lease won for an async caller cancelled meanwhile."""
-        return lambda won: self.writer.let_go(call.key, won, lock)
-
-
-@dataclass(slots=True)
-class HandOver:
-    """Give a stale key's rebuild to the refresher, with the lock its caller won."""
-
-    rebuilds: Rebuilds
-    call: Call
-    lock: Lock
-
-    def run(self) -> bool:
-        return self.rebuilds.hand_over(self.call, self.lock)
-
-    async def arun(self) -> bool:
-        # The refresher cannot count on the caller's loop: under WSGI (asgiref) it
-        # belongs to one request and is gone once the response is sent. So the job
-        # runs the coroutine on a loop of its own; a queue worker imports the builder.
-        build = self.call.build
-        job = dataclasses.replace(self.call, build=lambda: _completed(build()), origin=build)
-        return await asyncio.to_thread(self.rebuilds.hand_over, job, self.lock)
-
-
-def _completed(result: Any) -> Any:
-    """Return a builder's ``result``, run to its end on a loop of its own if it is a coroutine."""
-    return asyncio.run(settled(result)) if inspect.isawaitable(result) else result

@@ -20,6 +20,7 @@ import inspect
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .call import BuildOptions, Call
@@ -29,6 +30,7 @@ from .errors import Uncacheable
 from .jobs import Job, address_of, plain_function, resolve
 from .lock import Lock, pauses
 from .renewal import renewer
+from .steps import settled
 
 if TYPE_CHECKING:
     from .build import Builder
@@ -261,3 +263,28 @@ def run(payload: str) -> str:
 
 def _run_coroutine(coroutine: Any) -> Any:
     return asyncio.run(coroutine())
+
+
+@dataclass(slots=True)
+class HandOver:
+    """Give a stale key's rebuild to the refresher, with the lock its caller won."""
+
+    rebuilds: Rebuilds
+    call: Call
+    lock: Lock
+
+    def run(self) -> bool:
+        return self.rebuilds.hand_over(self.call, self.lock)
+
+    async def arun(self) -> bool:
+        # The refresher cannot count on the caller's loop: under WSGI (asgiref) it
+        # belongs to one request and is gone once the response is sent. So the job
+        # runs the coroutine on a loop of its own; a queue worker imports the builder.
+        build = self.call.build
+        job = dataclasses.replace(self.call, build=lambda: _completed(build()), origin=build)
+        return await asyncio.to_thread(self.rebuilds.hand_over, job, self.lock)
+
+
+def _completed(result: Any) -> Any:
+    """Return a builder's ``result``, run to its end on a loop of its own if it is a coroutine."""
+    return asyncio.run(settled(result)) if inspect.isawaitable(result) else result

@@ -1,0 +1,252 @@
+"""Rendering a cached view's page: what may be cached, whose page it is, and back again.
+
+The rules :func:`~django_mcache.views.cached_view` applies around a render
+(the request's and the response's, Django's cache middleware's and the
+stricter ones a shared cache needs), the key a page is stored under, the
+snapshot stored and the response restored from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from django.urls import get_script_prefix, get_urlconf, set_script_prefix, set_urlconf
+from django.utils import translation
+from django.utils.cache import (
+    cc_delim_re,
+    get_max_age,
+    has_vary_header,
+    patch_cache_control,
+    patch_response_headers,
+    patch_vary_headers,
+)
+from django.utils.http import http_date
+
+from mcache.errors import Uncacheable
+from mcache.page import as_page
+
+if TYPE_CHECKING:
+    from .views import ViewOptions
+
+__all__ = [
+    "Render",
+    "Snapshot",
+    "View",
+    "anyones_request",
+    "page_key",
+    "request_is_cacheable",
+    "restore",
+    "session_untouched",
+    "signed_in",
+    "snapshot_of",
+]
+
+View = Callable[..., Any]
+PRIVATE_DIRECTIVES = frozenset({"private", "no-cache", "no-store"})
+
+
+# -- what may be cached ------------------------------------------------------------------------
+
+
+def _has_session_cookie(request: HttpRequest) -> bool:
+    return settings.SESSION_COOKIE_NAME in request.COOKIES
+
+
+def request_is_cacheable(request: HttpRequest, options: ViewOptions) -> bool:
+    """Return whether a response to this request may come from, or go to, the shared cache."""
+    return anyones_request(request) and (options.per_user or not signed_in(request))
+
+
+def anyones_request(request: HttpRequest) -> bool:
+    """Return whether the request is a GET or HEAD without credentials (whoever sent it)."""
+    if request.method not in ("GET", "HEAD"):
+        return False
+    return "HTTP_AUTHORIZATION" not in request.META  # credentials: the answer is this caller's
+
+
+def signed_in(request: HttpRequest) -> bool:
+    """Return whether the request has a signed-in user, however it was authenticated."""
+    with session_untouched(request):
+        user = getattr(request, "user", None)
+        return user is not None and bool(user.is_authenticated)
+
+
+@contextlib.contextmanager
+def session_untouched(request: HttpRequest) -> Iterator[None]:
+    """Put the session's ``accessed`` flag back as it was after the block.
+
+    Looking at the user loads the session; that look is ours, not the view's.
+    """
+    session = getattr(request, "session", None)
+    accessed = getattr(session, "accessed", False)
+    try:
+        yield
+    finally:
+        if session is not None:
+            session.accessed = accessed
+
+
+def _response_is_cacheable(
+    response: HttpResponseBase, options: ViewOptions, keyed_by_user: bool
+) -> bool:
+    """Apply the cache middleware's rules, and refuse any response that sets a cookie."""
+    if response.streaming or response.status_code != 200 or response.cookies:
+        return False
+    directives = {
+        d.split("=", 1)[0].strip().lower()
+        for d in cc_delim_re.split(response.get("Cache-Control", ""))
+        if d.strip()
+    }
+    if directives & PRIVATE_DIRECTIVES or get_max_age(response) == 0:
+        return False
+    if has_vary_header(response, "*"):
+        return False
+    allowed = set(options.vary) | ({"cookie"} if keyed_by_user else set())
+    varied = {h.strip().lower() for h in cc_delim_re.split(response.get("Vary", "")) if h.strip()}
+    return varied <= allowed  # a Vary the key does not cover would serve the wrong variant
+
+
+class Render:
+    """One request's render of the view, watching what it did to the session and CSRF cookie.
+
+    Session and CSRF middleware act after the view returns, outside this
+    decorator, so their cookies never show on the response seen here. A view
+    that asked for a CSRF token, or changed the session, answered this visitor
+    alone; one that read the session is only shared with visitors who have no
+    session (for them its content cannot depend on one).
+    """
+
+    def __init__(
+        self, request: HttpRequest, options: ViewOptions, signed_in: bool | None = None
+    ) -> None:
+        self.request, self.options = request, options
+        self.signed_in = signed_in  # None: asked when needed (an async view asks beforehand)
+        self.built = False
+        self.session = getattr(request, "session", None)
+        self._accessed = False
+        self.thread = threading.get_ident()
+        # A refresher thread sees none of the request's thread-bound state (asgiref
+        # hides it from other threads), so what a render depends on is carried over.
+        self.language = translation.get_language()
+        self._script_prefix = get_script_prefix()
+        self._urlconf = get_urlconf()
+
+    def build(self, view: View, args: tuple, kwargs: dict) -> Snapshot:
+        """Render in the request's thread, or (a background refresh) in a refresher's."""
+        if threading.get_ident() == self.thread:
+            self.built = True
+            self.before()
+            return self.after(view(self.request, *args, **kwargs))
+        close_old_connections()  # a refresher thread keeps no request cycle of its own
+        set_script_prefix(self._script_prefix)
+        set_urlconf(self._urlconf)
+        try:
+            with translation.override(self.language):
+                return self.after(view(self.request, *args, **kwargs), watch_session=False)
+        finally:
+            set_urlconf(None)
+            close_old_connections()
+
+    def before(self) -> None:
+        if self.session is not None:
+            self._accessed = self.session.accessed
+            self.session.accessed = False
+
+    def after(self, response: Any, watch_session: bool = True) -> Snapshot:
+        response = _render(response)
+        reads_session = False
+        if self.session is not None and watch_session:
+            reads_session = self.session.accessed
+            self.session.accessed = self._accessed or reads_session
+        elif self.session is not None:
+            reads_session = self.session.accessed  # a re-render: the request's own reading counts
+        if self.session is not None and self.session.modified:
+            raise Uncacheable(response)
+        if self.request.META.get("CSRF_COOKIE_NEEDS_UPDATE"):
+            raise Uncacheable(response)  # the page holds this visitor's CSRF token
+        if _messages_used(self.request):
+            raise Uncacheable(response)  # flash messages are this visitor's (and a cookie)
+        keyed_by_user = self._keyed_by_user()
+        if reads_session and _has_session_cookie(self.request) and not keyed_by_user:
+            raise Uncacheable(response)
+        if not _response_is_cacheable(response, self.options, keyed_by_user):
+            raise Uncacheable(response)
+        return _snapshot(response, self.options, reads_session)
+
+    def _keyed_by_user(self) -> bool:
+        if not self.options.per_user:
+            return False
+        return signed_in(self.request) if self.signed_in is None else self.signed_in
+
+    def serves(self, snapshot: Any) -> bool:
+        """Return whether a stored page may answer this request without running the view."""
+        if type(snapshot) is not tuple or len(snapshot) != 4:
+            return False  # not a page this version stored: render instead
+        return not (snapshot[3] and _has_session_cookie(self.request) and not self._keyed_by_user())
+
+
+# -- keys and snapshots ------------------------------------------------------------------------
+
+Snapshot = tuple[int, list, bytes, bool]
+"""What is stored: status, headers, body, and whether the view read the session."""
+
+
+def page_key(name: str, request: HttpRequest, options: ViewOptions, user: Any) -> tuple[Any, ...]:
+    """Return a page's key; ``user`` is the signed-in user a ``per_user`` page is keyed by."""
+    query = tuple((name, tuple(values)) for name, values in sorted(request.GET.lists()))
+    headers = tuple(request.META.get("HTTP_" + h.upper().replace("-", "_")) for h in options.vary)
+    language = translation.get_language() if settings.USE_I18N else None
+    user_id = user.pk if options.per_user and user is not None else None
+    where = (request.scheme, request.get_host(), request.path)
+    return ("view", name, *where, query, headers, language, user_id)
+
+
+def snapshot_of(found: Any) -> Snapshot | None:
+    """Return ``found`` as a stored page, or None when it is none (see ``mcache.page``)."""
+    return as_page(found, 1)  # type: ignore[return-value]
+
+
+def _snapshot(response: HttpResponseBase, options: ViewOptions, reads_session: bool) -> Snapshot:
+    """Return what is stored (a rendered response's parts, never the object)."""
+    if options.ttl is not None:
+        patch_response_headers(response, int(options.ttl))
+    body = options.core().codec.storable_bytes(response.content)  # JSON keeps no bytes
+    return (response.status_code, list(response.items()), body, reads_session)
+
+
+def restore(snapshot: Snapshot, state: str, options: ViewOptions) -> HttpResponse:
+    status, headers, content, reads_session = snapshot
+    response = HttpResponse(content, status=status)
+    for name, value in headers:
+        response[name] = value
+    if reads_session:
+        patch_vary_headers(response, ["Cookie"])  # as SessionMiddleware would have said
+    if options.per_user:
+        patch_cache_control(response, private=True)  # a proxy must not share it
+    if state == "STALE":
+        response["Cache-Control"] = "max-age=0"
+        response["Expires"] = http_date()
+    if options.header:
+        response[options.header] = state
+    return response
+
+
+def _messages_used(request: HttpRequest) -> bool:
+    """Return whether the view read or queued flash messages (contrib.messages)."""
+    storage = getattr(request, "_messages", None)
+    if storage is None:
+        return False
+    return bool(storage.used or storage.added_new or getattr(storage, "_queued_messages", None))
+
+
+def _render(response: Any) -> Any:
+    if hasattr(response, "render") and callable(response.render) and not response.is_rendered:
+        response = response.render()  # a TemplateResponse: the bytes are what is cached
+    return response

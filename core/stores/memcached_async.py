@@ -95,15 +95,6 @@ class AsyncMemcachedStore(SteppedTwin):
 
     # -- the AsyncStore contract: the blocking store's steps, awaited -------------------------
 
-    async def incr(self, key: str, delta: int = 1) -> int | None:
-        return await arun_steps(self.store.incr_steps(key, delta, "incr"), self._perform)
-
-    async def decr(self, key: str, delta: int = 1) -> int | None:
-        return await arun_steps(self.store.incr_steps(key, delta, "decr"), self._perform)
-
-    async def flush(self) -> None:
-        await arun_steps(self.store.flush_steps(), self._perform)
-
     async def stats(self) -> dict[str, dict[str, int | float | str]]:
         return stats_report(await arun_steps(self.store.stats_of_all_steps(""), self._perform))
 

@@ -163,15 +163,6 @@ class AsyncSqlStore(SteppedTwin):
     async def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int]]:
         return await arun_steps(self.store.get_many_expiring_steps(keys), self._perform)
 
-    async def incr(self, key: str, delta: int = 1) -> int | None:
-        return await arun_steps(self.store.incr_steps(key, delta, "incr"), self._perform)
-
-    async def decr(self, key: str, delta: int = 1) -> int | None:
-        return await arun_steps(self.store.incr_steps(key, delta, "decr"), self._perform)
-
-    async def flush(self) -> None:
-        await arun_steps(self.store.flush_steps(), self._perform)
-
     async def stats(self) -> dict[str, dict[str, int | float | str]]:
         """The sync store's, in a worker thread: its size estimate is several statements
         and a rare call (``mcache_stats``), not worth a second copy."""

@@ -4,7 +4,8 @@ A store written as steps (Redis, memcached) answers each call of the
 :class:`~mcache.api.Store` contract by running ``<call>_steps``; its async twin
 awaits the same steps with ``_perform`` doing the I/O on the running loop. The
 calls whose steps take the same arguments everywhere are here, once; a twin
-adds ``_perform`` and what is its own (``incr``, ``flush``, ``stats``, ``close``…).
+adds ``_perform`` and what is its own (``stats``, ``close``…), or overrides
+what its store's steps do differently (Redis' ``incr``, a tier's ``incr``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,15 @@ class SteppedTwin:
 
     async def append(self, key: str, value: bytes) -> bool:
         return await arun_steps(self.store.append_steps(key, value), self._perform)
+
+    async def incr(self, key: str, delta: int = 1) -> int | None:
+        return await arun_steps(self.store.incr_steps(key, delta, "incr"), self._perform)
+
+    async def decr(self, key: str, delta: int = 1) -> int | None:
+        return await arun_steps(self.store.incr_steps(key, delta, "decr"), self._perform)
+
+    async def flush(self) -> None:
+        await arun_steps(self.store.flush_steps(), self._perform)
 
     async def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
         return await arun_steps(self.store.incr_many_steps(deltas), self._perform)

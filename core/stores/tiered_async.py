@@ -42,9 +42,6 @@ class AsyncTieredStore(SteppedTwin):
     async def decr(self, key: str, delta: int = 1) -> int | None:
         return await arun_steps(self.store.decr_steps(key, delta), aperform)
 
-    async def flush(self) -> None:
-        await arun_steps(self.store.flush_steps(), aperform)
-
     async def stats(self) -> dict[str, dict[str, int | float | str]]:
         return await arun_steps(self.store.stats_steps(), aperform)
 

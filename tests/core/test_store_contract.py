@@ -179,121 +179,83 @@ class TestAsyncMemoryStore(AsyncStoreContract):
         self._clock.advance(seconds)
 
 
-class TestAsyncRedisStore(AsyncStoreContract):
+class DrivenContract(AsyncStoreContract):
+    """The async twin of the store ``url`` names, driven; each class names its ``url``."""
+
+    @pytest.fixture
+    def url(self) -> str:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, url: str):
+        driver = driven(url)
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def store_factory(self, url: str):
+        return functools.partial(driven, url)
+
+
+class TestAsyncRedisStore(DrivenContract):
     """Redis through redis-py's asyncio client: the sync store's steps, awaited."""
 
     @pytest.fixture
-    def store(self, redis_url: str):
-        driver = driven(redis_url)
-        yield driver
-        driver.close()
-
-    @pytest.fixture
-    def store_factory(self, redis_url: str):
-        return functools.partial(driven, redis_url)
+    def url(self, redis_url: str) -> str:
+        return redis_url
 
 
-class TestAsyncMemcachedStore(AsyncStoreContract):
+class TestAsyncMemcachedStore(DrivenContract):
     """memcached on asyncio connections: the blocking store's steps, awaited."""
 
     @pytest.fixture
-    def store(self, memcached_url: str):
-        driver = driven(memcached_url)
-        yield driver
-        driver.close()
-
-    @pytest.fixture
-    def store_factory(self, memcached_url: str):
-        return functools.partial(driven, memcached_url)
+    def url(self, memcached_url: str) -> str:
+        return memcached_url
 
 
-class TestAsyncReplicatedMemcached(AsyncStoreContract):
+class TestAsyncReplicatedMemcached(DrivenContract):
     """Three servers, every key on two of them: the same ring and replicas, awaited."""
 
     @pytest.fixture
-    def store(self, memcached_cluster_url: str):
-        driver = driven(memcached_cluster_url + "?replicas=2")
-        yield driver
-        driver.close()
-
-    @pytest.fixture
-    def store_factory(self, memcached_cluster_url: str):
-        return functools.partial(driven, memcached_cluster_url + "?replicas=2")
+    def url(self, memcached_cluster_url: str) -> str:
+        return memcached_cluster_url + "?replicas=2"
 
 
-class TestAsyncSentinelStore(AsyncStoreContract):
+class TestAsyncSentinelStore(DrivenContract):
     """Redis behind Sentinel through redis.asyncio's Sentinel client, awaited."""
 
     @pytest.fixture
-    def store(self, sentinel_url: str):
-        driver = driven(sentinel_url)
-        yield driver
-        driver.close()
-
-    @pytest.fixture
-    def store_factory(self, sentinel_url: str):
-        return functools.partial(driven, sentinel_url)
+    def url(self, sentinel_url: str) -> str:
+        return sentinel_url
 
 
-class TestAsyncClusterStore(AsyncStoreContract):
+class TestAsyncClusterStore(DrivenContract):
     """Redis Cluster through redis.asyncio's cluster client: slots and pipelines, awaited."""
 
     @pytest.fixture
-    def store(self, cluster_url: str):
-        driver = driven(cluster_url)
-        yield driver
-        driver.close()
+    def url(self, cluster_url: str) -> str:
+        return cluster_url
+
+
+class TestAsyncPostgresStore(DrivenContract):
+    """A PostgreSQL table on psycopg's async connections: the sync store's steps, awaited."""
 
     @pytest.fixture
-    def store_factory(self, cluster_url: str):
-        return functools.partial(driven, cluster_url)
+    def url(self, postgres_url: str) -> str:
+        return postgres_url
 
 
-class TestAsyncPostgresStore(AsyncStoreContract):
-    """A PostgreSQL table through psycopg's async pool: the sync store's steps, awaited."""
-
-    @pytest.fixture
-    def store(self, postgres_url: str):
-        driver = driven(postgres_url)
-        yield driver
-        driver.close()
-
-    @pytest.fixture
-    def store_factory(self, postgres_url: str):
-        return functools.partial(driven, postgres_url)
-
-
-class TestAsyncTieredStore(AsyncStoreContract):
+class TestAsyncTieredStore(DrivenContract):
     """A memory near cache over memcached, each tier awaited on its own twin."""
 
     @pytest.fixture
     def url(self, memcached_url: str) -> str:
         return "tiered://?" + urlencode({"hot": "memory://?max_bytes=8m", "cold": memcached_url})
 
-    @pytest.fixture
-    def store(self, url: str):
-        driver = driven(url)
-        yield driver
-        driver.close()
 
-    @pytest.fixture
-    def store_factory(self, url: str):
-        return functools.partial(driven, url)
-
-
-class TestAsyncTieredOverDurable(AsyncStoreContract):
+class TestAsyncTieredOverDurable(DrivenContract):
     """Memory over SQLite: the hot tier awaited, the durable one (no twin) in a thread."""
 
     @pytest.fixture
     def url(self, sqlite_url: str) -> str:
         return "tiered://?" + urlencode({"hot": "memory://", "cold": sqlite_url})
-
-    @pytest.fixture
-    def store(self, url: str):
-        driver = driven(url)
-        yield driver
-        driver.close()
-
-    @pytest.fixture
-    def store_factory(self, url: str):
-        return functools.partial(driven, url)

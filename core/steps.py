@@ -34,6 +34,7 @@ __all__ = [
     "perform",
     "run_steps",
     "settled",
+    "twin_of",
 ]
 
 T = TypeVar("T")
@@ -116,6 +117,12 @@ def aperform(operation: Operation) -> Awaitable[Any]:
     return operation.arun()
 
 
+def twin_of(store: Any) -> Any:
+    """Return ``store``'s async twin, or None for a store without one (it is called in a thread)."""
+    asynchronous = getattr(store, "asynchronous", None)
+    return None if asynchronous is None else asynchronous()
+
+
 @dataclass(slots=True)
 class StoreCall:
     """``store.<method>(*args)``; awaited on the store's async twin where it has one.
@@ -132,8 +139,7 @@ class StoreCall:
         return getattr(self.store, self.method)(*self.args)
 
     async def arun(self) -> Any:
-        twin_of = getattr(self.store, "asynchronous", None)
-        twin = None if twin_of is None else twin_of()
+        twin = twin_of(self.store)
         if twin is not None:
             return await getattr(twin, self.method)(*self.args)
         return await asyncio.to_thread(getattr(self.store, self.method), *self.args)

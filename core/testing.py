@@ -26,15 +26,15 @@ import contextlib
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import pytest
 
 from .api import NO_VALUE, Store
 from .errors import InvalidKey, NotNumeric, ValueTooLarge
 
-__all__ = ["StoreContract", "race"]
+__all__ = ["StoreContract", "race", "run_together"]
 
 PROCESSES = 4
 THREADS = 8
@@ -101,14 +101,32 @@ def race(store: Store, factory: Callable[[], Store] | None, op: str, key: str) -
             )
             for i in range(PROCESSES)
         ]
-    for worker in workers:
-        worker.start()
-    for _ in workers:
+    return run_together(workers, ready, go, results)
+
+
+class Runner(Protocol):
+    """A thread or a process."""
+
+    def start(self) -> None: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+
+def run_together(runners: Sequence[Runner], ready: Any, go: Any, results: Any) -> list[Any]:
+    """Start ``runners``, let them all go at once, and return the outcomes they put.
+
+    Each runner puts on ``ready`` once set up, waits for ``go``, then puts a
+    list of outcomes on ``results``: queues and an event of threads, or of
+    processes. A race starts only once every runner is ready.
+    """
+    for runner in runners:
+        runner.start()
+    for _ in runners:
         ready.get(timeout=60)
     go.set()
-    outcomes = [item for _ in workers for item in results.get(timeout=60)]
-    for worker in workers:
-        worker.join(timeout=30)
+    outcomes = [item for _ in runners for item in results.get(timeout=60)]
+    for runner in runners:
+        runner.join(timeout=30)
     return outcomes
 
 

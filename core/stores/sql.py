@@ -80,23 +80,33 @@ class SqlStore(SqlSteps):
 
     # -- running statements ----------------------------------------------------------------
 
+    @property
+    def table_ready(self) -> bool:
+        """Whether this process made (or checked) the table. Either driver unsets it when
+        a statement fails, so a table dropped meanwhile is made again by the next call."""
+        return self._ready_in == os.getpid()
+
+    @table_ready.setter
+    def table_ready(self, ready: bool) -> None:
+        self._ready_in = os.getpid() if ready else None
+
     def run(self, sql: str, params: Sequence[object] = ()) -> Any:
         """Run one statement (the table made ready first); return the cursor."""
-        if self._ready_in != os.getpid():
+        if not self.table_ready:
             self.ensure_table()
         try:
             return self.connections.execute(sql, params)
         except StoreUnavailable:
-            self._ready_in = None  # a dropped table is made again on the next call
+            self.table_ready = False
             raise
 
     def ensure_table(self) -> None:
         """Create the table and its indexes if missing; refuse a table of another layout."""
         with self._ready_lock:
-            if self._ready_in == os.getpid():
+            if self.table_ready:
                 return
             run_steps(self.ensure_table_steps(), self._perform_unready)
-            self._ready_in = os.getpid()
+            self.table_ready = True
 
     def _perform(self, operation: Statement | Pause) -> Any:
         """Perform one operation of the steps on this thread's connection."""

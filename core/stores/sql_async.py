@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +51,7 @@ class LoopConnections:
         self._slots = asyncio.Semaphore(limit)
         self._idle: list[Any] = []
         self.opened = 0
-        """Connections opened on this loop so far (for tests and ``stats``)."""
+        """Connections opened on this loop so far."""
         self.ready = asyncio.Lock()
         """Held while this loop makes the table ready (once per process)."""
 
@@ -119,17 +118,17 @@ class AsyncSqlStore(SteppedTwin):
         store = self.store
         here = await self._loops.get()
         try:
-            if store._ready_in != os.getpid():
+            if not store.table_ready:
                 await self._make_ready(here)
             return await self._execute(here, operation)
         except StoreUnavailable:
-            store._ready_in = None  # a dropped table is made again on the next call
+            store.table_ready = False
             raise
 
     async def _make_ready(self, here: LoopConnections) -> None:
         """Make the table ready, once per process, while this loop's other callers wait."""
         async with here.ready:
-            if self.store._ready_in == os.getpid():
+            if self.store.table_ready:
                 return
 
             async def unready(operation: Statement | Pause) -> Any:
@@ -138,7 +137,7 @@ class AsyncSqlStore(SteppedTwin):
                 return await self._execute(here, operation)
 
             await arun_steps(self.store.ensure_table_steps(), unready)
-            self.store._ready_in = os.getpid()
+            self.store.table_ready = True
 
     async def _execute(self, here: LoopConnections, statement: Statement) -> Any:
         down = self.store.connections

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..steps import aperform, arun_steps
+from ..steps import aperform, arun_steps, twin_of
 from .stepped_twin import SteppedTwin
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ class AsyncTieredStore(SteppedTwin):
     async def close(self) -> None:
         """Close the running loop's connections of every tier that has a twin."""
         for tier in (self.store.hot, self.store.cold):
-            twin_of = getattr(tier, "asynchronous", None)
-            twin = None if twin_of is None else twin_of()
+            twin = twin_of(tier)
             if twin is not None:
                 await twin.close()

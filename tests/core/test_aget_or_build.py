@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from mcache import NO_VALUE, Cache, Lock
+from mcache.testing import run_together
 from tests.core import workers
 from tests.core.test_async_stores import forbid_thread_hops
 from tests.core.test_get_or_build import BUILD, PROCESSES, builds, put_stale, run_stampede
@@ -57,14 +58,7 @@ def run_astampede(cache: Cache, url: str, key: str, options: dict[str, Any]) -> 
         )
         for _ in range(PROCESSES)
     ]
-    for runner in runners:
-        runner.start()
-    for _ in runners:
-        ready.get(timeout=60)
-    go.set()
-    outcomes = [item for _ in runners for item in results.get(timeout=60)]
-    for runner in runners:
-        runner.join(timeout=30)
+    outcomes = run_together(runners, ready, go, results)
     assert len(outcomes) == PROCESSES * TASKS
     return outcomes
 

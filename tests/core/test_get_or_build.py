@@ -15,6 +15,7 @@ import pytest
 
 from mcache import NO_VALUE, Cache, Entry, FakeClock, Lock
 from mcache.stores import MemoryStore
+from mcache.testing import run_together
 from tests.core import workers
 
 PROCESSES = 8
@@ -48,14 +49,7 @@ def run_stampede(
         )
         for _ in range(PROCESSES)
     ]
-    for process in processes:
-        process.start()
-    for _ in processes:
-        ready.get(timeout=60)
-    go.set()
-    outcomes = [item for _ in processes for item in results.get(timeout=60)]
-    for process in processes:
-        process.join(timeout=30)
+    outcomes = run_together(processes, ready, go, results)
     assert len(outcomes) == PROCESSES * THREADS
     return outcomes
 

@@ -20,7 +20,7 @@ from django_mcache.django_store import DjangoCacheStore
 from mcache import Entry
 from mcache.errors import NotNumeric
 from mcache.stores import from_url
-from mcache.testing import StoreContract
+from mcache.testing import StoreContract, run_together
 from tests.dj import workers
 
 BACKEND = "django_mcache.backend.MCacheBackend"
@@ -146,14 +146,7 @@ def test_get_or_set_stampede_builds_once(memcached_url: str) -> None:
     ready, go, results = context.Queue(), context.Event(), context.Queue()
     args = (caches_setting, memcached_url, 8, ready, go, results)
     processes = [context.Process(target=workers.get_or_set_stampede, args=args) for _ in range(4)]
-    for process in processes:
-        process.start()
-    for _ in processes:
-        ready.get(timeout=60)
-    go.set()
-    values = [v for _ in processes for v in results.get(timeout=60)]
-    for process in processes:
-        process.join(timeout=30)
+    values = run_together(processes, ready, go, results)
     assert len(values) == 32 and len(set(values)) == 1
     assert from_url(memcached_url).get(workers.BUILDS) == b"1"
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Hashable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..keys import MAX_KEY_BYTES
 
@@ -16,6 +17,7 @@ __all__ = [
     "counted",
     "stored_count",
     "too_large_message",
+    "twin_made_once",
 ]
 
 Owner = TypeVar("Owner", bound=Hashable)
@@ -23,9 +25,28 @@ Owner = TypeVar("Owner", bound=Hashable)
 COPY_SEARCH_PER_OWNER = 64
 """Suffixes tried per owner (server, slot range) when placing a key's copies."""
 
+Twin = TypeVar("Twin")
 MiB = 1024 * 1024
 _U64 = 2**64
 _DECIMAL = re.compile(rb"[0-9]{1,20}")
+
+
+_TWIN_LOCK = threading.Lock()  # making a twin is rare: one lock for every store
+
+
+def twin_made_once(store: Any, make: Callable[[], Twin]) -> Twin:
+    """Return ``store._twin``, made by ``make()`` on the first call.
+
+    Callers racing to the first call share one twin; once it exists no lock is
+    taken (every awaited store call asks for it).
+    """
+    twin = store._twin
+    if twin is None:
+        with _TWIN_LOCK:
+            if store._twin is None:
+                store._twin = make()
+            twin = store._twin
+    return twin  # type: ignore[no-any-return]
 
 
 def stored_count(data: object) -> int | None:

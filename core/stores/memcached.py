@@ -25,7 +25,7 @@ from ..errors import ConfigError
 from ..logs import FailureLog
 from ..ring import LIBKETAMA_POINTS, Server, make_ring
 from ..steps import run_steps
-from .base import MiB
+from .base import MiB, twin_made_once
 from .memcached_node import Node, NodeOptions
 from .memcached_stats import parse_detail
 from .memcached_steps import FetchOwners, MemcachedSteps, NodeCall
@@ -38,7 +38,6 @@ __all__ = ["MemcachedStore"]
 
 ITEM_HEADROOM = 512
 """Bytes of memcached's 1 MiB item limit taken by the item header, key and flags."""
-_TWIN_LOCK = threading.Lock()  # making a twin is rare: one lock for every store
 
 
 class MemcachedStore(MemcachedSteps):
@@ -115,15 +114,12 @@ class MemcachedStore(MemcachedSteps):
 
     def asynchronous(self) -> AsyncMemcachedStore:
         """Return the store's async twin: the same servers, ring and health, on asyncio."""
-        twin = self._twin
-        if twin is None:
-            from .memcached_async import AsyncMemcachedStore
+        return twin_made_once(self, self._new_twin)
 
-            with _TWIN_LOCK:
-                if self._twin is None:
-                    self._twin = AsyncMemcachedStore(self)
-                twin = self._twin
-        return twin
+    def _new_twin(self) -> AsyncMemcachedStore:
+        from .memcached_async import AsyncMemcachedStore
+
+        return AsyncMemcachedStore(self)
 
     def _perform(self, operation: NodeCall | FetchOwners) -> Any:
         """Perform one command of the steps with the blocking clients."""

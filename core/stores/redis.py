@@ -15,7 +15,6 @@ saw. Locks use compare-and-delete on their own random token, which is exact.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,7 +26,7 @@ from ..api import CasToken, NoValueType, StaleClaim
 from ..errors import ConfigError, NotNumeric, StoreUnavailable
 from ..steps import run_steps
 from . import redis_lua as lua
-from .base import MiB
+from .base import MiB, twin_made_once
 from .redis_steps import Command, Pipelined, RedisSteps, Scripted
 
 if TYPE_CHECKING:
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["RedisStore"]
 
 T = TypeVar("T")
-_TWIN_LOCK = threading.Lock()  # making a twin is rare: one lock for every store
 
 
 class RedisStore(RedisSteps):
@@ -220,15 +218,9 @@ class RedisStore(RedisSteps):
         None for a store given its client: async callers reach it through a
         worker thread (the twin cannot copy a client it did not make).
         """
-        twin = self._twin
-        if twin is not None:
-            return twin  # every awaited store call asks: no lock once it exists
-        if not self.has_twin():
+        if self._twin is None and not self.has_twin():
             return None
-        with _TWIN_LOCK:  # callers racing to the first call share one twin
-            if self._twin is None:
-                self._twin = self.new_twin()
-            return self._twin
+        return twin_made_once(self, self.new_twin)
 
     def has_twin(self) -> bool:
         """Whether the store knows how to make its own clients on an event loop."""

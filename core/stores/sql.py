@@ -23,7 +23,7 @@ from ..api import CasToken, NoValueType
 from ..clock import Clock, system_clock
 from ..errors import ConfigError, StoreUnavailable
 from ..steps import Pause, run_steps
-from .base import MiB
+from .base import MiB, twin_made_once
 from .sql_connections import Connections, Connector
 from .sql_steps import SqlSteps, Statement, answered
 from .sql_upkeep import Upkeep
@@ -126,15 +126,14 @@ class SqlStore(SqlSteps):
         SQLite and a Django ``db:`` alias have none: async callers reach them
         through a worker thread.
         """
-        twin = self._twin
-        if twin is not None or not hasattr(self.connector, "aconnect"):
-            return twin
+        if self._twin is None and not hasattr(self.connector, "aconnect"):
+            return None
+        return twin_made_once(self, self._new_twin)
+
+    def _new_twin(self) -> AsyncSqlStore:
         from .sql_async import AsyncSqlStore
 
-        with self._ready_lock:
-            if self._twin is None:
-                self._twin = AsyncSqlStore(self)
-            return self._twin
+        return AsyncSqlStore(self)
 
     # -- the Store contract: the steps, performed ---------------------------------------------
 

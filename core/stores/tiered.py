@@ -35,7 +35,6 @@ Every operation is written once, as steps that yield each tier's calls
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -43,7 +42,7 @@ from ..api import NO_VALUE, CasToken, NoValueType, Store, TellsTimeLeft
 from ..errors import ConfigError, StoreUnavailable, ValueTooLarge
 from ..steps import Steps, StoreCall, perform, run_steps
 from ..tags import incr_many_steps
-from .base import stored_count
+from .base import stored_count, twin_made_once
 
 if TYPE_CHECKING:
     from .tiered_async import AsyncTieredStore
@@ -56,7 +55,6 @@ PRIVATE_HOT_TTL = 5
 """Seconds a process-local hot tier keeps a copy, unless ``hot_ttl`` says otherwise."""
 
 Expiring = dict[str, tuple[bytes, "int | None"]]
-_TWIN_LOCK = threading.Lock()
 
 
 class TieredStore:
@@ -95,15 +93,12 @@ class TieredStore:
 
     def asynchronous(self) -> AsyncTieredStore:
         """Return the async twin: these steps, awaiting each tier's own twin."""
-        twin = self._twin
-        if twin is None:
-            from .tiered_async import AsyncTieredStore
+        return twin_made_once(self, self._new_twin)
 
-            with _TWIN_LOCK:
-                if self._twin is None:
-                    self._twin = AsyncTieredStore(self)
-                twin = self._twin
-        return twin
+    def _new_twin(self) -> AsyncTieredStore:
+        from .tiered_async import AsyncTieredStore
+
+        return AsyncTieredStore(self)
 
     # -- copies in the hot tier -----------------------------------------------------------
 

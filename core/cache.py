@@ -130,6 +130,7 @@ class Cache(PlainOperations):
             refresher = refresher_named(refresher, refresh_queue, refresh_fallback)
         self.parts = CacheParts(
             self.store,
+            self.shared,
             namespace,
             self.codec,
             clock,

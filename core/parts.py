@@ -42,6 +42,7 @@ class CacheParts:
     def __init__(
         self,
         store: Store,
+        shared: Store,
         namespace: str,
         codec: Codec,
         clock: Clock,
@@ -53,7 +54,7 @@ class CacheParts:
         may_store: Callable[[], bool],
     ) -> None:
         self.store = store
-        self.shared: Store = getattr(store, "shared", store)
+        self.shared = shared
         """Where locks, tags and counters live: the store itself, or a tiered store's
         shared tier (every process must see them)."""
         self.namespace = namespace

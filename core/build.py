@@ -48,6 +48,7 @@ from .entry import Entry
 from .errors import Uncacheable
 from .flight import Flight, NotShared, SingleFlight
 from .lock import Lock, pauses
+from .near import NearCopy
 from .rebuild import HandOver, Rebuilds
 from .steps import (
     Pause,
@@ -66,6 +67,8 @@ if TYPE_CHECKING:
     from .reading import Reader
 
 __all__ = ["STALE_SERVED", "BuildOptions", "Builder", "Call", "ServedStale"]
+
+_NONE: dict[str, int] = {}  # read-only
 
 STALE_SERVED: ContextVar[bool] = ContextVar("mcache_stale_served", default=False)
 """Set when ``get_or_build`` answered the current context with a stale value.
@@ -118,6 +121,14 @@ class Builder(Building):
                 # Uncommitted data (see Cache.may_store): built for this caller alone,
                 # never stored and never handed to the threads that share its calls.
                 return (yield from self.build_alone_steps(Call(key, build, tags, o, {})))
+            near = parts.near
+            if near is not None:
+                copy = near.get(key)
+                if copy is not None and copy.names == tags:
+                    value = self.near_hit(key, copy, o)
+                    if value is not NO_VALUE:
+                        return value
+                mark = parts.tags.invalidations.mark()
             claim = self.writer.claim_for(key, o)
             try:
                 entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
@@ -130,6 +141,8 @@ class Builder(Building):
                 self.writer.saw(key, entry)
             now = parts.clock.time_ms()
             if self.is_hit(key, entry, declared, others, now, o):
+                if near is not None and parts.tags.invalidations.unchanged(key, mark):
+                    near.keep(key, entry, tags)  # type: ignore[arg-type]
                 if claim is not None:
                     yield from self.writer.drop_claim_steps(key, claim)
                 if entry.tags and inside_build():  # type: ignore[union-attr]
@@ -171,6 +184,23 @@ class Builder(Building):
             self.parts.metrics.add("hits")
             return True
         return False
+
+    def near_hit(self, key: str, copy: NearCopy, o: BuildOptions) -> Any:
+        """Return the value of a near copy that is still a hit, else ``NO_VALUE``.
+
+        It is one while every tag it recorded has the same version in this
+        process's copy of the versions, and it is fresh and not picked for an
+        early refresh, as a hit read from the store would be.
+        """
+        entry = copy.entry
+        tags = entry.tags
+        if tags and self.parts.tags.local_versions(tags) != tags:
+            return NO_VALUE
+        if not self.is_hit(key, entry, tags, _NONE, self.parts.clock.time_ms(), o):
+            return NO_VALUE
+        if tags and inside_build():
+            report(self.parts.tags.scope, tags)
+        return self.parts.near.value(copy)  # type: ignore[union-attr]
 
     def build_alone_steps(self, call: Call, unread: bool = False) -> Steps[Any]:
         """Build for this caller only (nothing is read or stored), reporting what it read.

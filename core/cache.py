@@ -32,6 +32,7 @@ from .keys import make_key
 from .lock import Lock
 from .logs import FailureLog
 from .memoize import Memoized, memoize
+from .near import Coherence, Invalidations, NearCache
 from .options import (
     TagsArg,
     build_options,
@@ -93,7 +94,10 @@ class Cache(PlainOperations):
         stats_interval: float = 5.0,
         failure_log: FailureLog | None = None,
         may_store: Callable[[], bool] | None = None,
+        near_ttl: float | None = None,
+        near_size: int = 10_000,
     ) -> None:
+        """``near_ttl``: keep hot entries in this process too (see :mod:`mcache.near`)."""
         self.store: Store = from_url(store) if isinstance(store, str) else store
         if not isinstance(self.store, Store):
             raise ConfigError(
@@ -120,7 +124,11 @@ class Cache(PlainOperations):
         self.codec = codec or Codec()
         self.failures = failure_log or FailureLog()
         self.shared: Store = getattr(self.store, "shared", self.store)
-        self.tags = Tags(self.shared, namespace, clock, duration(tag_cache_ttl, "tag_cache_ttl"))
+        near = None if near_ttl is None else NearCache(near_ttl, near_size, self.codec.serializer)
+        invalidations, tag_ttl = Invalidations(), duration(tag_cache_ttl, "tag_cache_ttl")
+        tag_ttl = tag_ttl if near is None else max(tag_ttl, near.ttl)
+        self.tags = Tags(self.shared, namespace, clock, tag_ttl, invalidations)
+        coherence = Coherence(invalidations, near, self.tags)
         self.metrics = CacheStats(self.shared, namespace, stats_interval, self.failures)
         try:
             self.tracer = Tracer(trace_dir)
@@ -140,7 +148,10 @@ class Cache(PlainOperations):
             self.failures,
             refresher or ThreadPoolRefresher(),
             may_store or _always,
+            coherence,
         )
+        if near is not None and self.shared is self.store:
+            coherence.follow_store(self.store, namespace)
         if name is not None:
             self.locator = register(name, self)
         self._view_counters: dict[str, ViewCounter] = {}

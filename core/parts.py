@@ -10,7 +10,7 @@ algorithm, never the reverse (DESIGN.md "Layers").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from .errors import StoreUnavailable, ValueTooLarge
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .clock import Clock
     from .codec import Codec
     from .logs import FailureLog
+    from .near import Coherence, NearCache
     from .refreshers import Refresher
     from .stats import CacheStats
     from .steps import Steps
@@ -52,6 +53,7 @@ class CacheParts:
         failures: FailureLog,
         refresher: Refresher,
         may_store: Callable[[], bool],
+        coherence: Coherence,
     ) -> None:
         self.store = store
         self.shared = shared
@@ -70,6 +72,20 @@ class CacheParts:
         database transaction holds uncommitted writes."""
         self.locator: str | None = None
         """How a queue worker finds this cache again (see :mod:`mcache.rebuild`)."""
+        self.coherence = coherence
+        """Told of every key this process writes, so near copies and local tag versions
+        never outlive it (see :mod:`mcache.near`)."""
+        self.near: NearCache | None = coherence.near
+        """Hot entries kept in this process, or None (``near_ttl`` not set)."""
+
+    def wrote(self, keys: Iterable[str] | None) -> None:
+        """Forget this process's near copies of ``keys`` (None: of every key), just written:
+        its own writes are seen at once."""
+        if self.near is not None:
+            if keys is None:
+                self.coherence.reset()
+            else:
+                self.coherence.changed(keys)
 
     def derived_key(self, kind: str, key: str) -> str:
         """Return the key of a companion record (``l`` lock, …) of ``key``, within 250 bytes."""

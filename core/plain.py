@@ -10,7 +10,7 @@ answered as a miss, or as a write that did not happen.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .api import NO_VALUE
 from .errors import StoreUnavailable, ValueTooLarge
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .build import Builder
     from .codec import Codec
     from .logs import FailureLog
+    from .parts import CacheParts
     from .reading import Reader
     from .stats import CacheStats
 
@@ -40,6 +41,7 @@ class PlainOperations:
         reader: Reader
         builder: Builder
         failures: FailureLog
+        parts: CacheParts
 
         def _store_key(self, key: Key) -> str: ...
         def _ttl(self, ttl: float | None) -> int: ...
@@ -103,7 +105,8 @@ class PlainOperations:
         store_key = self._store_key(key)
         data = self.codec.dumps(value, store_key)
         arguments = (store_key, data, self._ttl(ttl))
-        return (yield from self._guarded_steps("set", "set", arguments, False)) is not False
+        stored = yield from self._guarded_steps("set", "set", arguments, False, (store_key,))
+        return stored is not False
 
     def set_many(self, items: Mapping[Key, Any], ttl: float | None = None) -> list[Key]:
         """Cache several values; return the keys that could not be stored."""
@@ -117,7 +120,9 @@ class PlainOperations:
         by_store_key = {self._store_key(key): key for key in items}
         encoded = {sk: self.codec.dumps(items[k], sk) for sk, k in by_store_key.items()}
         arguments = (encoded, self._ttl(ttl))
-        failed = yield from self._guarded_steps("set_many", "set_many", arguments, list(encoded))
+        failed = yield from self._guarded_steps(
+            "set_many", "set_many", arguments, list(encoded), list(encoded)
+        )
         if failed:
             self.failures.warning("store.set_many", "%d values not cached", len(failed))
         return [by_store_key[sk] for sk in failed]
@@ -134,7 +139,8 @@ class PlainOperations:
         store_key = self._store_key(key)
         data = self.codec.dumps(value, store_key)
         seconds = self._ttl(ttl)
-        if (yield from self._guarded_steps("add", "add", (store_key, data, seconds), False)):
+        arguments = (store_key, data, seconds)
+        if (yield from self._guarded_steps("add", "add", arguments, False, (store_key,))):
             return True
         try:
             replace = self.builder.writer.replace_unreadable_steps(store_key, data, seconds)
@@ -160,6 +166,7 @@ class PlainOperations:
     def unwrap_steps(self, key: Key, ttl: float | None) -> Steps[bool]:
         """:meth:`unwrap`, as steps: for an adapter that composes it into steps of its own."""
         store_key, seconds = self._store_key(key), self._ttl(ttl)
+        self.parts.wrote((store_key,))
         try:
             return (yield from self.builder.writer.unwrap_steps(store_key, seconds))
         except (StoreUnavailable, ValueTooLarge) as error:
@@ -176,7 +183,7 @@ class PlainOperations:
 
     def _delete_steps(self, key: Key) -> Steps[bool]:
         arguments = (self._store_key(key),)
-        return (yield from self._guarded_steps("delete", "delete", arguments, False))
+        return (yield from self._guarded_steps("delete", "delete", arguments, False, arguments))
 
     def delete_many(self, keys: Iterable[Key]) -> None:
         """Remove several cached values."""
@@ -187,8 +194,9 @@ class PlainOperations:
         await arun_steps(self._delete_many_steps(keys), aperform)
 
     def _delete_many_steps(self, keys: Iterable[Key]) -> Steps[None]:
-        arguments = ([self._store_key(key) for key in keys],)
-        yield from self._guarded_steps("delete_many", "delete_many", arguments, None)
+        store_keys = [self._store_key(key) for key in keys]
+        arguments = (store_keys,)
+        yield from self._guarded_steps("delete_many", "delete_many", arguments, None, store_keys)
 
     def incr(self, key: Key, delta: int = 1) -> int | None:
         """Add ``delta`` (negative subtracts, flooring at 0) to a cached int; ``None`` when missing.
@@ -205,7 +213,7 @@ class PlainOperations:
     def _incr_steps(self, key: Key, delta: int) -> Steps[int | None]:
         method = "incr" if delta >= 0 else "decr"
         arguments = (self._store_key(key), abs(delta))
-        return (yield from self._guarded_steps("incr", method, arguments, None))
+        return (yield from self._guarded_steps("incr", method, arguments, None, arguments[:1]))
 
     def touch(self, key: Key, ttl: float | None = None) -> bool:
         """Give a cached value a new TTL; ``False`` when it is missing (or stale: see ``get``)."""
@@ -219,25 +227,35 @@ class PlainOperations:
         store_key, seconds = self._store_key(key), self._ttl(ttl)
         if (yield from self._read_steps(store_key)) is NO_VALUE:
             return False
-        return (yield from self._guarded_steps("touch", "touch", (store_key, seconds), False))
+        arguments = (store_key, seconds)
+        return (yield from self._guarded_steps("touch", "touch", arguments, False, (store_key,)))
 
     def clear(self) -> None:
         """Flush the whole store (every namespace on it), as Django's ``cache.clear()`` does."""
-        run_steps(self._guarded_steps("clear", "flush", (), None), perform)
+        run_steps(self._guarded_steps("clear", "flush", (), None, None), perform)
 
     async def aclear(self) -> None:
         """Await :meth:`clear`."""
-        await arun_steps(self._guarded_steps("clear", "flush", (), None), aperform)
+        await arun_steps(self._guarded_steps("clear", "flush", (), None, None), aperform)
 
     # -- the fail-open policy -------------------------------------------------------------------
 
     def _guarded_steps(
-        self, operation: str, method: str, arguments: tuple[Any, ...], fallback: T
+        self,
+        operation: str,
+        method: str,
+        arguments: tuple[Any, ...],
+        fallback: T,
+        writes: Iterable[str] | Literal[False] | None = False,
     ) -> Steps[T]:
         """``store.<method>(*arguments)``; on a store failure, log (once per interval)
-        and return ``fallback``."""
+        and return ``fallback``. ``writes``: the keys it writes (None: every key), whose
+        near copies go, whether it succeeded or not."""
         try:
             return (yield StoreCall(self.store, method, arguments))
         except (StoreUnavailable, ValueTooLarge) as error:
             self.store_failed(operation, error)
             return fallback
+        finally:
+            if writes is not False:
+                self.parts.wrote(writes)

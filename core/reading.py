@@ -62,6 +62,7 @@ class Reader:
         slots = parts.tags.near(tags, key)
         wanted = [*slots, *parts.tags.slots_of(known)] if known else slots
         local = parts.tags.cached(wanted)
+        mark = parts.tags.invalidations.mark()
         if local is not None:
             entry, found = self.decode(key, (yield from self._get_steps(key, claim))), local
         else:
@@ -75,7 +76,7 @@ class Reader:
             else:
                 entry = self.decode(key, (yield StoreCall(parts.store, "get", (key,))))
                 got = yield StoreCall(parts.shared, "get_many", ([k for _, k in wanted],))
-            found, missing = parts.tags.versions_found(wanted, got)
+            found, missing = parts.tags.versions_found(wanted, got, mark)
             if missing:
                 found = {**found, **(yield from parts.tags.create_steps(missing))}
         declared = {label: found[label] for label, _ in slots} if known else found

@@ -27,8 +27,10 @@ the copies it does not know of.
 ``local_ttl`` enables a process-local copy of tag versions: reads within that
 many seconds of the last fetch skip the tag keys, so a hit is one key's round
 trip; in exchange a bump made by *another* process may go unseen here for up to
-``local_ttl``. It is off by default; a bump made by this process updates its
-copy at once.
+``local_ttl``, unless the store pushes its invalidation (Redis tracking, see
+:mod:`mcache.near`). It is off by default; a bump made by this process updates
+its copy at once. A version read is kept only if no invalidation of its key
+arrived since the read began (:class:`~mcache.near.Invalidations`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from collections.abc import Iterable, Mapping
 from .api import NO_VALUE, Colocating, Store
 from .clock import Clock
 from .keys import MAX_KEY_BYTES, make_key
+from .near import Invalidations
 from .steps import Steps, StoreCall, perform, run_steps
 from .stores.base import stored_count
 
@@ -60,8 +63,16 @@ Slot = tuple[str, str]
 class Tags:
     """Versions of a namespace's tags in a (shared) store."""
 
-    def __init__(self, store: Store, namespace: str, clock: Clock, local_ttl: float = 0.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        namespace: str,
+        clock: Clock,
+        local_ttl: float = 0.0,
+        invalidations: Invalidations | None = None,
+    ) -> None:
         self.store = store
+        self.invalidations = invalidations or Invalidations()
         self.namespace = namespace
         self.clock = clock
         self.local_ttl = local_ttl
@@ -120,13 +131,42 @@ class Tags:
             versions[label] = known[0]
         return versions
 
-    def _remember(self, versions: Mapping[str, int]) -> None:
+    def local_versions(self, labels: Iterable[str]) -> dict[str, int] | None:
+        """Return the process-local versions of the copies ``labels`` name, or None if any
+        is missing or old (a near hit checks its entry's ``tags`` against them)."""
+        now = time.monotonic()
+        local = self._local
+        versions: dict[str, int] = {}
+        for label in labels:
+            known = local.get(label)
+            if known is None or known[1] < now:
+                return None
+            versions[label] = known[0]
+        return versions
+
+    def forget(self, keys: Iterable[str]) -> None:
+        """Drop the process-local versions of the tag keys among ``keys`` (they changed)."""
+        prefix, cut = self._prefix, len(self._prefix)
+        for key in keys:
+            if key.startswith(prefix):
+                self._local.pop(key[cut:], None)
+
+    def forget_all(self) -> None:
+        """Drop every process-local version."""
+        self._local.clear()
+
+    def _remember(self, versions: Mapping[str, int], mark: int | None = None) -> None:
+        """Keep ``versions`` locally; read ones (``mark``: when the read began) only if no
+        invalidation of their key arrived since."""
         if self.local_ttl:
             until = time.monotonic() + self.local_ttl
+            unchanged, prefix = self.invalidations.unchanged, self._prefix
             with self._lock:
                 if len(self._local) > _REMEMBERED:
                     self._local.clear()
                 for label, version in versions.items():
+                    if mark is not None and not unchanged(prefix + label, mark):
+                        continue
                     known = self._local.get(label)
                     # A read that started before this process's own bump may finish
                     # after it: never let the older version replace the newer one.
@@ -134,10 +174,11 @@ class Tags:
                         self._local[label] = (version, until)
 
     def versions_found(
-        self, slots: Iterable[Slot], found: Mapping[str, bytes]
+        self, slots: Iterable[Slot], found: Mapping[str, bytes], mark: int
     ) -> tuple[dict[str, int], list[Slot]]:
         """Return the versions a ``get_many`` result holds (remembered), and the copies it
-        lacks, which :meth:`create` makes (no I/O here: the async read path uses it too)."""
+        lacks, which :meth:`create` makes (no I/O here: the async read path uses it too).
+        ``mark``: :meth:`Invalidations.mark` taken before the read."""
         versions: dict[str, int] = {}
         missing: list[Slot] = []
         for slot in slots:
@@ -146,13 +187,14 @@ class Tags:
                 missing.append(slot)
             else:
                 versions[slot[0]] = version
-        self._remember(versions)
+        self._remember(versions, mark)
         return versions, missing
 
     def create_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:
         """Create lost copies with the current time (remembered); a racing creator's wins."""
+        mark = self.invalidations.mark()
         versions = yield from self._recreate_steps(slots, self.clock.time_ms(), forward=False)
-        self._remember(versions)
+        self._remember(versions, mark)
         return versions
 
     def read(self, names: Iterable[str], near: str) -> dict[str, int]:
@@ -171,8 +213,9 @@ class Tags:
 
     def _fetch_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:
         """Return the versions of ``slots`` read from the store, creating lost copies."""
+        mark = self.invalidations.mark()
         found = yield StoreCall(self.store, "get_many", ([key for _, key in slots],))
-        versions, missing = self.versions_found(slots, found)
+        versions, missing = self.versions_found(slots, found, mark)
         if missing:
             versions.update((yield from self.create_steps(missing)))
         return versions

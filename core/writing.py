@@ -300,6 +300,7 @@ class Writer:
         except StoreUnavailable as error:
             parts.store_failed("set", error)
             return False
+        parts.wrote((call.key,))
         parts.trace(call.key, "W" if stored else "X")  # X: a delete or newer write won
         if stored and self.claims:
             self.saw(call.key, entry)

@@ -41,6 +41,8 @@ CACHE_OPTIONS = frozenset(
         "early_refresh",
         "jitter",
         "tag_cache_ttl",
+        "near_ttl",
+        "near_size",
         "refresher",
         "refresh_queue",
         "refresh_fallback",

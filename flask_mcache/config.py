@@ -28,6 +28,8 @@ CACHE_KEYS = {
     "MCACHE_EARLY_REFRESH": "early_refresh",
     "MCACHE_JITTER": "jitter",
     "MCACHE_TAG_CACHE_TTL": "tag_cache_ttl",
+    "MCACHE_NEAR_TTL": "near_ttl",
+    "MCACHE_NEAR_SIZE": "near_size",
     "MCACHE_TRACE_DIR": "trace_dir",
     "MCACHE_STATS_INTERVAL": "stats_interval",
     "MCACHE_REFRESHER": "refresher",

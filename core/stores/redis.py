@@ -28,6 +28,7 @@ from ..steps import run_steps
 from . import redis_lua as lua
 from .base import MiB, twin_made_once
 from .redis_steps import Command, Pipelined, RedisSteps, Scripted
+from .redis_tracking import InvalidationFeed, Listener
 
 if TYPE_CHECKING:
     from .redis_async import AsyncRedisStore
@@ -211,6 +212,13 @@ class RedisStore(RedisSteps):
         self._redis.connection_pool.disconnect()
         if self._reader is not self._redis:
             self._reader.connection_pool.disconnect()
+
+    def invalidation_feed(self, prefixes: list[str], listener: Listener) -> InvalidationFeed:
+        """Return a feed of the invalidations Redis pushes for keys under ``prefixes``
+        (for a near cache: see :mod:`.redis_tracking`), on the server reads go to."""
+        pool = self._reader.connection_pool
+        options = {**pool.connection_kwargs, "protocol": 2}
+        return InvalidationFeed(lambda: pool.connection_class(**options), prefixes, listener)
 
     def asynchronous(self) -> AsyncRedisStore | None:
         """Return this store's async twin on the same servers (see :mod:`.redis_async`).

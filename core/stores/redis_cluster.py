@@ -130,6 +130,11 @@ class ClusterRedisStore(RedisStore):
         client = self._clients.get(self.replica_reads)
         return client if client is not None else self._connect(self.replica_reads)
 
+    def invalidation_feed(self, prefixes: list[str], listener: Any) -> None:
+        """None: tracking is per node, and a key's node moves with its slot, so a near
+        cache on a cluster trusts its copies for ``near_ttl`` as on memcached."""
+        return None
+
     def _connect(self, replicas: bool) -> RedisCluster:
         """Learn the slot map from the first node that answers, at most once a second.
 

@@ -129,7 +129,7 @@ class Builder(Building):
                     if value is not NO_VALUE:
                         return value
                 mark = parts.tags.invalidations.mark()
-            claim = self.writer.claim_for(key, o)
+            claim = self.writer.claim_for(key, o) if self.writer.claims else None
             try:
                 entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
             except Exception as error:

@@ -59,6 +59,7 @@ from .visitors import OnlineCounter, VisitorCounter
 __all__ = ["Cache", "Key"]
 
 T = TypeVar("T")
+_KEYS_REMEMBERED = 4096  # string keys whose store keys a cache keeps
 Key = str | tuple[Any, ...]
 """A cache key: a string, or a tuple of call parameters."""
 
@@ -154,6 +155,7 @@ class Cache(PlainOperations):
             coherence.follow_store(self.store, namespace)
         if name is not None:
             self.locator = register(name, self)
+        self._keys: dict[str, str] = {}
         self._view_counters: dict[str, ViewCounter] = {}
         self._registry_lock = threading.Lock()
         self.reader = Reader(self.parts)
@@ -209,6 +211,13 @@ class Cache(PlainOperations):
         return make_key(self.namespace, *parts, **named)
 
     def _store_key(self, key: Key) -> str:
+        if type(key) is str:  # the usual key: derived once, then looked up
+            store_key = self._keys.get(key)
+            if store_key is None:
+                if len(self._keys) >= _KEYS_REMEMBERED:
+                    self._keys.clear()
+                store_key = self._keys[key] = make_key(self.namespace, key)
+            return store_key
         if isinstance(key, tuple):
             return make_key(self.namespace, *key)
         return make_key(self.namespace, key)
@@ -261,7 +270,8 @@ class Cache(PlainOperations):
             self.defaults, self._stale_ttl, ttl, stale_ttl, wait, lock_timeout, refresh,
             early_refresh, stale_wait,
         )  # fmt: skip
-        return self.builder.get_or_build(self._store_key(key), build, tag_list(tags), options)
+        store_key, names = self._store_key(key), tag_list(tags)
+        return run_steps(self.builder.get_or_build_steps(store_key, build, names, options), perform)
 
     async def aget_or_build(
         self,

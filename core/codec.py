@@ -219,6 +219,10 @@ class Codec:
         self._mac_base = None if signing_key is None else hmac.new(signing_key, None, "sha256")
         self._raw_ints = raw_ints
         self.failures = failure_log or FailureLog()
+        # What loads() may decode at once: a value of this serializer, uncompressed, and
+        # unsigned only where signing is not required (b"" never matches a header).
+        self._plain_header = b"" if self._mac_base else _HEADERS[self._serializer_id]
+        self._plain_loads = self.serializer.loads
         self._decoders: dict[int, Callable[[bytes], object]] = {
             _RAW: _identity,
             self._serializer_id: self.serializer.loads,
@@ -274,6 +278,11 @@ class Codec:
 
     def loads(self, data: bytes, key: str = "") -> object:
         """Decode ``data`` read from ``key``; return ``NO_VALUE`` when it cannot be trusted."""
+        if data[:_HEADER_SIZE] == self._plain_header:  # usual: this serializer, unsigned, whole
+            try:
+                return self._plain_loads(data[_HEADER_SIZE:])
+            except Exception as e:
+                return self._miss("codec.decode", key, f"{type(e).__name__}: {e}")
         if not data:
             return self._miss("codec.corrupt", key, "empty value")
         if data[0] != _MAGIC:

@@ -37,7 +37,7 @@ def is_placeholder(data: object) -> bool:
     return type(data) in (list, tuple) and len(data) == 2 and data[0] == PLACEHOLDER_MARK  # type: ignore[arg-type]
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """A cached value with its freshness and tag versions."""
 

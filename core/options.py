@@ -87,8 +87,33 @@ def build_options(
     )
 
 
+_CHECKED_TAGS: dict[tuple[str, ...], list[str]] = {}
+
+
 def tag_list(tags: TagsArg) -> list[str]:
-    """Return tag names as a list without repeats (one name stands for one name, not letters)."""
+    """Return tag names as a list without repeats (one name stands for one name, not letters).
+
+    The list may be shared between calls (callers only read it): the same few
+    tag lists come with every hit, so each is checked once.
+    """
+    if tags is None:
+        return []
+    if type(tags) is list or type(tags) is tuple:
+        key = tuple(tags)  # type: ignore[arg-type]
+        try:
+            names = _CHECKED_TAGS.get(key)
+        except TypeError:  # something unhashable in it: no tag name, as the check says
+            return _checked_tag_list(tags)
+        if names is None:
+            names = _checked_tag_list(tags)
+            if len(_CHECKED_TAGS) >= 4096:
+                _CHECKED_TAGS.clear()
+            _CHECKED_TAGS[key] = names
+        return names
+    return _checked_tag_list(tags)
+
+
+def _checked_tag_list(tags: TagsArg) -> list[str]:
     if tags is None:
         return []
     if isinstance(tags, str):

@@ -22,12 +22,14 @@ from .steps import Steps, StoreCall, perform, run_steps
 
 if TYPE_CHECKING:
     from .parts import CacheParts
+    from .tags import Slot
 
 __all__ = ["Reader"]
 
 Versions = dict[str, int]
 _REMEMBERED = 65536  # keys whose other tags a process keeps before starting afresh
 _NONE: dict[str, int] = {}  # read-only: returned where there are no versions at all
+_Plan = tuple[list[str], list["Slot"], list["Slot"], list[str]]  # tags, slots, wanted, keys
 
 
 class Reader:
@@ -36,6 +38,7 @@ class Reader:
     def __init__(self, parts: CacheParts) -> None:
         self.parts = parts
         self.others: dict[str, tuple[str, ...]] = {}  # key -> labels beyond the declared ones
+        self.plans: dict[str, _Plan] = {}  # key -> what its last read with its tags fetched
 
     def read(
         self, key: str, tags: list[str], claim: StaleClaim | None = None
@@ -59,15 +62,17 @@ class Reader:
                 return entry, _NONE, _NONE
             others = yield from self._other_versions_steps(key, entry, _NONE, _NONE)
             return entry, _NONE, others
-        slots = parts.tags.near(tags, key)
-        wanted = [*slots, *parts.tags.slots_of(known)] if known else slots
-        local = parts.tags.cached(wanted)
-        mark = parts.tags.invalidations.mark()
+        tags_of = parts.tags
+        plan = self.plans.get(key)
+        if plan is None or plan[0] is not tags or known:
+            plan = self._plan(key, tags, known)
+        _, slots, wanted, keys = plan
+        local = tags_of.cached(wanted) if tags_of.local_ttl else None
+        mark = tags_of.invalidations.mark()
         if local is not None:
             entry, found = self.decode(key, (yield from self._get_steps(key, claim))), local
         else:
             if parts.shared is parts.store:
-                keys = [key, *(k for _, k in wanted)]
                 if claim is None:
                     got = yield StoreCall(parts.store, "get_many", (keys,))
                 else:
@@ -76,9 +81,9 @@ class Reader:
             else:
                 entry = self.decode(key, (yield StoreCall(parts.store, "get", (key,))))
                 got = yield StoreCall(parts.shared, "get_many", ([k for _, k in wanted],))
-            found, missing = parts.tags.versions_found(wanted, got, mark)
+            found, missing = tags_of.versions_found(wanted, got, mark)
             if missing:
-                found = {**found, **(yield from parts.tags.create_steps(missing))}
+                found = {**found, **(yield from tags_of.create_steps(missing))}
         declared = {label: found[label] for label, _ in slots} if known else found
         if entry is None or len(entry.tags) <= len(declared):
             if known and entry is not None:
@@ -86,6 +91,22 @@ class Reader:
             return entry, declared, _NONE
         others = yield from self._other_versions_steps(key, entry, declared, found)
         return entry, declared, others
+
+    def _plan(self, key: str, tags: list[str], known: tuple[str, ...] | None) -> _Plan:
+        """Return which tag copies and keys a read of ``key`` with ``tags`` fetches.
+
+        A hot key comes with the same tags every time (the same list object, as
+        :func:`~mcache.options.tag_list` hands them out), so its plan is kept;
+        one that must also fetch other tags it recorded (``known``) is not.
+        """
+        slots = self.parts.tags.near(tags, key)
+        wanted = [*slots, *self.parts.tags.slots_of(known)] if known else slots
+        plan = (tags, slots, wanted, [key, *[k for _, k in wanted]])
+        if not known:
+            if len(self.plans) >= _REMEMBERED:
+                self.plans.clear()
+            self.plans[key] = plan
+        return plan
 
     def _get_steps(self, key: str, claim: StaleClaim | None) -> Steps[bytes | NoValueType]:
         """Return what the store holds under ``key``, claiming it with ``claim`` if given."""
@@ -127,13 +148,15 @@ class Reader:
         if data is NO_VALUE:
             return None
         value = self.parts.codec.loads(data, key)  # type: ignore[arg-type]
+        entry = Entry.from_wire(value)
+        if entry is not None:
+            return entry
         if value is NO_VALUE:
             return None  # foreign or corrupted bytes: the codec logged them
         if is_placeholder(value):
             self.forget_near(key)
             return None  # a build is under way: nothing there yet
-        entry = Entry.from_wire(value)
-        return Entry(value, 0) if entry is None else entry
+        return Entry(value, 0)
 
     def forget_near(self, key: str) -> None:
         """Drop a near (per-process) copy of a build's placeholder, so the next read of

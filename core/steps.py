@@ -18,6 +18,7 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
+from operator import methodcaller
 from typing import Any, Protocol, TypeVar
 
 __all__ = [
@@ -104,17 +105,15 @@ class Operation(Protocol):
     def arun(self) -> Awaitable[Any]: ...
 
 
-def perform(operation: Operation) -> Any:
-    """Perform an operation of the algorithm's steps by calling (the sync driver's)."""
-    return operation.run()
-
+perform: Callable[[Operation], Any] = methodcaller("run")
+"""Perform an operation of the algorithm's steps by calling (the sync driver's):
+``operation.run()``, with no Python frame of its own (it runs on every hit)."""
 
 _call = perform  # for arun_steps, whose own ``perform`` is the async one
 
-
-def aperform(operation: Operation) -> Awaitable[Any]:
-    """Perform an operation of the algorithm's steps by awaiting (the async driver's)."""
-    return operation.arun()
+aperform: Callable[[Operation], Awaitable[Any]] = methodcaller("arun")
+"""Perform an operation of the algorithm's steps by awaiting (the async driver's):
+``operation.arun()``."""
 
 
 def twin_of(store: Any) -> Any:

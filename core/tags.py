@@ -80,6 +80,7 @@ class Tags:
         self._prefix = f"{namespace}:t:" if namespace else "t:"
         self._local: dict[str, tuple[int, float]] = {}
         self._keys: dict[str, str] = {}
+        self._slots: dict[tuple[str, ...], list[Slot]] = {}
         self._created: dict[str, int] = {}
         self._stray: dict[str, bool] = {}
         self._lock = threading.Lock()
@@ -105,11 +106,19 @@ class Tags:
 
         A copy's label is its store key without the tag prefix (the name itself
         for a readable name's first copy): one label, one key, so an entry can
-        never mistake one copy's version for another's.
+        never mistake one copy's version for another's. The list returned is
+        shared: callers only read it.
         """
         placing, cut = self._placing, len(self._prefix)
-        if placing is None:
-            return [(k[cut:], k) for k in map(self.key, names)]
+        if placing is None:  # the same copies for every key: worked out once per set of names
+            names = tuple(names)
+            slots = self._slots.get(names)
+            if slots is None:
+                slots = [(k[cut:], k) for k in map(self.key, names)]
+                if len(self._slots) >= 4096:
+                    self._slots.clear()
+                self._slots[names] = slots
+            return slots
         return [(c[cut:], c) for c in (placing.colocated(self.key(n), key) for n in names)]
 
     def everywhere(self, name: str) -> list[Slot]:
@@ -181,13 +190,16 @@ class Tags:
         ``mark``: :meth:`Invalidations.mark` taken before the read."""
         versions: dict[str, int] = {}
         missing: list[Slot] = []
-        for slot in slots:
-            version = stored_count(found.get(slot[1]))
-            if version is None:
-                missing.append(slot)
+        for label, key in slots:
+            data = found.get(key)
+            if type(data) is bytes and data.isdigit():  # as written: stored_count's fast case
+                versions[label] = int(data)
+            elif (version := stored_count(data)) is not None:
+                versions[label] = version
             else:
-                versions[slot[0]] = version
-        self._remember(versions, mark)
+                missing.append((label, key))
+        if self.local_ttl:
+            self._remember(versions, mark)
         return versions, missing
 
     def create_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:

@@ -11,7 +11,8 @@
    ``cache_page``, both on that memcached, hit by a loopback load generator
    (asyncio, keep-alive connections spread evenly over the two workers) in
    alternating rounds. Every request after the first is a hit; requests/s is
-   the figure.
+   the figure. The same view on a cache with a near cache (``near_ttl=30``)
+   shows what a hit that makes no round trip is worth.
 
 Starts its own memcached and gunicorn on free loopback ports and stops them.
 """
@@ -86,7 +87,7 @@ def start_site(address: str, db: str) -> tuple[subprocess.Popen[bytes], int]:
     subprocess.run(
         [sys.executable, "-m", "django", "migrate", "-v", "0"], env=env, check=True, cwd=ROOT
     )
-    return gunicorn(f"{SITE}.wsgi", env, str(ROOT), ("/mcache/", "/django/"))
+    return gunicorn(f"{SITE}.wsgi", env, str(ROOT), ("/mcache/", "/near/", "/django/"))
 
 
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -156,12 +157,12 @@ def requests_per_second(port: int, path: str, seconds: float, connections: int) 
 
 def page_load(
     address: str, seconds: float, rounds: int, connections: int
-) -> tuple[list[list[str]], float]:
-    """Return the requests/s table and @cached_view ÷ cache_page."""
+) -> tuple[list[list[str]], float, float]:
+    """Return the requests/s table, @cached_view ÷ cache_page, and the same with a near cache."""
     with tempfile.TemporaryDirectory() as tmp:
         server, port = start_site(address, str(Path(tmp) / "site.sqlite3"))
         try:
-            results: dict[str, list[float]] = {"/mcache/": [], "/django/": []}
+            results: dict[str, list[float]] = {"/mcache/": [], "/near/": [], "/django/": []}
             for _ in range(rounds):
                 for path in results:
                     results[path].append(requests_per_second(port, path, seconds, connections))
@@ -169,12 +170,14 @@ def page_load(
             server.terminate()
             server.wait(10)
     mine, theirs = statistics.median(results["/mcache/"]), statistics.median(results["/django/"])
+    near = statistics.median(results["/near/"])
     rounds_of = {path: " / ".join(f"{r:,.0f}" for r in got) for path, got in results.items()}
     rows = [
         ["@cached_view (mcache)", f"{mine:,.0f}", rounds_of["/mcache/"]],
+        ["@cached_view, near cache (near_ttl=30)", f"{near:,.0f}", rounds_of["/near/"]],
         ["cache_page (Django PyMemcacheCache)", f"{theirs:,.0f}", rounds_of["/django/"]],
     ]
-    return rows, mine / theirs
+    return rows, mine / theirs, near / theirs
 
 
 def main() -> None:
@@ -190,7 +193,9 @@ def main() -> None:
         print(f"{head}1. get of a ~1 KB value, one memcached; anchor: raw pymemcache get\n")
         print(table(["get", "p50 µs", "anchor p50 µs", "ratio"], rows, args.markdown))
         print()
-        load, load_ratio = page_load(node.address, args.seconds, args.rounds, args.connections)
+        load, load_ratio, near_ratio = page_load(
+            node.address, args.seconds, args.rounds, args.connections
+        )
         print(f"{head}2. One cached page under load: gunicorn 2 workers (gthread, 4 threads),")
         runs = f"{args.rounds} × {args.seconds:g} s per page"
         print(f"{args.connections} keep-alive connections, {runs}\n")
@@ -209,10 +214,18 @@ def main() -> None:
                 Figure(
                     "@cached_view ÷ cache_page requests/s (gunicorn)",
                     f"{load[0][1]}/s",
-                    f"{load[1][1]}/s",
+                    f"{load[2][1]}/s",
                     f"{load_ratio:.2f}×",
                     "≥ 1.2×",
                     load_ratio >= 1.2,
+                ),
+                Figure(
+                    "@cached_view with a near cache ÷ cache_page requests/s",
+                    f"{load[1][1]}/s",
+                    f"{load[2][1]}/s",
+                    f"{near_ratio:.2f}×",
+                    "",
+                    None,
                 ),
             ],
             args.figures,

@@ -25,6 +25,11 @@ CACHES = {
         "BACKEND": "django_mcache.backend.MCacheBackend",
         "LOCATION": f"memcached://{_memcached}",
     },
+    "near": {
+        "BACKEND": "django_mcache.backend.MCacheBackend",
+        "LOCATION": f"memcached://{_memcached}",
+        "OPTIONS": {"near_ttl": 30},
+    },
     "django": {
         "BACKEND": "django.core.cache.backends.memcached.PyMemcacheCache",
         "LOCATION": _memcached,

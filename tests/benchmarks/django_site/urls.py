@@ -1,4 +1,5 @@
-"""Two URLs, one page: /mcache/ with @cached_view, /django/ with Django's cache_page."""
+"""Three URLs, one page: /mcache/ with @cached_view, /near/ with it on a cache with a near
+cache, /django/ with Django's cache_page."""
 
 import os
 
@@ -34,5 +35,6 @@ def worker_header(get_response):
 
 urlpatterns = [
     path("mcache/", cached_view(ttl=300, tags=["page"])(page)),
+    path("near/", cached_view(ttl=300, tags=["page"], cache="near")(page)),
     path("django/", cache_page(300, cache="django")(page)),
 ]

@@ -17,7 +17,6 @@ tags in :mod:`mcache.tags`, locks in :mod:`mcache.lock`.
 
 from __future__ import annotations
 
-import atexit
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -26,7 +25,8 @@ from .api import Store
 from .build import Builder, BuildOptions
 from .clock import Clock, system_clock
 from .codec import Codec
-from .counters import Counter, ViewCounter
+from .counters import ViewCounter
+from .counting import CounterFactories
 from .errors import ConfigError, InvalidKey, MCacheError
 from .keys import make_key
 from .lock import Lock
@@ -54,7 +54,6 @@ from .steps import Steps, aperform, arun_steps, perform, run_steps
 from .stores.url import from_url
 from .tags import Tags
 from .trace import Tracer
-from .visitors import OnlineCounter, VisitorCounter
 
 __all__ = ["Cache", "Key"]
 
@@ -64,11 +63,12 @@ Key = str | tuple[Any, ...]
 """A cache key: a string, or a tuple of call parameters."""
 
 
-class Cache(PlainOperations):
+class Cache(PlainOperations, CounterFactories):
     """A namespace of cached values on one store.
 
     The plain operations (``get``, ``set``, ``add``, … and their awaitable
-    ``aget``, ``aset``, …) come from :class:`~mcache.plain.PlainOperations`.
+    ``aget``, ``aset``, …) come from :class:`~mcache.plain.PlainOperations`,
+    the counters from :class:`~mcache.counting.CounterFactories`.
     """
 
     def __init__(
@@ -376,40 +376,6 @@ class Cache(PlainOperations):
         """
         key = make_key(self.namespace, "lock", name)
         return Lock(self.shared, key, timeout or self.defaults.lock_timeout, wait, renewer)
-
-    # -- counters -------------------------------------------------------------------------------
-
-    def counter(self, name: str, ttl: int = 0) -> Counter:
-        """Return the atomic counter ``name``."""
-        return Counter(self.parts, name, ttl)
-
-    def view_counter(
-        self, name: str, initial: Callable[[Any], int] | None = None, ttl: int = 0
-    ) -> ViewCounter:
-        """Return view counts per object, seeded by ``initial(ident)`` from the database.
-
-        One instance per name and cache, so the objects it counted are recorded
-        for ``flush`` however often it is asked for; what it holds is also
-        recorded when the process exits.
-        """
-        with self._registry_lock:
-            counter = self._view_counters.get(name)
-            if counter is None:
-                counter = self._view_counters[name] = ViewCounter(self.parts, name, initial, ttl)
-                atexit.register(counter.push)
-            elif initial is not None:
-                counter.initial = initial
-            return counter
-
-    def online_counter(
-        self, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
-    ) -> OnlineCounter:
-        """Return the count of visitors seen in the last ``window`` seconds."""
-        return OnlineCounter(self.parts, name, window, slots, unique)
-
-    def visitor_counter(self, name: str, period: int = 3600) -> VisitorCounter:
-        """Return visits per ``period`` (current and previous period)."""
-        return VisitorCounter(self.parts, name, period)
 
     # -- reports --------------------------------------------------------------------------------
 

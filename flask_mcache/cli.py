@@ -77,6 +77,7 @@ def flush(yes: bool) -> None:
         click.confirm(f"Flush every key of {cache.store!r}?", abort=True)
     try:
         cache.store.flush()
+        cache.parts.wrote(None)  # this process's near copies go with it
     except MCacheError as error:
         raise click.ClickException(f"flush failed: {error}") from None
     click.echo("flushed")

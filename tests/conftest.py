@@ -26,6 +26,19 @@ from tests.servers import (
 
 REQUIRE_SERVERS = os.environ.get("MCACHE_REQUIRE_SERVERS", "") not in {"", "0", "false", "no"}
 MEMCACHED_NODES = 3
+NEAR_MODE = os.environ.get("MCACHE_TEST_NEAR_TTL", "")
+"""Set by tests/test_near_mode.py: the suites it names run again with every cache built
+with this ``near_ttl`` unless the test gives one (the near cache on, everywhere)."""
+
+
+@pytest.fixture(autouse=True)
+def near_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In near mode, make ``near_ttl`` every ``Cache``'s default for this test."""
+    if NEAR_MODE:
+        from mcache import Cache
+
+        defaults = {**Cache.__init__.__kwdefaults__, "near_ttl": float(NEAR_MODE)}
+        monkeypatch.setattr(Cache.__init__, "__kwdefaults__", defaults)
 
 
 def _missing(binary: str, package: str) -> None:

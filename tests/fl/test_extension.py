@@ -190,7 +190,7 @@ def test_eight_threads_on_an_absent_page_build_once(memcached_url: str) -> None:
 
 
 def test_a_hit_is_one_request_to_one_server(memcached_cluster_url: str, monkeypatch) -> None:
-    app, _ = make_app(memcached_cluster_url)
+    app, _ = make_app(memcached_cluster_url, MCACHE_NEAR_TTL=None)  # the wire, not the near cache
     client = app.test_client()
     client.get("/page")
     requests: list[int] = []

@@ -166,12 +166,13 @@ class PlainOperations:
     def unwrap_steps(self, key: Key, ttl: float | None) -> Steps[bool]:
         """:meth:`unwrap`, as steps: for an adapter that composes it into steps of its own."""
         store_key, seconds = self._store_key(key), self._ttl(ttl)
-        self.parts.wrote((store_key,))
         try:
             return (yield from self.builder.writer.unwrap_steps(store_key, seconds))
         except (StoreUnavailable, ValueTooLarge) as error:
             self.store_failed("set", error)
             return False
+        finally:
+            self.parts.wrote((store_key,))  # after the write: a read racing it keeps nothing
 
     def delete(self, key: Key) -> bool:
         """Remove a cached value; ``True`` when it existed."""

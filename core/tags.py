@@ -80,7 +80,6 @@ class Tags:
         self._prefix = f"{namespace}:t:" if namespace else "t:"
         self._local: dict[str, tuple[int, float]] = {}
         self._keys: dict[str, str] = {}
-        self._slots: dict[tuple[str, ...], list[Slot]] = {}
         self._created: dict[str, int] = {}
         self._stray: dict[str, bool] = {}
         self._lock = threading.Lock()
@@ -106,19 +105,11 @@ class Tags:
 
         A copy's label is its store key without the tag prefix (the name itself
         for a readable name's first copy): one label, one key, so an entry can
-        never mistake one copy's version for another's. The list returned is
-        shared: callers only read it.
+        never mistake one copy's version for another's.
         """
         placing, cut = self._placing, len(self._prefix)
-        if placing is None:  # the same copies for every key: worked out once per set of names
-            names = tuple(names)
-            slots = self._slots.get(names)
-            if slots is None:
-                slots = [(k[cut:], k) for k in map(self.key, names)]
-                if len(self._slots) >= 4096:
-                    self._slots.clear()
-                self._slots[names] = slots
-            return slots
+        if placing is None:
+            return [(k[cut:], k) for k in map(self.key, names)]
         return [(c[cut:], c) for c in (placing.colocated(self.key(n), key) for n in names)]
 
     def everywhere(self, name: str) -> list[Slot]:
@@ -131,14 +122,7 @@ class Tags:
         """Return the process-local versions of all ``slots``, or None if any is missing or old."""
         if not self.local_ttl:
             return None
-        now = time.monotonic()
-        versions: dict[str, int] = {}
-        for label, _key in slots:
-            known = self._local.get(label)
-            if known is None or known[1] < now:
-                return None
-            versions[label] = known[0]
-        return versions
+        return self.local_versions(label for label, _key in slots)
 
     def local_versions(self, labels: Iterable[str]) -> dict[str, int] | None:
         """Return the process-local versions of the copies ``labels`` name, or None if any
@@ -198,8 +182,7 @@ class Tags:
                 versions[label] = version
             else:
                 missing.append((label, key))
-        if self.local_ttl:
-            self._remember(versions, mark)
+        self._remember(versions, mark)
         return versions, missing
 
     def create_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:

@@ -148,12 +148,20 @@ class ServerProcess:
         return f"<{self.name} {self.address} {state}>"
 
 
-def memcached_process(memory_mb: int = 64, binary: str | None = None) -> ServerProcess:
-    """Describe a memcached on a free port (``-m`` MiB, TCP only, loopback)."""
+def memcached_process(
+    memory_mb: int = 64, binary: str | None = None, threads: int = 2
+) -> ServerProcess:
+    """Describe a memcached on a free port (``-m`` MiB, TCP only, loopback, ``-t threads``).
+
+    Latency benchmarks ask for one thread: memcached hands connections to its
+    threads in turn, and on a small VM a thread that sleeps on the other CPU
+    answers ~50 µs later than one woken on the caller's, so two clients of the
+    same server would otherwise be timed against different threads.
+    """
     path = binary or shutil.which("memcached") or "memcached"
 
     def argv(port: int) -> list[str]:
-        args = ["-l", HOST, "-p", str(port), "-U", "0", "-m", str(memory_mb), "-t", "2"]
+        args = ["-l", HOST, "-p", str(port), "-U", "0", "-m", str(memory_mb), "-t", str(threads)]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args += ["-u", "root"]
         return args

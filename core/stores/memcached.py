@@ -85,6 +85,7 @@ class MemcachedStore(MemcachedSteps):
         self._nodes = {s: Node(s, options, self._health_changed) for s in self.servers}
         self._single = self._nodes[self.servers[0]] if len(self.servers) == 1 else None
         self._owners: dict[str, Node] = {}
+        self._groups: dict[tuple[str, ...], dict[Node, list[str]]] = {}
         self._placed: dict[str, dict[Server, str]] = {}
         self._placeable = len(self.ring.owning_servers())  # a 0-point server owns no key
         self._attempts = retry_attempts * len(self.servers) + 1
@@ -137,8 +138,22 @@ class MemcachedStore(MemcachedSteps):
         return run_steps(self.get_steps(key), self._perform)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        """Return the values of the keys that exist, one request per server."""
-        return run_steps(self.get_many_steps(keys), self._perform)
+        """Return the values of the keys that exist, one request per server.
+
+        :meth:`get_many_steps`' first step is taken here, in line: it is the
+        whole of a tagged hit's read while every server is up, and running it
+        through the steps' driver cost ~2.5 µs per hit. Failover goes on in
+        the steps, from the keys the first step could not fetch.
+        """
+        if self.replicas > 1 or self._dead:
+            return run_steps(self.get_many_steps(keys), self._perform)
+        groups = self._owner_groups(keys)
+        if not groups:
+            return {}
+        found, missing = _fetch_pipelined(groups)
+        if not missing:
+            return found
+        return run_steps(self._replicas_fetch_steps(found, missing), self._perform)
 
     def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
         """Return ``(value, cas unique)`` from the owner; ``(NO_VALUE, None)`` when missing."""

@@ -66,6 +66,7 @@ class MemcachedSteps:
     _dead: set[Node]
     _single: Node | None
     _owners: dict[str, Node]
+    _groups: dict[tuple[str, ...], dict[Node, list[str]]]
     _placed: dict[str, dict[Server, str]]
     _placeable: int
     _attempts: int
@@ -218,26 +219,54 @@ class MemcachedSteps:
     def get_many_steps(self, keys: Iterable[str]) -> Steps[dict[str, bytes]]:
         """With replicas, keys missing on their owner are looked up on the next replica,
         so a rejoined (empty) owner does not hide a replicated value."""
-        missing = list(dict.fromkeys(keys))
-        for key in missing:
-            validate_store_key(key)
-        if not missing:
-            return {}
-        found: dict[str, bytes] = {}
         if self.replicas == 1 and not self._dead:
-            groups: dict[Node, list[str]] = defaultdict(list)
-            for key in missing:
-                groups[self._owner(key)].append(key)
+            groups = self._owner_groups(keys)
+            if not groups:
+                return {}
             found, missing = yield FetchOwners(groups)
-            if not missing:
-                return found
+        else:
+            found, missing = {}, self._wanted(keys)
+        return (yield from self._replicas_fetch_steps(found, missing))
+
+    def _wanted(self, keys: Iterable[str]) -> list[str]:
+        """Return ``keys`` once each, every one checked."""
+        wanted = list(dict.fromkeys(keys))
+        for key in wanted:
+            validate_store_key(key)
+        return wanted
+
+    def _owner_groups(self, keys: Iterable[str]) -> dict[Node, list[str]]:
+        """Group ``keys`` (checked, once each) by owner, every server up and one replica.
+
+        The groups of recent key sets are remembered: a tagged hit asks for the
+        same entry and tag-copy keys every time, and checking and placing them
+        again cost more than the rest of the store's part of the hit.
+        """
+        wanted = tuple(keys)
+        try:
+            groups = self._groups.get(wanted)
+        except TypeError:  # something unhashable: _wanted says what is wrong with it
+            groups = None
+        if groups is None:
+            groups = defaultdict(list)
+            for key in self._wanted(wanted):
+                groups[self._owner(key)].append(key)
+            if len(self._groups) >= OWNER_CACHE_SIZE:
+                self._groups.clear()
+            self._groups[wanted] = groups
+        return groups
+
+    def _replicas_fetch_steps(
+        self, found: dict[str, bytes], missing: list[str]
+    ) -> Steps[dict[str, bytes]]:
+        """Add to ``found`` the ``missing`` keys, asking each rank of replicas in turn."""
         for rank in range(self.replicas):
+            if not missing:
+                break
             fetched = yield from self._grouped_steps(missing, "get_many", _keys_only, rank)
             for _group, values in fetched:
                 found.update(values)
             missing = [k for k in missing if k not in found]
-            if not missing:
-                break
         return found
 
     def gets_steps(self, key: str) -> Steps[tuple[bytes | NoValueType, CasToken | None]]:

@@ -49,7 +49,15 @@ from pymemcache.serde import pickle_serde
 
 from mcache import Cache, Entry
 from mcache.refreshers import ThreadPoolRefresher
-from tests.benchmarks.common import Figure, arguments, measure, p99, report, table
+from tests.benchmarks.common import (
+    Figure,
+    arguments,
+    interleaved,
+    measure,
+    p99,
+    report,
+    table,
+)
 from tests.servers import memcached_process, redis_process
 
 VALUE = {
@@ -113,8 +121,18 @@ def _django_redis(url: str) -> Any:
     return RedisCache(url, {})
 
 
-def hit_subjects(addresses: list[str], redis_url: str) -> dict[str, Call]:
-    """Return one filled, ready-to-hit reader per subject; all read VALUE."""
+def _served_by(server: Any) -> str:
+    host, port = (server.host, server.port) if hasattr(server, "host") else server
+    return f"{host}:{port}"
+
+
+def hit_subjects(addresses: list[str], redis_url: str) -> dict[str, tuple[Call, str]]:
+    """Return one filled, ready-to-hit reader per subject, with the memcached serving it.
+
+    All read VALUE. The address names the node a subject's key lives on, so its
+    anchor is a raw get from the same server (and, memcached running one
+    thread, the same thread); Redis is another server, timed against node 1.
+    """
     tagged = Cache(_cluster(addresses), namespace="hit", default_ttl=3600)
     near = Cache(_cluster(addresses), namespace="hit", default_ttl=3600, near_ttl=60)
     local = Cache(_cluster(addresses), namespace="hit", default_ttl=3600, tag_cache_ttl=0.1)
@@ -125,43 +143,73 @@ def hit_subjects(addresses: list[str], redis_url: str) -> dict[str, Call]:
     for django in (django1, django3, django_redis):
         django.set("page", VALUE, 3600)
     build = lambda: VALUE  # noqa: E731
-    subjects: dict[str, Call] = {
-        TAGGED: lambda: tagged.get_or_build("page", build, tags=TAGS),
-        NEAR: lambda: near.get_or_build("page", build, tags=TAGS),
-        "mcache, same, tag_cache_ttl=0.1 s": lambda: local.get_or_build("page", build, tags=TAGS),
-        "mcache, no tags, 1 node": lambda: single.get_or_build("page", build),
-        ANCHORS[0]: lambda: django1.get("page"),
-        ANCHORS[1]: lambda: django3.get("page"),
-        ANCHORS[2]: lambda: django_redis.get("page"),
-        ANCHORS[3]: lambda: region.get_or_create("page", build),
-    }
     entry_key = tagged.key("page")
+    entry_node = _served_by(tagged.store.ring.server_for(entry_key))  # type: ignore[attr-defined]
+    django3_key = django3.make_and_validate_key("page")
+    django3_node = _served_by(django3._cache._get_client(django3_key).server)
+    first = addresses[0]
+    subjects: dict[str, tuple[Call, str]] = {
+        TAGGED: (lambda: tagged.get_or_build("page", build, tags=TAGS), entry_node),
+        NEAR: (lambda: near.get_or_build("page", build, tags=TAGS), entry_node),
+        "mcache, same, tag_cache_ttl=0.1 s": (
+            lambda: local.get_or_build("page", build, tags=TAGS),
+            entry_node,
+        ),
+        "mcache, no tags, 1 node": (lambda: single.get_or_build("page", build), first),
+        ANCHORS[0]: (lambda: django1.get("page"), first),
+        ANCHORS[1]: (lambda: django3.get("page"), django3_node),
+        ANCHORS[2]: (lambda: django_redis.get("page"), first),
+        ANCHORS[3]: (lambda: region.get_or_create("page", build), first),
+    }
     keys = [entry_key, *(key for _label, key in tagged.tags.near(TAGS, entry_key))]
-    subjects["(ref.) store.get_many of entry + 2 tag copies"] = lambda: tagged.store.get_many(keys)
-    spread = [entry_key, *(tagged.tags.key(t) for t in TAGS)]
-    subjects["(ref.) same, the tags' first copies (3 nodes)"] = lambda: tagged.store.get_many(
-        spread
+    subjects["(ref.) store.get_many of entry + 2 tag copies"] = (
+        lambda: tagged.store.get_many(keys),
+        entry_node,
     )
-    for name, read in subjects.items():
+    spread = [entry_key, *(tagged.tags.key(t) for t in TAGS)]
+    subjects["(ref.) same, the tags' first copies (3 nodes)"] = (
+        lambda: tagged.store.get_many(spread),
+        entry_node,
+    )
+    for name, (read, _node_address) in subjects.items():
         assert name.startswith("(") or read() == VALUE
     return subjects
 
 
+def raw_anchors(address: str) -> tuple[Call, Call]:
+    """Return two raw pymemcache gets on ``address``: of as many bytes as VALUE pickled,
+    and of VALUE itself through pymemcache's pickle serde (bytes read, then unpickled)."""
+    raw = Client(_node(address), default_noreply=False, no_delay=True)
+    raw.set("bench:anchor", b"v" * len(pickle.dumps(VALUE, pickle.HIGHEST_PROTOCOL)))
+    decoding = Client(_node(address), default_noreply=False, no_delay=True, serde=pickle_serde)
+    decoding.set("bench:value", VALUE)
+    return lambda: raw.get("bench:anchor"), lambda: decoding.get("bench:value")
+
+
 def hit_latency(
     addresses: list[str], redis_url: str, rounds: int, calls: int
-) -> tuple[list[list[str]], float]:
-    """Return the hit table and the ratio of the targeted subject (tags, 3 nodes)."""
-    raw = Client(_node(addresses[0]), default_noreply=False, no_delay=True)
-    raw.set("bench:anchor", b"v" * len(pickle.dumps(VALUE, pickle.HIGHEST_PROTOCOL)))
-    rows, ratios = [], []
-    for name, subject in hit_subjects(addresses, redis_url).items():
-        mine, theirs = measure(subject, lambda: raw.get("bench:anchor"), rounds, calls)
-        median, anchor = statistics.median(mine), statistics.median(theirs)
-        ratios.append(median / anchor)
+) -> list[list[str]]:
+    """Return the hit table: each subject timed in turn with both raw gets on its node."""
+    anchors: dict[str, tuple[Call, Call]] = {}
+    rows = []
+    for name, (subject, address) in hit_subjects(addresses, redis_url).items():
+        if address not in anchors:
+            anchors[address] = raw_anchors(address)
+        raw, decoded = anchors[address]
+        mine, raws, values = interleaved([subject, raw, decoded], rounds, calls)
+        median, raw_p50, value_p50 = (statistics.median(s) for s in (mine, raws, values))
         rows.append(
-            [name, f"{median:.1f}", f"{p99(mine):.1f}", f"{anchor:.1f}", f"{median / anchor:.2f}×"]
+            [
+                name,
+                f"{median:.1f}",
+                f"{p99(mine):.1f}",
+                f"{raw_p50:.1f}",
+                f"{median / raw_p50:.2f}×",
+                f"{value_p50:.1f}",
+                f"{median / value_p50:.2f}×",
+            ]
         )
-    return rows, ratios[0]
+    return rows
 
 
 def own_work_us() -> tuple[float, float, float]:

@@ -18,6 +18,7 @@ __all__ = [
     "answering",
     "arguments",
     "gunicorn",
+    "interleaved",
     "latency_row",
     "measure",
     "p99",
@@ -48,18 +49,22 @@ def measure(
     frequency, the VM's neighbours) hit both sides alike, so the ratio holds;
     the order flips every round (ABBA), so neither side always goes first.
     """
-    _sample(subject, calls // 4)
-    _sample(anchor, calls // 4)
-    mine: list[float] = []
-    theirs: list[float] = []
-    for round_number in range(rounds):
-        if round_number % 2:
-            theirs += _sample(anchor, calls)
-            mine += _sample(subject, calls)
-        else:
-            mine += _sample(subject, calls)
-            theirs += _sample(anchor, calls)
+    mine, theirs = interleaved([subject, anchor], rounds, calls)
     return mine, theirs
+
+
+def interleaved(subjects: list[Call], rounds: int, calls: int) -> list[list[float]]:
+    """Time each of ``subjects`` for ``calls`` calls in turn, ``rounds`` times; return
+    each one's samples in µs. The order is reversed every round (ABC CBA …)."""
+    for subject in subjects:
+        _sample(subject, calls // 4)
+    samples: list[list[float]] = [[] for _ in subjects]
+    order = list(range(len(subjects)))
+    for _round in range(rounds):
+        for index in order:
+            samples[index] += _sample(subjects[index], calls)
+        order.reverse()
+    return samples
 
 
 def p99(samples: list[float]) -> float:

@@ -58,8 +58,11 @@ class Uncacheable(Exception):
     ``get_or_build`` returns ``value`` to the caller whose build raised it and
     stores nothing; callers that were waiting for that build run their own, since
     the value was meant for one caller only (a page that sets a cookie, say).
+    ``reason`` says why, for the adapters' reports (see :mod:`mcache.outcome`).
     """
 
-    def __init__(self, value: object) -> None:
-        super().__init__("value not to be cached")
+    def __init__(self, value: object, reason: str = "") -> None:
+        super().__init__(f"value not to be cached{f' ({reason})' if reason else ''}")
         self.value = value
+        self.reason = reason
+        """Why, in a word (``set-cookie``, ``csrf``…): what ``X-Cache-Reason`` reports."""

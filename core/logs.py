@@ -17,11 +17,17 @@ logger = logging.getLogger("mcache")
 
 
 class FailureLog:
-    """Log each kind of failure at most once per ``interval`` seconds."""
+    """Log each kind of event at most once per ``interval`` seconds (at WARNING by default)."""
 
-    def __init__(self, log: logging.Logger | None = None, interval: float = 60.0) -> None:
+    def __init__(
+        self,
+        log: logging.Logger | None = None,
+        interval: float = 60.0,
+        level: int = logging.WARNING,
+    ) -> None:
         self._log = log or logger
         self._interval = interval
+        self._level = level
         self._lock = threading.Lock()
         self._last: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
@@ -30,6 +36,10 @@ class FailureLog:
         self, kind: str, message: str, *args: object, exc: BaseException | None = None
     ) -> bool:
         """Log ``message`` unless ``kind`` was logged within the interval; return whether it was."""
+        return self.log(kind, message, *args, exc=exc)
+
+    def log(self, kind: str, message: str, *args: object, exc: BaseException | None = None) -> bool:
+        """:meth:`warning`, at this log's level."""
         now = time.monotonic()
         with self._lock:
             last = self._last.get(kind)
@@ -39,9 +49,9 @@ class FailureLog:
             self._last[kind] = now
             suppressed = self._suppressed.pop(kind, 0)
         if suppressed:
-            message += " (%d similar failures not logged in the last interval)"
+            message += " (%d more like it not logged in the last interval)"
             args = (*args, suppressed)
-        self._log.warning(message, *args, exc_info=exc)
+        self._log.log(self._level, message, *args, exc_info=exc)
         return True
 
     def reset(self) -> None:

@@ -10,15 +10,24 @@ bytes written by hand) is no page, and ``None``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .build import STALE_SERVED
 from .codec import Codec
+from .outcome import STORE_FAILED
 
 if TYPE_CHECKING:
     from .cache import Cache
 
-__all__ = ["FRAGMENTS_STAY", "PAGES_STAY", "aget_page", "as_page", "drop_foreign", "get_page"]
+__all__ = [
+    "FRAGMENTS_STAY",
+    "PAGES_STAY",
+    "PageRead",
+    "aget_page",
+    "as_page",
+    "drop_foreign",
+    "get_page",
+]
 
 PAGES_STAY = "cached pages re-render in the web process: they need their request"
 """Why a page's rebuild never goes to a task queue (see :func:`mcache.jobs.in_process`)."""
@@ -55,6 +64,18 @@ def _log_foreign(cache: Cache, key: tuple[Any, ...]) -> None:
     cache.failures.warning("view.foreign", "a page's key held no page; rendered anew: %r", key[:5])
 
 
+class PageRead(NamedTuple):
+    """What :func:`get_page` found: the value, it as a page, and how it was served."""
+
+    result: Any
+    """What came back: a page, or the caller's own uncacheable response."""
+    page: tuple | None
+    stale: bool
+    """A stale page was served (its rebuild may have started)."""
+    store_down: bool
+    """The store failed during the read: the page was rendered for this request alone."""
+
+
 def get_page(
     cache: Cache,
     key: tuple[Any, ...],
@@ -62,14 +83,14 @@ def get_page(
     flags: int,
     own: type,
     **options: Any,
-) -> tuple[Any, tuple | None, bool]:
-    """``get_or_build`` a page; return (what came back, it as a page or None, served stale).
+) -> PageRead:
+    """``get_or_build`` a page; return what came back and how (see :class:`PageRead`).
 
     What came back is the caller's own uncacheable response when it is an
     ``own``; anything else that is no page (another client's value under the
     key) is dropped, logged, and the page built once more.
     """
-    token = STALE_SERVED.set(False)
+    stale_token, failed_token = STALE_SERVED.set(False), STORE_FAILED.set(False)
     try:
         result = cache.get_or_build(key, build, **options)
         page = as_page(result, flags)
@@ -78,9 +99,10 @@ def get_page(
             STALE_SERVED.set(False)  # what the first read said is not about this page
             result = cache.get_or_build(key, build, **options)
             page = as_page(result, flags)
-        return result, page, STALE_SERVED.get()
+        return PageRead(result, page, STALE_SERVED.get(), STORE_FAILED.get())
     finally:
-        STALE_SERVED.reset(token)
+        STALE_SERVED.reset(stale_token)
+        STORE_FAILED.reset(failed_token)
 
 
 async def aget_page(
@@ -90,9 +112,9 @@ async def aget_page(
     flags: int,
     own: type,
     **options: Any,
-) -> tuple[Any, tuple | None, bool]:
+) -> PageRead:
     """:func:`get_page` with a coroutine builder."""
-    token = STALE_SERVED.set(False)
+    stale_token, failed_token = STALE_SERVED.set(False), STORE_FAILED.set(False)
     try:
         result = await cache.aget_or_build(key, build, **options)
         page = as_page(result, flags)
@@ -102,6 +124,7 @@ async def aget_page(
             STALE_SERVED.set(False)
             result = await cache.aget_or_build(key, build, **options)
             page = as_page(result, flags)
-        return result, page, STALE_SERVED.get()
+        return PageRead(result, page, STALE_SERVED.get(), STORE_FAILED.get())
     finally:
-        STALE_SERVED.reset(token)
+        STALE_SERVED.reset(stale_token)
+        STORE_FAILED.reset(failed_token)

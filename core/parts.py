@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .errors import StoreUnavailable, ValueTooLarge
 from .keys import MAX_KEY_BYTES, make_key
+from .outcome import STORE_FAILED
 
 if TYPE_CHECKING:
     from .api import Store
@@ -101,6 +102,7 @@ class CacheParts:
 
     def store_failed(self, operation: str, error: BaseException) -> None:
         """Count and log (once per interval) a store failure the caller never sees."""
+        STORE_FAILED.set(True)
         self.metrics.add("store_errors")
         if isinstance(error, ValueTooLarge):
             self.failures.warning("store.too_large", "value not cached: %s", error)

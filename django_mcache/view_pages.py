@@ -30,6 +30,7 @@ from django.utils.cache import (
 from django.utils.http import http_date
 
 from mcache.errors import Uncacheable
+from mcache.outcome import reason_header
 from mcache.page import as_page
 
 if TYPE_CHECKING:
@@ -39,9 +40,10 @@ __all__ = [
     "Render",
     "Snapshot",
     "View",
-    "anyones_request",
+    "anyones_reason",
+    "bypass_reason",
+    "marked",
     "page_key",
-    "request_is_cacheable",
     "restore",
     "session_untouched",
     "signed_in",
@@ -59,16 +61,22 @@ def _has_session_cookie(request: HttpRequest) -> bool:
     return settings.SESSION_COOKIE_NAME in request.COOKIES
 
 
-def request_is_cacheable(request: HttpRequest, options: ViewOptions) -> bool:
-    """Return whether a response to this request may come from, or go to, the shared cache."""
-    return anyones_request(request) and (options.per_user or not signed_in(request))
+def bypass_reason(request: HttpRequest, options: ViewOptions) -> str | None:
+    """Return why a response to this request may neither come from nor go to the shared
+    cache (a reason of :mod:`mcache.outcome`), or None when it may."""
+    reason = anyones_reason(request)
+    if reason is None and not options.per_user and signed_in(request):
+        return "signed-in"
+    return reason
 
 
-def anyones_request(request: HttpRequest) -> bool:
-    """Return whether the request is a GET or HEAD without credentials (whoever sent it)."""
+def anyones_reason(request: HttpRequest) -> str | None:
+    """Return why the request is not a GET or HEAD without credentials, or None."""
     if request.method not in ("GET", "HEAD"):
-        return False
-    return "HTTP_AUTHORIZATION" not in request.META  # credentials: the answer is this caller's
+        return "method"
+    if "HTTP_AUTHORIZATION" in request.META:
+        return "authorization"  # credentials: the answer is this caller's
+    return None
 
 
 def signed_in(request: HttpRequest) -> bool:
@@ -93,24 +101,27 @@ def session_untouched(request: HttpRequest) -> Iterator[None]:
             session.accessed = accessed
 
 
-def _response_is_cacheable(
-    response: HttpResponseBase, options: ViewOptions, keyed_by_user: bool
-) -> bool:
-    """Apply the cache middleware's rules, and refuse any response that sets a cookie."""
-    if response.streaming or response.status_code != 200 or response.cookies:
-        return False
+def _refusal(response: HttpResponseBase, options: ViewOptions, keyed_by_user: bool) -> str | None:
+    """Apply the cache middleware's rules, and refuse any response that sets a cookie;
+    return why the response may not be stored, or None."""
+    if response.streaming:
+        return "streaming"
+    if response.status_code != 200:
+        return "status"
+    if response.cookies:
+        return "set-cookie"
     directives = {
         d.split("=", 1)[0].strip().lower()
         for d in cc_delim_re.split(response.get("Cache-Control", ""))
         if d.strip()
     }
     if directives & PRIVATE_DIRECTIVES or get_max_age(response) == 0:
-        return False
+        return "private"
     if has_vary_header(response, "*"):
-        return False
+        return "vary"
     allowed = set(options.vary) | ({"cookie"} if keyed_by_user else set())
     varied = {h.strip().lower() for h in cc_delim_re.split(response.get("Vary", "")) if h.strip()}
-    return varied <= allowed  # a Vary the key does not cover would serve the wrong variant
+    return None if varied <= allowed else "vary"  # another Vary would serve the wrong variant
 
 
 class Render:
@@ -129,6 +140,7 @@ class Render:
         self.request, self.options = request, options
         self.signed_in = signed_in  # None: asked when needed (an async view asks beforehand)
         self.built = False
+        self.reason = ""  # why this request's own render was not stored
         self.session = getattr(request, "session", None)
         self._accessed = False
         self.thread = threading.get_ident()
@@ -167,18 +179,23 @@ class Render:
             self.session.accessed = self._accessed or reads_session
         elif self.session is not None:
             reads_session = self.session.accessed  # a re-render: the request's own reading counts
+        reason = self._refusal(response, reads_session)
+        if reason is not None:
+            self.reason = reason
+            raise Uncacheable(response, reason)
+        return _snapshot(response, self.options, reads_session)
+
+    def _refusal(self, response: Any, reads_session: bool) -> str | None:
         if self.session is not None and self.session.modified:
-            raise Uncacheable(response)
+            return "session"
         if self.request.META.get("CSRF_COOKIE_NEEDS_UPDATE"):
-            raise Uncacheable(response)  # the page holds this visitor's CSRF token
+            return "csrf"  # the page holds this visitor's CSRF token
         if _messages_used(self.request):
-            raise Uncacheable(response)  # flash messages are this visitor's (and a cookie)
+            return "messages"  # flash messages are this visitor's (and a cookie)
         keyed_by_user = self._keyed_by_user()
         if reads_session and _has_session_cookie(self.request) and not keyed_by_user:
-            raise Uncacheable(response)
-        if not _response_is_cacheable(response, self.options, keyed_by_user):
-            raise Uncacheable(response)
-        return _snapshot(response, self.options, reads_session)
+            return "session"
+        return _refusal(response, self.options, keyed_by_user)
 
     def _keyed_by_user(self) -> bool:
         if not self.options.per_user:
@@ -221,7 +238,16 @@ def _snapshot(response: HttpResponseBase, options: ViewOptions, reads_session: b
     return (response.status_code, list(response.items()), body, reads_session)
 
 
-def restore(snapshot: Snapshot, state: str, options: ViewOptions) -> HttpResponse:
+def marked(response: Any, state: str, reason: str, options: ViewOptions) -> Any:
+    """Return ``response`` with the ``X-Cache`` header (``options.header``) and its reason."""
+    if options.header and isinstance(response, HttpResponseBase):
+        response[options.header] = state
+        if reason:
+            response[reason_header(options.header)] = reason
+    return response
+
+
+def restore(snapshot: Snapshot, state: str, options: ViewOptions, reason: str = "") -> HttpResponse:
     status, headers, content, reads_session = snapshot
     response = HttpResponse(content, status=status)
     for name, value in headers:
@@ -233,9 +259,7 @@ def restore(snapshot: Snapshot, state: str, options: ViewOptions) -> HttpRespons
     if state == "STALE":
         response["Cache-Control"] = "max-age=0"
         response["Expires"] = http_date()
-    if options.header:
-        response[options.header] = state
-    return response
+    return marked(response, state, reason, options)  # type: ignore[no-any-return]
 
 
 def _messages_used(request: HttpRequest) -> bool:

@@ -29,7 +29,8 @@ from django.utils import translation
 
 from mcache import Cache
 from mcache.jobs import in_process
-from mcache.page import PAGES_STAY, aget_page, get_page
+from mcache.outcome import BYPASS, log_bypass
+from mcache.page import PAGES_STAY, PageRead, aget_page, get_page
 
 from .config import cache_alias
 from .tags import model_tag
@@ -37,9 +38,10 @@ from .view_pages import (
     Render,
     Snapshot,
     View,
-    anyones_request,
+    anyones_reason,
+    bypass_reason,
+    marked,
     page_key,
-    request_is_cacheable,
     restore,
     session_untouched,
     signed_in,
@@ -214,8 +216,9 @@ def _serve(
     options: ViewOptions, name: str, view: View, request: HttpRequest, args: tuple, kwargs: dict
 ) -> Any:
     backend = options.backend()
-    if options.caches_nothing(backend) or not request_is_cacheable(request, options):
-        return view(request, *args, **kwargs)
+    reason = "disabled" if options.caches_nothing(backend) else bypass_reason(request, options)
+    if reason is not None:
+        return _bypassed(view(request, *args, **kwargs), reason, name, request, options)
     core = options.core(backend)
     user = request.user if options.per_user and signed_in(request) else None
     key = page_key(name, request, options, user)
@@ -223,7 +226,8 @@ def _serve(
     if request.method == "HEAD":  # served from the GET entry, never stored from a HEAD
         found = snapshot_of(core.get(key, None))
         if found is None or not render.serves(found):
-            return view(request, *args, **kwargs)
+            reason = "head" if found is None else "session"
+            return _bypassed(view(request, *args, **kwargs), reason, name, request, options)
         return restore(found, "HIT", options)
 
     def build() -> Snapshot:
@@ -231,17 +235,30 @@ def _serve(
 
     build_options = options.build_options(request, args, kwargs)
     local = in_process(build, PAGES_STAY)
-    result, page, stale = get_page(core, key, local, 1, HttpResponseBase, **build_options)
-    if isinstance(result, HttpResponseBase):
-        return result  # this request's own, uncacheable response
-    if page is None or not render.serves(page):
-        return view(request, *args, **kwargs)
-    return restore(page, _state(render, stale), options)
+    read = get_page(core, key, local, 1, HttpResponseBase, **build_options)
+    if isinstance(read.result, HttpResponseBase):  # this request's own, uncacheable response
+        return _bypassed(read.result, render.reason, name, request, options)
+    if read.page is None or not render.serves(read.page):
+        reason = "session" if read.page is not None else "foreign"
+        return _bypassed(view(request, *args, **kwargs), reason, name, request, options)
+    return _restored(read, render, options)
 
 
-def _state(render: Render, stale: bool) -> str:
-    """STALE when the stale page was served (its rebuild may have started), MISS when built."""
-    return "STALE" if stale else "MISS" if render.built else "HIT"
+def _restored(read: PageRead, render: Render, options: ViewOptions) -> Any:
+    """The page, marked STALE when the stale page was served (its rebuild may have
+    started), MISS when built (``store-down`` when the store failed), else HIT."""
+    if read.store_down and render.built:
+        return restore(read.page, "MISS", options, "store-down")  # type: ignore[arg-type]
+    state = "STALE" if read.stale else "MISS" if render.built else "HIT"
+    return restore(read.page, state, options)  # type: ignore[arg-type]
+
+
+def _bypassed(
+    response: Any, reason: str, name: str, request: HttpRequest, options: ViewOptions
+) -> Any:
+    """Return the view's own response marked BYPASS with ``reason`` (logged at DEBUG)."""
+    log_bypass(name, reason, request.method or "", request.path)
+    return marked(response, BYPASS, reason, options)
 
 
 async def _aserve(
@@ -255,18 +272,21 @@ async def _aserve(
     thread, as Django runs sync code from async views.
     """
     backend = options.backend()
-    if options.caches_nothing(backend) or not anyones_request(request):
-        return await view(request, *args, **kwargs)
-    user = await _asigned_in_user(request)
+    reason = "disabled" if options.caches_nothing(backend) else anyones_reason(request)
+    user = None if reason is not None else await _asigned_in_user(request)
     if user is not None and not options.per_user:
-        return await view(request, *args, **kwargs)
+        reason = "signed-in"
+    if reason is not None:
+        return _bypassed(await view(request, *args, **kwargs), reason, name, request, options)
     core = options.core(backend)
     key = page_key(name, request, options, user)
     render = Render(request, options, user is not None)
     if request.method == "HEAD":
         found = snapshot_of(await core.aget(key, None))
         if found is None or not render.serves(found):
-            return await view(request, *args, **kwargs)
+            reason = "head" if found is None else "session"
+            response = await view(request, *args, **kwargs)
+            return _bypassed(response, reason, name, request, options)
         return restore(found, "HIT", options)
 
     async def build() -> Snapshot:
@@ -284,12 +304,14 @@ async def _aserve(
     else:
         build_options = await options.abuild_options(request, args, kwargs)
     local = in_process(build, PAGES_STAY)
-    result, page, stale = await aget_page(core, key, local, 1, HttpResponseBase, **build_options)
-    if isinstance(result, HttpResponseBase):
-        return result
-    if page is None or not render.serves(page):
-        return await view(request, *args, **kwargs)
-    return restore(page, _state(render, stale), options)
+    read = await aget_page(core, key, local, 1, HttpResponseBase, **build_options)
+    if isinstance(read.result, HttpResponseBase):
+        return _bypassed(read.result, render.reason, name, request, options)
+    if read.page is None or not render.serves(read.page):
+        reason = "session" if read.page is not None else "foreign"
+        response = await view(request, *args, **kwargs)
+        return _bypassed(response, reason, name, request, options)
+    return _restored(read, render, options)
 
 
 async def _asigned_in_user(request: HttpRequest) -> Any:

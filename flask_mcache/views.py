@@ -26,6 +26,7 @@ from mcache import Cache
 from mcache.dependencies import carried
 from mcache.errors import Uncacheable
 from mcache.jobs import in_process
+from mcache.outcome import BYPASS, log_bypass, reason_header
 from mcache.page import PAGES_STAY, as_page, get_page
 
 __all__ = ["cached_view"]
@@ -56,18 +57,24 @@ def cached_view(
             # of its own), so the wrapper stays sync and a hit never starts a loop.
             return current_app.ensure_sync(async_or_sync_view)(**view_args)
 
+        def bypassed(reason: str, **view_args: Any) -> Any:
+            log_bypass(name, reason, request.method, request.path)
+            return _marked(make_response(view(**view_args)), BYPASS, reason, header)
+
         @functools.wraps(async_or_sync_view)
         def wrapper(**view_args: Any) -> Any:
-            if not _request_is_cacheable(per_user):
-                return view(**view_args)
+            reason = _bypass_reason(per_user)
+            if reason is not None:
+                return bypassed(reason, **view_args)
             cache = core()
             key = _key(name, vary, per_user)
             if request.method == "HEAD":
                 found = _page(cache.get(key, None))
                 if found is None:
-                    return view(**view_args)
+                    return bypassed("head", **view_args)
                 return _restore(found, "HIT", header, ttl)
             built: list[bool] = []
+            refused: list[str] = []
             thread = threading.get_ident()
             app = current_app._get_current_object()  # type: ignore[attr-defined]
             environ = request.environ  # copied only if a background refresh needs it
@@ -75,7 +82,11 @@ def cached_view(
             def build() -> Snapshot:
                 if threading.get_ident() == thread:
                     built.append(True)
-                    return _snapshot(view(**view_args), vary)
+                    try:
+                        return _snapshot(view(**view_args), vary)
+                    except Uncacheable as refusal:
+                        refused.append(refusal.reason)
+                        raise
                 # A background refresh: the request is over, so the view runs in a
                 # context of its own, in an empty set of context variables (the copy
                 # the refresher carries still holds the ended request's contexts),
@@ -91,33 +102,40 @@ def cached_view(
                 ttl=ttl, stale_ttl=stale_ttl, tags=view_tags, refresh=refresh, stale_wait=stale_wait
             )
             local = in_process(build, PAGES_STAY)
-            result, page, stale = get_page(cache, key, local, 0, Response, **options)
-            if isinstance(result, Response):
-                return result  # this request's own response, never stored
-            if page is None:
-                return view(**view_args)
-            state = "STALE" if stale else "MISS" if built else "HIT"
-            return _restore(page, state, header, ttl)
+            read = get_page(cache, key, local, 0, Response, **options)
+            if isinstance(read.result, Response):  # this request's own response, never stored
+                reason = refused[-1] if refused else ""
+                log_bypass(name, reason, request.method, request.path)
+                return _marked(read.result, BYPASS, reason, header)
+            if read.page is None:
+                return bypassed("foreign", **view_args)
+            if read.store_down and built:
+                return _restore(read.page, "MISS", header, ttl, "store-down")  # type: ignore[arg-type]
+            state = "STALE" if read.stale else "MISS" if built else "HIT"
+            return _restore(read.page, state, header, ttl)  # type: ignore[arg-type]
 
         return wrapper
 
     return decorate
 
 
-def _request_is_cacheable(per_user: Callable[[], Any] | None) -> bool:
-    """GET/HEAD without credentials; with a session cookie only when pages are per user.
+def _bypass_reason(per_user: Callable[[], Any] | None) -> str | None:
+    """Return why this request's page may neither come from nor go to the cache, or None.
 
-    Flask's session is a signed cookie, and what a view did with it cannot be
-    told reliably from outside the view (before Flask 3.1 many reads leave no
-    trace), so a visitor who has one is only served, and only stored, pages
-    keyed by ``per_user``.
+    Only GET/HEAD without credentials, and with a session cookie only when pages
+    are per user: Flask's session is a signed cookie, and what a view did with
+    it cannot be told reliably from outside the view (before Flask 3.1 many
+    reads leave no trace), so a visitor who has one is only served, and only
+    stored, pages keyed by ``per_user``.
     """
-    if request.method not in ("GET", "HEAD") or "Authorization" in request.headers:
-        return False
+    if request.method not in ("GET", "HEAD"):
+        return "method"
+    if "Authorization" in request.headers:
+        return "authorization"
     if per_user is not None:
-        return True
+        return None
     cookie = current_app.session_interface.get_cookie_name(current_app)
-    return cookie not in request.cookies
+    return "session" if cookie in request.cookies else None
 
 
 def _detached_environ(environ: dict[str, Any]) -> dict[str, Any]:
@@ -137,8 +155,11 @@ def _render_detached(
 
 def _snapshot(returned: Any, vary: tuple[str, ...]) -> Snapshot:
     response = make_response(returned)
-    if getattr(session, "modified", False) or not _cacheable(response, vary):
-        raise Uncacheable(response)  # e.g. a flash or a login: Flask sets a cookie after us
+    if getattr(session, "modified", False):
+        raise Uncacheable(response, "session")  # e.g. a flash or a login: Flask sets a cookie
+    reason = _refusal(response, vary)
+    if reason is not None:
+        raise Uncacheable(response, reason)
     body = current_app.extensions["mcache"].codec.storable_bytes(response.get_data())
     return (response.status_code, list(response.headers.items()), body)
 
@@ -151,14 +172,19 @@ def _key(name: str, vary: tuple[str, ...], per_user: Callable[[], Any] | None) -
     return ("view", name, *where, query, headers, user)
 
 
-def _cacheable(response: Response, vary: tuple[str, ...]) -> bool:
-    if response.status_code != 200 or response.is_streamed or "Set-Cookie" in response.headers:
-        return False
+def _refusal(response: Response, vary: tuple[str, ...]) -> str | None:
+    """Return why ``response`` may not be stored (a reason of :mod:`mcache.outcome`), or None."""
+    if response.is_streamed:
+        return "streaming"
+    if response.status_code != 200:
+        return "status"
+    if "Set-Cookie" in response.headers:
+        return "set-cookie"
     control = response.cache_control
     if control.private or control.no_cache or control.no_store or control.max_age == 0:
-        return False
+        return "private"
     varied = {v.strip().lower() for v in response.headers.get("Vary", "").split(",") if v.strip()}
-    return "*" not in varied and varied <= set(vary)
+    return None if "*" not in varied and varied <= set(vary) else "vary"
 
 
 def _page(found: Any) -> Snapshot | None:
@@ -166,7 +192,18 @@ def _page(found: Any) -> Snapshot | None:
     return as_page(found, 0)  # type: ignore[return-value]
 
 
-def _restore(snapshot: Snapshot, state: str, header: str | None, ttl: float | None) -> Response:
+def _marked(response: Response, state: str, reason: str, header: str | None) -> Response:
+    """Return ``response`` with the ``X-Cache`` header (``header``) and, if any, its reason."""
+    if header:
+        response.headers[header] = state
+        if reason:
+            response.headers[reason_header(header)] = reason
+    return response
+
+
+def _restore(
+    snapshot: Snapshot, state: str, header: str | None, ttl: float | None, reason: str = ""
+) -> Response:
     status, headers, body = snapshot
     response = Response(body, status=status)
     response.headers.clear()
@@ -177,6 +214,4 @@ def _restore(snapshot: Snapshot, state: str, header: str | None, ttl: float | No
     if state == "STALE":
         response.headers["Cache-Control"] = "max-age=0"
         response.headers["Expires"] = http_date()
-    if header:
-        response.headers[header] = state
-    return response
+    return _marked(response, state, reason, header)

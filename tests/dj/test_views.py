@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import caches
+from django.http.response import HttpResponseBase
 from django.test import Client, RequestFactory, override_settings
 from django.utils import translation
 
+from mcache import outcome
 from mcache.stores import memcached as memcached_module
 from tests.dj import views
 from tests.dj.blog.models import Post
@@ -61,22 +64,22 @@ def test_declared_vary_headers_separate_entries(client: Client) -> None:
 
 
 @pytest.mark.parametrize(
-    "url",
+    ("url", "reason"),
     [
-        "/undeclared-vary/",
-        "/vary-star/",
-        "/cookie/?who=alice",
-        "/private/?who=alice",
-        "/no-store/",
-        "/no-cache/",
-        "/max-age-zero/",
-        "/missing/",
-        "/stream/",
+        ("/undeclared-vary/", "vary"),
+        ("/vary-star/", "vary"),
+        ("/cookie/?who=alice", "set-cookie"),
+        ("/private/?who=alice", "private"),
+        ("/no-store/", "private"),
+        ("/no-cache/", "private"),
+        ("/max-age-zero/", "private"),
+        ("/missing/", "status"),
+        ("/stream/", "streaming"),
     ],
 )
-def test_never_cached_responses(client: Client, url: str) -> None:
+def test_never_cached_responses(client: Client, url: str, reason: str) -> None:
     first, second = client.get(url), client.get(url)
-    assert "X-Cache" not in first and "X-Cache" not in second
+    assert bypassed(first, reason) and bypassed(second, reason)
     assert len(views.renders) == 2, "rendered for every request"
 
 
@@ -88,10 +91,25 @@ def test_one_visitors_cookie_is_never_served_to_another(client: Client) -> None:
     assert rendered("sets_cookie") == 2
 
 
+def test_a_bypass_is_logged_at_debug_once_per_view_and_reason(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    outcome._bypasses.reset()  # what earlier tests logged does not count against this one
+    with caplog.at_level(logging.DEBUG, logger="mcache.views"):
+        for _ in range(3):
+            client.get("/stream/")
+            client.get("/missing/")
+    lines = [r.getMessage() for r in caplog.records if r.name == "mcache.views"]
+    assert len(lines) == 2, lines
+    assert "(streaming: a streamed response), e.g. GET /stream/" in lines[0]
+    assert "(status: the response's status is not 200), e.g. GET /missing/" in lines[1]
+
+
 def test_post_and_authorization_are_never_cached(client: Client) -> None:
     assert client.post("/cbv/").json() == {"posted": True}
+    assert bypassed(client.post("/posts/"), "method")
     with_auth = client.get("/posts/", HTTP_AUTHORIZATION="Bearer secret")
-    assert "X-Cache" not in with_auth
+    assert bypassed(with_auth, "authorization")
     assert client.get("/posts/")["X-Cache"] == "MISS", "the credentialed render was not stored"
 
 
@@ -103,7 +121,7 @@ def test_signed_in_users_bypass_unless_per_user() -> None:
     signed_in.force_login(alice)
     page = signed_in.get("/whoami/")
     assert anonymous.content == b"user=anonymous" and page.content == b"user=alice"
-    assert "X-Cache" not in page, "a signed-in user's page never goes to the shared cache"
+    assert bypassed(page, "signed-in"), "a signed-in user's page never goes to the shared cache"
     assert Client().get("/whoami/")["X-Cache"] == "HIT"
 
     alice_client, bob_client = Client(), Client()
@@ -187,7 +205,7 @@ def test_a_page_holding_a_csrf_token_is_never_shared() -> None:
     alice, bob = Client(), Client()
     first = alice.get("/csrf/")
     second = bob.get("/csrf/")
-    assert "X-Cache" not in first and "X-Cache" not in second
+    assert bypassed(first, "csrf") and bypassed(second, "csrf")
     assert first.cookies["csrftoken"].value != second.cookies["csrftoken"].value
     assert rendered("csrf_form") == 2, "each visitor's form carries their own token"
 
@@ -203,13 +221,13 @@ def test_a_page_that_reads_the_session_is_shared_only_by_visitors_without_one() 
     session.save()
     shopper.cookies["sessionid"] = session.session_key
     mine = shopper.get("/cart/")
-    assert mine.content == b"cart=3" and "X-Cache" not in mine
+    assert mine.content == b"cart=3" and bypassed(mine, "session")
     assert Client().get("/cart/").content == b"cart=0", "the shopper's page was not stored"
 
 
 def test_a_view_that_changes_the_session_is_never_cached() -> None:
     first, second = Client().get("/remembers/"), Client().get("/remembers/")
-    assert "X-Cache" not in first and "X-Cache" not in second
+    assert bypassed(first, "session") and bypassed(second, "session")
     assert "sessionid" in first.cookies
     assert rendered("remembers") == 2
 
@@ -219,14 +237,14 @@ def test_a_user_signed_in_without_a_session_is_not_shared() -> None:
     request = RequestFactory().get("/whoami/")
     request.user = alice  # e.g. an API-key middleware: no session cookie at all
     page = views.whoami(request)
-    assert page.content == b"user=alice" and "X-Cache" not in page
+    assert page.content == b"user=alice" and bypassed(page, "signed-in")
     assert Client().get("/whoami/").content == b"user=anonymous"
 
 
 def test_flash_messages_are_never_shared() -> None:
     alice = Client()
     first = alice.get("/flash/?say=secret-for-alice")
-    assert b"secret-for-alice" in first.content and "X-Cache" not in first
+    assert b"secret-for-alice" in first.content and bypassed(first, "messages")
     other = Client().get("/flash/")
     assert b"secret-for-alice" not in other.content
     assert rendered("flash") == 2
@@ -335,5 +353,10 @@ def test_a_cache_timeout_of_zero_turns_page_caching_off() -> None:
     }
     with override_settings(CACHES=zero):
         request = RequestFactory().get("/zero-timeout/")
-        assert all("X-Cache" not in page(request) for _ in range(2))
+        assert all(bypassed(page(request), "disabled") for _ in range(2))
     assert len(calls) == 2
+
+
+def bypassed(response: HttpResponseBase, reason: str) -> bool:
+    """Return whether ``response`` says it was not cached, for ``reason``."""
+    return response["X-Cache"] == "BYPASS" and response["X-Cache-Reason"] == reason

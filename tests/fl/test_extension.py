@@ -8,6 +8,7 @@ import time
 
 import pytest
 from flask import Flask, Response, make_response, request, session
+from werkzeug.test import TestResponse
 
 from flask_mcache import MCache
 from mcache.errors import ConfigError
@@ -118,7 +119,8 @@ def test_hits_and_misses_per_query_string_and_method(url: str) -> None:
     assert other.headers["X-Cache"] == "MISS" and count("page") == 2
     assert first.data == second.data != other.data
     assert client.post("/both").data.startswith(b"POST")
-    assert "X-Cache" not in client.post("/both").headers
+    assert bypassed(client.post("/both"), "method")
+    assert bypassed(client.get("/both", headers={"Authorization": "Bearer x"}), "authorization")
     assert client.get("/both").headers["X-Cache"] == "MISS", "a POST is never cached"
 
 
@@ -131,13 +133,20 @@ def test_vary_headers_separate_entries() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["/cookie?who=alice", "/private?who=alice", "/no-store", "/missing", "/remember"]
+    ("path", "reason"),
+    [
+        ("/cookie?who=alice", "set-cookie"),
+        ("/private?who=alice", "private"),
+        ("/no-store", "private"),
+        ("/missing", "status"),
+        ("/remember", "session"),
+    ],
 )
-def test_never_cached(path: str) -> None:
+def test_never_cached(path: str, reason: str) -> None:
     app, _ = make_app()
     client = app.test_client()
     first, second = client.get(path), app.test_client().get(path)
-    assert "X-Cache" not in first.headers and "X-Cache" not in second.headers
+    assert bypassed(first, reason) and bypassed(second, reason)
     assert len(renders) == 2
 
 
@@ -147,7 +156,7 @@ def test_one_users_page_is_never_served_to_another() -> None:
     assert client.get("/cookie?who=alice").headers["Set-Cookie"].startswith("visitor=alice")
     bob = app.test_client().get("/cookie?who=bob")
     assert b"bob" in bob.data and "alice" not in bob.headers.get("Set-Cookie", "")
-    assert client.get("/page", headers={"Authorization": "Bearer x"}).headers.get("X-Cache") is None
+    assert bypassed(client.get("/page", headers={"Authorization": "Bearer x"}), "authorization")
     assert app.test_client().get("/page").headers["X-Cache"] == "MISS"
     alice = client.get("/mine", headers={"X-User": "alice"})
     bob_page = client.get("/mine", headers={"X-User": "bob"})
@@ -332,7 +341,7 @@ def test_a_visitor_with_a_session_is_neither_served_nor_stored_unless_per_user()
     alice = app.test_client()
     alice.get("/login/alice")
     page = alice.get("/hello")
-    assert page.data == b"hello alice" and "X-Cache" not in page.headers
+    assert page.data == b"hello alice" and bypassed(page, "session")
     stranger = app.test_client().get("/hello")
     assert stranger.data == b"hello stranger" and stranger.headers["X-Cache"] == "MISS"
     assert alice.get("/hello").data == b"hello alice", "never the shared page"
@@ -416,3 +425,9 @@ def test_cli_stats_lists_every_redis_node_with_its_role(topology: str, request) 
     roles = sorted(fields["role"] for fields in report["servers"].values())
     expected = {"sentinel": ["primary", "replica"], "cluster": ["primary"] * 3 + ["replica"] * 3}
     assert roles == expected[topology]
+
+
+def bypassed(response: TestResponse, reason: str) -> bool:
+    """Return whether ``response`` says it was not cached, for ``reason``."""
+    headers = response.headers
+    return headers.get("X-Cache") == "BYPASS" and headers.get("X-Cache-Reason") == reason

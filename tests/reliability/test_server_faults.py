@@ -195,6 +195,18 @@ def test_every_memcached_down_pages_render_log_once_and_never_hang(dead_pool, ca
 
 
 @pytest.mark.django_db
+def test_a_page_rendered_with_the_store_down_says_so() -> None:
+    """A store that is down is no hit and no bypass: MISS, with the reason store-down."""
+    url = f"memcached://127.0.0.1:{free_port()}?{FAST}"
+    with override_settings(**django_settings(url)):
+        pages = [Client().get("/catalog/") for _ in range(2)]
+        flask_pages = [site.flask_app(url).test_client().get("/catalog/") for _ in range(2)]
+    for headers in [*(p.headers for p in pages), *(p.headers for p in flask_pages)]:
+        assert (headers["X-Cache"], headers["X-Cache-Reason"]) == ("MISS", "store-down")
+    assert [p.status_code for p in [*pages, *flask_pages]] == [200] * 4
+
+
+@pytest.mark.django_db
 def test_redis_stopped_and_restarted_mid_run(own_redis: ServerProcess, caplog) -> None:
     url = f"redis://{own_redis.address}/0?socket_timeout=0.3&socket_connect_timeout=0.2"
     with override_settings(**django_settings(url)), caplog.at_level(logging.WARNING):

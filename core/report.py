@@ -40,9 +40,27 @@ CACHE_FIELDS = (
 )
 
 
+PER_PROCESS = (
+    "mcache: this process only. The store lives in one process (memory://), so a command"
+    " run on its own sees its own empty store, not what the site's processes counted;"
+    " read the counters inside a site process (cache.stats()) or use a shared store."
+)
+
+
 def collect(cache: Cache) -> dict[str, Any]:
-    """Return ``{"cache": mcache's counters, "servers": {name: fields + hit_ratio}}``."""
+    """Return ``{"cache": mcache's counters, "servers": {name: fields + hit_ratio},
+    "scope": "every process" or "this process"}``.
+
+    A per-process store (``process_local``) has no servers another process
+    could read, and its counters are the asking process's own: the report says
+    so and lists no servers rather than the asking process's empty store.
+    """
     report = cache.stats()
+    if getattr(getattr(cache.store, "shared", cache.store), "process_local", False):
+        report["servers"] = {}
+        report["scope"] = "this process"
+        return report
+    report["scope"] = "every process"
     for fields in report["servers"].values():
         hits, misses = fields.get("get_hits", 0), fields.get("get_misses", 0)
         looked_up = hits + misses if isinstance(hits, int) and isinstance(misses, int) else 0
@@ -53,6 +71,8 @@ def collect(cache: Cache) -> dict[str, Any]:
 
 def render_text(report: Mapping[str, Any]) -> str:
     """Return the report as aligned text: one table of servers, one of mcache's counters."""
+    if report.get("scope") == "this process":
+        return "\n".join([PER_PROCESS, "", *_counter_lines(report["cache"])])
     lines = ["servers"]
     header = ["server", *(label for _, label in SERVER_FIELDS), "hit ratio"]
     rows = []
@@ -60,17 +80,27 @@ def render_text(report: Mapping[str, Any]) -> str:
         if fields.get("dead"):
             rows.append([name, "DEAD", *[""] * len(SERVER_FIELDS)])
             continue
-        cells = [_number(fields.get(field, "")) for field, _ in SERVER_FIELDS]
+        cells = [_cell(field, fields.get(field, "")) for field, _ in SERVER_FIELDS]
         rows.append([name, *cells, f"{fields.get('hit_ratio', 0.0):.1%}"])
     lines += _table(header, rows)
-    counters = report["cache"]
     lines += ["", "mcache (every process; tag, lock and counter keys not counted)"]
-    lines += _table(
+    return "\n".join([*lines, *_counter_lines(report["cache"])])
+
+
+def _counter_lines(counters: Mapping[str, Any]) -> list[str]:
+    return _table(
         ["counter", "value"],
         [[label, _number(counters.get(field, 0))] for field, label in CACHE_FIELDS]
         + [["hit ratio", f"{counters.get('hit_ratio', 0.0):.1%}"]],
     )
-    return "\n".join(lines)
+
+
+def _cell(field: str, value: Any) -> str:
+    """Return a server field for the table: a limit of 0 (Redis without ``maxmemory``) or
+    none at all is no limit, not a limit of nothing."""
+    if field == "limit_maxbytes" and value in (0, None, ""):
+        return "no limit"
+    return _number(value)
 
 
 def slab_rows(detail: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[tuple[int, int, int]]:

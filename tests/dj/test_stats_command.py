@@ -105,3 +105,23 @@ def test_every_redis_node_is_listed_with_its_role(topology: str, request) -> Non
     roles = sorted(row.split()[1] for row in rows)
     expected = {"sentinel": ["primary", "replica"], "cluster": ["primary"] * 3 + ["replica"] * 3}
     assert roles == expected[topology], text
+
+
+def test_a_per_process_store_says_so_and_lists_no_servers() -> None:
+    with override_settings(CACHES={"default": {"BACKEND": BACKEND, "LOCATION": "memory://"}}):
+        caches["default"].get_or_set("page", lambda: "v", 60)
+        text, report = run(), json.loads(run("--json"))
+    assert text.startswith("mcache: this process only") and "servers" not in text
+    assert "every process" not in text
+    assert (report["scope"], report["servers"]) == ("this process", {})
+
+
+def test_redis_without_maxmemory_has_no_limit_and_png_errors_name_png(redis_url, tmp_path) -> None:
+    with override_settings(CACHES={"default": {"BACKEND": BACKEND, "LOCATION": redis_url}}):
+        caches["default"].set("page", "v", 60)
+        row = next(line for line in run().splitlines() if line.startswith("127.0.0.1:"))
+        assert "no limit" in row
+        with pytest.raises(CommandError, match=r"^--png needs a memcached store"):
+            run("--png", str(tmp_path / "x.png"))
+        with pytest.raises(CommandError, match=r"^--slabs needs a memcached store"):
+            run("--slabs")

@@ -43,7 +43,7 @@ class Command(BaseCommand):
         if options["trace"]:
             return _trace(cache, options["cache"], options["trace"])
         if options["slabs"] or options["png"]:
-            rows = slab_rows(_slab_detail(cache))
+            rows = slab_rows(_slab_detail(cache, "--png" if options["png"] else "--slabs"))
             if options["png"]:
                 try:
                     return f"slab chart written to {slab_png(rows, options['png'])}"
@@ -74,11 +74,11 @@ def _core_cache(alias: str) -> Cache:
     return core
 
 
-def _slab_detail(cache: Cache) -> Any:
+def _slab_detail(cache: Cache, option: str) -> Any:
     store = getattr(cache.store, "shared", cache.store)
     detail = getattr(store, "stats_detail", None)
     if detail is None:
-        raise CommandError(f"--slabs needs a memcached store; this cache uses {store!r}")
+        raise CommandError(f"{option} needs a memcached store; this cache uses {store!r}")
     return detail("slabs")
 
 

@@ -49,6 +49,7 @@ from .errors import Uncacheable
 from .flight import Flight, NotShared, SingleFlight
 from .lock import Lock, pauses
 from .near import NearCopy
+from .outcome import UNCACHED
 from .rebuild import HandOver, Rebuilds
 from .steps import (
     Pause,
@@ -161,6 +162,7 @@ class Builder(Building):
             return value
         except Uncacheable as own:  # this caller's own build: followers got NotShared
             parts.metrics.add("uncached")
+            UNCACHED.set(own.reason)
             return own.value
 
     def is_hit(

@@ -27,6 +27,7 @@ __all__ = [
     "BYPASS",
     "REASONS",
     "STORE_FAILED",
+    "UNCACHED",
     "log_bypass",
     "reason_header",
 ]
@@ -56,6 +57,11 @@ STORE_FAILED: ContextVar[bool] = ContextVar("mcache_store_failed", default=False
 """Set when a store call failed in the current context and the cache carried on without
 it. Adapters set it to False before ``get_or_build`` and read it after (see
 :func:`mcache.page.get_page`)."""
+
+UNCACHED: ContextVar[str] = ContextVar("mcache_uncached", default="")
+"""The reason (:attr:`mcache.errors.Uncacheable.reason`) of the value ``get_or_build``
+last handed back to the current context without storing it. Adapters set it to ""
+before the call and read it after, as :data:`STORE_FAILED`."""
 
 _views_log = logging.getLogger("mcache.views")
 _bypasses = FailureLog(_views_log, interval=60.0, level=logging.DEBUG)

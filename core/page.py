@@ -9,12 +9,13 @@ bytes written by hand) is no page, and ``None``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .build import STALE_SERVED
 from .codec import Codec
-from .outcome import STORE_FAILED
+from .outcome import STORE_FAILED, UNCACHED
 
 if TYPE_CHECKING:
     from .cache import Cache
@@ -74,6 +75,25 @@ class PageRead(NamedTuple):
     """A stale page was served (its rebuild may have started)."""
     store_down: bool
     """The store failed during the read: the page was rendered for this request alone."""
+    refused: str
+    """Why ``result`` is the caller's own response, not stored (its ``Uncacheable``'s
+    reason); "" otherwise."""
+
+
+@contextlib.contextmanager
+def _reports_cleared() -> Iterator[None]:
+    """Clear what ``get_or_build`` reports in context variables, and put them back after."""
+    served, failed, uncached = STALE_SERVED.set(False), STORE_FAILED.set(False), UNCACHED.set("")
+    try:
+        yield
+    finally:
+        STALE_SERVED.reset(served)
+        STORE_FAILED.reset(failed)
+        UNCACHED.reset(uncached)
+
+
+def _read(result: Any, page: tuple | None) -> PageRead:
+    return PageRead(result, page, STALE_SERVED.get(), STORE_FAILED.get(), UNCACHED.get())
 
 
 def get_page(
@@ -90,8 +110,7 @@ def get_page(
     ``own``; anything else that is no page (another client's value under the
     key) is dropped, logged, and the page built once more.
     """
-    stale_token, failed_token = STALE_SERVED.set(False), STORE_FAILED.set(False)
-    try:
+    with _reports_cleared():
         result = cache.get_or_build(key, build, **options)
         page = as_page(result, flags)
         if page is None and not isinstance(result, own):
@@ -99,10 +118,7 @@ def get_page(
             STALE_SERVED.set(False)  # what the first read said is not about this page
             result = cache.get_or_build(key, build, **options)
             page = as_page(result, flags)
-        return PageRead(result, page, STALE_SERVED.get(), STORE_FAILED.get())
-    finally:
-        STALE_SERVED.reset(stale_token)
-        STORE_FAILED.reset(failed_token)
+        return _read(result, page)
 
 
 async def aget_page(
@@ -114,8 +130,7 @@ async def aget_page(
     **options: Any,
 ) -> PageRead:
     """:func:`get_page` with a coroutine builder."""
-    stale_token, failed_token = STALE_SERVED.set(False), STORE_FAILED.set(False)
-    try:
+    with _reports_cleared():
         result = await cache.aget_or_build(key, build, **options)
         page = as_page(result, flags)
         if page is None and not isinstance(result, own):
@@ -124,7 +139,4 @@ async def aget_page(
             STALE_SERVED.set(False)
             result = await cache.aget_or_build(key, build, **options)
             page = as_page(result, flags)
-        return PageRead(result, page, STALE_SERVED.get(), STORE_FAILED.get())
-    finally:
-        STALE_SERVED.reset(stale_token)
-        STORE_FAILED.reset(failed_token)
+        return _read(result, page)

@@ -56,7 +56,7 @@ def collect(cache: Cache) -> dict[str, Any]:
     so and lists no servers rather than the asking process's empty store.
     """
     report = cache.stats()
-    if getattr(getattr(cache.store, "shared", cache.store), "process_local", False):
+    if getattr(cache.shared, "process_local", False):
         report["servers"] = {}
         report["scope"] = "this process"
         return report

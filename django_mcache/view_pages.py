@@ -140,7 +140,6 @@ class Render:
         self.request, self.options = request, options
         self.signed_in = signed_in  # None: asked when needed (an async view asks beforehand)
         self.built = False
-        self.reason = ""  # why this request's own render was not stored
         self.session = getattr(request, "session", None)
         self._accessed = False
         self.thread = threading.get_ident()
@@ -181,7 +180,6 @@ class Render:
             reads_session = self.session.accessed  # a re-render: the request's own reading counts
         reason = self._refusal(response, reads_session)
         if reason is not None:
-            self.reason = reason
             raise Uncacheable(response, reason)
         return _snapshot(response, self.options, reads_session)
 

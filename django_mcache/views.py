@@ -237,7 +237,7 @@ def _serve(
     local = in_process(build, PAGES_STAY)
     read = get_page(core, key, local, 1, HttpResponseBase, **build_options)
     if isinstance(read.result, HttpResponseBase):  # this request's own, uncacheable response
-        return _bypassed(read.result, render.reason, name, request, options)
+        return _bypassed(read.result, read.refused, name, request, options)
     if read.page is None or not render.serves(read.page):
         reason = "session" if read.page is not None else "foreign"
         return _bypassed(view(request, *args, **kwargs), reason, name, request, options)
@@ -306,7 +306,7 @@ async def _aserve(
     local = in_process(build, PAGES_STAY)
     read = await aget_page(core, key, local, 1, HttpResponseBase, **build_options)
     if isinstance(read.result, HttpResponseBase):
-        return _bypassed(read.result, render.reason, name, request, options)
+        return _bypassed(read.result, read.refused, name, request, options)
     if read.page is None or not render.serves(read.page):
         reason = "session" if read.page is not None else "foreign"
         response = await view(request, *args, **kwargs)

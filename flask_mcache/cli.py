@@ -44,7 +44,7 @@ def stats(as_json: bool, slabs: bool, watch: float | None, count: int) -> None:
 
 def _report(cache: Cache, as_json: bool, slabs: bool) -> str:
     if slabs:
-        detail = getattr(getattr(cache.store, "shared", cache.store), "stats_detail", None)
+        detail = getattr(cache.shared, "stats_detail", None)
         if detail is None:
             raise click.ClickException(
                 f"--slabs needs a memcached store; this app uses {cache.store!r}"

@@ -57,24 +57,23 @@ def cached_view(
             # of its own), so the wrapper stays sync and a hit never starts a loop.
             return current_app.ensure_sync(async_or_sync_view)(**view_args)
 
-        def bypassed(reason: str, **view_args: Any) -> Any:
+        def bypassed(response: Response, reason: str) -> Response:
             log_bypass(name, reason, request.method, request.path)
-            return _marked(make_response(view(**view_args)), BYPASS, reason, header)
+            return _marked(response, BYPASS, reason, header)
 
         @functools.wraps(async_or_sync_view)
         def wrapper(**view_args: Any) -> Any:
             reason = _bypass_reason(per_user)
             if reason is not None:
-                return bypassed(reason, **view_args)
+                return bypassed(make_response(view(**view_args)), reason)
             cache = core()
             key = _key(name, vary, per_user)
             if request.method == "HEAD":
                 found = _page(cache.get(key, None))
                 if found is None:
-                    return bypassed("head", **view_args)
+                    return bypassed(make_response(view(**view_args)), "head")
                 return _restore(found, "HIT", header, ttl)
             built: list[bool] = []
-            refused: list[str] = []
             thread = threading.get_ident()
             app = current_app._get_current_object()  # type: ignore[attr-defined]
             environ = request.environ  # copied only if a background refresh needs it
@@ -82,11 +81,7 @@ def cached_view(
             def build() -> Snapshot:
                 if threading.get_ident() == thread:
                     built.append(True)
-                    try:
-                        return _snapshot(view(**view_args), vary)
-                    except Uncacheable as refusal:
-                        refused.append(refusal.reason)
-                        raise
+                    return _snapshot(view(**view_args), vary)
                 # A background refresh: the request is over, so the view runs in a
                 # context of its own, in an empty set of context variables (the copy
                 # the refresher carries still holds the ended request's contexts),
@@ -104,11 +99,9 @@ def cached_view(
             local = in_process(build, PAGES_STAY)
             read = get_page(cache, key, local, 0, Response, **options)
             if isinstance(read.result, Response):  # this request's own response, never stored
-                reason = refused[-1] if refused else ""
-                log_bypass(name, reason, request.method, request.path)
-                return _marked(read.result, BYPASS, reason, header)
+                return bypassed(read.result, read.refused)
             if read.page is None:
-                return bypassed("foreign", **view_args)
+                return bypassed(make_response(view(**view_args)), "foreign")
             if read.store_down and built:
                 return _restore(read.page, "MISS", header, ttl, "store-down")  # type: ignore[arg-type]
             state = "STALE" if read.stale else "MISS" if built else "HIT"

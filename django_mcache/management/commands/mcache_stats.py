@@ -75,7 +75,7 @@ def _core_cache(alias: str) -> Cache:
 
 
 def _slab_detail(cache: Cache, option: str) -> Any:
-    store = getattr(cache.store, "shared", cache.store)
+    store = cache.shared
     detail = getattr(store, "stats_detail", None)
     if detail is None:
         raise CommandError(f"{option} needs a memcached store; this cache uses {store!r}")

@@ -22,6 +22,7 @@ from .dependencies import collecting, merged, report
 from .entry import Entry
 from .errors import Uncacheable
 from .lock import Lock
+from .observe import BuildWatch
 from .steps import CallBuilder, Shielded, Steps
 
 if TYPE_CHECKING:
@@ -77,13 +78,16 @@ class Building:
         an exception serves ``stale`` (as :class:`ServedStale`) or goes on up.
         """
         started = time.monotonic()
+        watch = self.parts.metrics.watch_build(call.key)
         try:
             with collecting(self.parts.tags.scope) as found:
                 yield
         except Uncacheable:
+            _ended(watch, "uncacheable")
             report(self.parts.tags.scope, merged(call.versions, found.versions), found.stale)
             raise  # not a failure: the builder's value is for its caller alone
         except Exception as error:
+            _ended(watch, "error" if stale is None else "stale-served")
             self.build_failed(call.key, error)
             call.failed = True
             if stale is None:
@@ -92,7 +96,11 @@ class Building:
                 "build.error", "building %r failed, serving its stale value: %r", call.key, error
             )
             raise ServedStale(self.serve_stale(call, stale)) from error
-        self.parts.metrics.add("builds")
+        except BaseException:
+            _ended(watch, "cancelled")
+            raise
+        _ended(watch, "built")
+        self.parts.metrics.add("builds", key=call.key)
         call.built = True
         call.build_ms = int((time.monotonic() - started) * 1000)
         call.depends = merged(call.versions, found.versions)
@@ -100,7 +108,7 @@ class Building:
 
     def build_failed(self, key: str, error: Exception) -> None:
         """Count and trace a build that raised."""
-        self.parts.metrics.add("build_errors")
+        self.parts.metrics.add("build_errors", key=key)
         self.parts.trace(key, "E")
 
     def build_and_store_steps(
@@ -134,3 +142,8 @@ class Building:
     def _let_go(self, call: Call, lock: Lock | None) -> Callable[[Any], Steps[None]]:
         """Return what frees a lock or lease won for an async caller cancelled meanwhile."""
         return lambda won: self.writer.let_go(call.key, won, lock)
+
+
+def _ended(watch: BuildWatch | None, outcome: str) -> None:
+    if watch is not None:
+        watch.end(outcome)

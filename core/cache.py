@@ -18,7 +18,7 @@ tags in :mod:`mcache.tags`, locks in :mod:`mcache.lock`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from .api import Store
@@ -33,6 +33,7 @@ from .lock import Lock
 from .logs import FailureLog
 from .memoize import Memoized, memoize
 from .near import Coherence, Invalidations, NearCache
+from .observe import Observer, observed_call, observers_named
 from .options import (
     TagsArg,
     build_options,
@@ -97,8 +98,14 @@ class Cache(PlainOperations, CounterFactories):
         may_store: Callable[[], bool] | None = None,
         near_ttl: float | None = None,
         near_size: int = 10_000,
+        metrics: Iterable[str | Observer] = (),
     ) -> None:
-        """``near_ttl``: keep hot entries in this process too (see :mod:`mcache.near`)."""
+        """``near_ttl``: keep hot entries in this process too (see :mod:`mcache.near`).
+
+        ``metrics``: where this cache's events go as they happen, besides its
+        stats counters: ``"prometheus"``, ``"opentelemetry"`` (each an optional
+        extra), or any :class:`mcache.observe.Observer`.
+        """
         self.store: Store = from_url(store) if isinstance(store, str) else store
         if not isinstance(self.store, Store):
             raise ConfigError(
@@ -130,7 +137,9 @@ class Cache(PlainOperations, CounterFactories):
         tag_ttl = tag_ttl if near is None else max(tag_ttl, near.ttl)
         self.tags = Tags(self.shared, namespace, clock, tag_ttl, invalidations)
         coherence = Coherence(invalidations, near, self.tags)
-        self.metrics = CacheStats(self.shared, namespace, stats_interval, self.failures)
+        self.metrics = CacheStats(self.shared, namespace, stats_interval, self.failures, name)
+        for observer in observers_named(metrics):
+            self.observe(observer)
         try:
             self.tracer = Tracer(trace_dir)
         except OSError as error:
@@ -271,7 +280,12 @@ class Cache(PlainOperations, CounterFactories):
             early_refresh, stale_wait,
         )  # fmt: skip
         store_key, names = self._store_key(key), tag_list(tags)
-        return run_steps(self.builder.get_or_build_steps(store_key, build, names, options), perform)
+        steps = self.builder.get_or_build_steps(store_key, build, names, options)
+        observers = self.metrics.observers
+        if observers:
+            with observed_call(observers, self.metrics.origin, "get_or_build", store_key, names):
+                return run_steps(steps, perform)
+        return run_steps(steps, perform)
 
     async def aget_or_build(
         self,
@@ -299,9 +313,13 @@ class Cache(PlainOperations, CounterFactories):
             self.defaults, self._stale_ttl, ttl, stale_ttl, wait, lock_timeout, refresh,
             early_refresh, stale_wait,
         )  # fmt: skip
-        return await self.builder.aget_or_build(
-            self._store_key(key), build, tag_list(tags), options
-        )
+        store_key, names = self._store_key(key), tag_list(tags)
+        observers = self.metrics.observers
+        if observers:
+            origin = self.metrics.origin
+            with observed_call(observers, origin, "aget_or_build", store_key, names):
+                return await self.builder.aget_or_build(store_key, build, names, options)
+        return await self.builder.aget_or_build(store_key, build, names, options)
 
     def get_or_build_steps(
         self, key: Key, build: Callable[[], Any], options: BuildOptions, tags: TagsArg = None
@@ -379,10 +397,25 @@ class Cache(PlainOperations, CounterFactories):
 
     # -- reports --------------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
-        """Return every process's counters (hits, stale, builds, …, hit_ratio) and server stats."""
-        self.metrics.flush()
-        counters = self.store_call("stats", self.metrics.totals, self.metrics.local())
+    def observe(self, observer: Observer) -> None:
+        """Tell ``observer`` this cache's events, builds and calls from now on (once)."""
+        if observer not in self.metrics.observers:
+            self.metrics.observers.append(observer)
+
+    def stats(self, flush: bool = True) -> dict[str, Any]:
+        """Return every process's counters (hits, stale, builds, …, hit_ratio) and server stats.
+
+        ``flush``: add this process's counts first (a site process asking about
+        itself). A stats command passes False: it counted nothing, and flushing
+        every cache it opens would only write to the store.
+        """
+        if flush:
+            self.metrics.flush()
+
+        def totals() -> dict[str, Any]:
+            return self.metrics.totals(pending=flush)
+
+        counters = self.store_call("stats", totals, self.metrics.local())
         servers = self.store_call("stats", self.store.stats, {})
         return {"cache": counters, "servers": servers}
 

@@ -127,6 +127,9 @@ def memoize(
         )
 
     def decorate(function: Callable[..., Any]) -> Memoized:
-        return Memoized(cache, function, ttl, tags, key_prefix, options)
+        memoized = Memoized(cache, function, ttl, tags, key_prefix, options)
+        origin = cache.metrics.origin  # its entries are labelled by the function's name
+        origin.add_function(origin.readable(cache.key(memoized.name, ())))
+        return memoized
 
     return decorate

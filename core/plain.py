@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .api import NO_VALUE
 from .errors import StoreUnavailable, ValueTooLarge
+from .observe import observed_call
 from .steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
 
 if TYPE_CHECKING:
@@ -47,6 +48,29 @@ class PlainOperations:
         def _ttl(self, ttl: float | None) -> int: ...
         def store_failed(self, operation: str, error: BaseException) -> None: ...
 
+    # -- driving, observed when something watches ---------------------------------------------
+
+    def _run(self, operation: str, key: Key | None, steps: Steps[T]) -> T:
+        observers = self.metrics.observers
+        if not observers:
+            return run_steps(steps, perform)
+        with observed_call(observers, self.metrics.origin, operation, self._named(key), []):
+            return run_steps(steps, perform)
+
+    async def _arun(self, operation: str, key: Key | None, steps: Steps[T]) -> T:
+        observers = self.metrics.observers
+        if not observers:
+            return await arun_steps(steps, aperform)
+        with observed_call(observers, self.metrics.origin, operation, self._named(key), []):
+            return await arun_steps(steps, aperform)
+
+    def _named(self, key: Key | None) -> str:
+        """Return the store key an observer is told of (``*`` for a call on several keys)."""
+        try:
+            return "*" if key is None else self._store_key(key)
+        except Exception:  # the call itself will report the bad key
+            return repr(key)[:80]
+
     # -- reads ----------------------------------------------------------------------------------
 
     def get(self, key: Key, default: Any = NO_VALUE) -> Any:
@@ -56,16 +80,17 @@ class PlainOperations:
         tags are unchanged; a stale one is a miss here (only ``get_or_build``,
         which rebuilds it, may serve it stale).
         """
-        return run_steps(self.get_steps(key, default), perform)
+        return self._run("get", key, self.get_steps(key, default))
 
     async def aget(self, key: Key, default: Any = NO_VALUE) -> Any:
         """Await :meth:`get`."""
-        return await arun_steps(self.get_steps(key, default), aperform)
+        return await self._arun("aget", key, self.get_steps(key, default))
 
     def get_steps(self, key: Key, default: Any) -> Steps[Any]:
         """:meth:`get`, as steps: for an adapter that composes it into steps of its own."""
-        value = yield from self._read_steps(self._store_key(key))
-        self.metrics.add("misses" if value is NO_VALUE else "hits")
+        store_key = self._store_key(key)
+        value = yield from self._read_steps(store_key)
+        self.metrics.add("misses" if value is NO_VALUE else "hits", key=store_key)
         return default if value is NO_VALUE else value
 
     def _read_steps(self, store_key: str) -> Steps[Any]:
@@ -77,11 +102,11 @@ class PlainOperations:
 
     def get_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
         """Return the cached values of the keys found, in one round trip per server."""
-        return run_steps(self._get_many_steps(keys), perform)
+        return self._run("get_many", None, self._get_many_steps(keys))
 
     async def aget_many(self, keys: Iterable[Key]) -> dict[Key, Any]:
         """Await :meth:`get_many`."""
-        return await arun_steps(self._get_many_steps(keys), aperform)
+        return await self._arun("aget_many", None, self._get_many_steps(keys))
 
     def _get_many_steps(self, keys: Iterable[Key]) -> Steps[dict[Key, Any]]:
         by_store_key = {self._store_key(key): key for key in keys}
@@ -95,11 +120,11 @@ class PlainOperations:
 
     def set(self, key: Key, value: Any, ttl: float | None = None) -> bool:
         """Cache ``value``; ``False`` when it could not be stored (logged, never raised)."""
-        return run_steps(self._set_steps(key, value, ttl), perform)
+        return self._run("set", key, self._set_steps(key, value, ttl))
 
     async def aset(self, key: Key, value: Any, ttl: float | None = None) -> bool:
         """Await :meth:`set`."""
-        return await arun_steps(self._set_steps(key, value, ttl), aperform)
+        return await self._arun("aset", key, self._set_steps(key, value, ttl))
 
     def _set_steps(self, key: Key, value: Any, ttl: float | None) -> Steps[bool]:
         store_key = self._store_key(key)
@@ -110,11 +135,11 @@ class PlainOperations:
 
     def set_many(self, items: Mapping[Key, Any], ttl: float | None = None) -> list[Key]:
         """Cache several values; return the keys that could not be stored."""
-        return run_steps(self._set_many_steps(items, ttl), perform)
+        return self._run("set_many", None, self._set_many_steps(items, ttl))
 
     async def aset_many(self, items: Mapping[Key, Any], ttl: float | None = None) -> list[Key]:
         """Await :meth:`set_many`."""
-        return await arun_steps(self._set_many_steps(items, ttl), aperform)
+        return await self._arun("aset_many", None, self._set_many_steps(items, ttl))
 
     def _set_many_steps(self, items: Mapping[Key, Any], ttl: float | None) -> Steps[list[Key]]:
         by_store_key = {self._store_key(key): key for key in items}
@@ -129,11 +154,11 @@ class PlainOperations:
 
     def add(self, key: Key, value: Any, ttl: float | None = None) -> bool:
         """Cache ``value`` only if the key is absent; ``True`` when this call stored it."""
-        return run_steps(self._add_steps(key, value, ttl), perform)
+        return self._run("add", key, self._add_steps(key, value, ttl))
 
     async def aadd(self, key: Key, value: Any, ttl: float | None = None) -> bool:
         """Await :meth:`add`."""
-        return await arun_steps(self._add_steps(key, value, ttl), aperform)
+        return await self._arun("aadd", key, self._add_steps(key, value, ttl))
 
     def _add_steps(self, key: Key, value: Any, ttl: float | None) -> Steps[bool]:
         store_key = self._store_key(key)
@@ -157,11 +182,11 @@ class PlainOperations:
         write since, tags the entry must keep checking, or staleness all win.
         What Django's ``get_or_set`` of a number needs.
         """
-        return run_steps(self.unwrap_steps(key, ttl), perform)
+        return self._run("unwrap", key, self.unwrap_steps(key, ttl))
 
     async def aunwrap(self, key: Key, ttl: float | None = None) -> bool:
         """Await :meth:`unwrap`."""
-        return await arun_steps(self.unwrap_steps(key, ttl), aperform)
+        return await self._arun("aunwrap", key, self.unwrap_steps(key, ttl))
 
     def unwrap_steps(self, key: Key, ttl: float | None) -> Steps[bool]:
         """:meth:`unwrap`, as steps: for an adapter that composes it into steps of its own."""
@@ -176,11 +201,11 @@ class PlainOperations:
 
     def delete(self, key: Key) -> bool:
         """Remove a cached value; ``True`` when it existed."""
-        return run_steps(self._delete_steps(key), perform)
+        return self._run("delete", key, self._delete_steps(key))
 
     async def adelete(self, key: Key) -> bool:
         """Await :meth:`delete`."""
-        return await arun_steps(self._delete_steps(key), aperform)
+        return await self._arun("adelete", key, self._delete_steps(key))
 
     def _delete_steps(self, key: Key) -> Steps[bool]:
         arguments = (self._store_key(key),)
@@ -188,11 +213,11 @@ class PlainOperations:
 
     def delete_many(self, keys: Iterable[Key]) -> None:
         """Remove several cached values."""
-        run_steps(self._delete_many_steps(keys), perform)
+        self._run("delete_many", None, self._delete_many_steps(keys))
 
     async def adelete_many(self, keys: Iterable[Key]) -> None:
         """Await :meth:`delete_many`."""
-        await arun_steps(self._delete_many_steps(keys), aperform)
+        await self._arun("adelete_many", None, self._delete_many_steps(keys))
 
     def _delete_many_steps(self, keys: Iterable[Key]) -> Steps[None]:
         store_keys = [self._store_key(key) for key in keys]
@@ -205,11 +230,11 @@ class PlainOperations:
         The key must hold an ``int`` set through this cache (stored as decimal text),
         or be missing; anything else raises :class:`~mcache.errors.NotNumeric`.
         """
-        return run_steps(self._incr_steps(key, delta), perform)
+        return self._run("incr", key, self._incr_steps(key, delta))
 
     async def aincr(self, key: Key, delta: int = 1) -> int | None:
         """Await :meth:`incr`."""
-        return await arun_steps(self._incr_steps(key, delta), aperform)
+        return await self._arun("aincr", key, self._incr_steps(key, delta))
 
     def _incr_steps(self, key: Key, delta: int) -> Steps[int | None]:
         method = "incr" if delta >= 0 else "decr"
@@ -218,11 +243,11 @@ class PlainOperations:
 
     def touch(self, key: Key, ttl: float | None = None) -> bool:
         """Give a cached value a new TTL; ``False`` when it is missing (or stale: see ``get``)."""
-        return run_steps(self._touch_steps(key, ttl), perform)
+        return self._run("touch", key, self._touch_steps(key, ttl))
 
     async def atouch(self, key: Key, ttl: float | None = None) -> bool:
         """Await :meth:`touch`."""
-        return await arun_steps(self._touch_steps(key, ttl), aperform)
+        return await self._arun("atouch", key, self._touch_steps(key, ttl))
 
     def _touch_steps(self, key: Key, ttl: float | None) -> Steps[bool]:
         store_key, seconds = self._store_key(key), self._ttl(ttl)
@@ -233,11 +258,11 @@ class PlainOperations:
 
     def clear(self) -> None:
         """Flush the whole store (every namespace on it), as Django's ``cache.clear()`` does."""
-        run_steps(self._guarded_steps("clear", "flush", (), None, None), perform)
+        self._run("clear", None, self._guarded_steps("clear", "flush", (), None, None))
 
     async def aclear(self) -> None:
         """Await :meth:`clear`."""
-        await arun_steps(self._guarded_steps("clear", "flush", (), None, None), aperform)
+        await self._arun("aclear", None, self._guarded_steps("clear", "flush", (), None, None))
 
     # -- the fail-open policy -------------------------------------------------------------------
 

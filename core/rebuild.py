@@ -185,7 +185,7 @@ class Rebuilds:
             lock = self.builder.writer.try_lock(call)
             if lock is not None:
                 break
-        self.parts.metrics.add("misses")
+        self.parts.metrics.add("misses", key=call.key)
         value = self.builder.build_and_store(call, lock, None)
         report(self.parts.tags.scope, call.depends, call.stale)
         return value

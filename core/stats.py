@@ -20,6 +20,7 @@ from typing import Any
 
 from .api import Store
 from .logs import FailureLog
+from .observe import CURRENT_CALL, BuildWatch, Observer, Origin, quietly
 from .stores.base import stored_count
 from .tags import incr_many
 
@@ -42,6 +43,9 @@ usable, builds run, builds that raised, callers that waited for another's build,
 waits that ran out, in-process callers that shared another thread's call,
 values their builder marked ``Uncacheable``, and store failures."""
 
+FLUSHED = "flushed"
+"""The counter key holding when a process last flushed (ms since the epoch): how old the
+totals a reader sees may be."""
 
 _LIVE: weakref.WeakSet[CacheStats] = weakref.WeakSet()
 EXIT_FLUSH_SECONDS = 1.0  # what exit may wait for servers that accept and never answer
@@ -98,9 +102,13 @@ class CacheStats:
         namespace: str,
         interval: float = 5.0,
         failures: FailureLog | None = None,
+        label: str | None = None,
     ) -> None:
         self.store = store
         self.namespace = namespace
+        self.origin = Origin(namespace, label or namespace or "default")
+        self.observers: list[Observer] = []
+        """What watches this cache's events as they happen (see :mod:`mcache.observe`)."""
         self.interval = interval
         self.failures = failures or FailureLog()
         self._pending: dict[str, int] = dict.fromkeys(COUNTERS, 0)
@@ -112,12 +120,25 @@ class CacheStats:
         """Return the store key of counter ``name``."""
         return f"{self.namespace}:s:{name}" if self.namespace else f"s:{name}"
 
-    def add(self, name: str, count: int = 1) -> None:
-        """Count ``count`` events of kind ``name``; flush when the interval is up."""
+    def add(self, name: str, count: int = 1, key: str | None = None) -> None:
+        """Count ``count`` events ``name`` (of ``key``); flush when the interval is up."""
         with self._lock:
             self._pending[name] += count
+        if self.observers:
+            self._tell(name, count, key)
         if time.monotonic() >= self._next_flush:
             self.flush()
+
+    def _tell(self, name: str, count: int, key: str | None) -> None:
+        record = CURRENT_CALL.get()
+        if record is not None:
+            record.events.append(name)
+        for observer in self.observers:
+            quietly(observer.counted, self.origin, name, key, count)
+
+    def watch_build(self, key: str) -> BuildWatch | None:
+        """Start following a build of ``key`` for the observers, if there are any."""
+        return BuildWatch(self.observers, self.origin, key) if self.observers else None
 
     def flush(self, quiet: bool = False) -> None:
         """Add this process's pending counts to the store's totals (``quiet``: log no failure)."""
@@ -132,6 +153,7 @@ class CacheStats:
             for key, result in results.items():
                 if result is None and not self.store.add(key, b"%d" % deltas[key], 0):
                     self.store.incr(key, deltas[key])
+            self.store.set(self.key(FLUSHED), b"%d" % int(time.time() * 1000), 0)
         except Exception as error:  # statistics must never fail a request
             with self._lock:
                 for name, count in pending.items():
@@ -144,14 +166,18 @@ class CacheStats:
         with self._lock:
             return {name: self._pending.get(name, 0) for name in COUNTERS}
 
-    def totals(self) -> dict[str, Any]:
-        """Return every process's flushed counts plus this one's pending, and the hit ratio."""
-        found = self.store.get_many([self.key(name) for name in COUNTERS])
-        pending = self.local()
+    def totals(self, pending: bool = True) -> dict[str, Any]:
+        """Return every process's flushed counts (plus this one's ``pending``), the hit ratio,
+        and ``flushed_at``: when a process last flushed (seconds since the epoch, or None).
+        """
+        found = self.store.get_many([self.key(name) for name in (*COUNTERS, FLUSHED)])
+        local = self.local() if pending else dict.fromkeys(COUNTERS, 0)
         totals: dict[str, Any] = {}
         for name in COUNTERS:
-            totals[name] = (stored_count(found.get(self.key(name))) or 0) + pending[name]
+            totals[name] = (stored_count(found.get(self.key(name))) or 0) + local[name]
         served = totals["hits"] + totals["stale"]
         lookups = served + totals["misses"]
         totals["hit_ratio"] = served / lookups if lookups else 0.0
+        flushed = stored_count(found.get(self.key(FLUSHED)))
+        totals["flushed_at"] = flushed / 1000 if flushed else None
         return totals

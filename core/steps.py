@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from operator import methodcaller
 from typing import Any, Protocol, TypeVar
 
+from .observe import CURRENT_CALL
+
 __all__ = [
     "CallBuilder",
     "Operation",
@@ -135,9 +137,15 @@ class StoreCall:
     args: tuple[Any, ...]
 
     def run(self) -> Any:
+        record = CURRENT_CALL.get()
+        if record is not None:  # an observer counts this call's round trips
+            record.round_trips += 1
         return getattr(self.store, self.method)(*self.args)
 
     async def arun(self) -> Any:
+        record = CURRENT_CALL.get()
+        if record is not None:
+            record.round_trips += 1
         twin = twin_of(self.store)
         if twin is not None:
             return await getattr(twin, self.method)(*self.args)

@@ -58,6 +58,7 @@ def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
                 alias = _alias_of(location, params)
                 if alias is not None:  # how a task worker finds it: see core_cache_of
                     cache.locator = f"django_mcache.backend:core_cache_of:{alias}"
+                    cache.metrics.origin.label = alias  # its name in metrics
                 _shared[signature] = cache
     return cache
 

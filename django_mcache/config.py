@@ -48,6 +48,7 @@ CACHE_OPTIONS = frozenset(
         "refresh_fallback",
         "trace_dir",
         "stats_interval",
+        "metrics",
     }
 )
 CODEC_OPTIONS = frozenset({"serializer", "compress_threshold", "signing_key"})

@@ -35,6 +35,7 @@ CACHE_KEYS = {
     "MCACHE_REFRESHER": "refresher",
     "MCACHE_REFRESH_QUEUE": "refresh_queue",
     "MCACHE_REFRESH_FALLBACK": "refresh_fallback",
+    "MCACHE_METRICS": "metrics",
 }
 CODEC_KEYS = {
     "MCACHE_SERIALIZER": "serializer",
@@ -120,6 +121,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_REFRESH_QUEUE": (str,),
     "MCACHE_REFRESH_FALLBACK": (str,),
     "MCACHE_REPLICAS": (int,),
+    "MCACHE_METRICS": (list, tuple),
 }
 
 

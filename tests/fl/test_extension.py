@@ -233,6 +233,19 @@ def test_function_caching_and_extras() -> None:
         assert mcache.stats()["cache"]["hits"] >= 1
 
 
+def test_metrics_config_exports_the_apps_pages_to_prometheus(redis_url: str) -> None:
+    from prometheus_client import REGISTRY
+
+    app, _ = make_app(redis_url, MCACHE_METRICS=["prometheus"])
+    labels = {"cache": "fl", "family": "page"}  # the namespace names an app's cache
+    before = REGISTRY.get_sample_value("mcache_hits_total", labels) or 0.0
+    client = app.test_client()
+    assert [client.get("/page").headers["X-Cache"] for _ in range(3)] == ["MISS", "HIT", "HIT"]
+    assert REGISTRY.get_sample_value("mcache_hits_total", labels) == before + 2
+    built = {**labels, "outcome": "built"}
+    assert (REGISTRY.get_sample_value("mcache_build_seconds_count", built) or 0) >= 1
+
+
 def test_several_apps_keep_their_own_caches() -> None:
     one, ext_one = make_app(MCACHE_DEFAULT_TTL=10)
     two = Flask("two")
@@ -250,6 +263,7 @@ def test_several_apps_keep_their_own_caches() -> None:
         ({"MCACHE_STALE_TTL": -5}, "MCACHE_STALE_TTL"),
         ({"MCACHE_TLL": 5}, "MCACHE_TLL"),
         ({"MCACHE_URL": "memcache://x"}, "MCACHE_URL"),
+        ({"MCACHE_METRICS": ["statsd"]}, "MCACHE_METRICS"),
     ],
 )
 def test_bad_config_fails_at_init_app_naming_the_key(config, named) -> None:
@@ -409,6 +423,7 @@ def test_cached_methods() -> None:
         ({"MCACHE_STATS_INTERVAL": "s"}, "MCACHE_STATS_INTERVAL"),
         ({"MCACHE_NAMESPACE": 5}, "MCACHE_NAMESPACE"),
         ({"MCACHE_ONLINE": "no"}, "MCACHE_ONLINE"),
+        ({"MCACHE_METRICS": "prometheus"}, "MCACHE_METRICS"),
     ],
 )
 def test_wrong_types_name_their_key(config, named) -> None:

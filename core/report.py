@@ -8,13 +8,23 @@ asked for, which is the ratio to judge a cache by.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .cache import Cache
 
-__all__ = ["collect", "render_text", "slab_chart", "slab_png", "slab_rows"]
+__all__ = [
+    "collect",
+    "eviction_warnings",
+    "render_text",
+    "slab_chart",
+    "slab_png",
+    "slab_rows",
+    "table",
+    "traced",
+]
 
 SERVER_FIELDS = (
     ("uptime", "uptime s"),
@@ -47,26 +57,73 @@ PER_PROCESS = (
 )
 
 
-def collect(cache: Cache) -> dict[str, Any]:
+def collect(cache: Cache, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Return ``{"cache": mcache's counters, "servers": {name: fields + hit_ratio},
-    "scope": "every process" or "this process"}``.
+    "scope": "every process" or "this process", "counts_age": seconds or None,
+    "warnings": [...]}``.
 
-    A per-process store (``process_local``) has no servers another process
-    could read, and its counters are the asking process's own: the report says
-    so and lists no servers rather than the asking process's empty store.
+    It flushes nothing: the counters are what the site's processes last added
+    up in the store, and ``counts_age`` says how long ago that was (each adds
+    its counts every ``stats_interval`` seconds). A per-process store
+    (``process_local``) has no servers another process could read, and its
+    counters are the asking process's own: the report says so and lists no
+    servers rather than the asking process's empty store. ``previous``: the
+    report of the last ``--watch`` round, to tell evictions that are rising now.
     """
-    report = cache.stats()
     if getattr(cache.shared, "process_local", False):
-        report["servers"] = {}
-        report["scope"] = "this process"
+        report = cache.stats()
+        report["cache"].pop("flushed_at", None)
+        report.update(servers={}, scope="this process", counts_age=None, warnings=[])
         return report
+    report = cache.stats(flush=False)
+    flushed = report["cache"].pop("flushed_at", None)
     report["scope"] = "every process"
+    report["counts_age"] = None if flushed is None else max(0.0, time.time() - flushed)
+    report["flush_interval"] = cache.metrics.interval
     for fields in report["servers"].values():
         hits, misses = fields.get("get_hits", 0), fields.get("get_misses", 0)
         looked_up = hits + misses if isinstance(hits, int) and isinstance(misses, int) else 0
         fields["hit_ratio"] = hits / looked_up if looked_up else 0.0
         fields.setdefault("cmd_get", looked_up)
+    report["warnings"] = eviction_warnings(report["servers"], (previous or {}).get("servers"))
     return report
+
+
+def eviction_warnings(
+    servers: Mapping[str, Mapping[str, Any]], before: Mapping[str, Mapping[str, Any]] | None
+) -> list[str]:
+    """Return a warning per server that evicts: items pushed out before they expired.
+
+    Evictions mean the cache is smaller than its working set (seed 004): what
+    is evicted is rebuilt, and the hit ratio pays. With ``before`` (the last
+    round's servers) a server whose evictions rose since is named as rising.
+    """
+    warnings = []
+    for name, fields in sorted(servers.items()):
+        evictions = fields.get("evictions")
+        if not isinstance(evictions, int) or evictions <= 0:
+            continue
+        earlier = (before or {}).get(name, {}).get("evictions")
+        if isinstance(earlier, int) and evictions > earlier:
+            warnings.append(
+                f"{name}: evictions rising (+{evictions - earlier:,} since the last round):"
+                f" {TOO_SMALL}"
+            )
+            continue
+        uptime = fields.get("uptime")
+        rate = (
+            f", {evictions / uptime * 3600:,.0f} an hour over its {_duration(uptime)} uptime"
+            if isinstance(uptime, int) and uptime > 0
+            else ""
+        )
+        warnings.append(f"{name}: {evictions:,} evictions{rate}: {TOO_SMALL}")
+    return warnings
+
+
+TOO_SMALL = (
+    "items are pushed out before they expire, so the cache is smaller than its working set;"
+    " give it more memory (memcached -m, Redis maxmemory) or cache less"
+)
 
 
 def render_text(report: Mapping[str, Any]) -> str:
@@ -82,13 +139,31 @@ def render_text(report: Mapping[str, Any]) -> str:
             continue
         cells = [_cell(field, fields.get(field, "")) for field, _ in SERVER_FIELDS]
         rows.append([name, *cells, f"{fields.get('hit_ratio', 0.0):.1%}"])
-    lines += _table(header, rows)
+    lines += table(header, rows)
     lines += ["", "mcache (every process; tag, lock and counter keys not counted)"]
-    return "\n".join([*lines, *_counter_lines(report["cache"])])
+    lines += [*_counter_lines(report["cache"]), "", _age(report)]
+    lines += [f"warning: {warning}" for warning in report.get("warnings", ())]
+    return "\n".join(lines)
+
+
+def _age(report: Mapping[str, Any]) -> str:
+    """Say how old the counters are: the command adds nothing, it reads what processes added."""
+    interval = f"each process adds its counts every {report.get('flush_interval', 5.0):g} s"
+    age = report.get("counts_age")
+    if age is None:
+        return f"counts: no process has added its counts yet ({interval})"
+    return f"counts as of {_duration(age)} ago ({interval}, and at exit)"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def _counter_lines(counters: Mapping[str, Any]) -> list[str]:
-    return _table(
+    return table(
         ["counter", "value"],
         [[label, _number(counters.get(field, 0))] for field, label in CACHE_FIELDS]
         + [["hit ratio", f"{counters.get('hit_ratio', 0.0):.1%}"]],
@@ -101,6 +176,37 @@ def _cell(field: str, value: Any) -> str:
     if field == "limit_maxbytes" and value in (0, None, ""):
         return "no limit"
     return _number(value)
+
+
+LEGEND = "M miss, L lock, W write, U unlock, H hit, S stale, E error"
+
+
+def traced(
+    cache: Cache, keys: list[str], view: str | None = None, fragment: str | None = None
+) -> str:
+    """Return the trace letters of a key (``keys``: the store keys it may be stored under,
+    ending with the key as asked for),
+    of every page of a URL path (``view``), or of every key of a fragment name.
+
+    Raises ``ValueError`` when tracing is off (no ``trace_dir``).
+    """
+    if cache.tracer.trace_dir is None:
+        raise ValueError("tracing is off")
+    found: dict[str, str] = {}
+    for store_key in keys:
+        letters = cache.tracer.read(store_key)
+        if letters:
+            found[keys[-1]] = letters  # under the name asked for
+            break
+    if view:
+        found.update(cache.tracer.find("." + view))
+    if fragment:
+        for kind in ("block", "jinja"):  # Django's {% mcache %}, Flask's Jinja tag
+            found.update(cache.tracer.find(f"{kind}.{fragment}"))
+    if not found:
+        asked = view or fragment or (keys[-1] if keys else "")
+        return f"{asked}: no events yet ({LEGEND})"
+    return "\n".join(f"{key}: {letters}" for key, letters in found.items())
 
 
 def slab_rows(detail: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[tuple[int, int, int]]:
@@ -161,7 +267,8 @@ def slab_png(rows: list[tuple[int, int, int]], path: str | Path) -> Path:
     return target
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Return the rows as lines of right-aligned columns under ``header``."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     return [
         "  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)) for r in [header, *rows]

@@ -61,6 +61,23 @@ class Tracer:
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s %s", key, letter)
 
+    def find(self, readable: str) -> dict[str, str]:
+        """Return the letters of every traced key whose readable part ends with ``readable``.
+
+        A store key is ``namespace:readable:digest``; a page's readable part is
+        ``view.<name>.<scheme>.<host>.<path>`` and a fragment's ``block.<name>``
+        (``jinja.<name>`` in Flask), so a path or a fragment name finds its
+        keys (every host, query and user variant) without knowing the digest.
+        """
+        if self.trace_dir is None:
+            return {}
+        wanted = re.compile(re.escape(_UNSAFE.sub("_", readable)) + r"_[0-9a-f]{32}\.trace$")
+        return {
+            path.name[: -len(".trace")]: path.read_text(encoding="ascii")
+            for path in sorted(self.trace_dir.glob("*.trace"))
+            if wanted.search(path.name)
+        }
+
     def read(self, key: str) -> str:
         """Return the letters recorded for ``key`` so far."""
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -12,7 +11,7 @@ from flask.cli import AppGroup
 
 from mcache import Cache
 from mcache.errors import ConfigError, MCacheError
-from mcache.report import collect, render_text, slab_chart, slab_rows
+from mcache.stats_command import StatsError, StatsRequest, render
 from mcache.warm import warm_from
 
 mcache_cli = AppGroup("mcache", help="mcache: statistics, invalidation, flush, warm-up.")
@@ -28,33 +27,47 @@ def _cache() -> Cache:
 @mcache_cli.command("stats")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.option("--slabs", is_flag=True, help="chart memory per slab class (memcached)")
+@click.option("--png", metavar="FILE", help="draw the slab chart into FILE (matplotlib)")
+@click.option("--top", type=int, metavar="N", help="list the N entries read most recently")
+@click.option("--trace", metavar="KEY", help="show the event letters of KEY")
+@click.option("--trace-view", metavar="PATH", help="show the event letters of PATH's pages")
+@click.option("--trace-fragment", metavar="NAME", help="show the event letters of fragment NAME")
 @click.option("--watch", type=click.FloatRange(min=0.01), help="repeat every N seconds")
 @click.option("--count", type=int, default=0, hidden=True)
-def stats(as_json: bool, slabs: bool, watch: float | None, count: int) -> None:
+def stats(
+    as_json: bool,
+    slabs: bool,
+    png: str | None,
+    top: int | None,
+    trace: str | None,
+    trace_view: str | None,
+    trace_fragment: str | None,
+    watch: float | None,
+    count: int,
+) -> None:
     """Show the servers and mcache's own counters (hit ratio net of tag/lock/counter keys)."""
     cache = _cache()
-    rounds = 0
+    request = StatsRequest(
+        as_json=as_json,
+        slabs=slabs,
+        png=png,
+        top=top,
+        trace_keys=[] if trace is None else [cache.key(trace), trace],
+        trace_view=trace_view,
+        trace_fragment=trace_fragment,
+        tracing_setting="MCACHE_TRACE_DIR",
+    )
+    rounds, previous = 0, None
     while True:
-        click.echo(_report(cache, as_json, slabs))
+        try:
+            text, previous = render(cache, request, previous)
+        except StatsError as error:
+            raise click.ClickException(str(error)) from None
+        click.echo(text)
         rounds += 1
         if watch is None or (count and rounds >= count):
             return
         time.sleep(watch)
-
-
-def _report(cache: Cache, as_json: bool, slabs: bool) -> str:
-    if slabs:
-        detail = getattr(cache.shared, "stats_detail", None)
-        if detail is None:
-            raise click.ClickException(
-                f"--slabs needs a memcached store; this app uses {cache.store!r}"
-            )
-        rows = slab_rows(detail("slabs"))
-        if as_json:
-            return json.dumps([{"chunk_size": s, "allocated": t, "used": u} for s, t, u in rows])
-        return slab_chart(rows)
-    report = collect(cache)
-    return json.dumps(report, default=str) if as_json else render_text(report)
 
 
 @mcache_cli.command("invalidate")

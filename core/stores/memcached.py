@@ -26,6 +26,7 @@ from ..logs import FailureLog
 from ..ring import LIBKETAMA_POINTS, Server, make_ring
 from ..steps import run_steps
 from .base import MiB, twin_made_once
+from .memcached_dump import Item, metadump
 from .memcached_node import Node, NodeOptions
 from .memcached_stats import parse_detail
 from .memcached_steps import FetchOwners, MemcachedSteps, NodeCall
@@ -225,6 +226,16 @@ class MemcachedStore(MemcachedSteps):
             server.name: parse_detail(raw, kind) if isinstance(raw, dict) else {"error": raw}
             for server, raw in run_steps(self.stats_of_all_steps(kind), self._perform).items()
         }
+
+    def metadump(self, limit: int = 1_000_000) -> dict[str, list[Item] | str]:
+        """Return every server's items (``lru_crawler metadump``), or why it could not dump."""
+        dumps: dict[str, list[Item] | str] = {}
+        for server in self._nodes:
+            try:
+                dumps[server.name] = list(metadump(server.host, server.port, limit=limit))
+            except (OSError, RuntimeError) as error:
+                dumps[server.name] = str(error)
+        return dumps
 
     def dead_servers(self) -> list[str]:
         """Return the servers currently routed around."""

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 
 import pytest
 from django.core.cache import caches
 from django.core.management import CommandError, call_command
 from django.test import override_settings
+
+from mcache.report import collect
+from tests.servers import memcached_process
 
 BACKEND = "django_mcache.backend.MCacheBackend"
 
@@ -35,6 +39,7 @@ def test_json_report_matches_known_activity(cluster) -> None:
     for _ in range(4):
         cluster.get_or_set("page", lambda: "x" * 5000, 60)
     cluster.get_or_build("sidebar", lambda: "s", tags=["posts"])
+    cluster.mcache.metrics.flush()  # what the site's processes do every stats_interval
     report = json.loads(run("--json"))
     counters = report["cache"]
     assert (counters["misses"], counters["hits"], counters["builds"]) == (2, 3, 2)
@@ -51,6 +56,51 @@ def test_text_report_names_servers_and_both_hit_ratios(cluster) -> None:
     for name in cluster.mcache.store.stats():
         assert name in text
     assert "hit ratio" in text and "stale served" in text
+
+
+def test_the_command_flushes_nothing_and_says_how_old_the_counts_are(cluster) -> None:
+    cluster.get_or_set("page", lambda: "v", 60)
+    report = json.loads(run("--json"))
+    assert report["cache"]["misses"] == 0 and report["counts_age"] is None
+    assert cluster.mcache.metrics.local()["misses"] == 1, "the command flushed a process's counts"
+    assert "counts: no process has added its counts yet" in run()
+    cluster.mcache.metrics.flush()
+    report = json.loads(run("--json"))
+    assert report["cache"]["misses"] == 1 and 0 <= report["counts_age"] < 5
+    assert "counts as of 0 s ago (each process adds its counts every 3600 s" in run()
+
+
+def test_evictions_warn_that_the_cache_is_too_small() -> None:
+    node = memcached_process(memory_mb=2).start()
+    location = f"memcached://{node.address}"
+    try:
+        with override_settings(CACHES={"default": {"BACKEND": BACKEND, "LOCATION": location}}):
+            assert "warning" not in run()
+            caches["default"].set_many({f"k{i}": os.urandom(50_000) for i in range(200)}, 60)
+            first, report = run(), json.loads(run("--json"))
+            caches["default"].set_many({f"j{i}": os.urandom(50_000) for i in range(200)}, 60)
+            rising = collect(caches["default"].mcache, previous=report)["warnings"]
+            rounds = run("--watch", "0.01", "--count", "2")
+    finally:
+        node.kill()
+    assert "evictions rising" not in first and "smaller than its working set" in first
+    assert report["warnings"] and "an hour over its" in report["warnings"][0]
+    assert rising and rising[0].startswith(f"{node.address}: evictions rising (+")
+    assert rounds.count("warning:") == 2
+
+
+def test_top_lists_the_entries_read_most_recently(cluster) -> None:
+    for n in range(5):
+        cluster.mcache.get_or_build(("block", f"box{n}"), lambda: "v", ttl=60)
+    cluster.mcache.get_or_build(("block", "box3"), lambda: "v", ttl=60)  # read since written
+    rows = json.loads(run("--top", "3", "--json"))
+    assert len(rows) == 3 and rows[0]["readable"] == "block.box3" and rows[0]["read"] is True
+    assert [r["read"] for r in rows[1:]] == [False, False]
+    assert {r["family"] for r in rows} == {"fragment"}
+    text = run("--top", "2")
+    assert "block.box3" in text and "lru_crawler metadump" in text
+    with pytest.raises(CommandError, match="--top takes a number"):
+        run("--top", "0")
 
 
 def test_watch_repeats(cluster) -> None:
@@ -83,6 +133,19 @@ def test_trace_follows_a_key(cluster) -> None:
     assert run("--trace", "page").strip() == "page: MLWUH"
 
 
+def test_trace_finds_a_pages_keys_by_path_and_a_fragments_by_name(cluster, rf) -> None:
+    core = cluster.mcache
+    for path in ("/blogs/x/", "/blogs/x/", "/blogs/xy/"):
+        core.get_or_build(("view", "blog", "http", "testserver", path, (), (), None, None), str)
+    core.get_or_build(("block", "sidebar", (), "en"), str)
+    core.get_or_build(("block", "sidebar", (), "fr"), str)
+    pages = run("--trace-view", "/blogs/x/").strip().splitlines()
+    assert len(pages) == 1 and pages[0].endswith(": MLWUH"), pages
+    fragments = run("--trace-fragment", "sidebar").strip().splitlines()
+    assert [line.rsplit(": ", 1)[1] for line in fragments] == ["MLWU", "MLWU"]
+    assert "no events yet" in run("--trace-view", "/nowhere/")
+
+
 def test_mistakes_are_command_errors(cluster) -> None:
     with pytest.raises(CommandError, match="not an mcache cache"):
         run("--cache", "plain")
@@ -93,6 +156,10 @@ def test_mistakes_are_command_errors(cluster) -> None:
             run("--slabs")
         with pytest.raises(CommandError, match="tracing is off"):
             run("--trace", "page")
+        with pytest.raises(CommandError, match="tracing is off"):
+            run("--trace-view", "/")
+        with pytest.raises(CommandError, match=r"--top needs a memcached store"):
+            run("--top", "5")
 
 
 @pytest.mark.parametrize("topology", ["sentinel", "cluster"])

@@ -285,9 +285,16 @@ def test_cli_stats_invalidate_and_flush(memcached_cluster_url: str) -> None:
         mcache.cache.store.set_many({f"fill{i}": b"v" * 3000 for i in range(60)})
     runner = app.test_cli_runner()
     report = json.loads(runner.invoke(args=["mcache", "stats", "--json"]).output)
+    assert report["cache"]["hits"] == 0 and report["counts_age"] is None, "the command flushed"
+    app.extensions["mcache"].metrics.flush()  # what the app's processes do every interval
+    report = json.loads(runner.invoke(args=["mcache", "stats", "--json"]).output)
     assert report["cache"]["hits"] == 1 and report["cache"]["misses"] == 1
     assert len(report["servers"]) == 3
     assert "#" in runner.invoke(args=["mcache", "stats", "--slabs"]).output
+    top = runner.invoke(args=["mcache", "stats", "--top", "1"]).output
+    assert top.splitlines()[1].startswith("view.") and "lru_crawler" in top, top
+    traced = runner.invoke(args=["mcache", "stats", "--trace-view", "/page"])
+    assert "tracing is off: set MCACHE_TRACE_DIR" in traced.output
     result = runner.invoke(args=["mcache", "invalidate", "pages"])
     assert result.exit_code == 0 and result.output.startswith("pages ")
     assert client.get("/page").headers["X-Cache"] == "MISS"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -10,7 +9,7 @@ from django.core.cache import caches
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcache import Cache
-from mcache.report import collect, render_text, slab_chart, slab_png, slab_rows
+from mcache.stats_command import StatsError, StatsRequest, render
 
 
 class Command(BaseCommand):
@@ -25,37 +24,43 @@ class Command(BaseCommand):
         parser.add_argument("--slabs", action="store_true", help="chart memory per slab class")
         parser.add_argument("--png", metavar="FILE", help="draw the slab chart into FILE")
         parser.add_argument("--trace", metavar="KEY", help="show the event letters of KEY")
+        parser.add_argument(
+            "--trace-view", metavar="PATH", help="show the event letters of the pages of PATH"
+        )
+        parser.add_argument(
+            "--trace-fragment", metavar="NAME", help="show the event letters of fragment NAME"
+        )
+        parser.add_argument(
+            "--top", type=int, metavar="N", help="list the N entries read most recently (memcached)"
+        )
         parser.add_argument("--count", type=int, default=0, help=False)  # --watch rounds (tests)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["watch"] is not None and options["watch"] <= 0:
             raise CommandError("--watch takes a number of seconds > 0, e.g. --watch 5")
-        cache = _core_cache(options["cache"])
-        rounds = 0
+        alias, key = options["cache"], options["trace"]
+        cache = _core_cache(alias)
+        request = StatsRequest(
+            as_json=options["json"],
+            slabs=options["slabs"],
+            png=options["png"],
+            top=options["top"],
+            trace_keys=[] if key is None else _store_keys(cache, caches[alias], key),
+            trace_view=options["trace_view"],
+            trace_fragment=options["trace_fragment"],
+            tracing_setting=f"CACHES[{alias!r}]['OPTIONS']['trace_dir']",
+        )
+        rounds, previous = 0, None
         while True:
-            self.stdout.write(self.render(cache, options))
+            try:
+                text, previous = render(cache, request, previous)
+            except StatsError as error:
+                raise CommandError(str(error)) from None
+            self.stdout.write(text)
             rounds += 1
             if not options["watch"] or (options["count"] and rounds >= options["count"]):
                 return
             time.sleep(options["watch"])
-
-    def render(self, cache: Cache, options: dict[str, Any]) -> str:
-        if options["trace"]:
-            return _trace(cache, options["cache"], options["trace"])
-        if options["slabs"] or options["png"]:
-            rows = slab_rows(_slab_detail(cache, "--png" if options["png"] else "--slabs"))
-            if options["png"]:
-                try:
-                    return f"slab chart written to {slab_png(rows, options['png'])}"
-                except RuntimeError as error:
-                    raise CommandError(str(error)) from None
-            if options["json"]:
-                return json.dumps(
-                    [{"chunk_size": s, "allocated": t, "used": u} for s, t, u in rows]
-                )
-            return slab_chart(rows)
-        report = collect(cache)
-        return json.dumps(report, default=str) if options["json"] else render_text(report)
 
 
 def _core_cache(alias: str) -> Cache:
@@ -74,22 +79,6 @@ def _core_cache(alias: str) -> Cache:
     return core
 
 
-def _slab_detail(cache: Cache, option: str) -> Any:
-    store = cache.shared
-    detail = getattr(store, "stats_detail", None)
-    if detail is None:
-        raise CommandError(f"{option} needs a memcached store; this cache uses {store!r}")
-    return detail("slabs")
-
-
-def _trace(cache: Cache, alias: str, key: str) -> str:
-    if cache.tracer.trace_dir is None:
-        raise CommandError(
-            f"tracing is off: set CACHES[{alias!r}]['OPTIONS']['trace_dir'] to a directory"
-        )
-    backend = caches[alias]
-    for store_key in (cache.key(backend.make_key(key)), cache.key(key), key):
-        letters = cache.tracer.read(store_key)
-        if letters:
-            return f"{key}: {letters}"
-    return f"{key}: no events yet (M miss, L lock, W write, U unlock, H hit, S stale, E error)"
+def _store_keys(cache: Cache, backend: Any, key: str) -> list[str]:
+    """Where a key given to ``--trace`` may be traced: as Django's API, mcache's, or verbatim."""
+    return [cache.key(backend.make_key(key)), cache.key(key), key]

@@ -17,6 +17,7 @@ tags in :mod:`mcache.tags`, locks in :mod:`mcache.lock`.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
@@ -33,7 +34,7 @@ from .lock import Lock
 from .logs import FailureLog
 from .memoize import Memoized, memoize
 from .near import Coherence, Invalidations, NearCache
-from .observe import Observer, observed_call, observers_named
+from .observe import Observer, observers_named
 from .options import (
     TagsArg,
     build_options,
@@ -45,7 +46,7 @@ from .options import (
     with_defaults,
 )
 from .parts import CacheParts
-from .plain import PlainOperations
+from .plain import PlainOperations, arun_observed, run_observed
 from .reading import Reader
 from .rebuild import register
 from .refreshers import Refresher, ThreadPoolRefresher, refresher_named
@@ -281,10 +282,8 @@ class Cache(PlainOperations, CounterFactories):
         )  # fmt: skip
         store_key, names = self._store_key(key), tag_list(tags)
         steps = self.builder.get_or_build_steps(store_key, build, names, options)
-        observers = self.metrics.observers
-        if observers:
-            with observed_call(observers, self.metrics.origin, "get_or_build", store_key, names):
-                return run_steps(steps, perform)
+        if self.metrics.observers:
+            return run_observed(self.metrics, "get_or_build", store_key, names, steps)
         return run_steps(steps, perform)
 
     async def aget_or_build(
@@ -314,11 +313,9 @@ class Cache(PlainOperations, CounterFactories):
             early_refresh, stale_wait,
         )  # fmt: skip
         store_key, names = self._store_key(key), tag_list(tags)
-        observers = self.metrics.observers
-        if observers:
-            origin = self.metrics.origin
-            with observed_call(observers, origin, "aget_or_build", store_key, names):
-                return await self.builder.aget_or_build(store_key, build, names, options)
+        if self.metrics.observers:
+            steps = self.builder.get_or_build_steps(store_key, build, names, options)
+            return await arun_observed(self.metrics, "aget_or_build", store_key, names, steps)
         return await self.builder.aget_or_build(store_key, build, names, options)
 
     def get_or_build_steps(
@@ -411,10 +408,7 @@ class Cache(PlainOperations, CounterFactories):
         """
         if flush:
             self.metrics.flush()
-
-        def totals() -> dict[str, Any]:
-            return self.metrics.totals(pending=flush)
-
+        totals = functools.partial(self.metrics.totals, pending=flush)
         counters = self.store_call("stats", totals, self.metrics.local())
         servers = self.store_call("stats", self.store.stats, {})
         return {"cache": counters, "servers": servers}

@@ -10,7 +10,6 @@ are its children in a trace; counters ``mcache.<event>`` and the histogram
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from opentelemetry import context, metrics, trace
@@ -19,7 +18,7 @@ from opentelemetry.trace import Status, StatusCode
 from .observe import Observer, Origin
 from .stats import COUNTERS
 
-__all__ = ["OpenTelemetryMetrics", "default"]
+__all__ = ["OpenTelemetryMetrics"]
 
 _SCOPE = "mcache"
 
@@ -71,16 +70,3 @@ class OpenTelemetryMetrics(Observer):
             "mcache.outcome": outcome,
         }
         self.build_duration.record(seconds, attributes)
-
-
-_default: OpenTelemetryMetrics | None = None
-_default_lock = threading.Lock()
-
-
-def default() -> OpenTelemetryMetrics:
-    """Return the process's exporter on the global meter and tracer providers, made once."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = OpenTelemetryMetrics()
-        return _default

@@ -11,7 +11,6 @@ Turn them on with ``Cache(metrics=["prometheus"])``, Django's
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
@@ -19,7 +18,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from .observe import Observer, Origin
 from .stats import COUNTERS
 
-__all__ = ["BUILD_BUCKETS", "PrometheusMetrics", "default"]
+__all__ = ["BUILD_BUCKETS", "PrometheusMetrics"]
 
 BUILD_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Build times span a dict lookup to a report query: from a millisecond to half a minute."""
@@ -62,17 +61,3 @@ class PrometheusMetrics(Observer):
         self, origin: Origin, key: str, started: Any, outcome: str, seconds: float
     ) -> None:
         self.build_seconds.labels(origin.label, origin.family(key), outcome).observe(seconds)
-
-
-_default: PrometheusMetrics | None = None
-_default_lock = threading.Lock()
-
-
-def default() -> PrometheusMetrics:
-    """Return the process's metrics on ``prometheus_client``'s default registry, made once
-    (a registry refuses two metrics of one name, and every cache shares these)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = PrometheusMetrics()
-        return _default

@@ -16,6 +16,7 @@ function, and ``other`` for everything else.
 from __future__ import annotations
 
 import importlib
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -205,15 +206,7 @@ def observers_named(metrics: Any) -> list[Observer]:
         if isinstance(item, Observer):
             observers.append(item)
         elif item in _EXPORTERS:
-            module, extra, library = _EXPORTERS[item]
-            try:
-                exporter = importlib.import_module(f".{module}", __package__).default()
-            except ImportError as error:
-                raise ConfigError(
-                    f"metrics: {item!r} needs {library} ({error.name} is not installed):"
-                    f' pip install "mcache[{extra}]"'
-                ) from None
-            observers.append(exporter)
+            observers.append(_exporter(item))
         else:
             raise ConfigError(
                 f"metrics: unknown {item!r}; write 'prometheus', 'opentelemetry' or an"
@@ -223,6 +216,27 @@ def observers_named(metrics: Any) -> list[Observer]:
 
 
 _EXPORTERS = {
-    "prometheus": ("metrics_prometheus", "prometheus", "prometheus_client"),
-    "opentelemetry": ("metrics_otel", "opentelemetry", "opentelemetry-api"),
+    "prometheus": ("metrics_prometheus", "PrometheusMetrics", "prometheus", "prometheus_client"),
+    "opentelemetry": ("metrics_otel", "OpenTelemetryMetrics", "opentelemetry", "opentelemetry-api"),
 }
+_MADE: dict[str, Observer] = {}
+_MADE_LOCK = threading.Lock()
+
+
+def _exporter(name: str) -> Observer:
+    """Return the process's exporter ``name``, made once: every cache shares it (a Prometheus
+    registry refuses two metrics of one name), on the library's default registry or providers.
+    """
+    from .errors import ConfigError
+
+    module, kind, extra, library = _EXPORTERS[name]
+    with _MADE_LOCK:
+        if name not in _MADE:
+            try:
+                _MADE[name] = getattr(importlib.import_module(f".{module}", __package__), kind)()
+            except ImportError as error:
+                raise ConfigError(
+                    f"metrics: {name!r} needs {library} ({error.name} is not installed):"
+                    f' pip install "mcache[{extra}]"'
+                ) from None
+        return _MADE[name]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .reading import Reader
     from .stats import CacheStats
 
-__all__ = ["PlainOperations"]
+__all__ = ["PlainOperations", "arun_observed", "run_observed"]
 
 T = TypeVar("T")
 Key = str | tuple[Any, ...]
@@ -51,18 +51,14 @@ class PlainOperations:
     # -- driving, observed when something watches ---------------------------------------------
 
     def _run(self, operation: str, key: Key | None, steps: Steps[T]) -> T:
-        observers = self.metrics.observers
-        if not observers:
+        if not self.metrics.observers:
             return run_steps(steps, perform)
-        with observed_call(observers, self.metrics.origin, operation, self._named(key), []):
-            return run_steps(steps, perform)
+        return run_observed(self.metrics, operation, self._named(key), [], steps)
 
     async def _arun(self, operation: str, key: Key | None, steps: Steps[T]) -> T:
-        observers = self.metrics.observers
-        if not observers:
+        if not self.metrics.observers:
             return await arun_steps(steps, aperform)
-        with observed_call(observers, self.metrics.origin, operation, self._named(key), []):
-            return await arun_steps(steps, aperform)
+        return await arun_observed(self.metrics, operation, self._named(key), [], steps)
 
     def _named(self, key: Key | None) -> str:
         """Return the store key an observer is told of (``*`` for a call on several keys)."""
@@ -285,3 +281,19 @@ class PlainOperations:
         finally:
             if writes is not False:
                 self.parts.wrote(writes)
+
+
+def run_observed(
+    metrics: CacheStats, operation: str, store_key: str, tags: list[str], steps: Steps[T]
+) -> T:
+    """Run ``steps`` as one call its cache's observers are told of (see :mod:`mcache.observe`)."""
+    with observed_call(metrics.observers, metrics.origin, operation, store_key, tags):
+        return run_steps(steps, perform)
+
+
+async def arun_observed(
+    metrics: CacheStats, operation: str, store_key: str, tags: list[str], steps: Steps[T]
+) -> T:
+    """:func:`run_observed`, awaited."""
+    with observed_call(metrics.observers, metrics.origin, operation, store_key, tags):
+        return await arun_steps(steps, aperform)

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from .api import NO_VALUE, NoValueType
-from .errors import ConfigError
+from .errors import ConfigError, Unserializable
 from .logs import FailureLog
 
 __all__ = ["Codec", "JsonSerializer", "MsgpackSerializer", "PickleSerializer", "Serializer"]
@@ -264,7 +264,10 @@ class Codec:
         if type(value) is bytes:
             flags, body = _RAW, value
         else:
-            flags, body = self._serializer_id, self.serializer.dumps(value)
+            try:
+                flags, body = self._serializer_id, self.serializer.dumps(value)
+            except Exception as error:  # pickle, JSON and msgpack each raise their own kind
+                raise Unserializable(value, self.serializer.name, error) from error
         threshold = self._compress_threshold
         if threshold is not None and len(body) >= threshold:
             packed = zlib.compress(body, self._compress_level)

@@ -7,6 +7,8 @@ are translated once, at the store boundary, and chained with ``raise … from``.
 
 from __future__ import annotations
 
+import pickle
+
 __all__ = [
     "ConfigError",
     "InvalidKey",
@@ -16,6 +18,7 @@ __all__ = [
     "NotNumeric",
     "StoreUnavailable",
     "Uncacheable",
+    "Unserializable",
     "ValueTooLarge",
 ]
 
@@ -46,6 +49,28 @@ class InvalidKey(MCacheError, ValueError):
 
 class ValueTooLarge(MCacheError, ValueError):
     """A value exceeds the store's item size limit; nothing was stored."""
+
+
+class Unserializable(MCacheError, TypeError, pickle.PicklingError):
+    """A value the cache's serializer cannot encode; nothing was stored.
+
+    Raised by every write (``set``, ``add``, ``set_many``, ``get_or_set``,
+    ``get_or_build``, ``@cached``) alike: a value that cannot be encoded once
+    never can, so it is the caller's to fix, not a store failure to degrade
+    around. It is a ``TypeError`` and a ``pickle.PicklingError``, the errors
+    Django's own cache backends raise for the same mistake.
+    """
+
+    def __init__(self, value: object, serializer: str, cause: BaseException) -> None:
+        kind = type(value)
+        self.type_name = f"{kind.__module__}.{kind.__qualname__}"
+        self.serializer = serializer
+        super().__init__(
+            f"cannot cache a {self.type_name} value: the {serializer!r} serializer cannot"
+            f" encode it ({type(cause).__name__}: {cause}). Cache something it can encode"
+            " (the data the value is made of, not a connection, lock, generator or local"
+            " function), or choose another serializer (the codec's serializer= option)."
+        )
 
 
 class NotNumeric(MCacheError, ValueError):

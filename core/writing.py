@@ -18,7 +18,7 @@ from . import lease as leases
 from .api import NO_VALUE, ClaimsStale, StaleClaim
 from .call import BuildOptions, Call
 from .entry import Entry
-from .errors import StoreUnavailable, ValueTooLarge
+from .errors import StoreUnavailable, Unserializable, ValueTooLarge
 from .lock import Lock
 from .renewal import renewer
 from .steps import Steps, StoreCall, perform, run_steps
@@ -284,11 +284,9 @@ class Writer:
         entry = Entry(value, fresh_until, call.build_ms, call.depends)
         try:
             data = parts.codec.dumps(entry.to_wire(), call.key)
-        except Exception as error:  # e.g. a JSON codec and a value JSON cannot carry
-            parts.failures.warning(
-                "entry.encode", "cannot encode %r, not cached: %r", call.key, error
-            )
-            return False
+        except Unserializable as error:  # named after the built value, not its envelope
+            cause = error.__cause__ or error
+            raise Unserializable(value, error.serializer, cause) from cause
         try:
             stored = yield from leases.write_steps(parts.store, call.key, data, lease, store_ttl)
         except ValueTooLarge as error:

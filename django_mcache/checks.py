@@ -4,6 +4,7 @@
 ORM invalidation, ``cached_view``, template blocks and view counters use
 (``MCACHE_CACHE``) lives in one process, so a save anywhere else (``manage.py
 shell``, a task worker, another gunicorn worker) never reaches its pages.
+``E002``: ``MCACHE_CACHE`` or ``MCACHE_COUNTERS_CACHE`` naming no mcache cache.
 ``W002``: sessions on such a cache, lost at every restart and autoreload.
 Both warnings are silenced as any Django check is, with
 ``SILENCED_SYSTEM_CHECKS = ["django_mcache.W001"]``.
@@ -15,12 +16,12 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 
 from mcache.errors import MCacheError
 
-from .config import cache_alias, cache_from_settings
+from .config import BACKEND, cache_alias, cache_from_settings, check_alias
 
-BACKEND = "django_mcache.backend.MCacheBackend"
 SESSION_ENGINE = "django_mcache.sessions"
 SHARED_STORES = "'memcached://127.0.0.1:11211' or 'redis://127.0.0.1:6379/0'"
 
@@ -43,6 +44,21 @@ def check_caches(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                     id="django_mcache.E001",
                 )
             )
+    return errors
+
+
+@register("caches")
+def check_aliases(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """Report ``MCACHE_CACHE`` or ``MCACHE_COUNTERS_CACHE`` naming no mcache cache."""
+    errors = []
+    for setting in ("MCACHE_CACHE", "MCACHE_COUNTERS_CACHE"):
+        alias = getattr(settings, setting, None)
+        if alias is None:
+            continue
+        try:
+            check_alias(alias, setting)
+        except ImproperlyConfigured as error:
+            errors.append(Error(str(error), obj=setting, id="django_mcache.E002"))
     return errors
 
 
@@ -93,7 +109,6 @@ def _process_local(alias: str) -> bool:
     if params is None or params.get("BACKEND") != BACKEND:
         return False
     from django.core.cache import caches
-    from django.core.exceptions import ImproperlyConfigured
 
     try:
         store = caches[alias].mcache.shared

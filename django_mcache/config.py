@@ -16,10 +16,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from mcache import Cache
 from mcache.codec import Codec
+from mcache.config_problems import ProblemList, named_with_guesses, option_problems
 from mcache.errors import ConfigError
 from mcache.refreshers import NAMES as REFRESHER_NAMES
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
@@ -27,7 +29,15 @@ from mcache.stores.url import SQL_STORE_OPTIONS, checked_options
 
 from .db_store import DB_SCHEME
 
-__all__ = ["ALIAS_SCHEME", "CACHE_OPTIONS", "CODEC_OPTIONS", "cache_alias", "cache_from_settings"]
+__all__ = [
+    "ALIAS_SCHEME",
+    "BACKEND",
+    "CACHE_OPTIONS",
+    "CODEC_OPTIONS",
+    "cache_alias",
+    "cache_from_settings",
+    "check_alias",
+]
 
 ALIAS_SCHEME = "alias:"
 CACHE_OPTIONS = frozenset(
@@ -67,6 +77,45 @@ def cache_alias(explicit: str | None = None) -> str:
     return explicit or getattr(settings, "MCACHE_CACHE", "default")
 
 
+BACKEND = "django_mcache.backend.MCacheBackend"
+
+
+def check_alias(alias: str, where: str) -> None:
+    """Refuse a cache alias that ``settings.CACHES`` lacks or that is not an mcache cache.
+
+    Called where the alias is written (a decorator, a setting read at start-up),
+    so a typo fails when the module is imported, not at the first request.
+    """
+    if not settings.configured:
+        return  # settings come later (a module imported before setup): the first use says
+    caches_setting = getattr(settings, "CACHES", {})
+    if alias not in caches_setting:
+        known = ", ".join(map(repr, caches_setting)) or "none"
+        raise ImproperlyConfigured(
+            f"{where}: there is no cache {alias!r} in settings.CACHES (it has {known});"
+            f" name one of those, or add CACHES[{alias!r}] = {{'BACKEND': {BACKEND!r},"
+            " 'LOCATION': 'memcached://127.0.0.1:11211'}"
+        )
+    backend = caches_setting[alias].get("BACKEND", "")
+    if not _is_mcache_backend(backend):
+        raise ImproperlyConfigured(
+            f"{where}: CACHES[{alias!r}] is {backend!r}, not an mcache cache; set its"
+            f" BACKEND to {BACKEND!r} or name an mcache cache"
+        )
+
+
+def _is_mcache_backend(path: object) -> bool:
+    if path == BACKEND:
+        return True
+    try:
+        backend = import_string(path) if isinstance(path, str) else None
+    except ImportError:
+        return False
+    from .backend import MCacheBackend
+
+    return isinstance(backend, type) and issubclass(backend, MCacheBackend)
+
+
 def counters_alias(explicit: str | None = None) -> str:
     """Return the cache counters live in: ``explicit``, else ``MCACHE_COUNTERS_CACHE``, else
     the cache everything else uses.
@@ -78,26 +127,33 @@ def counters_alias(explicit: str | None = None) -> str:
 
 
 def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
-    """Return the core cache a ``CACHES`` entry describes; raise ``ConfigError`` naming the fix."""
+    """Return the core cache a ``CACHES`` entry describes; raise ``ConfigError`` naming the fix.
+
+    Every problem of the entry is reported in one error, not the first alone.
+    """
+    problems = ProblemList("")
     if not isinstance(location, str) or not location:
         hint = ""
         if isinstance(location, list | tuple):  # as Django's own memcached backends take it
             hint = f"; for a pool write 'memcached://{','.join(map(str, location))}'"
-        raise ConfigError(
+        problems.add(
             "LOCATION must be a store URL such as 'memcached://127.0.0.1:11211',"
             " 'redis://127.0.0.1:6379/0', 'memory://', 'db:<database alias>' or"
             f" 'alias:<another cache alias>', got {location!r}{hint}"
         )
     raw = params.get("OPTIONS") or {}
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"OPTIONS must be a dict of option names to values, got {raw!r}")
+        problems.add(f"OPTIONS must be a dict of option names to values, got {raw!r}")
+        problems.raise_if_any()
     options = dict(raw)
     for name in DJANGO_CULL_OPTIONS:
         options.pop(name, None)
-    unknown = sorted(set(options) - CACHE_OPTIONS - CODEC_OPTIONS - _store_options(location))
+    known_options = CACHE_OPTIONS | CODEC_OPTIONS | _store_options(location)
+    unknown = sorted(set(options) - known_options)
     if unknown:
-        raise ConfigError(
-            f"unknown OPTIONS {', '.join(map(repr, unknown))} for LOCATION {location!r}; "
+        problems.add(
+            f"unknown OPTIONS {named_with_guesses(unknown, known_options)} for LOCATION"
+            f" {location!r}; "
             f"mcache options: {', '.join(sorted(CACHE_OPTIONS))}; codec options: "
             f"{', '.join(sorted(CODEC_OPTIONS))}; store options for this LOCATION: "
             f"{', '.join(sorted(_store_options(location))) or 'none'}"
@@ -105,17 +161,23 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     cache_kwargs = {k: v for k, v in options.items() if k in CACHE_OPTIONS}
     codec_kwargs = {k: v for k, v in options.items() if k in CODEC_OPTIONS}
     store_kwargs = {
-        k: v for k, v in options.items() if k not in cache_kwargs and k not in codec_kwargs
+        k: v for k, v in options.items() if k not in CACHE_OPTIONS | CODEC_OPTIONS | set(unknown)
     }
     cache_kwargs.setdefault("namespace", _namespace(params.get("KEY_PREFIX", "")))
+    default_ttl = problems.check("", lambda: _default_ttl(params))
     if "refresher" in cache_kwargs:
-        cache_kwargs["refresher"] = _refresher(cache_kwargs["refresher"])
-    store = _store(location, store_kwargs)
+        refresher = problems.check("", lambda: _refresher(cache_kwargs["refresher"]))
+        cache_kwargs["refresher"] = refresher or "thread"
+    store = None
+    if isinstance(location, str) and location:
+        store = problems.check("", lambda: _store(location, store_kwargs))
+    option_problems(cache_kwargs, codec_kwargs, lambda name: f"OPTIONS[{name!r}]", problems)
+    problems.raise_if_any()
     from .invalidation import may_store
 
     return Cache(
         store,
-        default_ttl=_default_ttl(params),
+        default_ttl=default_ttl,
         codec=Codec(**codec_kwargs),
         may_store=may_store,
         **cache_kwargs,

@@ -32,8 +32,8 @@ from mcache.jobs import in_process
 from mcache.outcome import BYPASS, log_bypass
 from mcache.page import PAGES_STAY, PageRead, aget_page, get_page
 
-from .config import cache_alias
-from .tags import model_tag
+from .config import cache_alias, check_alias
+from .tags import Dependencies, DependsOn
 from .view_pages import (
     Render,
     Snapshot,
@@ -54,11 +54,11 @@ TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
 
 
 def cached_view(
-    ttl: float | None = None,
+    ttl: float | View | None = None,
     *,
     stale_ttl: float | None = None,
     tags: TagsSpec = None,
-    depends_on: Sequence[type] = (),
+    depends_on: DependsOn = (),
     vary_on_headers: Sequence[str] = (),
     per_user: bool = False,
     cache: str | None = None,
@@ -73,23 +73,36 @@ def cached_view(
     values of ``vary_on_headers`` (an absent header differs from an empty one),
     the language, and the user's id when ``per_user`` (GET and HEAD share it).
     ``tags`` (names, or a callable of ``request, *args, **kwargs``) and
-    ``depends_on`` models (their ``model_tag``) make the page stale when
-    ``cache.invalidate`` bumps one of them. ``header`` names the HIT/MISS/STALE
-    response header (``None``: no header). ``ttl`` is how long a page is fresh,
-    in seconds (``None``: the cache's ``TIMEOUT``); as with ``cache_page``, 0 or
-    less does not cache it at all. ``stale_wait`` is how long a request that
-    finds the page stale, while another request rebuilds it, waits for the new
-    page before taking the stale one (default: the cache's ``stale_wait``, 0).
+    ``depends_on`` (models, rows, querysets or ``"app_label.Model"`` strings:
+    see :class:`~django_mcache.tags.Dependencies`) make the page stale when
+    ``cache.invalidate`` bumps one of them, as a save or delete does.
+    ``header`` names the HIT/MISS/STALE response header (``None``: no header).
+    ``ttl`` is how long a page is fresh, in seconds (``None``: the cache's
+    ``TIMEOUT``); as with ``cache_page``, 0 or less does not cache it at all.
+    ``stale_wait`` is how long a request that finds the page stale, while
+    another request rebuilds it, waits for the new page before taking the
+    stale one (default: the cache's ``stale_wait``, 0).
+
+    Written bare, ``@cached_view`` is ``@cached_view()``. An unknown ``cache``
+    alias fails here, when the view module is imported, not at the first request.
     """
+    if callable(ttl) and not isinstance(ttl, int | float):
+        return cached_view()(ttl)  # @cached_view without parentheses
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
-        raise TypeError(f"cached_view: ttl must be a number of seconds or None, got {ttl!r}")
+        raise TypeError(
+            f"cached_view: ttl must be a number of seconds or None, got {ttl!r};"
+            " write @cached_view(300) or @cached_view()"
+        )
+    dependencies = Dependencies(depends_on, "cached_view")
+    if cache is not None:
+        check_alias(cache, "cached_view(cache=...)")
     if ttl is not None and ttl <= 0:
         return lambda view: view  # Django's rule: a timeout of 0 caches nothing
     options = ViewOptions(
         ttl,
         stale_ttl,
         tags,
-        tuple(model_tag(m) for m in depends_on),
+        dependencies,
         tuple(vary_on_headers),
         per_user,
         cache,
@@ -141,7 +154,7 @@ class ViewOptions:
         ttl: float | None,
         stale_ttl: float | None,
         tags: TagsSpec,
-        depends_on: tuple[str, ...],
+        depends_on: Dependencies,
         vary: tuple[str, ...],
         per_user: bool,
         cache: str | None,
@@ -187,7 +200,7 @@ class ViewOptions:
 
     def _with_models(self, tags: Iterable[str] | str | None) -> list[str]:
         names = [tags] if isinstance(tags, str) else list(tags or ())
-        return list(dict.fromkeys([*names, *self.depends_on]))
+        return list(dict.fromkeys([*names, *self.depends_on.tags()]))
 
     def build_options(self, request: HttpRequest, args: tuple, kwargs: dict) -> dict[str, Any]:
         return self._options(self.tag_list(request, args, kwargs))

@@ -12,7 +12,7 @@ from typing import Any
 
 from mcache import Cache
 from mcache.codec import Codec
-from mcache.errors import ConfigError, MCacheError
+from mcache.config_problems import ProblemList, named_with_guesses, option_problems
 from mcache.stores import from_url
 
 __all__ = ["KEYS", "cache_from_config", "counters_cache"]
@@ -61,39 +61,46 @@ KEYS = frozenset(
 
 
 def cache_from_config(config: Mapping[str, Any], url_key: str = "MCACHE_URL") -> Cache:
-    """Return the core cache ``config`` describes; ``ConfigError`` names the key to fix.
+    """Return the core cache ``config`` describes; ``ConfigError`` names the keys to fix.
 
     ``url_key="MCACHE_COUNTERS_URL"`` gives the counters' cache: the same
     settings on another store (a durable one, so counts survive a flush).
+    Every problem of the config is reported in one error, not the first alone.
     """
+    problems = ProblemList("")
     unknown = sorted(k for k in config if k.startswith("MCACHE_") and k not in KEYS)
     if unknown:
-        raise ConfigError(
-            f"unknown config key(s) {', '.join(unknown)}; mcache reads {', '.join(sorted(KEYS))}"
-        )
-    _check_types(config)
+        named = named_with_guesses(unknown, KEYS)
+        problems.add(f"unknown config key(s) {named}; mcache reads {', '.join(sorted(KEYS))}")
+    mistyped = _mistyped(config, problems)
     url = config.get(url_key) or "memory://"
-    store_options = dict(config.get("MCACHE_STORE_OPTIONS") or {})
-    if config.get("MCACHE_REPLICAS") not in (None, 1):
-        store_options["replicas"] = config["MCACHE_REPLICAS"]
-    try:
-        store = from_url(url, **store_options)
-    except ConfigError as error:
-        raise ConfigError(f"{url_key} / MCACHE_STORE_OPTIONS / MCACHE_REPLICAS: {error}") from None
-    codec_kwargs = {param: config[key] for key, param in CODEC_KEYS.items() if key in config}
-    cache_kwargs = {param: config[key] for key, param in CACHE_KEYS.items() if key in config}
-    try:
-        codec = Codec(**codec_kwargs)
-        cache = Cache(store, codec=codec, **cache_kwargs)
-    except (MCacheError, TypeError, ValueError) as error:
-        raise ConfigError(f"{_key_named_in(str(error))}: {error}") from None
-    window, slots = online_shape(config)
-    if not (slots >= 2 and window >= slots):
-        raise ConfigError(
-            f"MCACHE_ONLINE_WINDOW / MCACHE_ONLINE_SLOTS: a window of {window} s needs at least"
-            f" 2 slots and no more slots than seconds, got {slots}"
-        )
-    return cache
+    store = None
+    if not mistyped & {url_key, "MCACHE_STORE_OPTIONS", "MCACHE_REPLICAS"}:
+        store_options = dict(config.get("MCACHE_STORE_OPTIONS") or {})
+        if config.get("MCACHE_REPLICAS") not in (None, 1):
+            store_options["replicas"] = config["MCACHE_REPLICAS"]
+        store_keys = f"{url_key} / MCACHE_STORE_OPTIONS / MCACHE_REPLICAS"
+        store = problems.check(store_keys, lambda: from_url(url, **store_options))
+    codec_kwargs = _params(config, CODEC_KEYS, mistyped)
+    cache_kwargs = _params(config, CACHE_KEYS, mistyped)
+    setting = {param: key for key, param in {**CACHE_KEYS, **CODEC_KEYS}.items()}.__getitem__
+    option_problems(cache_kwargs, codec_kwargs, setting, problems)
+    if not mistyped & {"MCACHE_ONLINE_WINDOW", "MCACHE_ONLINE_SLOTS"}:
+        window, slots = online_shape(config)
+        if not (slots >= 2 and window >= slots):
+            problems.add(
+                f"MCACHE_ONLINE_WINDOW / MCACHE_ONLINE_SLOTS: a window of {window} s needs at"
+                f" least 2 slots and no more slots than seconds, got {slots}"
+            )
+    problems.raise_if_any()
+    return Cache(store, codec=Codec(**codec_kwargs), **cache_kwargs)
+
+
+def _params(config: Mapping[str, Any], keys: Mapping[str, str], mistyped: set[str]) -> dict:
+    """Return the core's parameters the ``keys`` given in ``config`` set (well typed ones)."""
+    return {
+        param: config[key] for key, param in keys.items() if key in config and key not in mistyped
+    }
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -130,23 +137,18 @@ def online_shape(config: Mapping[str, Any]) -> tuple[int, int]:
     return config.get("MCACHE_ONLINE_WINDOW") or 300, config.get("MCACHE_ONLINE_SLOTS") or 6
 
 
-def _check_types(config: Mapping[str, Any]) -> None:
+def _mistyped(config: Mapping[str, Any], problems: ProblemList) -> set[str]:
+    """Note each key whose value has the wrong type; return those keys."""
+    mistyped = set()
     for key, types in _TYPES.items():
         value = config.get(key)
         if value is None:
             continue
         if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             expected = " or ".join(t.__name__ for t in types)
-            raise ConfigError(f"{key} must be a {expected}, got {value!r}")
-
-
-def _key_named_in(message: str) -> str:
-    """Return the config key whose parameter the core's message starts with."""
-    named = {**CACHE_KEYS, **CODEC_KEYS}.items()
-    for key, param in sorted(named, key=lambda item: -len(item[1])):  # refresher before refresh
-        if message.startswith(param) or f" {param} " in message:
-            return key
-    return "MCACHE_*"
+            problems.add(f"{key} must be a {expected}, got {value!r}")
+            mistyped.add(key)
+    return mistyped
 
 
 def counters_cache(app: Any) -> Cache:

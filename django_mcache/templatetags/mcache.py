@@ -9,6 +9,7 @@ from typing import Any
 
 from django import template
 from django.core.cache import caches
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Model
 from django.template.base import FilterExpression, NodeList, Parser, Token
 from django.utils import translation
@@ -17,10 +18,10 @@ from mcache.jobs import in_process
 from mcache.keys import keyable
 from mcache.page import FRAGMENTS_STAY
 
-from ..config import cache_alias
+from ..config import cache_alias, check_alias
 from ..counters import view_counter
 from ..middleware import online_counter
-from ..tags import model_tag, obj_tag
+from ..tags import Dependencies
 
 register = template.Library()
 
@@ -81,6 +82,11 @@ def cachedblock(parser: Parser, token: Token) -> CachedBlockNode:
                     f"cachedblock: unknown option {name}=; use tags=, depends_on= or using="
                 )
             options[name] = parser.compile_filter(value)
+            if name == "using" and isinstance(options[name].var, str):  # a literal alias
+                try:
+                    check_alias(options[name].var, "{% cachedblock using=... %}")
+                except ImproperlyConfigured as error:
+                    raise template.TemplateSyntaxError(str(error)) from None
         else:
             vary.append(parser.compile_filter(bit))
     name = bits[2]
@@ -118,22 +124,10 @@ def _tag_names(tags: Any) -> list[str]:
 
 
 def _model_tags(depends_on: Any) -> list[str]:
-    if depends_on is None:
-        return []
-    items = depends_on if isinstance(depends_on, list | tuple | set) else [depends_on]
-    tags = []
-    for item in items:
-        if isinstance(item, Model):
-            tags.append(obj_tag(item))  # this row: bumped when it is saved or deleted
-        elif isinstance(item, type) and issubclass(item, Model):
-            tags.append(model_tag(item))
-        elif hasattr(item, "model"):  # a queryset
-            tags.append(model_tag(item.model))
-        else:
-            raise template.TemplateSyntaxError(
-                f"cachedblock: depends_on takes models, instances or querysets, got {item!r}"
-            )
-    return tags
+    try:
+        return list(Dependencies(depends_on, "cachedblock").tags())
+    except TypeError as error:
+        raise template.TemplateSyntaxError(str(error)) from None
 
 
 @register.simple_tag

@@ -1,4 +1,4 @@
-"""Make ``docs/debug-toolbar-panel.png``: the mcache panel in a real browser.
+"""Make ``docs/assets/debug-toolbar-panel.png``: the mcache panel in a real browser.
 
 Not part of the test suite (it needs a browser): serves ``tests/dj/toolbar_site.py``
 under uvicorn on the memory store, opens ``/shop/`` in Chromium through
@@ -21,7 +21,7 @@ from playwright.sync_api import sync_playwright
 from tests.benchmarks.common import uvicorn
 
 ROOT = Path(__file__).resolve().parents[2]
-TARGET = ROOT / "docs" / "debug-toolbar-panel.png"
+TARGET = ROOT / "docs" / "assets" / "debug-toolbar-panel.png"
 
 
 def main(chromium: str = "/usr/bin/chromium") -> None:

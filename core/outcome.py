@@ -48,6 +48,7 @@ REASONS: Final[dict[str, str]] = {
     "vary": "Vary: * or a Vary header the page's key does not cover",
     "head": "a HEAD request with no page stored yet (HEAD never stores one)",
     "disabled": "the cache's TIMEOUT is 0 and the view gives no ttl",
+    "unless": "the view's unless= callable returned true",
     "foreign": "the page's key held a value that is no page, twice (another client's?)",
     "store-down": "the cache could not be read (X-Cache: MISS; nothing stored)",
 }

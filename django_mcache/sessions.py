@@ -22,7 +22,7 @@ from django.contrib.sessions.backends.cache import SessionStore as CacheSessionS
 from django.core.exceptions import ImproperlyConfigured
 
 from .backend import MCacheBackend
-from .checks import BACKEND
+from .config import BACKEND
 
 __all__ = ["SessionStore"]
 

@@ -9,7 +9,7 @@ of the current app.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from flask import Flask, current_app
@@ -22,7 +22,7 @@ from mcache.memoize import Memoized
 from mcache.visitors import OnlineCounter
 
 from .config import cache_from_config, counters_cache
-from .views import TagsSpec, cached_view
+from .views import TagsSpec, ViewSettings, cached_view
 
 __all__ = ["MCache"]
 
@@ -56,6 +56,10 @@ class MCache:
                 MCacheWarning,
                 stacklevel=2,
             )
+        if app.config.get("MCACHE_SESSIONS"):
+            from .sessions import MCacheSessionInterface
+
+            app.session_interface = MCacheSessionInterface(app)
         from .cli import mcache_cli
         from .jinja import MCacheExtension, count_view, online_count, track_online, view_count
 
@@ -89,12 +93,15 @@ class MCache:
 
     def cached_view(
         self,
-        ttl: float | None = None,
+        ttl: float | Callable[..., Any] | None = None,
         *,
         stale_ttl: float | None = None,
         tags: TagsSpec = None,
+        depends_on: Any = (),
         vary_on_headers: Sequence[str] = (),
         per_user: Callable[[], Any] | None = None,
+        unless: Callable[[], Any] | None = None,
+        key: Callable[..., Any] | None = None,
         refresh: str | None = None,
         header: str | None = "X-Cache",
         stale_wait: float | None = None,
@@ -104,27 +111,59 @@ class MCache:
         The key covers the method (HEAD shares GET's), scheme, host, path, the
         sorted query string, the values of ``vary_on_headers``, and what
         ``per_user()`` returns (e.g. ``lambda: current_user.get_id()``).
-        ``tags`` may be a callable of the view's arguments. ``stale_wait``: how
-        long a request finding the page stale while another rebuilds it waits
-        for the new page (default ``MCACHE_STALE_WAIT``, 0).
+        ``key``, a function of the view's arguments, replaces the path and query
+        string in it (as Flask-Caching's ``make_cache_key``): requests it maps to
+        the same value share a page. ``unless()`` returning true serves the view
+        uncached (``X-Cache: BYPASS``, reason ``unless``), as in Flask-Caching.
+        ``tags`` may be a callable of the view's arguments. ``depends_on``: SQLAlchemy
+        mapped classes or rows (or a list) whose commits make the page stale, through
+        ``watch_sqlalchemy``. ``stale_wait``: how long a request finding the page stale
+        while another rebuilds it waits for the new page (default
+        ``MCACHE_STALE_WAIT``, 0). Written bare, ``@mcache.cached_view`` is
+        ``@mcache.cached_view()``.
         """
-        return cached_view(
-            lambda: self.cache,
+        if callable(ttl):
+            return self.cached_view()(ttl)  # written bare, without parentheses
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
+            raise TypeError(
+                f"cached_view: ttl must be a number of seconds or None, got {ttl!r};"
+                " write @mcache.cached_view(300) or @mcache.cached_view()"
+            )
+        settings = ViewSettings(
             ttl,
             stale_ttl,
             tags,
-            vary_on_headers,
+            _dependency_tags(depends_on, "cached_view"),
+            tuple(sorted({h.lower() for h in vary_on_headers})),
             per_user,
             refresh,
             header,
             stale_wait,
+            unless,
+            key,
         )
+        return cached_view(lambda: self.cache, settings)
 
     def cached(
-        self, ttl: float | None = None, *, tags: Any = None, **options: Any
+        self,
+        ttl: float | Callable[..., Any] | None = None,
+        *,
+        tags: Any = None,
+        depends_on: Any = (),
+        **options: Any,
     ) -> Callable[[Callable[..., T]], Memoized]:
-        """Memoize a function by its canonical arguments (``.invalidate(*args)``, ``.uncached``)."""
+        """Memoize a function by its canonical arguments (``.invalidate(*args)``, ``.uncached``).
+
+        ``depends_on``: SQLAlchemy mapped classes or rows whose commits make every
+        result stale. Written bare, ``@mcache.cached`` is ``@mcache.cached()``.
+        """
+        if callable(ttl):
+            return self.cached()(ttl)  # type: ignore[return-value]
         extension = self
+        dependencies = _dependency_tags(depends_on, "cached")
+        if dependencies:
+            names = [tags] if isinstance(tags, str) else list(tags or ())
+            tags = list(dict.fromkeys([*names, *dependencies]))
 
         def decorate(function: Callable[..., T]) -> Memoized:
             memoized: dict[int, Memoized] = {}
@@ -139,6 +178,26 @@ class MCache:
             return _PerApp(function, for_app)  # type: ignore[return-value]
 
         return decorate
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """Return the value cached under ``key`` (any canonical key), or ``default``."""
+        return self.cache.get(key, default)
+
+    def get_many(self, keys: Iterable[Any]) -> dict[Any, Any]:
+        """Return the values cached under ``keys``, in one round trip; absent keys are left out."""
+        return self.cache.get_many(keys)
+
+    def set(self, key: Any, value: Any, ttl: float | None = None) -> bool:
+        """Cache ``value`` under ``key`` for ``ttl`` seconds (``MCACHE_DEFAULT_TTL`` if None)."""
+        return self.cache.set(key, value, ttl)
+
+    def set_many(self, items: Mapping[Any, Any], ttl: float | None = None) -> list[Any]:
+        """Cache several values; return the keys that could not be stored."""
+        return self.cache.set_many(items, ttl)
+
+    def delete(self, key: Any) -> bool:
+        """Remove ``key``'s value; ``True`` when there was one."""
+        return self.cache.delete(key)
 
     def get_or_build(self, key: Any, build: Callable[[], T], **options: Any) -> T:
         """Dog-pile-safe read (see ``mcache.Cache.get_or_build``)."""
@@ -216,6 +275,15 @@ class MCache:
     def stats(self) -> dict[str, Any]:
         """Return mcache's counters and the servers' statistics."""
         return self.cache.stats()
+
+
+def _dependency_tags(depends_on: Any, owner: str) -> tuple[str, ...]:
+    """Return the tags of ``depends_on`` (SQLAlchemy only imported when one is given)."""
+    if depends_on is None or (isinstance(depends_on, tuple) and not depends_on):
+        return ()
+    from .sqlalchemy import dependency_tags
+
+    return tuple(dependency_tags(depends_on, owner))
 
 
 def current_cache(_: str = "") -> Cache:

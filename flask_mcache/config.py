@@ -47,6 +47,7 @@ ONLINE_KEYS = frozenset(
     {"MCACHE_ONLINE", "MCACHE_ONLINE_WINDOW", "MCACHE_ONLINE_SLOTS", "MCACHE_ROBOTS"}
 )
 COUNTER_KEYS = frozenset({"MCACHE_VIEW_COUNT_FIELDS"})
+SESSION_KEYS = frozenset({"MCACHE_SESSIONS", "MCACHE_SESSION_URL", "MCACHE_SESSION_REPLICAS"})
 KEYS = frozenset(
     {
         "MCACHE_URL",
@@ -56,6 +57,7 @@ KEYS = frozenset(
         *CODEC_KEYS,
         *STORE_KEYS,
         *COUNTER_KEYS,
+        *SESSION_KEYS,
     }
 )
 
@@ -107,6 +109,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_URL": (str,),
     "MCACHE_NAMESPACE": (str,),
     "MCACHE_ONLINE": (bool,),
+    "MCACHE_SESSIONS": (bool,),
+    "MCACHE_SESSION_URL": (str,),
+    "MCACHE_SESSION_REPLICAS": (int,),
     "MCACHE_ONLINE_WINDOW": (int,),
     "MCACHE_ONLINE_SLOTS": (int,),
     "MCACHE_ROBOTS": (list, tuple),

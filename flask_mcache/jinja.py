@@ -1,4 +1,4 @@
-"""Jinja support: ``{% mcache ttl, "name", tags=[…], vary=[…] %}…{% endmcache %}`` and counters.
+"""Jinja support: ``{% mcache ttl, "name", tags=[…], vary=[…], depends_on=… %}`` and counters.
 
 The tag is ``mcache``, not ``cache``, so it never clashes with Flask-Caching's.
 Fragment names are global to the app (two templates using one name share
@@ -34,7 +34,11 @@ __all__ = ["MCacheExtension", "count_view", "online_count", "track_online", "vie
 
 
 class MCacheExtension(Extension):
-    """``{% mcache ttl, "name" [, tags=[…]] [, vary=[…]] %}…{% endmcache %}``."""
+    """``{% mcache ttl, "name" [, tags=[…]] [, vary=[…]] [, depends_on=…] %}…{% endmcache %}``.
+
+    ``depends_on``: SQLAlchemy mapped classes or rows (or a list of them) whose
+    commits make the fragment stale, as ``watch_sqlalchemy`` bumps them.
+    """
 
     tags = {"mcache"}
 
@@ -46,8 +50,11 @@ class MCacheExtension(Extension):
         options: dict[str, nodes.Expr] = {}
         while parser.stream.skip_if("comma"):
             key = parser.stream.expect("name")
-            if key.value not in {"tags", "vary"}:
-                parser.fail(f"mcache: unknown option {key.value}=; use tags= or vary=", key.lineno)
+            if key.value not in {"tags", "vary", "depends_on"}:
+                parser.fail(
+                    f"mcache: unknown option {key.value}=; use tags=, vary= or depends_on=",
+                    key.lineno,
+                )
             parser.stream.expect("assign")
             options[key.value] = parser.parse_expression()
         body = parser.parse_statements(("name:endmcache",), drop_needle=True)
@@ -56,14 +63,21 @@ class MCacheExtension(Extension):
             name,
             options.get("tags", nodes.Const(None)),
             options.get("vary", nodes.Const(None)),
+            options.get("depends_on", nodes.Const(None)),
         ]
         call = self.call_method("_cached", args)
         return nodes.CallBlock(call, [], [], body).set_lineno(lineno)
 
-    def _cached(self, ttl: Any, name: Any, tags: Any, vary: Any, caller: Any) -> str:
+    def _cached(
+        self, ttl: Any, name: Any, tags: Any, vary: Any, depends_on: Any, caller: Any
+    ) -> str:
         cache = current_app.extensions["mcache"]
         key = ("jinja", str(name), tuple(keyable(v) for v in (vary or ())))
         tag_list = [tags] if isinstance(tags, str) else list(tags or ())
+        if depends_on is not None:
+            from .sqlalchemy import dependency_tags
+
+            tag_list = list(dict.fromkeys([*tag_list, *dependency_tags(depends_on, "mcache")]))
         # None or 0 keeps the fragment until invalidated, as Flask-Caching's {% cache %} does
         build = in_process(caller, FRAGMENTS_STAY)
         rendered = cache.get_or_build(key, build, ttl=ttl or 0, tags=tag_list or None)

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from mcache import Cache
 
-__all__ = ["model_tag", "obj_tag", "row_tags", "watch"]
+__all__ = ["dependency_tags", "model_tag", "obj_tag", "row_tags", "watch"]
 
 _TAGS = "mcache_tags"
 _local = threading.local()
@@ -38,6 +38,35 @@ def model_tag(cls: Any) -> str:
 def obj_tag(table: str, pk: Iterable[Any]) -> str:
     """Return the tag of one row: ``obj:<table>:<pk>`` (composite keys joined by ``-``)."""
     return f"obj:{table}:{'-'.join(str(p) for p in pk)}"
+
+
+def dependency_tags(depends_on: Any, owner: str) -> list[str]:
+    """Return the tags ``depends_on=`` names: a mapped class's ``model_tag``, a row's
+    ``obj_tag``, or those of each item of a list: the tags :func:`watch` bumps, so a
+    page depending on them follows every commit that changes them (no tag typed by
+    hand, none mistyped). Anything else fails at once, naming what it got."""
+    items = (
+        list(depends_on) if isinstance(depends_on, list | tuple | set | frozenset) else [depends_on]
+    )
+    tags = []
+    for item in items:
+        found = inspect(item, raiseerr=False)
+        if found is None or isinstance(item, str):
+            raise TypeError(
+                f"{owner}: depends_on takes SQLAlchemy mapped classes (Product), rows"
+                f" (product) or a list of them; got {type(item).__name__} {item!r}"
+                + ("; for a tag by name use tags=" if isinstance(item, str) else "")
+            )
+        if isinstance(item, type):
+            tags.append(model_tag(item))
+            continue
+        if found.identity is None:
+            raise TypeError(
+                f"{owner}: depends_on got a {type(item).__name__} row not yet flushed (no"
+                " primary key): only a stored row has changes to follow; pass its class instead"
+            )
+        tags.append(obj_tag(found.mapper.local_table.name, found.identity))
+    return list(dict.fromkeys(tags))
 
 
 def row_tags(obj: Any) -> set[str]:

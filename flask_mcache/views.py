@@ -16,7 +16,8 @@ import contextvars
 import functools
 import io
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Response, current_app, make_response, request, session
@@ -29,25 +30,39 @@ from mcache.jobs import in_process
 from mcache.outcome import BYPASS, log_bypass, reason_header
 from mcache.page import PAGES_STAY, as_page, get_page
 
-__all__ = ["cached_view"]
+__all__ = ["ViewSettings", "cached_view"]
 
 Snapshot = tuple[int, list, bytes]
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
 
 
+@dataclass(frozen=True)
+class ViewSettings:
+    """What ``MCache.cached_view`` was given, checked once at decoration."""
+
+    ttl: float | None
+    stale_ttl: float | None = None
+    tags: TagsSpec = None
+    dependencies: tuple[str, ...] = ()
+    vary: tuple[str, ...] = ()
+    per_user: Callable[[], Any] | None = None
+    refresh: str | None = None
+    header: str | None = "X-Cache"
+    stale_wait: float | None = None
+    unless: Callable[[], Any] | None = None
+    key: Callable[..., Any] | None = None
+
+    def tag_list(self, view_args: dict[str, Any]) -> list[str]:
+        tags = self.tags(**view_args) if callable(self.tags) else self.tags
+        names = [tags] if isinstance(tags, str) else list(tags or ())
+        return list(dict.fromkeys([*names, *self.dependencies]))
+
+
 def cached_view(
-    core: Callable[[], Cache],
-    ttl: float | None,
-    stale_ttl: float | None,
-    tags: TagsSpec,
-    vary_on_headers: Sequence[str],
-    per_user: Callable[[], Any] | None,
-    refresh: str | None,
-    header: str | None,
-    stale_wait: float | None = None,
+    core: Callable[[], Cache], settings: ViewSettings
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Return the decorator ``MCache.cached_view`` hands out (see there)."""
-    vary = tuple(sorted({h.lower() for h in vary_on_headers}))
+    ttl, header = settings.ttl, settings.header
 
     def decorate(async_or_sync_view: Callable[..., Any]) -> Callable[..., Any]:
         name = f"{async_or_sync_view.__module__}.{async_or_sync_view.__qualname__}"
@@ -63,11 +78,11 @@ def cached_view(
 
         @functools.wraps(async_or_sync_view)
         def wrapper(**view_args: Any) -> Any:
-            reason = _bypass_reason(per_user)
+            reason = _bypass_reason(settings)
             if reason is not None:
                 return bypassed(make_response(view(**view_args)), reason)
             cache = core()
-            key = _key(name, vary, per_user)
+            key = _key(name, settings, view_args)
             if request.method == "HEAD":
                 found = _page(cache.get(key, None))
                 if found is None:
@@ -81,20 +96,28 @@ def cached_view(
             def build() -> Snapshot:
                 if threading.get_ident() == thread:
                     built.append(True)
-                    return _snapshot(view(**view_args), vary)
+                    return _snapshot(view(**view_args), settings.vary)
                 # A background refresh: the request is over, so the view runs in a
                 # context of its own, in an empty set of context variables (the copy
                 # the refresher carries still holds the ended request's contexts),
                 # without the visitor's cookies or credentials; its teardown runs. The
                 # build it is part of is carried over, so its fragments' tags reach it.
                 render = functools.partial(
-                    _render_detached, app, _detached_environ(environ), view, view_args, vary
+                    _render_detached,
+                    app,
+                    _detached_environ(environ),
+                    view,
+                    view_args,
+                    settings.vary,
                 )
                 return contextvars.Context().run(carried(render))
 
-            view_tags = tags(**view_args) if callable(tags) else tags
             options = dict(
-                ttl=ttl, stale_ttl=stale_ttl, tags=view_tags, refresh=refresh, stale_wait=stale_wait
+                ttl=ttl,
+                stale_ttl=settings.stale_ttl,
+                tags=settings.tag_list(view_args),
+                refresh=settings.refresh,
+                stale_wait=settings.stale_wait,
             )
             local = in_process(build, PAGES_STAY)
             read = get_page(cache, key, local, 0, Response, **options)
@@ -112,7 +135,7 @@ def cached_view(
     return decorate
 
 
-def _bypass_reason(per_user: Callable[[], Any] | None) -> str | None:
+def _bypass_reason(settings: ViewSettings) -> str | None:
     """Return why this request's page may neither come from nor go to the cache, or None.
 
     Only GET/HEAD without credentials, and with a session cookie only when pages
@@ -125,7 +148,9 @@ def _bypass_reason(per_user: Callable[[], Any] | None) -> str | None:
         return "method"
     if "Authorization" in request.headers:
         return "authorization"
-    if per_user is not None:
+    if settings.unless is not None and settings.unless():
+        return "unless"
+    if settings.per_user is not None:
         return None
     cookie = current_app.session_interface.get_cookie_name(current_app)
     return "session" if cookie in request.cookies else None
@@ -157,12 +182,17 @@ def _snapshot(returned: Any, vary: tuple[str, ...]) -> Snapshot:
     return (response.status_code, list(response.headers.items()), body)
 
 
-def _key(name: str, vary: tuple[str, ...], per_user: Callable[[], Any] | None) -> tuple:
-    query = tuple((k, tuple(v)) for k, v in sorted(request.args.lists()))
-    headers = tuple(request.headers.get(h) for h in vary)
-    user = per_user() if per_user is not None else None
-    where = (request.scheme, request.host, request.root_path, request.path)
-    return ("view", name, *where, query, headers, user)
+def _key(name: str, settings: ViewSettings, view_args: dict[str, Any]) -> tuple:
+    """Return the page's key: the request's site, its path and query (or what the view's
+    ``key`` function returns instead), the ``vary`` headers, and ``per_user()``."""
+    if settings.key is None:
+        query = tuple((k, tuple(v)) for k, v in sorted(request.args.lists()))
+        page: tuple = (request.root_path, request.path, query)
+    else:
+        page = ("key", settings.key(**view_args))
+    headers = tuple(request.headers.get(h) for h in settings.vary)
+    user = settings.per_user() if settings.per_user is not None else None
+    return ("view", name, request.scheme, request.host, *page, headers, user)
 
 
 def _refusal(response: Response, vary: tuple[str, ...]) -> str | None:

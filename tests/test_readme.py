@@ -47,7 +47,7 @@ def python_blocks(text: str) -> list[str]:
 
 
 def run_blocks(blocks: list[str], source: str) -> None:
-    namespace: dict[str, object] = {}
+    namespace: dict[str, object] = {"__name__": "__main__"}  # as a script runs
     for number, block in enumerate(blocks, 1):
         code = compile(block, f"{source} python block {number}", "exec", dont_inherit=True)
         exec(code, namespace)

@@ -47,6 +47,7 @@ from .options import (
 )
 from .parts import CacheParts
 from .plain import PlainOperations, arun_observed, run_observed
+from .raw import RawKeys
 from .reading import Reader
 from .rebuild import register
 from .refreshers import Refresher, ThreadPoolRefresher, refresher_named
@@ -215,6 +216,12 @@ class Cache(PlainOperations, CounterFactories):
         return f"Cache({self.store!r}, namespace={self.namespace!r})"
 
     # -- keys, tracing and the fail-open policy --------------------------------------------
+
+    @property
+    def raw(self) -> RawKeys:
+        """Keys exactly as given and values as bare bytes, for data another program shares
+        (see :mod:`mcache.raw`): no namespace, no codec, no tags."""
+        return RawKeys(self)
 
     def key(self, *parts: object, **named: object) -> str:
         """Return the store key for these parameters under this cache's namespace."""

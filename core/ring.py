@@ -4,8 +4,9 @@ Memcached servers do not know about each other: the client decides which server
 owns a key. ``KetamaRing`` is the libketama continuum (md5, 40 × 4 points per
 server scaled by weight), so a pool can be shared with any other ketama client,
 and adding or removing a server moves only that server's share of the keys.
-``ModuloRing`` is the classic ``crc32(key) % n`` for pools shared with clients that
-know nothing else. Lookups are a bisect over a precomputed array: about a
+``ModuloRing`` is the classic clients' ``(crc32(key) >> 16) & 0x7fff`` modulo the
+pool, for pools shared with python-memcached, PHP's memcache or libmemcached's
+CRC hash. Lookups are a bisect over a precomputed array: about a
 microsecond, whatever the number of servers.
 """
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigError
 
-__all__ = ["KetamaRing", "ModuloRing", "Ring", "Server", "make_ring"]
+__all__ = ["KetamaRing", "ModuloRing", "Ring", "Server", "classic_hash", "make_ring"]
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,18 @@ class KetamaRing(Ring):
 
 
 class ModuloRing(Ring):
-    """``crc32(key) % n``, with weights as repeated slots."""
+    """The classic clients' modulo: ``(crc32(key) >> 16) & 0x7fff`` over weighted slots.
+
+    python-memcached, PHP's memcache and libmemcached's CRC hash pick a server so
+    (not ``crc32 % n``, which agrees with them on about a quarter of keys), each
+    server repeated ``weight`` times in pool order; a pool shared with them puts
+    every key on the server they read it from. When that server is down, the
+    next one tried is the one python-memcached retries: the hash of the previous
+    hash followed by the attempt number, then the rest in pool order.
+    """
+
+    RETRIES = 10
+    """python-memcached's ``_SERVER_RETRIES``: its failover gives up after as many."""
 
     def __init__(self, servers: Sequence[Server]) -> None:
         self.servers = _checked(servers)
@@ -123,13 +135,27 @@ class ModuloRing(Ring):
 
     def server_for(self, key: str) -> Server:
         """Return the server that owns ``key``."""
-        return self.servers[self._slots[zlib.crc32(key.encode()) % len(self._slots)]]
+        return self.servers[self._slots[classic_hash(key.encode()) % len(self._slots)]]
 
     def iter_servers(self, key: str) -> Iterator[Server]:
-        """Yield the owner of ``key`` first, then the other servers in pool order."""
-        first = self._slots[zlib.crc32(key.encode()) % len(self._slots)]
-        for offset in range(len(self.servers)):
-            yield self.servers[(first + offset) % len(self.servers)]
+        """Yield the owner of ``key`` first, then python-memcached's retries, then the rest."""
+        seen: set[int] = set()
+        hashed = classic_hash(key.encode())
+        for attempt in range(self.RETRIES):
+            index = self._slots[hashed % len(self._slots)]
+            if index not in seen:
+                seen.add(index)
+                yield self.servers[index]
+            hashed = classic_hash(f"{hashed}{attempt}".encode("ascii"))
+        for index in range(len(self.servers)):
+            if index not in seen:
+                yield self.servers[index]
+
+
+def classic_hash(key: bytes) -> int:
+    """Return the classic clients' server hash of ``key``: the top half of its crc32,
+    15 bits (python-memcached's ``cmemcache_hash``, libmemcached's ``MEMCACHED_HASH_CRC``)."""
+    return ((zlib.crc32(key) & 0xFFFFFFFF) >> 16) & 0x7FFF
 
 
 def _checked(servers: Sequence[Server]) -> tuple[Server, ...]:

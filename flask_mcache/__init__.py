@@ -19,6 +19,7 @@ from mcache.counters import Counter, ViewCounter
 from mcache.errors import MCacheWarning
 from mcache.lock import Lock
 from mcache.memoize import Memoized
+from mcache.raw import RawKeys
 from mcache.visitors import OnlineCounter
 
 from .config import cache_from_config, counters_cache
@@ -194,6 +195,11 @@ class MCache:
     def set_many(self, items: Mapping[Any, Any], ttl: float | None = None) -> list[Any]:
         """Cache several values; return the keys that could not be stored."""
         return self.cache.set_many(items, ttl)
+
+    @property
+    def raw(self) -> RawKeys:
+        """Un-namespaced keys and bare values shared with other programs (``mcache.raw``)."""
+        return self.cache.raw
 
     def delete(self, key: Any) -> bool:
         """Remove ``key``'s value; ``True`` when there was one."""

@@ -39,7 +39,7 @@ def _lookups(servers: list[Server]) -> dict[str, Callable[[str], str]]:
     return {
         "mcache ketama (libketama, 160 points)": lambda k: ketama.server_for(k).name,
         "mcache ketama (ketama_points=4000)": lambda k: dense.server_for(k).name,
-        "mcache modulo (crc32 % n)": lambda k: modulo.server_for(k).name,
+        "mcache modulo (classic crc32 hash)": lambda k: modulo.server_for(k).name,
         "pymemcache RendezvousHash": rendezvous.get_node,
         "uhashring (default)": uhash.get_node,
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,39 @@ def test_every_page_answers_hits_and_follows_an_edit(tmp_path: Path) -> None:
     assert "all pages fine" in first.stdout and "FAIL" not in first.stdout
     again = check(tmp_path)  # the same database: seeding is idempotent
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_the_checks_hold_after_whatever_an_admin_edits_and_leave_the_data_alone(
+    tmp_path: Path,
+) -> None:
+    assert check(tmp_path).returncode == 0  # seeds the demo data
+    database = sqlite3.connect(tmp_path / "example.sqlite3")
+    with database:  # what a user does in /admin/: counts, renames, deletions, a future post
+        database.execute("UPDATE blog_post SET views = 57")
+        database.execute("UPDATE blog_post SET title = title || ' & <more>' WHERE id % 3 = 0")
+        cooking = "(SELECT id FROM blog_blog WHERE slug = 'cooking')"
+        database.execute(
+            f"DELETE FROM blog_comment WHERE post_id IN"
+            f" (SELECT id FROM blog_post WHERE blog_id = {cooking})"
+        )
+        database.execute(f"DELETE FROM blog_post WHERE blog_id = {cooking}")
+        database.execute("DELETE FROM blog_blog WHERE slug = 'cooking'")
+        database.execute("UPDATE blog_blog SET slug = slug || '-renamed'")
+        database.execute(
+            "INSERT INTO blog_post (blog_id, title, body, published, views)"
+            " SELECT MIN(id), 'Scheduled', 'later', '2099-01-01 00:00:00', 3 FROM blog_blog"
+        )
+
+    def snapshot() -> list:
+        tables = ("blog_blog", "blog_post", "blog_comment")
+        return [database.execute(f"SELECT * FROM {t} ORDER BY id").fetchall() for t in tables]
+
+    before = snapshot()
+    for module in ("example_project", "example_project.flask_app"):
+        done = check(tmp_path, module)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "all pages fine" in done.stdout
+        assert snapshot() == before, f"{module} --check left the data as it found it"
 
 
 @pytest.mark.parametrize("store", ["memcached", "redis"])

@@ -116,7 +116,10 @@ def test_django_caches_entry(params: dict, message: str) -> None:
 
 
 FLASK: list[tuple[dict, str]] = [
-    ({"MCACHE_URLS": "memory://"}, "unknown config key(s) MCACHE_URLS"),
+    (
+        {"MCACHE_URLS": "memory://"},
+        "unknown config key(s) 'MCACHE_URLS' (did you mean 'MCACHE_URL'?)",
+    ),
     ({"MCACHE_URL": 11211}, "MCACHE_URL must be a"),
     ({"MCACHE_URL": "memcached://h:11211:0"}, "MCACHE_URL / MCACHE_STORE_OPTIONS"),
     ({"MCACHE_URL": M, "MCACHE_REPLICAS": 2}, "replicas must be between 1"),

@@ -148,11 +148,12 @@ def render_text(report: Mapping[str, Any]) -> str:
 
 def _age(report: Mapping[str, Any]) -> str:
     """Say how old the counters are: the command adds nothing, it reads what processes added."""
-    interval = f"each process adds its counts every {report.get('flush_interval', 5.0):g} s"
+    every = f"{report.get('flush_interval', 5.0):g} s"
+    interval = f"each process adds its counts on its first call {every} after the last time"
     age = report.get("counts_age")
     if age is None:
         return f"counts: no process has added its counts yet ({interval})"
-    return f"counts as of {_duration(age)} ago ({interval}, and at exit)"
+    return f"counts as of {_duration(age)} ago ({interval}, and at exit; an idle one waits)"
 
 
 def _duration(seconds: float) -> str:

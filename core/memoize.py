@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .cache import Cache
 
-__all__ = ["Memoized", "memoize"]
+__all__ = ["LateBound", "Memoized", "check_options", "memoize"]
 
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str | None] | None
 
@@ -116,6 +116,19 @@ def memoize(
     cache: Cache, ttl: float | None, tags: TagsSpec, key_prefix: str | None, options: dict[str, Any]
 ) -> Callable[[Callable[..., Any]], Memoized]:
     """Return the decorator that ``Cache.cached`` hands out."""
+    check_options(options)
+
+    def decorate(function: Callable[..., Any]) -> Memoized:
+        memoized = Memoized(cache, function, ttl, tags, key_prefix, options)
+        origin = cache.metrics.origin  # its entries are labelled by the function's name
+        origin.add_function(origin.readable(cache.key(memoized.name, ())))
+        return memoized
+
+    return decorate
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """Refuse a ``cached()`` option that is not one, where the decorator is written."""
     allowed = {"stale_ttl", "wait", "lock_timeout", "refresh", "early_refresh", "stale_wait"}
     unknown = set(options) - allowed
     if unknown:
@@ -126,10 +139,75 @@ def memoize(
             f" valid: ttl, tags, key_prefix, {', '.join(sorted(allowed))}"
         )
 
-    def decorate(function: Callable[..., Any]) -> Memoized:
-        memoized = Memoized(cache, function, ttl, tags, key_prefix, options)
-        origin = cache.metrics.origin  # its entries are labelled by the function's name
-        origin.add_function(origin.readable(cache.key(memoized.name, ())))
-        return memoized
 
-    return decorate
+class LateBound:
+    """A cached function whose cache is found at each call, not at decoration.
+
+    A framework's cache exists only once its app or settings do, and may differ
+    from call to call (Flask: the current app's; Django: the alias's cache of
+    this process, rebuilt after a fork). Each cache gets its own
+    :class:`Memoized`, made at its first call.
+    """
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        current_cache: Callable[[], Cache],
+        ttl: float | None,
+        tags: TagsSpec,
+        key_prefix: str | None,
+        options: dict[str, Any],
+    ) -> None:
+        check_options(options)
+        self.__wrapped__ = function
+        self.__mcache_uncached__ = function  # what a queue worker calls (see mcache.jobs)
+        self.__name__ = getattr(function, "__name__", "cached")
+        self.__doc__ = function.__doc__
+        self._current_cache = current_cache
+        self._settings = (ttl, tags, key_prefix, options)
+        self._memoized: dict[int, Memoized] = {}
+
+    def for_cache(self) -> Memoized:
+        """Return the cached function on the cache current now."""
+        cache = self._current_cache()
+        found = self._memoized.get(id(cache))
+        if found is None:
+            ttl, tags, key_prefix, options = self._settings
+            found = memoize(cache, ttl, tags, key_prefix, options)(self.__wrapped__)
+            self._memoized[id(cache)] = found
+        return found
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.for_cache()(*args, **kwargs)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """Bind to an instance, so methods can be cached (the instance is an argument)."""
+        if obj is None:
+            return self
+        return _BoundMethod(self, obj)
+
+    def invalidate(self, *args: Any, **kwargs: Any) -> Any:
+        return self.for_cache().invalidate(*args, **kwargs)
+
+    def uncached(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__wrapped__(*args, **kwargs)
+
+    def refresh(self, *args: Any, **kwargs: Any) -> Any:
+        """Rebuild the result for these arguments now (see ``Memoized.refresh``)."""
+        return self.for_cache().refresh(*args, **kwargs)
+
+
+class _BoundMethod:
+    """A cached method of one instance."""
+
+    def __init__(self, function: LateBound, obj: Any) -> None:
+        self._function, self._obj = function, obj
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function(self._obj, *args, **kwargs)
+
+    def invalidate(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function.invalidate(self._obj, *args, **kwargs)
+
+    def uncached(self, *args: Any, **kwargs: Any) -> Any:
+        return self._function.uncached(self._obj, *args, **kwargs)

@@ -71,9 +71,15 @@ def _build(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     return "built"
 
 
+def _memoized(function: Any) -> Any:
+    """Return the ``Memoized`` a cached function is on its cache of now (a framework's
+    late-bound function has one per cache: see ``mcache.memoize.LateBound``)."""
+    for_cache = getattr(function, "for_cache", None)
+    return for_cache() if for_cache is not None else function
+
+
 def _enqueue(function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    for_app = getattr(function, "for_app", None)
-    memoized = for_app() if for_app is not None else function  # a Flask app's cached function
+    memoized = _memoized(function)
     cache = memoized.cache
     return cache.builder.rebuilds.enqueue(  # type: ignore[no-any-return]
         cache.key(*memoized.key(*args, **kwargs)),
@@ -134,8 +140,7 @@ def warm_from(source: str, queue: bool, write: Callable[[str], None], terminal: 
     finally:
         progress.close()
     for function, _args, _kwargs in items[:1]:
-        for_app = getattr(function, "for_app", None)
-        cache = (for_app() if for_app is not None else function).cache
+        cache = _memoized(function).cache
         wait_idle = getattr(cache.refresher, "wait_idle", None)
         if wait_idle is not None:
             wait_idle(600)

@@ -18,7 +18,7 @@ from mcache import Cache
 from mcache.counters import Counter, ViewCounter
 from mcache.errors import MCacheWarning
 from mcache.lock import Lock
-from mcache.memoize import Memoized
+from mcache.memoize import LateBound, Memoized
 from mcache.raw import RawKeys
 from mcache.visitors import OnlineCounter
 
@@ -160,23 +160,15 @@ class MCache:
         """
         if callable(ttl):
             return self.cached()(ttl)  # type: ignore[return-value]
-        extension = self
         dependencies = _dependency_tags(depends_on, "cached")
         if dependencies:
             names = [tags] if isinstance(tags, str) else list(tags or ())
             tags = list(dict.fromkeys([*names, *dependencies]))
+        key_prefix = options.pop("key_prefix", None)
 
         def decorate(function: Callable[..., T]) -> Memoized:
-            memoized: dict[int, Memoized] = {}
-
-            def for_app() -> Memoized:
-                cache = extension.cache
-                found = memoized.get(id(cache))
-                if found is None:
-                    found = memoized[id(cache)] = cache.cached(ttl, tags=tags, **options)(function)
-                return found
-
-            return _PerApp(function, for_app)  # type: ignore[return-value]
+            late = LateBound(function, lambda: self.cache, ttl, tags, key_prefix, options)
+            return late  # type: ignore[return-value]
 
         return decorate
 
@@ -295,53 +287,3 @@ def _dependency_tags(depends_on: Any, owner: str) -> tuple[str, ...]:
 def current_cache(_: str = "") -> Cache:
     """Return the current app's core cache: how a queue worker (in an app context) finds it."""
     return current_app.extensions["mcache"]  # type: ignore[no-any-return]
-
-
-class _PerApp:
-    """A memoized function bound to whichever app is current when it is called."""
-
-    def __init__(self, function: Callable[..., Any], for_app: Callable[[], Memoized]) -> None:
-        self.__wrapped__ = function
-        self.__mcache_uncached__ = function  # what a queue worker calls (see mcache.jobs)
-        self.__name__ = getattr(function, "__name__", "cached")
-        self.__doc__ = function.__doc__
-        self._for_app = for_app
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._for_app()(*args, **kwargs)
-
-    def __get__(self, obj: Any, objtype: Any = None) -> Any:
-        """Bind to an instance, so methods can be cached (the instance is an argument)."""
-        if obj is None:
-            return self
-        return _Bound(self, obj)
-
-    def invalidate(self, *args: Any, **kwargs: Any) -> Any:
-        return self._for_app().invalidate(*args, **kwargs)
-
-    def uncached(self, *args: Any, **kwargs: Any) -> Any:
-        return self.__wrapped__(*args, **kwargs)
-
-    def refresh(self, *args: Any, **kwargs: Any) -> Any:
-        """Rebuild the result for these arguments now (see ``Memoized.refresh``)."""
-        return self._for_app().refresh(*args, **kwargs)
-
-    def for_app(self) -> Memoized:
-        """Return the cached function of the current app."""
-        return self._for_app()
-
-
-class _Bound:
-    """A cached method of one instance."""
-
-    def __init__(self, function: _PerApp, obj: Any) -> None:
-        self._function, self._obj = function, obj
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._function(self._obj, *args, **kwargs)
-
-    def invalidate(self, *args: Any, **kwargs: Any) -> Any:
-        return self._function.invalidate(self._obj, *args, **kwargs)
-
-    def uncached(self, *args: Any, **kwargs: Any) -> Any:
-        return self._function.uncached(self._obj, *args, **kwargs)

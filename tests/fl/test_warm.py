@@ -39,7 +39,7 @@ def test_a_flask_cached_function_goes_to_a_worker_as_a_job(memcached_url: str) -
         warm_app.built.clear()
         warm_app.headline(7)
         warm_app.headline.refresh(7)
-        key = cache.key(*warm_app.headline.for_app().key(7))
+        key = cache.key(*warm_app.headline.for_cache().key(7))
         entry_bytes = cache.store.get(key)
         stale = cache.codec.loads(entry_bytes, key)
         stale[2] = cache.clock.time_ms() - 1000

@@ -1,0 +1,83 @@
+"""``django_mcache.functions.cached``: a function memoized on a Django cache, following the ORM."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import caches
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from django_mcache.functions import cached
+from tests.dj.blog.models import Post
+
+pytestmark = pytest.mark.django_db
+BACKEND = "django_mcache.backend.MCacheBackend"
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    caches["default"].clear()
+
+
+def test_a_cached_function_follows_saves_of_the_models_it_depends_on() -> None:
+    calls = []
+
+    @cached(60, depends_on="blog.Post")
+    def titles() -> list[str]:
+        calls.append(1)
+        return [p.title for p in Post.objects.order_by("pk")]
+
+    assert titles() == titles() == [] and len(calls) == 1
+    Post.objects.create(title="first")
+    assert titles() == ["first"] and len(calls) == 2
+    titles.invalidate()
+    assert titles() == ["first"] and len(calls) == 3
+
+
+def test_a_row_dependency_and_tags_of_the_arguments_together() -> None:
+    post = Post.objects.create(title="a")
+    calls = []
+
+    @cached(60, depends_on=post, tags=lambda n: [f"n:{n}"])
+    def shout(n: int) -> str:
+        calls.append(n)
+        return Post.objects.get(pk=post.pk).title * n
+
+    assert shout(2) == shout(2) == "aa" and calls == [2]
+    caches["default"].mcache.invalidate("n:3")
+    assert shout(2) == "aa" and calls == [2]
+    post.title = "b"
+    post.save()
+    assert shout(2) == "bb" and calls == [2, 2]
+
+
+def test_bare_cached_uses_the_default_cache() -> None:
+    calls = []
+
+    @cached
+    def square(n: int) -> int:
+        calls.append(n)
+        return n * n
+
+    assert square(3) == square(n=3) == 9 and calls == [3]
+
+
+def test_the_cache_is_found_at_each_call_so_new_settings_apply() -> None:
+    @cached(60)
+    def where() -> str:
+        return str(caches["default"].mcache.store)
+
+    first = where()
+    setting = {"default": {"BACKEND": BACKEND, "LOCATION": "memory://", "KEY_PREFIX": "other"}}
+    with override_settings(CACHES=setting):
+        assert where.for_cache().cache is caches["default"].mcache
+    assert where() == first
+
+
+def test_mistakes_fail_where_the_decorator_is_written() -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"cached\(cache=\.\.\.\): there is no cache"):
+        cached(60, cache="nope")
+    with pytest.raises(TypeError, match=r"cached: depends_on takes a model .* got float 1\.5"):
+        cached(60, depends_on=1.5)
+    with pytest.raises(TypeError, match=r"cached: depends_on='blog\.Nope'"):
+        cached(60, depends_on="blog.Nope")

@@ -81,3 +81,29 @@ def test_mistakes_fail_where_the_decorator_is_written() -> None:
         cached(60, depends_on=1.5)
     with pytest.raises(TypeError, match=r"cached: depends_on='blog\.Nope'"):
         cached(60, depends_on="blog.Nope")
+
+
+def test_the_invalidate_command_bumps_tags_and_model_tags() -> None:
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    calls = []
+
+    @cached(60, depends_on=Post, tags=["sidebar"])
+    def latest() -> int:
+        calls.append(1)
+        return len(calls)
+
+    assert latest() == latest() == 1
+    out = StringIO()
+    call_command("mcache_invalidate", "sidebar", stdout=out)
+    assert out.getvalue().startswith("sidebar ") and latest() == 2
+    call_command("mcache_invalidate", "--model", "blog.Post", stdout=StringIO())
+    assert latest() == 3
+    with pytest.raises(CommandError, match="name at least one tag"):
+        call_command("mcache_invalidate")
+    with pytest.raises(CommandError, match=r"--model: depends_on='blog\.Nope'"):
+        call_command("mcache_invalidate", "--model", "blog.Nope")
+    with pytest.raises(CommandError, match="there is no cache 'nope'"):
+        call_command("mcache_invalidate", "x", "--cache", "nope")

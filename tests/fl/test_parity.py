@@ -7,23 +7,12 @@ import threading
 
 import pytest
 from flask import Flask, render_template_string, session
-from sqlalchemy import String, create_engine, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
-from sqlalchemy.pool import StaticPool
+from sqlalchemy import select
 
 from flask_mcache import MCache
 from flask_mcache.sqlalchemy import model_tag, obj_tag
 from mcache.errors import ConfigError, Unserializable
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Product(Base):
-    __tablename__ = "products"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(50))
+from tests.fl.shop import Product, sessions
 
 
 class NotMapped:
@@ -32,11 +21,7 @@ class NotMapped:
 
 @pytest.fixture
 def shop(memcached_url: str):
-    engine = create_engine(
-        "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
-    )
-    Base.metadata.create_all(engine)
-    Sessions = sessionmaker(engine)
+    Sessions = sessions()
     with Sessions.begin() as db:
         db.add_all([Product(id=1, name="kettle"), Product(id=2, name="teapot")])
     app = Flask(__name__)
@@ -66,6 +51,12 @@ def shop(memcached_url: str):
             return db.get(Product, 1).name
 
     return app, mcache, Sessions, renders, names
+
+
+def app_on(url: str, namespace: str) -> tuple[Flask, MCache]:
+    app = Flask(__name__)
+    app.config.update(MCACHE_URL=url, MCACHE_NAMESPACE=namespace)
+    return app, MCache(app)
 
 
 def rename(Sessions, pk: int, name: str) -> None:
@@ -144,9 +135,7 @@ def test_depends_on_names_what_it_got_when_it_is_no_mapped_class(shop, depends_o
 
 
 def test_bare_decorators_use_the_defaults(memcached_url: str) -> None:
-    app = Flask(__name__)
-    app.config.update(MCACHE_URL=memcached_url, MCACHE_NAMESPACE="bare")
-    mcache = MCache(app)
+    app, mcache = app_on(memcached_url, "bare")
     calls = []
 
     @app.get("/")
@@ -170,9 +159,7 @@ def test_bare_decorators_use_the_defaults(memcached_url: str) -> None:
 
 
 def test_unless_serves_the_view_uncached_and_says_why(memcached_url: str) -> None:
-    app = Flask(__name__)
-    app.config.update(MCACHE_URL=memcached_url, MCACHE_NAMESPACE="unless")
-    mcache = MCache(app)
+    app, mcache = app_on(memcached_url, "unless")
     renders = []
 
     @app.get("/news")
@@ -195,9 +182,7 @@ def test_unless_serves_the_view_uncached_and_says_why(memcached_url: str) -> Non
 
 
 def test_a_key_function_decides_which_requests_share_a_page(memcached_url: str) -> None:
-    app = Flask(__name__)
-    app.config.update(MCACHE_URL=memcached_url, MCACHE_NAMESPACE="keyfn")
-    mcache = MCache(app)
+    app, mcache = app_on(memcached_url, "keyfn")
 
     @app.get("/items/<int:page>")
     @mcache.cached_view(60, key=lambda page: min(page, 3))  # pages past 3 are one page
@@ -212,9 +197,7 @@ def test_a_key_function_decides_which_requests_share_a_page(memcached_url: str) 
 
 
 def test_the_extension_reads_and_writes_plain_keys(memcached_url: str) -> None:
-    app = Flask(__name__)
-    app.config.update(MCACHE_URL=memcached_url, MCACHE_NAMESPACE="plain")
-    mcache = MCache(app)
+    app, mcache = app_on(memcached_url, "plain")
     with app.app_context():
         assert mcache.get("missing") is None and mcache.get("missing", 0) == 0
         assert mcache.set("a", {"n": 1}, ttl=60) is True

@@ -68,8 +68,12 @@ def _flush_at_exit() -> None:
     logging.disable(logging.WARNING)  # a server already stopped at exit is no news
     try:
         flusher = threading.Thread(target=_flush_and_close, args=(live,), daemon=True)
-        flusher.start()
-        flusher.join(EXIT_FLUSH_SECONDS)
+        try:
+            flusher.start()
+        except RuntimeError:  # Python 3.12.0 and 3.12.1 start no thread at exit
+            _flush_and_close(live)  # bounded by the store's own timeouts instead
+        else:
+            flusher.join(EXIT_FLUSH_SECONDS)
     finally:
         logging.disable(previous)
 

@@ -1,4 +1,8 @@
-"""The installed package: importable as ``mcache``, free of framework imports, typed."""
+"""The installed package: importable as ``mcache``, free of framework imports, typed.
+
+Installed as the distribution ``django-flask-mcache``; its extras each install what
+their feature imports and no more (read back from the installed metadata).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,39 @@ import os
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import mcache
 
 REPO = Path(__file__).resolve().parent.parent
+DIST = "django-flask-mcache"
+
+RUNTIME_EXTRAS = {
+    "memcached": {"pymemcache"},
+    "redis": {"redis", "hiredis"},
+    "msgpack": {"msgpack"},
+    "django": {"django"},
+    "flask": {"flask"},
+    "sqlalchemy": {"sqlalchemy"},
+    "example": {"rich"},
+    "postgres": {"psycopg"},
+    "celery": {"celery"},
+    "rq": {"rq"},
+    "tasks": {"django-tasks", "django-tasks-db"},
+    "toolbar": {"django-debug-toolbar"},
+    "prometheus": {"prometheus-client"},
+    "opentelemetry": {"opentelemetry-api"},
+}
+"""Each runtime extra and exactly the distributions it installs."""
+TOOL_EXTRAS = {
+    "docs": {"mkdocs", "mkdocs-material", "mkdocstrings"},
+    "dev": {"nox", "build", "twine"},
+}
 
 
 def _run_elsewhere(code: str) -> str:
@@ -28,8 +60,10 @@ def test_core_imports_without_frameworks() -> None:
     out = _run_elsewhere(
         "import sys, mcache, mcache.stores, mcache.testing;"
         "print(mcache.__file__);"
-        "optional = ('django', 'flask', 'pymemcache', 'redis', 'prometheus_client',"
-        " 'opentelemetry', 'debug_toolbar');"
+        "optional = ('django', 'flask', 'werkzeug', 'jinja2', 'asgiref', 'pymemcache',"
+        " 'redis', 'hiredis', 'psycopg', 'sqlalchemy', 'msgpack', 'celery', 'rq',"
+        " 'django_tasks', 'debug_toolbar', 'prometheus_client', 'opentelemetry', 'rich',"
+        " 'matplotlib');"
         "print(sorted(m for m in optional if m in sys.modules))"
     )
     location, loaded = out.splitlines()
@@ -52,3 +86,72 @@ def test_public_names_and_typing_marker() -> None:
     from mcache.stores import MemcachedStore, MemoryStore, RedisStore, from_url
 
     assert all((MemcachedStore, MemoryStore, RedisStore, from_url))
+
+
+def _extras() -> dict[str, list[Requirement]]:
+    """The installed distribution's extras, each with its requirements."""
+    try:
+        meta = metadata.metadata(DIST)
+    except metadata.PackageNotFoundError:  # pragma: no cover - an install under the old name
+        pytest.fail(f'{DIST} is not installed: pip install -e ".[all,test]"', pytrace=False)
+    requirements = [Requirement(line) for line in metadata.requires(DIST) or []]
+    assert all(r.marker is not None for r in requirements), "mcache itself requires nothing"
+    return {
+        extra: [r for r in requirements if r.marker.evaluate({"extra": extra})]  # type: ignore[union-attr]
+        for extra in meta.get_all("Provides-Extra") or []
+    }
+
+
+def _names(requirements: list[Requirement]) -> set[str]:
+    return {canonicalize_name(r.name) for r in requirements}
+
+
+def test_the_distribution_installs_the_import_names() -> None:
+    assert metadata.metadata(DIST)["Name"] == DIST
+    owners = metadata.packages_distributions()
+    for package in ("mcache", "django_mcache", "flask_mcache"):
+        assert DIST in owners.get(package, []), package
+
+
+def test_each_extra_installs_exactly_what_its_feature_needs() -> None:
+    extras = _extras()
+    for extra, names in {**RUNTIME_EXTRAS, **TOOL_EXTRAS}.items():
+        assert _names(extras[extra]) == names, extra
+    assert "django-redis" not in _names(extras["django"]), "mcache never imports django_redis"
+    assert "flask-sqlalchemy" not in _names(extras["sqlalchemy"]), "plain SQLAlchemy suffices"
+    (flask,) = extras["flask"]
+    assert "async" in flask.extras, "async views need Flask[async] (asgiref)"
+    # Libraries only the tests import stay in the test extra.
+    assert {"django-redis", "flask-sqlalchemy", "pytest"} <= _names(extras["test"])
+
+
+def test_all_is_every_runtime_extra_and_nothing_else() -> None:
+    extras = _extras()
+    assert set(extras) == {*RUNTIME_EXTRAS, *TOOL_EXTRAS, "all", "test"}
+    runtime = {str(r).split(";")[0] for extra in RUNTIME_EXTRAS for r in extras[extra]}
+    assert {str(r).split(";")[0] for r in extras["all"]} == runtime
+
+
+def test_the_classifiers_name_the_versions_the_matrix_tests() -> None:
+    """Each Python and Django classifier is a version CI runs: noxfile.py's combinations
+    plus the main one (.ci/run's full suite on Python 3.11 and Django 5.2)."""
+    import ast
+
+    tree = ast.parse((REPO / "noxfile.py").read_text())
+    (combinations,) = (
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COMBINATIONS"
+    )
+    pythons = {"3.11"} | {python for python, _, _ in combinations}
+    djangos = {"5.2"} | {django for _, django, _ in combinations}
+    classifiers = metadata.metadata(DIST).get_all("Classifier") or []
+    prefix = "Programming Language :: Python :: 3."
+    assert {c.rsplit(" :: ", 1)[1] for c in classifiers if c.startswith(prefix)} == pythons
+    prefix = "Framework :: Django :: "
+    assert {c.removeprefix(prefix) for c in classifiers if c.startswith(prefix)} == djangos
+    assert metadata.metadata(DIST)["Requires-Python"] == f">={min(pythons, key=_version)}"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))

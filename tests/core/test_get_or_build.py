@@ -427,6 +427,11 @@ def test_a_process_that_exits_before_the_interval_still_adds_its_counts(url: str
     assert (totals["hits"], totals["misses"], totals["builds"]) == (1, 1, 1)
 
 
+@pytest.mark.skipif(
+    (3, 12, 0) <= sys.version_info[:3] < (3, 12, 2),
+    reason="Python 3.12.0 and 3.12.1 start no thread at exit: the flush runs inline,"
+    " bounded by the store's timeouts (5 s here) rather than about a second",
+)
 def test_exit_waits_about_a_second_for_a_hung_server() -> None:
     import socket
 

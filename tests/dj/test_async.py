@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import django
 import pytest
-from asgiref.sync import SyncToAsync
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
 from django.contrib.sessions.middleware import SessionMiddleware
@@ -27,6 +28,10 @@ from django_mcache.views import cached_view
 
 BACKEND = "django_mcache.backend.MCacheBackend"
 renders: list[str] = []
+needs_auser = pytest.mark.skipif(
+    django.VERSION < (5, 0),
+    reason="request.auser() is Django 5.0+: on 4.2 a hit's signed-in check takes a thread",
+)
 
 
 @pytest.fixture(params=["memory", "redis", "memcached"])
@@ -131,9 +136,12 @@ async def anyones_page(request: HttpRequest) -> HttpResponse:
 
 @cached_view(ttl=60, per_user=True)
 async def own_page(request: HttpRequest) -> HttpResponse:
-    user = await request.auser()
-    renders.append(user.username)
-    return HttpResponse(f"page of {user.username}")
+    if hasattr(request, "auser"):
+        name = (await request.auser()).username
+    else:  # Django 4.2
+        name = await sync_to_async(lambda: request.user.username)()
+    renders.append(name)
+    return HttpResponse(f"page of {name}")
 
 
 def prepared(request: HttpRequest) -> HttpRequest:
@@ -157,6 +165,7 @@ def miss_then_hit(
     return first, asyncio.run(again()), hops
 
 
+@needs_auser
 def test_an_async_views_hit_makes_no_thread_hop(
     cache: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -201,6 +210,7 @@ class AsyncClassBased(View):
         return HttpResponse(f"class based {len(renders)}")
 
 
+@needs_auser
 def test_an_async_class_based_view_is_cached(cache: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     first, second, hops = miss_then_hit(cache, AsyncClassBased.as_view(), "/cbv/", monkeypatch)
     assert (first["X-Cache"], second["X-Cache"]) == ("MISS", "HIT")

@@ -223,8 +223,9 @@ def test_cachedblocks_follow_saves_deletes_and_m2m() -> None:
     assert render(row, post=post) == "one", "not saved yet"
     post.save()
     assert render(row, post=post) == "renamed"
-    post.delete()
-    assert render(row, post=Post(pk=post.pk, title="gone")) == "gone"
+    pk = post.pk
+    post.delete()  # which sets post.pk to None
+    assert render(row, post=Post(pk=pk, title="gone")) == "gone"
 
 
 # -- after review ----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ The full suite runs in ``.ci/run`` on the main combination (Python 3.11, Django 
 Flask 3.x); each session here installs one other combination and runs the fast subset
 below, the tests where the Python, Django and Flask versions matter. The combinations
 cover each Python, Django and Flask version at least once, within what each release
-supports (Django 6.0 needs Python 3.12 or later; Django 4.2 stops at Python 3.12).
+supports (Django 6.x needs Python 3.12 or later; Django 4.2 stops at Python 3.12).
 
 ``nox -s matrix`` needs python3.10 ... python3.13 on ``PATH``; a missing one fails the
 run. ``nox -l`` lists the sessions, ``nox -s "matrix(py3.10-dj4.2-fl2.3)"`` runs one, and
@@ -19,7 +19,12 @@ nox.options.sessions = ["matrix"]
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_existing_virtualenvs = False
 
-DJANGO = {"4.2": "Django~=4.2.0", "5.2": "Django~=5.2.0", "6.0": "Django~=6.0.0"}
+DJANGO = {
+    "4.2": "Django~=4.2.0",
+    "5.2": "Django~=5.2.0",
+    "6.0": "Django~=6.0.0",
+    "6.1": "Django~=6.1.0",
+}
 FLASK = {"2.3": "Flask[async]~=2.3.0", "3.x": "Flask[async]>=3,<4"}
 
 COMBINATIONS = [
@@ -27,7 +32,7 @@ COMBINATIONS = [
     ("3.10", "4.2", "2.3"),  # the oldest of everything
     ("3.12", "4.2", "3.x"),  # Django 4.2 on its newest Python
     ("3.12", "6.0", "3.x"),  # Django 6.0 on its oldest Python
-    ("3.13", "6.0", "2.3"),  # the newest Python with the oldest Flask
+    ("3.13", "6.1", "2.3"),  # the newest Python and Django with the oldest Flask
     ("3.13", "5.2", "3.x"),  # Django 5.2 on the newest Python
 ]
 """Besides the main combination, (3.11, 5.2, 3.x), which ``.ci/run`` tests in full."""

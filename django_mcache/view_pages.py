@@ -9,6 +9,7 @@ snapshot stored and the response restored from it.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,6 @@ from django.http.response import HttpResponseBase
 from django.urls import get_script_prefix, get_urlconf, set_script_prefix, set_urlconf
 from django.utils import translation
 from django.utils.cache import (
-    cc_delim_re,
     get_max_age,
     has_vary_header,
     patch_cache_control,
@@ -52,6 +52,8 @@ __all__ = [
 
 View = Callable[..., Any]
 PRIVATE_DIRECTIVES = frozenset({"private", "no-cache", "no-store"})
+_LIST_ITEMS = re.compile(r"\s*,\s*")
+"""How ``Cache-Control`` and ``Vary`` separate their items (Django 6.1 dropped its own)."""
 
 
 # -- what may be cached ------------------------------------------------------------------------
@@ -112,7 +114,7 @@ def _refusal(response: HttpResponseBase, options: ViewOptions, keyed_by_user: bo
         return "set-cookie"
     directives = {
         d.split("=", 1)[0].strip().lower()
-        for d in cc_delim_re.split(response.get("Cache-Control", ""))
+        for d in _LIST_ITEMS.split(response.get("Cache-Control", ""))
         if d.strip()
     }
     if directives & PRIVATE_DIRECTIVES or get_max_age(response) == 0:
@@ -120,7 +122,7 @@ def _refusal(response: HttpResponseBase, options: ViewOptions, keyed_by_user: bo
     if has_vary_header(response, "*"):
         return "vary"
     allowed = set(options.vary) | ({"cookie"} if keyed_by_user else set())
-    varied = {h.strip().lower() for h in cc_delim_re.split(response.get("Vary", "")) if h.strip()}
+    varied = {h.strip().lower() for h in _LIST_ITEMS.split(response.get("Vary", "")) if h.strip()}
     return None if varied <= allowed else "vary"  # another Vary would serve the wrong variant
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol, runtime_checkable
+from typing import ClassVar, Final, Protocol, runtime_checkable
 
 __all__ = [
     "NO_VALUE",
@@ -20,6 +20,8 @@ __all__ = [
     "ClaimsStale",
     "Colocating",
     "HasAsyncTwin",
+    "LeaseBid",
+    "LeasesInRead",
     "NoValueType",
     "StaleClaim",
     "Store",
@@ -262,6 +264,7 @@ class StaleClaim:
     lock_ms: int
     window_ms: int
     outcome: bool | None = None
+    read_method: ClassVar[str] = "get_many_claiming"
 
 
 @runtime_checkable
@@ -284,4 +287,63 @@ class ClaimsStale(Protocol):
 
     def get_many_claiming(self, keys: list[str], claim: StaleClaim) -> dict[str, bytes]:
         """Return ``get_many(keys)``, claiming ``keys[0]``'s rebuild if it is in its window."""
+        ...
+
+
+@dataclass(slots=True)
+class LeaseBid:
+    """A read's bid for the server's lease on the entry it reads (memcached's ``mg … N R``).
+
+    ``lease_ttl``: how long the placeholder a miss leaves lives (the build's
+    lock timeout); ``early_ttl``: an entry with at most that many seconds left
+    in the store is leased for rebuilding too (its stale window; 0: never).
+    The store fills in the rest.
+    """
+
+    lease_ttl: int
+    early_ttl: int
+    outcome: bool | None = None
+    """True: this reader holds the lease (``W``); False: another reader does (``Z``);
+    None: no lease is in play (a plain hit)."""
+    token: int | None = None
+    """The cas of what was read: a write under the lease must still find it."""
+    left: int | None = None
+    """Seconds the item has left in the store (-1: no expiry)."""
+    marked_stale: bool = False
+    """The item was marked stale (``X``): an invalidation, whatever its own times say."""
+    unleased: bool = False
+    """The store read without leasing (its server is down and a stand-in answered):
+    the portable lock decides who builds."""
+    read_method: ClassVar[str] = "get_many_leasing"
+
+
+@runtime_checkable
+class LeasesInRead(Protocol):
+    """A store whose server leases a miss or a stale entry to one reader, in the read.
+
+    DESIGN.md's "Native single-flight": ``get_or_build`` then takes no lock key
+    and frees none. The lease is the item's cas; the entry's write is guarded by
+    it (``leased_write``), so a build whose lease an invalidation or a newer
+    write took cannot store.
+    """
+
+    @property
+    def leases_in_read(self) -> bool:
+        """Whether reads may lease now (the store may ask its servers, once)."""
+        ...
+
+    def get_many_leasing(self, keys: list[str], bid: LeaseBid) -> dict[str, bytes]:
+        """Return ``get_many(keys)``, bidding for the lease on ``keys[0]``."""
+        ...
+
+    def claim_stale(self, key: str, token: int, bid: LeaseBid) -> None:
+        """Mark the entry read with ``token`` stale and bid for its rebuild."""
+        ...
+
+    def release_lease(self, key: str, token: int) -> bool:
+        """Hand a stale entry's lease, not used, to the next reader."""
+        ...
+
+    def leased_write(self, key: str, value: bytes, token: int, ttl: int) -> bool:
+        """Store only if the item's cas is still ``token``; ttl -1 removes it instead."""
         ...

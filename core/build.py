@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from .api import NO_VALUE
+from .api import NO_VALUE, LeaseBid
 from .building import Building
 from .call import BuildOptions, Call, ServedStale
 from .dependencies import inside_build, report
@@ -130,29 +130,48 @@ class Builder(Building):
                     if value is not NO_VALUE:
                         return value
                 mark = parts.tags.invalidations.mark()
-            claim = self.writer.claim_for(key, o) if self.writer.claims else None
-            try:
-                entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
-            except Exception as error:
-                parts.store_failed("get_or_build", error)
-                parts.metrics.add("misses", key=key)
-                call = Call(key, build, tags, o, {})
-                return (yield from self.build_alone_steps(call, unread=True))
-            if self.writer.claims:
-                self.writer.saw(key, entry)
-            now = parts.clock.time_ms()
-            if self.is_hit(key, entry, declared, others, now, o):
-                if near is not None and parts.tags.invalidations.unchanged(key, mark):
-                    near.keep(key, entry, tags)  # type: ignore[arg-type]
-                if claim is not None:
-                    yield from self.writer.drop_claim_steps(key, claim)
-                if entry.tags and inside_build():  # type: ignore[union-attr]
-                    report(self.parts.tags.scope, entry.tags)  # type: ignore[union-attr]
-                return entry.value  # type: ignore[union-attr]
+            native = self.writer.leasing and self.writer.leases_now()
+            claim = self.writer.bid_for(key, o, native) if self.writer.bids else None
+            while True:
+                try:
+                    entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
+                except Exception as error:
+                    parts.store_failed("get_or_build", error)
+                    parts.metrics.add("misses", key=key)
+                    call = Call(key, build, tags, o, {})
+                    return (yield from self.build_alone_steps(call, unread=True))
+                if self.writer.bids:
+                    self.writer.saw(key, entry)
+                now = parts.clock.time_ms()
+                leased = type(claim) is LeaseBid
+                if leased and entry is not None and not self.writer.lease_due(entry, claim, now, o):  # type: ignore[arg-type]
+                    yield from self.writer.hand_back_steps(key, entry, claim)  # type: ignore[arg-type]
+                if leased and entry is not None and (claim.outcome or claim.marked_stale):  # type: ignore[union-attr]
+                    # The server leased this reader an early rebuild, or an invalidation
+                    # marked the entry stale: not a hit, whatever the entry's own times say.
+                    pass
+                elif self.is_hit(key, entry, declared, others, now, o, xfetch=not native):
+                    if near is not None and parts.tags.invalidations.unchanged(key, mark):
+                        near.keep(key, entry, tags)  # type: ignore[arg-type]
+                    if claim is not None:
+                        yield from self.writer.drop_claim_steps(key, claim)
+                    if entry.tags and inside_build():  # type: ignore[union-attr]
+                        report(self.parts.tags.scope, entry.tags)  # type: ignore[union-attr]
+                    return entry.value  # type: ignore[union-attr]
+                if claim is None and native:
+                    # Read plainly as an entry known fresh, and found otherwise: again,
+                    # bidding for the server's lease (see Writer.bid_for).
+                    claim = self.writer.lease_bid(key, o)
+                    continue
+                break
             parts.trace(key, "M")
             call = Call(key, build, tags, o, declared, entry, claim=claim)
             if entry is not None:
-                call.seen_fresh = entry.is_fresh(now) and entry.tags_current(declared, others)
+                call.seen_fresh = (
+                    not (leased and claim.marked_stale)  # type: ignore[union-attr]
+                    and entry.is_fresh(now)
+                    and entry.tags_current(declared, others)
+                )
                 value = yield from self.refresh_stale_steps(call, entry)
             else:
                 yield from self.writer.drop_claim_steps(key, claim)
@@ -173,13 +192,20 @@ class Builder(Building):
         others: dict[str, int],
         now: int,
         o: BuildOptions,
+        xfetch: bool = True,
     ) -> bool:
-        """Return (counted and traced) whether ``entry`` is fresh, current and not picked early."""
+        """Return (counted and traced) whether ``entry`` is fresh, current and not picked early.
+
+        ``xfetch``: an early refresh is picked here at random; not where the
+        server leases it (:meth:`~mcache.writing.Writer.lease_bid`).
+        """
         if (
             entry is not None
             and (entry.fresh_until_ms == 0 or now < entry.fresh_until_ms)
             and (entry.tags == declared if not others else entry.tags_current(declared, others))
-            and not (o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng))
+            and not (
+                xfetch and o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng)
+            )
         ):
             if self.parts.tracer.enabled:
                 self.parts.tracer.event(key, "H")
@@ -306,6 +332,12 @@ class Builder(Building):
         may take (``lock_timeout``) before building themselves.
         """
         flight, leader = self.flights.join(call.key)
+        if not leader and type(call.claim) is LeaseBid and call.claim.outcome:
+            # The server leased the build to this caller, not to the flight's leader
+            # (which waits for whoever holds the lease): it builds, and the leader
+            # finds its entry.
+            lease = self.writer.server_lease(call)
+            return (yield from self.build_and_store_steps(call, lease, None))
         if not leader:
             self.parts.metrics.add("coalesced", key=call.key)
             if (yield Wait(flight, call.options.wait)) and flight.answered():

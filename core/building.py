@@ -120,7 +120,8 @@ class Building:
             lease = yield Shielded(
                 self.writer.take_lease_steps(call, lock), self._let_go(call, lock)
             )
-            if lock is not None and lease is not None:
+            if lock is not None and lease is not None and not lease.native:
+                # (A server lease came with the read that decided the build: nothing to see.)
                 fresh = yield from self.built_meanwhile_steps(call, lease.found)
                 if fresh is not None:
                     call.depends = fresh.tags

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .api import StaleClaim
+from .api import LeaseBid, StaleClaim
 from .entry import Entry
 
 __all__ = ["BuildOptions", "Call", "ServedStale"]
@@ -54,7 +54,7 @@ class Call:
     """Run by a refresher (a thread here, or a queue worker) rather than for a caller."""
     built: bool = False
     failed: bool = False
-    claim: StaleClaim | None = None
+    claim: StaleClaim | LeaseBid | None = None
     """The bid for the rebuild its read made (see :class:`mcache.api.ClaimsStale`)."""
 
 

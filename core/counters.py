@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
 from .keys import make_key
-from .steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
+from .steps import Steps, StoreCall, aperform, arun_steps, one, perform, run_steps
 from .stores.base import stored_count
 
 if TYPE_CHECKING:
@@ -72,8 +72,10 @@ def bump(
     The incr → add → incr loop: ``incr`` never creates a key, and of several
     callers that find it missing exactly one ``add`` wins; the others ``incr``
     again, so no first increment is lost and the seed is applied once (only the
-    winner calls ``on_seeded(seed)``). A store that is down counts nothing and
-    answers 0 (logged), never an exception.
+    winner calls ``on_seeded(seed)``). On a store that creates what it counts
+    (memcached's meta protocol: ``ma … N J``) a counter without a seed takes one
+    command instead. A store that is down counts nothing and answers 0 (logged),
+    never an exception.
     """
     return run_steps(bump_steps(parts, key, delta, ttl, seed, on_seeded), perform)
 
@@ -88,6 +90,15 @@ def bump_steps(
 ) -> Steps[int]:
     """:func:`bump`, as steps: the one algorithm both the sync and the async counters run."""
     store = parts.store
+    if (
+        delta > 0
+        and seed is None
+        and on_seeded is None
+        and getattr(store, "creates_counters", False)
+    ):
+        # One command where the server can create what it counts (memcached's ``ma … N``).
+        made = StoreCall(store, "incr_creating", (key, delta, ttl))
+        return (yield from parts.store_steps("counter", one(made), 0))
 
     def attempts() -> Steps[int]:
         for _ in range(_RETRIES):

@@ -54,6 +54,11 @@ class Lease:
     """When (``time.monotonic()``) the key expires on its own; ``inf``: never, or unknown."""
     guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
     """Keeps a keep-alive (:func:`keep`) and the final write apart: both move the token."""
+    native: bool = False
+    """The server's own lease (memcached's meta protocol, :mod:`mcache.server_lease`): the
+    token is the cas of the read that won it, and writes go through ``leased_write``."""
+    stored: bool = False
+    """Whether the build's entry was written under the lease."""
 
 
 def take_steps(
@@ -114,7 +119,9 @@ def write_steps(store: Store, key: str, data: bytes, lease: Lease, ttl: int) -> 
     the renewer's thread ever waits for it (:func:`keep`), never an event loop.
     """
     with lease.guard:
-        return (yield StoreCall(store, "cas", (key, data, lease.token, ttl)))
+        method = "leased_write" if lease.native else "cas"
+        lease.stored = yield StoreCall(store, method, (key, data, lease.token, ttl))
+        return lease.stored
 
 
 def abandon_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
@@ -130,4 +137,5 @@ def withdraw_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
     on a failed update, the outdated value must not stay behind to be served.
     """
     with lease.guard:
-        yield StoreCall(store, "cas", (key, b"", lease.token, -1))
+        method = "leased_write" if lease.native else "cas"
+        yield StoreCall(store, method, (key, b"", lease.token, -1))

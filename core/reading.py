@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .api import NO_VALUE, NoValueType, StaleClaim
+from .api import NO_VALUE, LeaseBid, NoValueType, StaleClaim
 from .dependencies import report
 from .entry import Entry, is_placeholder
 from .errors import MCacheError
@@ -41,17 +41,18 @@ class Reader:
         self.plans: dict[str, _Plan] = {}  # key -> what its last read with its tags fetched
 
     def read(
-        self, key: str, tags: list[str], claim: StaleClaim | None = None
+        self, key: str, tags: list[str], claim: StaleClaim | LeaseBid | None = None
     ) -> tuple[Entry | None, dict[str, int], dict[str, int]]:
         """Return the entry, the versions of the declared tags, and of the entry's other tags.
 
-        With a ``claim`` (only for a store that :class:`ClaimsStale`), the read
-        also bids for the entry's rebuild, and the claim says how that went.
+        With a ``claim`` (only for a store that :class:`ClaimsStale` or
+        :class:`LeasesInRead`), the read also bids for the entry's rebuild, and
+        the claim says how that went.
         """
         return run_steps(self.read_steps(key, tags, claim), perform)
 
     def read_steps(
-        self, key: str, tags: list[str], claim: StaleClaim | None = None
+        self, key: str, tags: list[str], claim: StaleClaim | LeaseBid | None = None
     ) -> Steps[tuple[Entry | None, dict[str, int], dict[str, int]]]:
         """:meth:`read`, as steps: the sync driver calls the store, the async one awaits it."""
         parts = self.parts
@@ -76,7 +77,7 @@ class Reader:
                 if claim is None:
                     got = yield StoreCall(parts.store, "get_many", (keys,))
                 else:
-                    got = yield StoreCall(parts.store, "get_many_claiming", (keys, claim))
+                    got = yield StoreCall(parts.store, claim.read_method, (keys, claim))
                 entry = self.decode(key, got.get(key, NO_VALUE))
             else:
                 entry = self.decode(key, (yield StoreCall(parts.store, "get", (key,))))
@@ -108,11 +109,13 @@ class Reader:
             self.plans[key] = plan
         return plan
 
-    def _get_steps(self, key: str, claim: StaleClaim | None) -> Steps[bytes | NoValueType]:
+    def _get_steps(
+        self, key: str, claim: StaleClaim | LeaseBid | None
+    ) -> Steps[bytes | NoValueType]:
         """Return what the store holds under ``key``, claiming it with ``claim`` if given."""
         if claim is None:
             return (yield StoreCall(self.parts.store, "get", (key,)))
-        found = yield StoreCall(self.parts.store, "get_many_claiming", ([key], claim))
+        found = yield StoreCall(self.parts.store, claim.read_method, ([key], claim))
         return found.get(key, NO_VALUE)
 
     def _other_versions_steps(
@@ -143,9 +146,10 @@ class Reader:
 
         A value written by a plain ``set`` is an entry too: untagged, fresh until
         the store drops it. So ``set`` then ``get_or_build`` returns what was set,
-        as Django's ``get_or_set`` after ``set`` does. A build's placeholder is a miss.
+        as Django's ``get_or_set`` after ``set`` does. A build's placeholder is a
+        miss, the server's (empty: see :mod:`mcache.server_lease`) too.
         """
-        if data is NO_VALUE:
+        if data is NO_VALUE or not data:
             return None
         value = self.parts.codec.loads(data, key)  # type: ignore[arg-type]
         entry = Entry.from_wire(value)
@@ -195,6 +199,8 @@ class Reader:
         values: dict[str, Any] = {}
         entries: dict[str, Entry] = {}
         for store_key, data in found.items():
+            if not data:
+                continue  # the server's placeholder for a build under way
             value = self.parts.codec.loads(data, store_key)
             if type(value) in (list, tuple):
                 if (entry := Entry.from_wire(value)) is not None:

@@ -30,6 +30,7 @@ from .errors import Uncacheable
 from .jobs import Job, address_of, plain_function, resolve
 from .lock import Lock, pauses
 from .renewal import renewer
+from .server_lease import lock_for_job
 from .steps import settled
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ class Rebuilds:
     def run_job(self, job: Job, build: Callable[[], Any]) -> str:
         """Rebuild what a queue worker was handed (see :func:`mcache.rebuild.run`)."""
         options = BuildOptions(**job.options)
-        lock = Lock(self.parts.shared, job.lock, options.lock_timeout, token=job.token.encode())
+        lock = lock_for_job(self.parts.shared, job.lock, options.lock_timeout, job.token)
         try:  # the enqueuer's lock, unless it expired while the job waited and is gone
             if not (lock.extend() or lock.try_acquire()):
                 return "taken"

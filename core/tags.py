@@ -295,7 +295,9 @@ class Tags:
         """Move every copy of each tag to ``max(now, old + 1)``; return each tag's new version.
 
         Two round trips whatever the number of tags: one read of every copy, one
-        batch of increments (pipelined per server where the store can).
+        batch of increments (pipelined per server where the store can). Missing
+        copies are created with ``add``, or in the batch itself where the store
+        creates what it counts (:meth:`_bump_creating_steps`).
         """
         return run_steps(self.bump_steps(names), perform)
 
@@ -317,6 +319,8 @@ class Tags:
             else:
                 seen[slot[1]] = old
                 deltas[slot[1]] = max(1, now - old)
+        if getattr(self.store, "creates_counters", False):
+            return (yield from self._bump_creating_steps(names, slots, deltas, seen, missing, now))
         results = yield from incr_many_steps(self.store, deltas)
         versions = {}
         for label, key in slots:
@@ -325,6 +329,41 @@ class Tags:
             elif (label, key) not in missing:
                 missing.append((label, key))  # deleted between the read and the increment
         versions.update((yield from self._recreate_steps(missing, now, forward=True, seen=seen)))
+        self._remember(versions)
+        cut = len(self._prefix)
+        return {name: versions[self.key(name)[cut:]] for name in names}
+
+    def _bump_creating_steps(
+        self,
+        names: list[str],
+        slots: list[Slot],
+        deltas: dict[str, int],
+        seen: dict[str, int],
+        missing: list[Slot],
+        now: int,
+    ) -> Steps[dict[str, int]]:
+        """The increments of :meth:`bump_steps` on a store that creates what it counts
+        (memcached's ``ma … N J``): a copy that was missing, or vanished since the read,
+        is created at its new version in the same batch, not by ``add`` one at a time.
+
+        A copy that someone else created meanwhile is counted up by one instead, which
+        may leave it behind ``now``: only those are moved on afterwards.
+        """
+        targets = {key: seen[key] + delta for key, delta in deltas.items()}
+        for _, key in missing:
+            targets[key] = max(now, self._created.get(key, 0) + 1)
+            deltas[key] = 1
+        results = yield StoreCall(self.store, "incr_many_creating", (deltas, targets))
+        versions = {label: results[key] for label, key in slots}
+        behind = [(label, key) for label, key in slots if results[key] < targets[key]]
+        if behind:
+            ahead = {key: max(1, targets[key] - results[key]) for _, key in behind}
+            moved = yield from incr_many_steps(self.store, ahead)
+            versions.update({label: moved[key] or targets[key] for label, key in behind})  # type: ignore[misc]
+        if len(self._created) > _REMEMBERED:
+            self._created.clear()
+        for label, key in missing:
+            self._created[key] = versions[label]
         self._remember(versions)
         cut = len(self._prefix)
         return {name: versions[self.key(name)[cut:]] for name in names}

@@ -15,13 +15,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import lease as leases
-from .api import NO_VALUE, ClaimsStale, StaleClaim
+from .api import NO_VALUE, ClaimsStale, LeaseBid, StaleClaim
 from .call import BuildOptions, Call
 from .entry import Entry
 from .errors import StoreUnavailable, Unserializable, ValueTooLarge
 from .lock import Lock
 from .renewal import renewer
-from .steps import Steps, StoreCall, perform, run_steps
+from .server_lease import ServerLease
+from .steps import Steps, StoreCall, one, perform, run_steps
 
 if TYPE_CHECKING:
     from .parts import CacheParts
@@ -45,7 +46,55 @@ class Writer:
         self.claims = (
             parts.shared is store and isinstance(store, ClaimsStale) and store.claims_in_read
         )
+        # By its class: a protocol check would read ``leases_in_read``, which asks servers.
+        self.leasing = parts.shared is store and hasattr(type(store), "get_many_leasing")
+        self.bids = self.claims or self.leasing
         self._stale_at: dict[str, int] = {}  # key -> when the entry this process saw goes stale
+        self._build_ms: dict[str, int] = {}  # key -> how long its last build took (leasing)
+
+    def leases_now(self) -> bool:
+        """Whether builds take the server's lease (the store speaks memcached's meta protocol)."""
+        return self.leasing and self.parts.store.leases_in_read  # type: ignore[attr-defined, no-any-return]
+
+    def bid_for(self, key: str, o: BuildOptions, native: bool) -> StaleClaim | LeaseBid | None:
+        """Return what the read of ``key`` bids for its rebuild, or None (see :meth:`claim_for`,
+        :meth:`lease_bid`).
+
+        An entry this process saw and knows to be fresh, before its early-refresh
+        window, is read plainly: a hit then costs exactly what it costs on the text
+        protocol (a ``get`` answers a little faster than an ``mg`` with lease
+        flags). A plain read that finds anything but a hit reads again, bidding.
+        """
+        if native:  # (:meth:`leases_now`, asked once per call by the caller)
+            if self.known_fresh(key, o):
+                return None
+            return self.lease_bid(key, o)
+        return self.claim_for(key, o) if self.claims else None
+
+    def known_fresh(self, key: str, o: BuildOptions) -> bool:
+        """Whether the entry this process last saw under ``key`` is fresh, with its early
+        refresh (and memcached's whole-second clock) not yet due."""
+        due = self._stale_at.get(key)
+        if due is None:
+            return False
+        early_ms = o.early_refresh * self._build_ms.get(key, 0) + 2000
+        return self.parts.clock.time_ms() < due - early_ms
+
+    def lease_bid(self, key: str, o: BuildOptions) -> LeaseBid:
+        """Return the bid for the server's lease that a read of ``key`` carries.
+
+        A miss is leased for as long as a lock would be held. An entry is leased
+        for rebuilding once it has no more than its stale window left in the store
+        (it is stored ``stale_ttl`` past its fresh time), widened by the early
+        refresh: ``early_refresh`` times its last build's duration, the gap
+        XFetch draws at random on average, decided here by the server for exactly
+        one reader instead.
+        """
+        lease_ttl = o.lock_timeout + getattr(self.parts.store, "expiry_slack", 0)
+        if not o.ttl or not (o.stale_ttl or o.early_refresh):
+            return LeaseBid(lease_ttl, 0)
+        early = o.early_refresh * self._build_ms.get(key, 0) / 1000
+        return LeaseBid(lease_ttl, math.ceil(o.stale_ttl + early))
 
     def claim_for(self, key: str, o: BuildOptions) -> StaleClaim | None:
         """Return the bid for ``key``'s rebuild that its read makes, or None.
@@ -66,22 +115,56 @@ class Writer:
         lock = Lock(self.parts.shared, self.parts.derived_key("l", key), o.lock_timeout)
         return StaleClaim(lock.key, lock.token, lock.expiry() * 1000, o.stale_ttl * 1000)
 
+    def lease_due(self, entry: Entry, bid: LeaseBid, now: int, o: BuildOptions) -> bool:
+        """Whether a lease the server gave on ``entry`` is one this caller should use.
+
+        The server leases an entry for rebuilding by the time it has left, against
+        the stale window of the reader's options; an entry written by a caller
+        with a shorter window (other options for the same key) may be leased while
+        still fresh by its own times, well before its early refresh is due.
+        """
+        if not bid.outcome or bid.marked_stale or not entry.is_fresh(now):
+            return True
+        if not entry.fresh_until_ms:
+            return False  # a plain value: fresh as long as the store keeps it
+        early_ms = o.early_refresh * entry.build_ms + 2000  # whole seconds on the server
+        return entry.fresh_until_ms - now <= early_ms
+
+    def hand_back_steps(self, key: str, entry: Entry, bid: LeaseBid) -> Steps[None]:
+        """Give back a lease on an entry that is not due: written again as it is, it
+        loses its lease flag, and is leased again when it is due."""
+        bid.outcome = None
+        parts = self.parts
+        if bid.token is None or bid.left is None or bid.left < 1:
+            return
+        data = parts.codec.dumps(entry.to_wire(), key)
+        yield from parts.store_steps(
+            "set",
+            one(StoreCall(parts.store, "leased_write", (key, data, bid.token, bid.left))),
+            False,
+        )
+
     def saw(self, key: str, entry: Entry | None) -> None:
-        """Remember when the entry just read or written goes stale (see :meth:`claim_for`)."""
+        """Remember when the entry just read or written goes stale (see :meth:`claim_for`),
+        and how long it took to build (see :meth:`lease_bid`)."""
         if entry is None or not entry.fresh_until_ms:
             return
+        if self.leasing and self._build_ms.get(key) != entry.build_ms:
+            if len(self._build_ms) >= 65536:
+                self._build_ms.clear()
+            self._build_ms[key] = entry.build_ms
         if self._stale_at.get(key) != entry.fresh_until_ms:
             if len(self._stale_at) >= 65536:
                 self._stale_at.clear()
             self._stale_at[key] = entry.fresh_until_ms
 
-    def drop_claim_steps(self, key: str, claim: StaleClaim | None) -> Steps[None]:
+    def drop_claim_steps(self, key: str, claim: StaleClaim | LeaseBid | None) -> Steps[None]:
         """Free a lock the read claimed for a rebuild that is not needed after all.
 
         Rare: the store judged by time left, the entry said otherwise (a plain
         value near its end, a build's placeholder, a clock ahead of the store's).
         """
-        if claim is not None and claim.outcome:
+        if type(claim) is StaleClaim and claim.outcome:
             yield from self.unlock_steps(
                 key, Lock(self.parts.shared, claim.lock_key, token=claim.token)
             )
@@ -99,6 +182,17 @@ class Writer:
         """
         now = time.monotonic()
         claim = call.claim
+        if type(claim) is LeaseBid and not claim.unleased:
+            if claim.outcome is None and claim.token is not None:
+                # Stale by what the server cannot see (a bumped tag): mark it, bid again.
+                try:
+                    yield StoreCall(self.parts.store, "claim_stale", (call.key, claim.token, claim))
+                except Exception as error:
+                    self.parts.store_failed("lock", error)
+            lock = self.server_lease(call)
+            if lock is None:
+                self._mark_busy(call.key, now)
+            return lock
         if claim is not None and claim.outcome:
             self.parts.trace(call.key, "L")
             self._mark_busy(call.key, now)
@@ -128,7 +222,21 @@ class Writer:
         return run_steps(self.try_lock_steps(call), perform)
 
     def try_lock_steps(self, call: Call) -> Steps[Lock | None]:
-        """:meth:`try_lock`, as steps (see :mod:`mcache.steps`)."""
+        """:meth:`try_lock`, as steps (see :mod:`mcache.steps`).
+
+        Where the read bid for the server's lease, its answer is the first try,
+        and every later one is a leasing read of the key again.
+        """
+        claim = call.claim
+        if type(claim) is LeaseBid and not claim.unleased:
+            if claim.token is None:
+                try:
+                    yield StoreCall(self.parts.store, "get_many_leasing", ([call.key], claim))
+                except Exception as error:
+                    self.parts.store_failed("lock", error)
+                    return None
+            if not claim.unleased:
+                return self.server_lease(call)
         self.parts.trace(call.key, "L")
         lock_key = self.parts.derived_key("l", call.key)
         lock = Lock(self.parts.shared, lock_key, call.options.lock_timeout)
@@ -139,6 +247,22 @@ class Writer:
             self.parts.store_failed("lock", error)
             return None
         return self._held(lock)
+
+    def server_lease(self, call: Call) -> Lock | None:
+        """Return the server's lease the call's last read won (renewed while held), or None.
+
+        The read's answer is used once: the call's bid is replaced by a blank
+        one, so the next try (:meth:`try_lock_steps`) asks the server again.
+        """
+        claim = call.claim
+        assert type(claim) is LeaseBid
+        call.claim = LeaseBid(claim.lease_ttl, claim.early_ttl)
+        if not claim.outcome or claim.token is None:
+            return None
+        self.parts.trace(call.key, "L")
+        timeout = call.options.lock_timeout
+        placed = call.seen is None
+        return self._held(ServerLease.won(self.parts.store, call.key, timeout, claim, placed))
 
     def _held(self, lock: Lock) -> Lock:
         """Keep the won ``lock`` renewed while its build runs (see :mod:`mcache.renewal`)."""
@@ -164,6 +288,12 @@ class Writer:
         With a lock, the lease is kept alive as long as the lock is renewed: a
         build longer than what its key has left in the store still stores.
         """
+        if isinstance(lock, ServerLease):
+            try:
+                yield from lock.hold_steps()  # won with the read: nothing more to take
+            except Exception as error:
+                self.parts.store_failed("lock", error)
+            return lock.lease
         o, parts = call.options, self.parts
         ttl = math.ceil(o.ttl + o.stale_ttl) if o.ttl else 0
         try:
@@ -300,6 +430,6 @@ class Writer:
             return False
         parts.wrote((call.key,))
         parts.trace(call.key, "W" if stored else "X")  # X: a delete or newer write won
-        if stored and self.claims:
+        if stored and self.bids:
             self.saw(call.key, entry)
         return stored

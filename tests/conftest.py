@@ -106,6 +106,18 @@ def memcached_cluster_url(memcached_nodes: list[ServerProcess]) -> str:
     return "memcached://" + ",".join(node.address for node in memcached_nodes)
 
 
+@pytest.fixture
+def memcached_text_url(memcached_url: str) -> str:
+    """One flushed memcached node, spoken to in the text protocol (the default is meta)."""
+    return memcached_url + "?protocol=text"
+
+
+@pytest.fixture
+def memcached_cluster_text_url(memcached_cluster_url: str) -> str:
+    """The three flushed memcached nodes, spoken to in the text protocol."""
+    return memcached_cluster_url + "?protocol=text"
+
+
 @pytest.fixture(scope="session")
 def sentinel_group() -> Iterator[SentinelGroup]:
     """A Redis primary, its replica and three sentinels, for the whole session."""

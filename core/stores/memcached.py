@@ -20,17 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from pymemcache.client.base import Client
 
-from ..api import CasToken, NoValueType
+from ..api import CasToken, LeaseBid, NoValueType
 from ..errors import ConfigError
 from ..logs import FailureLog
 from ..ring import LIBKETAMA_POINTS, Server, make_ring
 from ..steps import run_steps
+from . import memcached_meta as meta
 from .base import MiB, twin_made_once
 from .memcached_dump import Item, metadump
+from .memcached_leases import MemcachedLeases, leased
 from .memcached_node import Node, NodeOptions
 from .memcached_stats import parse_detail
 from .memcached_steps import FetchOwners, MemcachedSteps, NodeCall
-from .memcached_wire import read_values, send_get
+from .memcached_wire import read_parsed, read_values, send_get
 
 if TYPE_CHECKING:
     from .memcached_async import AsyncMemcachedStore
@@ -41,8 +43,12 @@ ITEM_HEADROOM = 512
 """Bytes of memcached's 1 MiB item limit taken by the item header, key and flags."""
 
 
-class MemcachedStore(MemcachedSteps):
-    """A pool of memcached servers with failover and optional replication."""
+class MemcachedStore(MemcachedLeases, MemcachedSteps):
+    """A pool of memcached servers with failover and optional replication.
+
+    ``protocol``: ``auto`` (the meta commands where every server speaks them,
+    see :mod:`.memcached_leases`), ``meta`` or ``text``.
+    """
 
     expiry_slack = 1
     """memcached's clock counts whole seconds: a TTL of t lasts between t - 1 and t seconds."""
@@ -61,7 +67,9 @@ class MemcachedStore(MemcachedSteps):
         dead_timeout: float = 30.0,
         flush_on_rejoin: bool = True,
         replicas: int = 1,
+        protocol: str = "auto",
     ) -> None:
+        self._init_protocol(protocol)
         _check_options(
             connect_timeout, timeout, max_pool_size, max_value_size, retry_attempts, dead_timeout
         )
@@ -155,6 +163,53 @@ class MemcachedStore(MemcachedSteps):
         if not missing:
             return found
         return run_steps(self._replicas_fetch_steps(found, missing), self._perform)
+
+    def get_many_leasing(self, keys: list[str], bid: LeaseBid) -> dict[str, bytes]:
+        """``get_many(keys)``, bidding for the server's lease on ``keys[0]`` (meta protocol).
+
+        As :meth:`get_many`, the usual case (every server up, the keys on the
+        first key's server) is done here in line, not through the steps' driver:
+        it is the whole of a tagged hit's read.
+        """
+        if self._dead:
+            return run_steps(self.get_many_leasing_steps(keys, bid), self._perform)
+        lead, request, beside, elsewhere = self._lease_plan(keys, bid)
+        if elsewhere:
+            return run_steps(self.get_many_leasing_steps(keys, bid), self._perform)
+        client = lead.take()
+        try:
+            reply, found = _leased_get(client, request, beside)
+        except Exception as error:
+            lead.broken(client, error, keys[0])
+            # Its mg may have left a placeholder: lease nothing now, as with a server down.
+            bid.outcome, bid.token, bid.unleased = None, None, True
+            return self.get_many(keys)
+        lead.give_back(client)
+        bid.outcome, bid.unleased = None, False
+        leased(bid, keys[0], reply, found)
+        return found
+
+    def claim_stale(self, key: str, token: int, bid: LeaseBid) -> None:
+        """Mark the item read with ``token`` stale and bid for its rebuild (meta protocol)."""
+        run_steps(self.claim_stale_steps(key, token, bid), self._perform)
+
+    def release_lease(self, key: str, token: int) -> bool:
+        """Hand a stale item's unused lease to the next reader (meta protocol)."""
+        return run_steps(self.release_lease_steps(key, token), self._perform)
+
+    def leased_write(self, key: str, value: bytes, token: int, ttl: int) -> bool:
+        """Store only under the lease ``token`` (meta protocol's ``ms … C``)."""
+        return run_steps(self.leased_write_steps(key, value, token, ttl), self._perform)
+
+    def incr_many_creating(
+        self, deltas: Mapping[str, int], initial: Mapping[str, int]
+    ) -> dict[str, int]:
+        """Add each delta, creating missing keys at ``initial``, one ``ma`` batch per server."""
+        return run_steps(self.incr_many_creating_steps(deltas, initial), self._perform)
+
+    def incr_creating(self, key: str, delta: int, ttl: int = 0) -> int:
+        """Add ``delta``, creating a missing counter at ``delta``, in one ``ma``."""
+        return run_steps(self.incr_creating_steps(key, delta, ttl), self._perform)
 
     def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
         """Return ``(value, cas unique)`` from the owner; ``(NO_VALUE, None)`` when missing."""
@@ -263,6 +318,10 @@ def _on_client(client: Client, command: str, args: tuple[Any, ...]) -> Any:
         return read_values(client)
     if command == "incr_many":
         return _pipelined_incr(client, *args)
+    if command == "leased_get":
+        return _leased_get(client, *args)
+    if command == "meta":
+        return _meta_batch(client, args[0])
     return getattr(client, command)(*args)
 
 
@@ -286,6 +345,28 @@ def _fetch_pipelined(groups: dict[Node, list[str]]) -> tuple[dict[str, bytes], l
             node.broken(client, error)
             retry += group
     return found, retry
+
+
+def _socket_of(client: Client) -> Any:
+    if client.sock is None:
+        client._connect()
+    return client.sock
+
+
+def _leased_get(client: Client, request: bytes, beside: list[str]) -> tuple[meta.MetaReply, dict]:
+    """Send an ``mg`` and (in ``request`` too) a text ``get`` of ``beside``; read both replies."""
+    sock = _socket_of(client)
+    sock.sendall(request)
+    if not beside:
+        return read_parsed(sock, meta.parse_reply), {}  # type: ignore[return-value]
+    return read_parsed(sock, meta.parse_reply_and_values)  # type: ignore[return-value]
+
+
+def _meta_batch(client: Client, requests: list[bytes]) -> list[meta.MetaReply]:
+    """Send meta requests together; read their replies, in order."""
+    sock = _socket_of(client)
+    sock.sendall(b"".join(requests))
+    return read_parsed(sock, lambda buf: meta.parse_replies(buf, len(requests)))  # type: ignore[return-value]
 
 
 def _check_options(

@@ -19,6 +19,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import memcached_meta as meta
 from .memcached_wire import ProtocolError, parse_lines, parse_stats, parse_values, replied_error
 
 __all__ = ["AioConnection", "AioPool"]
@@ -105,6 +106,17 @@ class AioConnection(asyncio.Protocol):
 
     async def get_many(self, keys: list[str]) -> dict[str, bytes]:
         return await self.request(b"get " + " ".join(keys).encode() + b"\r\n", parse_values)  # type: ignore[no-any-return]
+
+    async def leased_get(
+        self, request: bytes, beside: list[str]
+    ) -> tuple[meta.MetaReply, dict[str, bytes]]:
+        if not beside:  # else ``request`` ends with a get of them
+            return await self.request(request, meta.parse_reply), {}
+        return await self.request(request, meta.parse_reply_and_values)  # type: ignore[no-any-return]
+
+    async def meta(self, requests: list[bytes]) -> list[meta.MetaReply]:
+        count = len(requests)
+        return await self.request(b"".join(requests), lambda buf: meta.parse_replies(buf, count))  # type: ignore[no-any-return]
 
     async def gets(self, key: str) -> tuple[bytes | None, bytes | None]:
         found = await self.request(b"gets %s\r\n" % key.encode(), _parse_with_cas)

@@ -20,8 +20,10 @@ client (at most ``connect_timeout`` plus a ``stats``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..api import LeaseBid
 from ..steps import arun_steps
 from .loop_local import LoopLocal
 from .memcached import stats_report
@@ -94,6 +96,28 @@ class AsyncMemcachedStore(SteppedTwin):
         return found, retry
 
     # -- the AsyncStore contract: the blocking store's steps, awaited -------------------------
+
+    async def get_many_leasing(self, keys: list[str], bid: LeaseBid) -> dict[str, bytes]:
+        return await arun_steps(self.store.get_many_leasing_steps(keys, bid), self._perform)
+
+    async def claim_stale(self, key: str, token: int, bid: LeaseBid) -> None:
+        await arun_steps(self.store.claim_stale_steps(key, token, bid), self._perform)
+
+    async def release_lease(self, key: str, token: int) -> bool:
+        return await arun_steps(self.store.release_lease_steps(key, token), self._perform)
+
+    async def leased_write(self, key: str, value: bytes, token: int, ttl: int) -> bool:
+        return await arun_steps(
+            self.store.leased_write_steps(key, value, token, ttl), self._perform
+        )
+
+    async def incr_many_creating(
+        self, deltas: Mapping[str, int], initial: Mapping[str, int]
+    ) -> dict[str, int]:
+        return await arun_steps(self.store.incr_many_creating_steps(deltas, initial), self._perform)
+
+    async def incr_creating(self, key: str, delta: int, ttl: int = 0) -> int:
+        return await arun_steps(self.store.incr_creating_steps(key, delta, ttl), self._perform)
 
     async def stats(self) -> dict[str, dict[str, int | float | str]]:
         return stats_report(await arun_steps(self.store.stats_of_all_steps(""), self._perform))

@@ -16,6 +16,9 @@ boundary parses the same way in both.
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
+
 from pymemcache.client.base import Client
 from pymemcache.exceptions import (
     MemcacheClientError,
@@ -28,6 +31,7 @@ __all__ = [
     "parse_lines",
     "parse_stats",
     "parse_values",
+    "read_parsed",
     "read_values",
     "replied_error",
     "send_get",
@@ -130,15 +134,20 @@ def send_get(client: Client, keys: list[str]) -> None:
 
 def read_values(client: Client) -> dict[str, bytes]:
     """Read the reply to :func:`send_get` from the client's socket."""
-    sock = client.sock
-    buf = sock.recv(65536)
+    return read_parsed(client.sock, parse_values)  # type: ignore[return-value]
+
+
+def read_parsed(sock: socket.socket, parse: Callable[[bytes], Parsed | int]) -> object:
+    """Read one whole reply from a blocking ``sock``, as ``parse`` tells its end;
+    nothing may follow it (one request at a time on a connection)."""
+    buf = sock.recv(65536)  # an empty buffer never holds a reply: no parse for it
     while True:
-        parsed = parse_values(buf)
+        parsed = parse(buf)
         if type(parsed) is tuple:
-            found, end = parsed
+            reply, end = parsed
             if end != len(buf):
-                raise ProtocolError("bytes after END")
-            return found  # type: ignore[return-value]
+                raise ProtocolError("bytes after the reply")
+            return reply
         while len(buf) < parsed:  # type: ignore[operator]
             chunk = sock.recv(max(65536, len(buf)))
             if not chunk:

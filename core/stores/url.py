@@ -83,6 +83,7 @@ OPTIONS: dict[str, dict[str, Parser]] = {
         "dead_timeout": float,
         "flush_on_rejoin": _parse_bool,
         "replicas": int,
+        "protocol": str,
     },
     "tiered": {"hot": str, "cold": str, "hot_ttl": int},
     "redis": _REDIS_OPTIONS,

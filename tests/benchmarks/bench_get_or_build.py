@@ -2,7 +2,9 @@
 
     python -m tests.benchmarks.bench_get_or_build [--quick] [--markdown]
 
-Starts three memcached on free loopback ports and kills them at the end.
+Starts three memcached on free loopback ports and kills them at the end. The
+round trips and latency of each path of the read on memcached's text and meta
+protocols are ``bench_leases.py``'s (the runner runs both).
 
 1. **Hit latency.** A hit is what a cache does most, so its price over a bare
    ``get`` is the overhead every request pays. Every subject reads the same ~1 KB

@@ -11,7 +11,7 @@ from mcache.errors import ConfigError, InvalidKey, NotNumeric
 from mcache.stores import MemoryStore, from_url
 
 
-@pytest.fixture(params=["memory", "memcached", "redis"])
+@pytest.fixture(params=["memory", "memcached", "memcached_text", "redis"])
 def cache(request: pytest.FixtureRequest) -> Cache:
     if request.param == "memory":
         return Cache("memory://", namespace="t")

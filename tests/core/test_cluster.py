@@ -15,6 +15,7 @@ from mcache import NO_VALUE
 from mcache.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore, MemoryStore, TieredStore
 from mcache.stores import memcached as memcached_module
+from tests.memcached_reads import record_reads
 from tests.servers import ServerProcess
 
 FOUR = [Server(f"10.0.0.{i}", 11211) for i in range(1, 5)]
@@ -292,21 +293,15 @@ def test_every_server_holds_one_copy_of_a_tag(trio) -> None:
         assert store.ring.server_for(store.colocated(base, key)) == store.ring.server_for(key)
 
 
-def test_a_tagged_hit_is_one_request_to_one_server(trio, monkeypatch) -> None:
+@pytest.mark.parametrize("protocol", ["meta", "text"])
+def test_a_tagged_hit_is_one_request_to_one_server(trio, monkeypatch, protocol: str) -> None:
     from mcache import Cache
 
-    cache = Cache(_store(trio), namespace="colo")
+    cache = Cache(_store(trio, protocol=protocol), namespace="colo")
     pages = [f"page:{i}" for i in range(30)]
     for page in pages:
         cache.get_or_build(page, lambda page=page: page, tags=["posts", "users"])
-    requests: list[tuple[str, int]] = []
-    original = memcached_module.send_get
-
-    def counting(client, group):
-        requests.append((client.server, len(group)))
-        return original(client, group)
-
-    monkeypatch.setattr(memcached_module, "send_get", counting)
+    requests = record_reads(monkeypatch)
     for page in pages:
         requests.clear()
         assert cache.get_or_build(page, lambda: "rebuilt", tags=["posts", "users"]) == page

@@ -17,12 +17,12 @@ from urllib.parse import urlencode
 import pytest
 import redis
 
-from mcache import NO_VALUE, Cache, Entry, Lock
-from mcache.renewal import renewer
+from mcache import NO_VALUE, Cache, Entry
+from tests.core import workers
 from tests.core.test_get_or_build import put_stale
 
 
-@pytest.fixture(params=["memcached", "redis"])
+@pytest.fixture(params=["memcached", "memcached_text", "redis"])
 def url(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue(f"{request.param}_url")
 
@@ -30,7 +30,6 @@ def url(request: pytest.FixtureRequest) -> str:
 def test_an_async_build_cancelled_twice_frees_its_lock_and_placeholder(url: str) -> None:
     """anyio (Starlette, FastAPI) cancels again while the first cancellation unwinds."""
     cache = Cache(url, namespace="cx", lock_timeout=2, wait=1)
-    lock_key = cache.derived_key("l", cache.key("k"))
 
     async def slow() -> str:
         await asyncio.sleep(10)
@@ -38,7 +37,7 @@ def test_an_async_build_cancelled_twice_frees_its_lock_and_placeholder(url: str)
 
     async def main() -> None:
         task = asyncio.create_task(cache.aget_or_build("k", slow, ttl=60))
-        while await asyncio.to_thread(cache.shared.get, lock_key) is NO_VALUE:
+        while not await asyncio.to_thread(workers.build_lock_held, cache, "k"):
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)  # the lease is taken, the build awaits
         task.cancel()
@@ -49,9 +48,9 @@ def test_an_async_build_cancelled_twice_frees_its_lock_and_placeholder(url: str)
 
     asyncio.run(main())  # the shielded release is finished as the loop shuts down
     deadline = time.monotonic() + 2
-    while cache.shared.get(lock_key) is not NO_VALUE and time.monotonic() < deadline:
+    while workers.build_lock_held(cache, "k") and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert cache.shared.get(lock_key) is NO_VALUE, "the lock was left held"
+    assert not workers.build_lock_held(cache, "k"), "the lock was left held"
     assert cache.store.get(cache.key("k")) is NO_VALUE, "the placeholder was left behind"
     started = time.monotonic()
     assert cache.get_or_build("k", lambda: "next") == "next"
@@ -157,10 +156,8 @@ def test_a_fragment_from_another_cache_passes_on_staleness_not_tags(url: str) ->
     assert pages.get_or_build("page", page, ttl=60) == "page with menu 1"
     assert renders == [1], "the page is a hit: it recorded no tag it could not check"
     fragments.invalidate("menu")
-    other = Lock(fragments.shared, fragments.derived_key("l", fragments.key("menu")), 30)
-    assert other.try_acquire()  # another process rebuilds the menu: only stale to be had
+    workers.hold_build_lock(fragments, "menu", 30)  # another process rebuilds it: only stale
     assert pages.get_or_build("page2", page, ttl=60) == "page with menu 1"
     stored = pages.codec.loads(pages.store.get(pages.key("page2")), pages.key("page2"))
     assert not Entry.from_wire(stored).is_fresh(pages.clock.time_ms()), "staleness crosses"  # type: ignore[union-attr]
-    assert other.release()
-    assert not renewer.holds(other)
+    assert workers.build_lock_held(fragments, "menu"), "nobody here took the other's lock"

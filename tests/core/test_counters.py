@@ -12,7 +12,7 @@ from mcache.stores import MemoryStore
 from tests.core import workers
 
 
-@pytest.fixture(params=["memcached", "redis", "sentinel", "cluster"])
+@pytest.fixture(params=["memcached", "memcached_text", "redis", "sentinel", "cluster"])
 def url(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue(f"{request.param}_url")
 

@@ -18,7 +18,7 @@ import pytest
 
 from mcache import NO_VALUE, Cache, Entry
 
-STORES = ["memory", "memcached", "memcached_replicas", "redis", "tiered"]
+STORES = ["memory", "memcached", "memcached_text", "memcached_replicas", "redis", "tiered"]
 
 
 def store_url(request: pytest.FixtureRequest) -> str:
@@ -31,6 +31,8 @@ def store_url(request: pytest.FixtureRequest) -> str:
         return "tiered://?" + urlencode({"hot": "memory://", "cold": cold})
     if request.param == "memcached":
         return request.getfixturevalue("memcached_cluster_url")
+    if request.param == "memcached_text":
+        return request.getfixturevalue("memcached_cluster_text_url")
     return request.getfixturevalue("redis_url")
 
 

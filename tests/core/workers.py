@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from mcache import NO_VALUE, Cache
+from mcache import NO_VALUE, Cache, Lock
+from mcache.stores import memcached_meta as meta
 
 BUILDS_KEY = "test:builds"
 
@@ -118,15 +121,66 @@ def astampede_on(
     results.put(outcomes)
 
 
-def wait_for_lock(cache: Cache, key: str, timeout: float = 30) -> str:
-    """Wait until someone holds the build lock of ``key``; return the lock's store key."""
-    lock_key = cache.derived_key("l", cache.key(key))
+def server_leases(cache: Cache) -> bool:
+    """Whether ``cache``'s builds take the server's lease (memcached's meta protocol)
+    rather than a lock key of their own."""
+    speaks_meta = getattr(cache.store, "speaks_meta", None)  # waits for a probe under way
+    return speaks_meta is not None and cache.store.replicas == 1 and speaks_meta()  # type: ignore[attr-defined]
+
+
+def _ask_owner(cache: Cache, store_key: str, request: bytes) -> meta.MetaReply:
+    """Send one meta request to the server owning ``store_key``; return its reply."""
+    server = cache.store.ring.server_for(store_key)  # type: ignore[attr-defined]
+    with socket.create_connection((server.host, server.port), timeout=2) as sock:
+        sock.sendall(request)
+        reply, _ = meta.read_reply(sock)
+    return reply
+
+
+def build_lock_held(cache: Cache, key: str) -> bool:
+    """Whether someone holds the right to build ``key``: its lock key, or the server's
+    lease on it (memcached answers ``Z`` to anyone else who asks).
+
+    Asking memcached about a stale item wins it (``W``) when nobody holds it: the
+    win is handed straight back (``md … I``), as a build that stored nothing does.
+    """
+    if cache.store.get(cache.derived_key("l", cache.key(key))) is not NO_VALUE:
+        return True  # (on a meta pool too: a call made while it asked its servers)
+    if not server_leases(cache):
+        return False
+    store_key = cache.key(key)
+    reply = _ask_owner(cache, store_key, meta.get(store_key))
+    if reply.won and reply.cas is not None:
+        _ask_owner(cache, store_key, meta.delete(store_key, stale=True, cas=reply.cas))
+    return reply.other_won
+
+
+def hold_build_lock(cache: Cache, key: str, timeout: int) -> Callable[[], bool]:
+    """Take the right to build ``key`` as another process would: its lock key, or the
+    server's lease (a miss's placeholder, a stale entry's win). Return what gives it
+    back, as that process would after building nothing."""
+    store_key = cache.key(key)
+    if not server_leases(cache):
+        lock = Lock(cache.shared, cache.derived_key("l", store_key), timeout)
+        assert lock.try_acquire()
+        return lock.release
+    ttl = timeout + getattr(cache.store, "expiry_slack", 0)  # as a lock's would be
+    reply = _ask_owner(cache, store_key, meta.get(store_key, lease_ttl=ttl))
+    if not reply.won and reply.cas is not None:  # an entry: mark it stale, then win it
+        _ask_owner(cache, store_key, meta.delete(store_key, stale=True, cas=reply.cas))
+        reply = _ask_owner(cache, store_key, meta.get(store_key, lease_ttl=ttl))
+    assert reply.won and reply.cas is not None, f"could not take the lease of {key!r}: {reply}"
+    request = meta.delete(store_key, stale=not reply.won_placeholder, cas=reply.cas)
+    return lambda: _ask_owner(cache, store_key, request).code == b"HD"
+
+
+def wait_for_lock(cache: Cache, key: str, timeout: float = 30) -> None:
+    """Wait until someone holds the right to build ``key`` (see :func:`build_lock_held`)."""
     deadline = time.monotonic() + timeout
-    while cache.store.get(lock_key) is NO_VALUE:
+    while not build_lock_held(cache, key):
         if time.monotonic() > deadline:
             raise AssertionError(f"nobody took the lock of {key!r} within {timeout} s")
         time.sleep(0.02)
-    return lock_key
 
 
 def hold_lock_forever(url: str, namespace: str, key: str, lock_timeout: int) -> None:

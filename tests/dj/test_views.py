@@ -14,9 +14,9 @@ from django.test import Client, RequestFactory, override_settings
 from django.utils import translation
 
 from mcache import outcome
-from mcache.stores import memcached as memcached_module
 from tests.dj import views
 from tests.dj.blog.models import Post
+from tests.memcached_reads import record_reads
 
 BACKEND = "django_mcache.backend.MCacheBackend"
 pytestmark = pytest.mark.django_db
@@ -184,21 +184,19 @@ def test_async_and_class_based_views(client: Client, async_client) -> None:
     assert second.content == b"async page"
 
 
-def test_hit_is_one_request_to_one_server(memcached_cluster_url: str, monkeypatch) -> None:
-    default = {"BACKEND": BACKEND, "LOCATION": memcached_cluster_url}
+@pytest.mark.parametrize("protocol", ["meta", "text"])
+def test_hit_is_one_request_to_one_server(
+    memcached_cluster_url: str, monkeypatch, protocol: str
+) -> None:
+    location = f"{memcached_cluster_url}?protocol={protocol}"
+    default = {"BACKEND": BACKEND, "LOCATION": location}
     caches_setting = {"default": {**default, "OPTIONS": {"near_ttl": None}}}  # the wire
     with override_settings(CACHES=caches_setting):
         client = Client()
         assert client.get("/posts/")["X-Cache"] == "MISS"
-        requests: list[int] = []
-        original = memcached_module.send_get
-        monkeypatch.setattr(
-            memcached_module,
-            "send_get",
-            lambda c, group: requests.append(len(group)) or original(c, group),
-        )
+        requests = record_reads(monkeypatch)
         assert client.get("/posts/")["X-Cache"] == "HIT"
-        assert requests == [2], "the page and its tag's version, in one request"
+        assert [keys for _, keys in requests] == [2], "the page and its tag's version, at once"
 
 
 def test_a_page_holding_a_csrf_token_is_never_shared() -> None:

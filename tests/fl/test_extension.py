@@ -12,7 +12,7 @@ from werkzeug.test import TestResponse
 
 from flask_mcache import MCache
 from mcache.errors import ConfigError
-from mcache.stores import memcached as memcached_module
+from tests.memcached_reads import record_reads
 
 renders: list[str] = []
 
@@ -198,17 +198,17 @@ def test_eight_threads_on_an_absent_page_build_once(memcached_url: str) -> None:
     assert count("post") == 1 and len({r.data for r in results}) == 1
 
 
-def test_a_hit_is_one_request_to_one_server(memcached_cluster_url: str, monkeypatch) -> None:
-    app, _ = make_app(memcached_cluster_url, MCACHE_NEAR_TTL=None)  # the wire, not the near cache
+@pytest.mark.parametrize("protocol", ["meta", "text"])
+def test_a_hit_is_one_request_to_one_server(
+    memcached_cluster_url: str, monkeypatch, protocol: str
+) -> None:
+    url = f"{memcached_cluster_url}?protocol={protocol}"
+    app, _ = make_app(url, MCACHE_NEAR_TTL=None)  # the wire, not the near cache
     client = app.test_client()
     client.get("/page")
-    requests: list[int] = []
-    original = memcached_module.send_get
-    monkeypatch.setattr(
-        memcached_module, "send_get", lambda c, g: requests.append(len(g)) or original(c, g)
-    )
+    requests = record_reads(monkeypatch)
     assert client.get("/page").headers["X-Cache"] == "HIT"
-    assert requests == [2], "the page and its tag version together"
+    assert [keys for _, keys in requests] == [2], "the page and its tag version together"
 
 
 def test_function_caching_and_extras() -> None:

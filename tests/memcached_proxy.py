@@ -1,0 +1,78 @@
+"""A TCP proxy in front of a real memcached that counts requests, or refuses meta commands.
+
+With ``meta=False`` it stands for a memcached older than 1.6: every meta
+command (``mg``, ``ms``, ``md``, ``ma``, ``mn``) is answered ``ERROR``, as such
+a server answers a command it does not know, and never reaches the server.
+Everything else is passed through untouched. Either way it counts what the
+client sent, a request (or a pipelined batch) at a time: the round trips a
+call cost, as the benchmark reports them and the tests check them.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+from tests.servers import HOST
+
+META_VERBS = (b"mg ", b"ms ", b"md ", b"ma ", b"mn\r\n", b"me ")
+
+
+class MemcachedProxy:
+    """Listens on a free loopback port and forwards to ``upstream`` (host, port)."""
+
+    def __init__(self, upstream: tuple[str, int], meta: bool = True) -> None:
+        self.upstream = upstream
+        self.meta = meta
+        self.listener = socket.create_server((HOST, 0))
+        self.port = self.listener.getsockname()[1]
+        self.refused = 0
+        self.forwarded = 0
+        self._closing = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            threading.Thread(target=self._from_client, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._to_client, args=(server, client), daemon=True).start()
+
+    def _from_client(self, client: socket.socket, server: socket.socket) -> None:
+        with client, server:
+            while chunk := _recv(client):
+                if not self.meta and chunk.startswith(META_VERBS):
+                    self.refused += 1
+                    client.sendall(b"ERROR\r\n" * chunk.count(b"\r\n"))
+                    continue
+                self.forwarded += 1
+                server.sendall(chunk)
+
+    def _to_client(self, server: socket.socket, client: socket.socket) -> None:
+        while chunk := _recv(server):
+            try:
+                client.sendall(chunk)
+            except OSError:
+                return
+
+    def counted(self) -> int:
+        """Requests forwarded so far (a pipelined batch counts one)."""
+        return self.forwarded
+
+    def close(self) -> None:
+        self._closing = True
+        self.listener.close()
+
+
+def _recv(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(65536)
+    except OSError:
+        return b""

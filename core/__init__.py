@@ -12,6 +12,7 @@ from .cache import Cache
 from .clock import FakeClock, SystemClock
 from .codec import Codec
 from .entry import Entry
+from .fresh_reads import read_primary
 from .keys import make_key
 from .lock import Lock
 from .refreshers import Refresher, ThreadPoolRefresher
@@ -30,6 +31,7 @@ __all__ = [
     "ThreadPoolRefresher",
     "errors",
     "make_key",
+    "read_primary",
 ]
 
 __version__ = "0.1.0"

@@ -47,6 +47,7 @@ from .dependencies import inside_build, report
 from .entry import Entry
 from .errors import Uncacheable
 from .flight import Flight, NotShared, SingleFlight
+from .fresh_reads import newest_version
 from .lock import Lock, pauses
 from .near import NearCopy
 from .outcome import UNCACHED
@@ -166,6 +167,8 @@ class Builder(Building):
                 break
             parts.trace(key, "M")
             call = Call(key, build, tags, o, declared, entry, claim=claim)
+            if parts.replication_lag_ms:
+                call.newest = newest_version(declared, others)
             if entry is not None:
                 call.seen_fresh = (
                     not (leased and claim.marked_stale)  # type: ignore[union-attr]

@@ -21,6 +21,7 @@ from .call import Call, ServedStale
 from .dependencies import collecting, merged, report
 from .entry import Entry
 from .errors import Uncacheable
+from .fresh_reads import newest_version, reading_primary_after
 from .lock import Lock
 from .observe import BuildWatch
 from .steps import CallBuilder, Shielded, Steps
@@ -78,9 +79,14 @@ class Building:
         an exception serves ``stale`` (as :class:`ServedStale`) or goes on up.
         """
         started = time.monotonic()
-        watch = self.parts.metrics.watch_build(call.key)
+        parts = self.parts
+        watch = parts.metrics.watch_build(call.key)
+        newest = max(call.newest, newest_version(call.versions))
         try:
-            with collecting(self.parts.tags.scope) as found:
+            with (
+                collecting(parts.tags.scope) as found,
+                reading_primary_after(parts.clock, newest, parts.replication_lag_ms),
+            ):
                 yield
         except Uncacheable:
             _ended(watch, "uncacheable")

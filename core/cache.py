@@ -101,8 +101,13 @@ class Cache(PlainOperations, CounterFactories):
         near_ttl: float | None = None,
         near_size: int = 10_000,
         metrics: Iterable[str | Observer] = (),
+        replication_lag: float = 0.0,
     ) -> None:
         """``near_ttl``: keep hot entries in this process too (see :mod:`mcache.near`).
+
+        ``replication_lag``: seconds a database replica may be behind its primary.
+        A rebuild set off by a tag bumped more recently than that reads the
+        primary (:func:`mcache.read_primary`); 0 turns it off.
 
         ``metrics``: where this cache's events go as they happen, besides its
         stats counters: ``"prometheus"``, ``"opentelemetry"`` (each an optional
@@ -162,6 +167,7 @@ class Cache(PlainOperations, CounterFactories):
             may_store or _always,
             coherence,
         )
+        self.parts.replication_lag_ms = int(duration(replication_lag, "replication_lag") * 1000)
         if near is not None and self.shared is self.store:
             coherence.follow_store(self.store, namespace)
         if name is not None:

@@ -56,6 +56,10 @@ class Call:
     failed: bool = False
     claim: StaleClaim | LeaseBid | None = None
     """The bid for the rebuild its read made (see :class:`mcache.api.ClaimsStale`)."""
+    newest: int = 0
+    """The newest version of the tags read with its entry, those it recorded from what
+    it contains included: a rebuild reads the primary while it is recent
+    (:mod:`mcache.fresh_reads`)."""
 
 
 class ServedStale(Exception):

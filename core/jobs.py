@@ -96,6 +96,9 @@ class Job:
     token: str
     seen: int
     """fresh-until (ms) of the stale entry the enqueuer saw; 0 when there was none."""
+    newest: int = 0
+    """The newest tag version the enqueuer read with it: the worker's build reads the
+    primary database while it is recent (:mod:`mcache.fresh_reads`)."""
 
     def to_json(self) -> str:
         """Return the job as the JSON text a queue carries."""

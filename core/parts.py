@@ -71,6 +71,9 @@ class CacheParts:
         self.may_store = may_store
         """Asked before a build is stored: a framework says no while the caller's
         database transaction holds uncommitted writes."""
+        self.replication_lag_ms = 0
+        """How far behind its primary a database replica may be: a rebuild set off by a
+        younger tag bump reads the primary (:mod:`mcache.fresh_reads`); 0: off."""
         self.locator: str | None = None
         """How a queue worker finds this cache again (see :mod:`mcache.rebuild`)."""
         self.coherence = coherence

@@ -27,6 +27,7 @@ from .call import BuildOptions, Call
 from .dependencies import report
 from .entry import Entry
 from .errors import Uncacheable
+from .fresh_reads import newest_version
 from .jobs import Job, address_of, plain_function, resolve
 from .lock import Lock, pauses
 from .renewal import renewer
@@ -101,6 +102,7 @@ class Rebuild:
             self.lock.key,
             self.lock.token.decode(),
             seen,
+            max(call.newest, newest_version(call.versions)),
         )
 
     def hand_off(self, seconds: float) -> str | None:
@@ -204,6 +206,7 @@ class Rebuilds:
         renewer.hold(lock, self.parts.failures)
         seen = Entry(None, job.seen) if job.seen else None
         call = Call(job.key, build, job.tags, options, {}, seen, background=True)
+        call.newest = job.newest
         self.builder.build_and_store(call, lock, self.builder.reader.peek(job.key))
         return "built" if call.built else "failed" if call.failed else "fresh"
 

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.exceptions import ImproperlyConfigured
 
@@ -44,8 +45,19 @@ if hasattr(os, "register_at_fork"):
 
 
 def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
-    """Return this process's core cache for a configuration, building it once."""
-    signature = (str(location), repr(sorted((str(k), repr(v)) for k, v in params.items())))
+    """Return this process's core cache for a configuration, building it once.
+
+    The configuration is the ``CACHES`` entry and the replica-lag settings the
+    core is built with (see :func:`~django_mcache.config.replication_lag`).
+    """
+    lag_settings = [
+        getattr(settings, name, None) for name in ("MCACHE_REPLICATION_LAG", "DATABASE_ROUTERS")
+    ]
+    signature = (
+        str(location),
+        repr(sorted((str(k), repr(v)) for k, v in params.items())),
+        repr(lag_settings),
+    )
     cache = _shared.get(signature)
     if cache is None:
         with _shared_lock:

@@ -116,6 +116,30 @@ def _is_mcache_backend(path: object) -> bool:
     return isinstance(backend, type) and issubclass(backend, MCacheBackend)
 
 
+ROUTER = "django_mcache.routers.FreshReadRouter"
+
+
+def replication_lag(routed: bool | None = None) -> float:
+    """Return ``MCACHE_REPLICATION_LAG``: seconds the replica may be behind the primary.
+
+    Unset, it is 2 s where :class:`~django_mcache.routers.FreshReadRouter` routes
+    reads (``routed``: known to; None: look at ``DATABASE_ROUTERS``) and 0 (off)
+    elsewhere, so a site without a replica pays nothing for it.
+    """
+    if routed is None:
+        routed = any(
+            router == ROUTER or type(router).__name__ == "FreshReadRouter"
+            for router in getattr(settings, "DATABASE_ROUTERS", ())
+        )
+    value = getattr(settings, "MCACHE_REPLICATION_LAG", 2.0 if routed else 0.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ConfigError(
+            "settings.MCACHE_REPLICATION_LAG must be the seconds a replica may be behind"
+            f" its primary, such as 2.0 (0: off), got {value!r}"
+        )
+    return float(value)
+
+
 def counters_alias(explicit: str | None = None) -> str:
     """Return the cache counters live in: ``explicit``, else ``MCACHE_COUNTERS_CACHE``, else
     the cache everything else uses.
@@ -172,6 +196,7 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     if isinstance(location, str) and location:
         store = problems.check("", lambda: _store(location, store_kwargs))
     option_problems(cache_kwargs, codec_kwargs, lambda name: f"OPTIONS[{name!r}]", problems)
+    lag = problems.check("", replication_lag)
     problems.raise_if_any()
     from .invalidation import may_store
 
@@ -180,6 +205,7 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
         default_ttl=default_ttl,
         codec=Codec(**codec_kwargs),
         may_store=may_store,
+        replication_lag=lag,
         **cache_kwargs,
     )
 

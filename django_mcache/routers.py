@@ -5,6 +5,11 @@ than ``MCACHE_REPLICATION_LAG`` seconds ago" is a comparison, and reads of
 models that changed that recently go to the primary, which has the change,
 instead of a replica that may not yet. Writes always go to the primary.
 
+A cache rebuild reads the primary too while any tag that set it off was bumped
+within the lag, whatever the tag names (:mod:`mcache.fresh_reads`): an entry
+rebuilt after ``invalidate("prices")`` or a nested fragment's bump is never
+built from a replica that has not replayed the change behind it.
+
 The versions are kept in the process for a short while (a tenth of the lag,
 at most 100 ms), and a change this process made is known at once, so routing
 costs a round trip only now and then. The price: for up to that long after
@@ -23,8 +28,9 @@ from django.conf import settings
 from django.core.cache import caches
 
 from mcache.clock import Clock, system_clock
+from mcache.fresh_reads import read_primary
 
-from .config import cache_alias
+from .config import cache_alias, replication_lag
 from .invalidation import recent_bump
 from .tags import model_tag
 
@@ -37,7 +43,7 @@ class FreshReadRouter:
     def __init__(self) -> None:
         self.replica = getattr(settings, "MCACHE_REPLICA_DB", "replica")
         self.primary = getattr(settings, "MCACHE_PRIMARY_DB", "default")
-        self.lag_ms = int(float(getattr(settings, "MCACHE_REPLICATION_LAG", 2.0)) * 1000)
+        self.lag_ms = int(replication_lag(routed=True) * 1000)
         self.local_ms = min(100, self.lag_ms // 10)
         self._known: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
@@ -46,13 +52,16 @@ class FreshReadRouter:
     def db_for_read(self, model: Any, **hints: Any) -> str:
         """Return the primary if ``model`` changed within the lag, else the replica.
 
+        Also the primary for every read of a cache rebuild that a tag bumped
+        within the lag set off, whatever the tag (an object's, a declared one,
+        ``invalidate("anything")``, a nested entry's): :func:`mcache.read_primary`.
         Models whose changes bump no tag (see ``MCACHE_EXCLUDE_MODELS``, e.g.
         database sessions) are always read from the primary: nothing would say
         they just changed.
         """
         from .signals import tracked
 
-        if not tracked(model):
+        if read_primary() or not tracked(model):
             return self.primary
         changed = self._version(model_tag(model))
         now = self.clock.time_ms()

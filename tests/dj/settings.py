@@ -30,6 +30,9 @@ DATABASES = {
         "NAME": ":memory:",
         "TEST": {"MIRROR": "default"},
     },
+    # A replica that lags: a database of its own, which the replica-lag tests copy the
+    # primary into only when they say so.
+    "lagging": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
 }
 CACHES = {
     "default": {

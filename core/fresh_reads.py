@@ -1,0 +1,79 @@
+"""Replica-lag routing: whether the build under way must read the primary database.
+
+Seed 004's rule. A tag's version is the time (ms) of its last bump, and a bump
+follows a change on the primary. A rebuild that a bump set off, and reads a
+replica that has not replayed that change yet, stores the old data as a fresh
+entry, and nothing will invalidate it until the next change. So while
+``get_or_build`` rebuilds an entry, it looks at the versions of the tags read
+with it (those it declares, and those it recorded from what it contains, so a
+nested entry's bump counts): if the newest is younger than the cache's
+``replication_lag``, the build's context says "read the primary", and a
+database router that asks :func:`read_primary` sends its reads there. Once the
+lag has passed the replica has the change, and the same build (however long it
+runs) goes back to the replica.
+
+The answer lives in a context variable: it follows the build into the threads
+and tasks it starts with the context copied (``asyncio.to_thread``, the
+refresher's thread, a task queue's worker, which is handed the version), and a
+nested build keeps whichever of the two says "primary" longer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import NamedTuple
+
+from .clock import Clock
+
+__all__ = ["newest_version", "read_primary", "reading_primary_after"]
+
+
+class _Until(NamedTuple):
+    clock: Clock
+    until_ms: int
+
+
+_PRIMARY: ContextVar[_Until | None] = ContextVar("mcache_read_primary", default=None)
+
+
+def read_primary() -> bool:
+    """Whether reads in the current context should go to the primary database.
+
+    True inside a ``get_or_build`` rebuild while a tag version it depends on is
+    younger than its cache's ``replication_lag``; False everywhere else. For
+    any database router (Django's :class:`django_mcache.routers.FreshReadRouter`
+    and SQLAlchemy's :class:`flask_mcache.sqlalchemy.FreshReadSession` ask it).
+    """
+    until = _PRIMARY.get()
+    return until is not None and until.clock.time_ms() < until.until_ms
+
+
+@contextlib.contextmanager
+def reading_primary_after(clock: Clock, newest_version: int, lag_ms: int) -> Iterator[None]:
+    """Say "read the primary" in the block until ``lag_ms`` after ``newest_version``.
+
+    Nothing changes when the lag is off (0), no version is known, or the
+    version is already older than the lag.
+    """
+    until_ms = newest_version + lag_ms
+    outer = _PRIMARY.get()
+    if (
+        lag_ms <= 0
+        or newest_version <= 0
+        or until_ms <= clock.time_ms()
+        or (outer is not None and outer.until_ms >= until_ms and outer.clock is clock)
+    ):
+        yield
+        return
+    token = _PRIMARY.set(_Until(clock, until_ms))
+    try:
+        yield
+    finally:
+        _PRIMARY.reset(token)
+
+
+def newest_version(*versions: dict[str, int]) -> int:
+    """Return the newest of the tag versions given (0 for none)."""
+    return max((v for found in versions for v in found.values()), default=0)

@@ -12,6 +12,10 @@ database router that asks :func:`read_primary` sends its reads there. Once the
 lag has passed the replica has the change, and the same build (however long it
 runs) goes back to the replica.
 
+Outside builds, a router reads a model from the primary while the model's own
+tag changed within the lag (:class:`ChangeTimes`): the request after a form
+post finds the row it wrote.
+
 The answer lives in a context variable: it follows the build into the threads
 and tasks it starts with the context copied (``asyncio.to_thread``, the
 refresher's thread, a task queue's worker, which is handed the version), and a
@@ -21,13 +25,18 @@ nested build keeps whichever of the two says "primary" longer.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from .clock import Clock
+from .clock import Clock, system_clock
 
-__all__ = ["newest_version", "read_primary", "reading_primary_after"]
+if TYPE_CHECKING:
+    from .cache import Cache
+
+__all__ = ["ChangeTimes", "newest_version", "note_bumps", "read_primary", "reading_primary_after"]
 
 
 class _Until(NamedTuple):
@@ -77,3 +86,60 @@ def reading_primary_after(clock: Clock, newest_version: int, lag_ms: int) -> Ite
 def newest_version(*versions: dict[str, int]) -> int:
     """Return the newest of the tag versions given (0 for none)."""
     return max((v for found in versions for v in found.values()), default=0)
+
+
+_bumped: dict[str, int] = {}  # tag -> when this process last bumped it (ms)
+
+
+def note_bumps(versions: Mapping[str, int]) -> None:
+    """Remember the versions of tags this process just bumped: its own routers know at once."""
+    if len(_bumped) > 65536:
+        _bumped.clear()
+    _bumped.update(versions)
+
+
+class ChangeTimes:
+    """When tags last changed, for a router that asks before every query.
+
+    A version read from the cache is kept a tenth of the lag (at most 100 ms),
+    and one this process bumped (:func:`note_bumps`) is known at once, so
+    routing costs a round trip only now and then. The price: for up to that
+    long after another process's change, this one may still route by the
+    older version; keep the lag setting above the real replication lag by at
+    least that much.
+    """
+
+    def __init__(self, lag_ms: int, clock: Clock = system_clock) -> None:
+        self.lag_ms = lag_ms
+        self.local_ms = min(100, lag_ms // 10)
+        self.clock = clock
+        self._known: dict[str, tuple[int, float]] = {}
+        self._lock = threading.Lock()
+
+    def changed_within_lag(self, cache: Cache | None, tag: str) -> bool:
+        """Whether ``tag`` was bumped within the lag; True when that cannot be known
+        (no cache, or it is down): reading the primary is always correct."""
+        version = self.version(cache, tag)
+        return version is None or self.clock.time_ms() - version < self.lag_ms
+
+    def version(self, cache: Cache | None, tag: str) -> int | None:
+        """Return the tag's version: this process's own bump, a recent read, or the store's."""
+        mine = _bumped.get(tag, 0)
+        now = time.monotonic()
+        with self._lock:
+            known = self._known.get(tag)
+        if known is not None and known[1] > now:
+            return max(known[0], mine)
+        if cache is None:
+            return None
+        try:
+            version = cache.tags.read([tag], cache.tags.key(tag)).get(tag)
+        except Exception:  # the cache is down: the caller reads the primary
+            return None
+        if version is None:
+            return None
+        with self._lock:
+            if len(self._known) >= 65536:
+                self._known.clear()
+            self._known[tag] = (version, now + self.local_ms / 1000)
+        return max(version, mine)

@@ -26,6 +26,7 @@ from django.core.cache import caches
 from django.db import connections, models, router, transaction
 from django.db.models.base import ModelState
 
+from mcache.fresh_reads import note_bumps
 from mcache.logs import FailureLog
 
 from .config import cache_alias
@@ -39,12 +40,9 @@ __all__ = [
     "invalidate_model",
     "invalidate_obj",
     "may_store",
-    "recent_bump",
 ]
 
 _failures = FailureLog()
-
-_recent: dict[str, int] = {}  # tag -> when this process last bumped it (ms), for the router
 
 
 def _core() -> Any:
@@ -53,16 +51,8 @@ def _core() -> Any:
     return getattr(backend, "mcache", None)
 
 
-def recent_bump(tag: str) -> int | None:
-    """Return when this process last bumped ``tag`` (ms since the epoch), if it did."""
-    return _recent.get(tag)
-
-
 def _invalidate(core: Any, tags: Iterable[str]) -> None:
-    versions = core.invalidate(*tags)
-    if len(_recent) > 65536:
-        _recent.clear()
-    _recent.update(versions)
+    note_bumps(core.invalidate(*tags))
 
 
 def bump(tags: Iterable[str], using: str = "default") -> None:

@@ -11,27 +11,24 @@ rebuilt after ``invalidate("prices")`` or a nested fragment's bump is never
 built from a replica that has not replayed the change behind it.
 
 The versions are kept in the process for a short while (a tenth of the lag,
-at most 100 ms), and a change this process made is known at once, so routing
-costs a round trip only now and then. The price: for up to that long after
-another process's write, this one may still read the model from the replica
-(a form post answered by one worker and its redirect by another); keep the
-lag setting above the replication lag by at least that much.
+at most 100 ms), and a change this process made is known at once
+(:class:`mcache.fresh_reads.ChangeTimes`), so routing costs a round trip only
+now and then. The price: for up to that long after another process's write,
+this one may still read the model from the replica (a form post answered by
+one worker and its redirect by another); keep the lag setting above the
+replication lag by at least that much.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
 
-from mcache.clock import Clock, system_clock
-from mcache.fresh_reads import read_primary
+from mcache.fresh_reads import ChangeTimes, read_primary
 
 from .config import cache_alias, replication_lag
-from .invalidation import recent_bump
 from .tags import model_tag
 
 __all__ = ["FreshReadRouter"]
@@ -43,11 +40,7 @@ class FreshReadRouter:
     def __init__(self) -> None:
         self.replica = getattr(settings, "MCACHE_REPLICA_DB", "replica")
         self.primary = getattr(settings, "MCACHE_PRIMARY_DB", "default")
-        self.lag_ms = int(replication_lag(routed=True) * 1000)
-        self.local_ms = min(100, self.lag_ms // 10)
-        self._known: dict[str, tuple[int, float]] = {}
-        self._lock = threading.Lock()
-        self.clock: Clock = system_clock
+        self.changes = ChangeTimes(int(replication_lag(routed=True) * 1000))
 
     def db_for_read(self, model: Any, **hints: Any) -> str:
         """Return the primary if ``model`` changed within the lag, else the replica.
@@ -63,9 +56,10 @@ class FreshReadRouter:
 
         if read_primary() or not tracked(model):
             return self.primary
-        changed = self._version(model_tag(model))
-        now = self.clock.time_ms()
-        return self.primary if changed is None or now - changed < self.lag_ms else self.replica
+        core = getattr(caches[cache_alias()], "mcache", None)
+        if self.changes.changed_within_lag(core, model_tag(model)):
+            return self.primary
+        return self.replica
 
     def db_for_write(self, model: Any, **hints: Any) -> str:
         """Writes go to the primary."""
@@ -78,24 +72,3 @@ class FreshReadRouter:
     def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool | None:
         """Never migrate the replica (it follows the primary); leave other aliases to others."""
         return False if db == self.replica else None
-
-    def _version(self, tag: str) -> int | None:
-        """Return the tag's version, from this process's own bumps, a recent read, or the store."""
-        mine = recent_bump(tag)
-        now = time.monotonic()
-        with self._lock:
-            known = self._known.get(tag)
-        if known is not None and known[1] > now:
-            return max(known[0], mine or 0)
-        core = getattr(caches[cache_alias()], "mcache", None)
-        if core is None:
-            return None
-        try:
-            version = core.tags.read([tag], core.tags.key(tag)).get(tag)
-        except Exception:  # the cache is down: reading the primary is always correct
-            return None
-        if version is None:
-            return None
-        with self._lock:
-            self._known[tag] = (version, now + self.local_ms / 1000)
-        return max(version, mine or 0)

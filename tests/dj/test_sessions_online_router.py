@@ -154,7 +154,7 @@ def fresh_reads(monkeypatch):
         clock = FakeClock(core.clock.time())
         monkeypatch.setattr(core, "clock", clock)  # tag versions are times on the same clock
         monkeypatch.setattr(core.tags, "clock", clock)
-        fresh.clock = clock
+        fresh.changes.clock = clock
         yield clock
 
 

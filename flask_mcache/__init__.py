@@ -57,6 +57,10 @@ class MCache:
                 MCacheWarning,
                 stacklevel=2,
             )
+        if app.config.get("MCACHE_REPLICA_BIND") is not None:
+            from .fresh_reads import install
+
+            install(app, cache)
         if app.config.get("MCACHE_SESSIONS"):
             from .sessions import MCacheSessionInterface
 

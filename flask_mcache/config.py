@@ -36,6 +36,7 @@ CACHE_KEYS = {
     "MCACHE_REFRESH_QUEUE": "refresh_queue",
     "MCACHE_REFRESH_FALLBACK": "refresh_fallback",
     "MCACHE_METRICS": "metrics",
+    "MCACHE_REPLICATION_LAG": "replication_lag",
 }
 CODEC_KEYS = {
     "MCACHE_SERIALIZER": "serializer",
@@ -48,6 +49,7 @@ ONLINE_KEYS = frozenset(
 )
 COUNTER_KEYS = frozenset({"MCACHE_VIEW_COUNT_FIELDS"})
 SESSION_KEYS = frozenset({"MCACHE_SESSIONS", "MCACHE_SESSION_URL", "MCACHE_SESSION_REPLICAS"})
+ROUTING_KEYS = frozenset({"MCACHE_REPLICA_BIND"})
 KEYS = frozenset(
     {
         "MCACHE_URL",
@@ -58,6 +60,7 @@ KEYS = frozenset(
         *STORE_KEYS,
         *COUNTER_KEYS,
         *SESSION_KEYS,
+        *ROUTING_KEYS,
     }
 )
 
@@ -85,6 +88,8 @@ def cache_from_config(config: Mapping[str, Any], url_key: str = "MCACHE_URL") ->
         store = problems.check(store_keys, lambda: from_url(url, **store_options))
     codec_kwargs = _params(config, CODEC_KEYS, mistyped)
     cache_kwargs = _params(config, CACHE_KEYS, mistyped)
+    if config.get("MCACHE_REPLICA_BIND") is not None:  # a replica: its lag matters (2 s unless set)
+        cache_kwargs.setdefault("replication_lag", 2.0)
     setting = {param: key for key, param in {**CACHE_KEYS, **CODEC_KEYS}.items()}.__getitem__
     option_problems(cache_kwargs, codec_kwargs, setting, problems)
     if not mistyped & {"MCACHE_ONLINE_WINDOW", "MCACHE_ONLINE_SLOTS"}:
@@ -134,6 +139,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_REFRESH_FALLBACK": (str,),
     "MCACHE_REPLICAS": (int,),
     "MCACHE_METRICS": (list, tuple),
+    "MCACHE_REPLICATION_LAG": (int, float),
 }
 
 

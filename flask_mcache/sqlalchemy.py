@@ -23,8 +23,11 @@ from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session
 
 from mcache import Cache
+from mcache.fresh_reads import note_bumps
 
-__all__ = ["dependency_tags", "model_tag", "obj_tag", "row_tags", "watch"]
+from .fresh_reads import FreshReadSession
+
+__all__ = ["FreshReadSession", "dependency_tags", "model_tag", "obj_tag", "row_tags", "watch"]
 
 _TAGS = "mcache_tags"
 _local = threading.local()
@@ -118,7 +121,7 @@ def watch(target: Any, cache: Callable[[], Cache]) -> None:
             flushed |= row_tags(obj)
         if flushed:
             session.info.setdefault(_TAGS, set()).update(flushed)
-            cache().invalidate(*flushed)
+            note_bumps(cache().invalidate(*flushed))
             _pending().add(session)
 
     def after_commit(session: Session) -> None:
@@ -127,7 +130,7 @@ def watch(target: Any, cache: Callable[[], Cache]) -> None:
         tags = session.info.pop(_TAGS, None)
         _pending().discard(session)
         if tags:
-            cache().invalidate(*tags)
+            note_bumps(cache().invalidate(*tags))
 
     def after_transaction_end(session: Session, transaction: Any) -> None:
         # The outermost transaction ended (committed, rolled back, or the session

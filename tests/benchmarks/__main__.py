@@ -38,6 +38,7 @@ SCRIPTS: dict[str, list[str]] = {  # name -> the arguments that make it quick
     "bench_asgi": ["--seconds", "2", "--rounds", "2"],
     "bench_memcached_async": ["--rounds", "2", "--calls", "500"],
     "bench_leases": ["--rounds", "2", "--calls", "300"],
+    "bench_fresh_reads": ["--rounds", "2", "--calls", "300"],
     "soak": ["--seconds", "15"],
 }
 TIMEOUT = 1800  # seconds one script may take: a hung server start must not hang the runner

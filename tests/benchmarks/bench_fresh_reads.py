@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from flask_mcache import MCache
 from flask_mcache.fresh_reads import fresh_reads_of
 from flask_mcache.sqlalchemy import FreshReadSession
 from mcache import Cache
-from tests.benchmarks.common import Figure, arguments, measure, p99, report, table
+from tests.benchmarks.common import Figure, arguments, latency_row, measure, report, table
 from tests.servers import memcached_process
 
 VALUE = {"rows": [{"n": i, "label": f"row {i:03d}"} for i in range(15)]}
@@ -48,17 +47,6 @@ class Item(Base):
     name: Mapped[str] = mapped_column(String(50))
 
 
-def row(name: str, mine: list[float], theirs: list[float]) -> list[str]:
-    ratio = statistics.median(mine) / statistics.median(theirs)
-    return [
-        name,
-        f"{statistics.median(mine):.1f}",
-        f"{p99(mine):.1f}",
-        f"{statistics.median(theirs):.1f}",
-        f"{ratio:.2f}×",
-    ]
-
-
 def cache_rows(url: str, rounds: int, calls: int) -> list[list[str]]:
     """Cold builds and hits, lag on against lag off."""
     lagging = Cache(url, namespace="lag", default_ttl=3600, replication_lag=2)
@@ -72,14 +60,14 @@ def cache_rows(url: str, rounds: int, calls: int) -> list[list[str]]:
         rounds,
         calls,
     )
-    rows = [row("cold build, a tag bumped just now", mine, theirs)]
+    rows = [latency_row("cold build, a tag bumped just now", mine, theirs)]
     mine, theirs = measure(
         lambda: lagging.get_or_build("hit", lambda: VALUE, tags=["items"]),
         lambda: plain.get_or_build("hit", lambda: VALUE, tags=["items"]),
         rounds,
         calls,
     )
-    rows.append(row("hit", mine, theirs))
+    rows.append(latency_row("hit", mine, theirs))
     return rows
 
 
@@ -112,14 +100,14 @@ def query_rows(url: str, folder: Path, rounds: int, calls: int) -> list[list[str
         with routed() as db:
             assert db.get_bind(Item.__mapper__, clause=statement) is fresh_reads_of(app).replica  # type: ignore[union-attr]
         mine, theirs = measure(lambda: read(routed), lambda: read(plain), rounds, calls)
-    return [row("SELECT by primary key, routed to the replica", mine, theirs)]
+    return [latency_row("SELECT by primary key, routed to the replica", mine, theirs)]
 
 
 def run(rounds: int, calls: int, markdown: bool, figures_path: str | None) -> None:
     node = memcached_process().start()
     try:
         url = f"memcached://{node.address}"
-        header = ["call", "median µs", "p99 µs", "anchor median µs", "ratio"]
+        header = ["call", "median µs", "anchor median µs", "ratio"]
         builds = cache_rows(url, rounds, calls)
         print("\n**1.** get_or_build, replication_lag=2; anchor: the same cache, lag off\n")
         print(table(header, builds, markdown))
@@ -131,12 +119,9 @@ def run(rounds: int, calls: int, markdown: bool, figures_path: str | None) -> No
         node.kill()
     report(
         [
-            Figure("build with replication_lag vs off", builds[0][1], builds[0][3],
-                   builds[0][4], "", None),
-            Figure("hit with replication_lag vs off", builds[1][1], builds[1][3],
-                   builds[1][4], "", None),
-            Figure("routed SELECT vs plain session", queries[0][1], queries[0][3],
-                   queries[0][4], "", None),
+            Figure("build with replication_lag vs off", *builds[0][1:], "", None),
+            Figure("hit with replication_lag vs off", *builds[1][1:], "", None),
+            Figure("routed SELECT vs plain session", *queries[0][1:], "", None),
         ],
         figures_path,
     )  # fmt: skip

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 from django.core.cache import caches
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.db import connections
 from django.test import override_settings
 
@@ -147,6 +149,11 @@ def test_the_lag_setting_is_checked_at_start_up() -> None:
         pytest.raises(mcache.errors.ConfigError, match=named),
     ):
         cache_from_settings("memory://", {})
+    with (
+        override_settings(MCACHE_REPLICATION_LAG=-1),
+        pytest.raises(SystemCheckError, match="MCACHE_REPLICATION_LAG must be"),
+    ):
+        call_command("check")
     with override_settings(DATABASE_ROUTERS=["django_mcache.routers.FreshReadRouter"]):
         assert cache_from_settings("memory://", {}).parts.replication_lag_ms == 2000
     assert cache_from_settings("memory://", {}).parts.replication_lag_ms == 0, "no router: off"

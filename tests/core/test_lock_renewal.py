@@ -45,14 +45,16 @@ def test_a_build_longer_than_its_lock_timeout_runs_once(url: str, start: str) ->
     cache = Cache(url, namespace="rn")
     if start == "stale":
         put_stale(cache, "report", "old")
-    process, done = start_build(url, "report", 2.5, {"lock_timeout": 1, "ttl": 60})
+    # Timeouts of 2 s, renewed every 0.67 s: a renewal may come up to 1.3 s late (a loaded
+    # machine) before memcached's whole-second clock lets the lock expire.
+    process, done = start_build(url, "report", 4.0, {"lock_timeout": 2, "ttl": 60})
     workers.wait_for_lock(cache, "report")
     began = time.monotonic()
     values = []
     second = workers.counting_builder(cache, 0, "the second caller")
-    for at in (1.5, 2.2):  # past the lock's timeout (and memcached's slack): only renewal
+    for at in (2.5, 3.3):  # past the lock's timeout (and memcached's slack): only renewal
         time.sleep(max(0.0, began + at - time.monotonic()))
-        values.append(cache.get_or_build("report", second, lock_timeout=1, wait=3))
+        values.append(cache.get_or_build("report", second, lock_timeout=2, wait=3))
     first = done.get(timeout=30)
     process.join(10)
     assert first.startswith("built by pid")

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from django.conf import settings
 from django.core.cache import caches
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
@@ -150,10 +151,10 @@ def test_the_lag_setting_is_checked_at_start_up() -> None:
     ):
         cache_from_settings("memory://", {})
     with (
-        override_settings(MCACHE_REPLICATION_LAG=-1),
+        override_settings(MCACHE_REPLICATION_LAG=-1, CACHES=dict(settings.CACHES)),
         pytest.raises(SystemCheckError, match="MCACHE_REPLICATION_LAG must be"),
     ):
-        call_command("check")
+        call_command("check")  # (CACHES overridden: the backends it made are dropped after)
     with override_settings(DATABASE_ROUTERS=["django_mcache.routers.FreshReadRouter"]):
         assert cache_from_settings("memory://", {}).parts.replication_lag_ms == 2000
     assert cache_from_settings("memory://", {}).parts.replication_lag_ms == 0, "no router: off"

@@ -161,7 +161,7 @@ class Builder(Building):
                     return entry.value  # type: ignore[union-attr]
                 if claim is None and native:
                     # Read plainly as an entry known fresh, and found otherwise: again,
-                    # bidding for the server's lease (see Writer.bid_for).
+                    # bidding for the server's lease (see Bidding.bid_for).
                     claim = self.writer.lease_bid(key, o)
                     continue
                 break
@@ -200,7 +200,7 @@ class Builder(Building):
         """Return (counted and traced) whether ``entry`` is fresh, current and not picked early.
 
         ``xfetch``: an early refresh is picked here at random; not where the
-        server leases it (:meth:`~mcache.writing.Writer.lease_bid`).
+        server leases it (:meth:`~mcache.bidding.Bidding.lease_bid`).
         """
         if (
             entry is not None

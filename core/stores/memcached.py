@@ -32,7 +32,7 @@ from .memcached_leases import MemcachedLeases, leased
 from .memcached_node import Node, NodeOptions
 from .memcached_stats import parse_detail
 from .memcached_steps import FetchOwners, MemcachedSteps, NodeCall
-from .memcached_wire import read_parsed, read_values, send_get
+from .memcached_wire import read_parsed, read_values, send_get, socket_of
 
 if TYPE_CHECKING:
     from .memcached_async import AsyncMemcachedStore
@@ -185,8 +185,8 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps):
             bid.outcome, bid.token, bid.unleased = None, None, True
             return self.get_many(keys)
         lead.give_back(client)
-        bid.outcome, bid.unleased = None, False
-        leased(bid, keys[0], reply, found)
+        bid.unleased = False
+        leased(bid, keys[0], reply, found)  # (sets the outcome)
         return found
 
     def claim_stale(self, key: str, token: int, bid: LeaseBid) -> None:
@@ -347,15 +347,9 @@ def _fetch_pipelined(groups: dict[Node, list[str]]) -> tuple[dict[str, bytes], l
     return found, retry
 
 
-def _socket_of(client: Client) -> Any:
-    if client.sock is None:
-        client._connect()
-    return client.sock
-
-
 def _leased_get(client: Client, request: bytes, beside: list[str]) -> tuple[meta.MetaReply, dict]:
     """Send an ``mg`` and (in ``request`` too) a text ``get`` of ``beside``; read both replies."""
-    sock = _socket_of(client)
+    sock = socket_of(client)
     sock.sendall(request)
     if not beside:
         return read_parsed(sock, meta.parse_reply), {}  # type: ignore[return-value]
@@ -364,7 +358,7 @@ def _leased_get(client: Client, request: bytes, beside: list[str]) -> tuple[meta
 
 def _meta_batch(client: Client, requests: list[bytes]) -> list[meta.MetaReply]:
     """Send meta requests together; read their replies, in order."""
-    sock = _socket_of(client)
+    sock = socket_of(client)
     sock.sendall(b"".join(requests))
     return read_parsed(sock, lambda buf: meta.parse_replies(buf, len(requests)))  # type: ignore[return-value]
 

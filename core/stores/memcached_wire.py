@@ -125,11 +125,16 @@ def _shown(line: bytes) -> str:
     return line[:200].decode(errors="replace")
 
 
-def send_get(client: Client, keys: list[str]) -> None:
-    """Send one ``get`` for ``keys`` on the client's socket, connecting if needed."""
+def socket_of(client: Client) -> socket.socket:
+    """Return the client's socket, connecting it first if needed."""
     if client.sock is None:
         client._connect()
-    client.sock.sendall(b"get " + " ".join(keys).encode() + b"\r\n")
+    return client.sock  # type: ignore[no-any-return]
+
+
+def send_get(client: Client, keys: list[str]) -> None:
+    """Send one ``get`` for ``keys`` on the client's socket, connecting if needed."""
+    socket_of(client).sendall(b"get " + " ".join(keys).encode() + b"\r\n")
 
 
 def read_values(client: Client) -> dict[str, bytes]:

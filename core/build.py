@@ -168,7 +168,7 @@ class Builder(Building):
             parts.trace(key, "M")
             call = Call(key, build, tags, o, declared, entry, claim=claim)
             if parts.replication_lag_ms:
-                call.newest = newest_version(declared, others)
+                call.newest = newest_version(others)
             if entry is not None:
                 call.seen_fresh = (
                     not (leased and claim.marked_stale)  # type: ignore[union-attr]

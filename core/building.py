@@ -21,7 +21,7 @@ from .call import Call, ServedStale
 from .dependencies import collecting, merged, report
 from .entry import Entry
 from .errors import Uncacheable
-from .fresh_reads import newest_version, reading_primary_after
+from .fresh_reads import reading_primary_after
 from .lock import Lock
 from .observe import BuildWatch
 from .steps import CallBuilder, Shielded, Steps
@@ -81,7 +81,7 @@ class Building:
         started = time.monotonic()
         parts = self.parts
         watch = parts.metrics.watch_build(call.key)
-        newest = max(call.newest, newest_version(call.versions))
+        newest = call.newest_version() if parts.replication_lag_ms else 0
         try:
             with (
                 collecting(parts.tags.scope) as found,

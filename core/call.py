@@ -11,6 +11,7 @@ from typing import Any
 
 from .api import LeaseBid, StaleClaim
 from .entry import Entry
+from .fresh_reads import newest_version
 
 __all__ = ["BuildOptions", "Call", "ServedStale"]
 
@@ -57,9 +58,13 @@ class Call:
     claim: StaleClaim | LeaseBid | None = None
     """The bid for the rebuild its read made (see :class:`mcache.api.ClaimsStale`)."""
     newest: int = 0
-    """The newest version of the tags read with its entry, those it recorded from what
-    it contains included: a rebuild reads the primary while it is recent
-    (:mod:`mcache.fresh_reads`)."""
+    """The newest version of the tags its entry recorded from what it contains (beyond
+    ``versions``, those it declares): see :meth:`newest_version`."""
+
+    def newest_version(self) -> int:
+        """Return the newest version of every tag read with the call's entry: a rebuild
+        reads the primary while it is recent (:mod:`mcache.fresh_reads`)."""
+        return max(self.newest, newest_version(self.versions))
 
 
 class ServedStale(Exception):

@@ -83,9 +83,9 @@ def reading_primary_after(clock: Clock, newest_version: int, lag_ms: int) -> Ite
         _PRIMARY.reset(token)
 
 
-def newest_version(*versions: dict[str, int]) -> int:
+def newest_version(versions: Mapping[str, int]) -> int:
     """Return the newest of the tag versions given (0 for none)."""
-    return max((v for found in versions for v in found.values()), default=0)
+    return max(versions.values(), default=0)
 
 
 _bumped: dict[str, int] = {}  # tag -> when this process last bumped it (ms)

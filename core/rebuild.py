@@ -27,7 +27,6 @@ from .call import BuildOptions, Call
 from .dependencies import report
 from .entry import Entry
 from .errors import Uncacheable
-from .fresh_reads import newest_version
 from .jobs import Job, address_of, plain_function, resolve
 from .lock import Lock, pauses
 from .renewal import renewer
@@ -102,7 +101,7 @@ class Rebuild:
             self.lock.key,
             self.lock.token.decode(),
             seen,
-            max(call.newest, newest_version(call.versions)),
+            call.newest_version(),
         )
 
     def hand_off(self, seconds: float) -> str | None:

@@ -50,15 +50,14 @@ class FreshReads:
         self.changes = ChangeTimes(cache.parts.replication_lag_ms)
 
     @classmethod
-    def from_config(cls, app: Flask, cache: Cache) -> FreshReads | None:
-        """Return the app's routing from ``MCACHE_REPLICA_BIND``; None when it is unset.
+    def from_config(cls, app: Flask, cache: Cache) -> FreshReads:
+        """Return the app's routing from ``MCACHE_REPLICA_BIND`` (``init_app`` asks only
+        when it is set).
 
         A value that is neither an ``Engine`` nor a database URL SQLAlchemy
         understands fails here, at ``init_app``, naming the key.
         """
-        bind = app.config.get("MCACHE_REPLICA_BIND")
-        if bind is None:
-            return None
+        bind = app.config["MCACHE_REPLICA_BIND"]
         if isinstance(bind, Engine):
             return cls(bind, cache)
         if not isinstance(bind, str):
@@ -80,12 +79,8 @@ def fresh_reads_of(app: Flask) -> FreshReads | None:
 
 
 def install(app: Flask, cache: Cache) -> None:
-    """Set up ``app``'s replica routing from its config (called by ``init_app``)."""
-    routing = FreshReads.from_config(app, cache)
-    if routing is None:
-        app.extensions.pop(_EXTENSION, None)
-    else:
-        app.extensions[_EXTENSION] = routing
+    """Set up ``app``'s replica routing from its ``MCACHE_REPLICA_BIND`` (``init_app``)."""
+    app.extensions[_EXTENSION] = FreshReads.from_config(app, cache)
 
 
 class FreshReadSession(Session):

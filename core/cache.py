@@ -221,6 +221,17 @@ class Cache(PlainOperations, CounterFactories):
     def __repr__(self) -> str:
         return f"Cache({self.store!r}, namespace={self.namespace!r})"
 
+    @property
+    def single_flight(self) -> str:
+        """How ``get_or_build`` elects the one caller that builds, on this store now.
+
+        ``"lease"``: the server's own lease, won in the read itself (memcached's
+        meta protocol); ``"lock"``: a lock key taken with the store's atomic
+        ``add`` (every other store, and memcached on the text protocol). It may
+        ask a memcached pool which protocol its servers speak, once.
+        """
+        return "lease" if self.builder.writer.leases_now() else "lock"
+
     # -- keys, tracing and the fail-open policy --------------------------------------------
 
     @property
@@ -423,8 +434,19 @@ class Cache(PlainOperations, CounterFactories):
             self.metrics.flush()
         totals = functools.partial(self.metrics.totals, pending=flush)
         counters = self.store_call("stats", totals, self.metrics.local())
-        servers = self.store_call("stats", self.store.stats, {})
-        return {"cache": counters, "servers": servers}
+        return {"cache": counters, "servers": self.server_stats()}
+
+    def server_stats(self) -> dict[str, Any]:
+        """Return each server's own statistics; one that is down says ``"dead": 1``.
+
+        A store that answers nothing at all (its only server down) is listed
+        under its own name as down, so a report never shows an empty pool.
+        """
+        unreachable: dict[str, Any] = {}
+        servers = self.store_call("stats", self.store.stats, unreachable)
+        if servers is unreachable:
+            return {repr(self.store): {"error": "unreachable", "dead": 1}}
+        return servers
 
 
 def _always() -> bool:

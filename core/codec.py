@@ -210,8 +210,12 @@ class Codec:
         signing_key: str | bytes | None = None,
         raw_ints: bool = True,
         failure_log: FailureLog | None = None,
+        serializer_setting: str = "the codec's serializer= option",
     ) -> None:
+        """``serializer_setting``: what a site writes to choose the serializer, named
+        by the error a value it cannot encode raises (an adapter's own setting)."""
         _check_options(compress_threshold, compress_level)
+        self.serializer_setting = serializer_setting
         self.serializer, self._serializer_id = _make_serializer(serializer)
         self._compress_threshold = compress_threshold
         self._compress_level = compress_level
@@ -267,7 +271,9 @@ class Codec:
             try:
                 flags, body = self._serializer_id, self.serializer.dumps(value)
             except Exception as error:  # pickle, JSON and msgpack each raise their own kind
-                raise Unserializable(value, self.serializer.name, error) from error
+                raise Unserializable(
+                    value, self.serializer.name, error, self.serializer_setting
+                ) from error
         threshold = self._compress_threshold
         if threshold is not None and len(body) >= threshold:
             packed = zlib.compress(body, self._compress_level)

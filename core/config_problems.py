@@ -11,12 +11,11 @@ is named once with the core's own message.
 
 from __future__ import annotations
 
-import difflib
 import functools
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from .errors import ConfigError, MCacheError
+from .errors import ConfigError, MCacheError, named_with_guesses
 
 __all__ = ["ProblemList", "named_with_guesses", "option_problems"]
 
@@ -50,15 +49,6 @@ class ProblemList:
             listed = "".join(f"\n  - {problem}" for problem in self.problems)
             count = len(self.problems)
             raise ConfigError(f"{self.where}{count} problems, fix them all:{listed}")
-
-
-def named_with_guesses(unknown: Iterable[str], known: Collection[str]) -> str:
-    """Return the unknown names, each with the known name it was probably meant to be."""
-    named = []
-    for name in unknown:
-        guess = difflib.get_close_matches(name, known, 1)
-        named.append(f"{name!r} (did you mean {guess[0]!r}?)" if guess else repr(name))
-    return ", ".join(named)
 
 
 def option_problems(

@@ -7,7 +7,9 @@ are translated once, at the store boundary, and chained with ``raise … from``.
 
 from __future__ import annotations
 
+import difflib
 import pickle
+from collections.abc import Collection, Iterable
 
 __all__ = [
     "ConfigError",
@@ -15,11 +17,13 @@ __all__ = [
     "LockTimeout",
     "MCacheError",
     "MCacheWarning",
+    "NotMemoizable",
     "NotNumeric",
     "StoreUnavailable",
     "Uncacheable",
     "Unserializable",
     "ValueTooLarge",
+    "named_with_guesses",
 ]
 
 
@@ -61,16 +65,32 @@ class Unserializable(MCacheError, TypeError, pickle.PicklingError):
     Django's own cache backends raise for the same mistake.
     """
 
-    def __init__(self, value: object, serializer: str, cause: BaseException) -> None:
+    def __init__(
+        self,
+        value: object,
+        serializer: str,
+        cause: BaseException,
+        setting: str = "the codec's serializer= option",
+    ) -> None:
         kind = type(value)
         self.type_name = f"{kind.__module__}.{kind.__qualname__}"
         self.serializer = serializer
+        self.setting = setting
         super().__init__(
             f"cannot cache a {self.type_name} value: the {serializer!r} serializer cannot"
             f" encode it ({type(cause).__name__}: {cause}). Cache something it can encode"
             " (the data the value is made of, not a connection, lock, generator or local"
-            " function), or choose another serializer (the codec's serializer= option)."
+            f" function), or choose another serializer ({setting})."
         )
+
+
+class NotMemoizable(MCacheError, TypeError):
+    """A memoized function returned what must not be shared: a framework's response.
+
+    A response carries one visitor's headers (``Set-Cookie`` among them); a
+    memoized one would be handed to every later caller. The message names the
+    adapter's ``cached_view``, which caches pages without that leak.
+    """
 
 
 class NotNumeric(MCacheError, ValueError):
@@ -91,3 +111,13 @@ class Uncacheable(Exception):
         self.value = value
         self.reason = reason
         """Why, in a word (``set-cookie``, ``csrf``…): what ``X-Cache-Reason`` reports."""
+
+
+def named_with_guesses(unknown: Iterable[str], known: Collection[str]) -> str:
+    """Return the unknown names, each with the known name it was probably meant to be
+    (for a :class:`ConfigError` naming what to write instead)."""
+    named = []
+    for name in unknown:
+        guess = difflib.get_close_matches(name, known, 1)
+        named.append(f"{name!r} (did you mean {guess[0]!r}?)" if guess else repr(name))
+    return ", ".join(named)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
+
+from .errors import NotMemoizable
 
 if TYPE_CHECKING:
     from .cache import Cache
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["LateBound", "Memoized", "check_options", "memoize"]
 
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str | None] | None
+Refusal = Callable[[Any], str | None]
+"""Given a result, say why it must not be memoized (a framework's response), or None."""
 
 
 class Memoized:
@@ -34,8 +38,11 @@ class Memoized:
         tags: TagsSpec,
         key_prefix: str | None,
         options: dict[str, Any],
+        refuse: Refusal | None = None,
     ) -> None:
+        """``refuse``: an adapter's check of each result (see :func:`memoize`)."""
         self.cache = cache
+        self.refuse = refuse
         self.uncached = function
         self.ttl = ttl
         self.tags = tags
@@ -68,8 +75,25 @@ class Memoized:
         tags = self._tags(args, kwargs)
         build = functools.partial(self.uncached, *args, **kwargs)  # addressable: see mcache.jobs
         if self.is_async:
-            return self.cache.aget_or_build(key, build, ttl=self.ttl, tags=tags, **self.options)
-        return self.cache.get_or_build(key, build, ttl=self.ttl, tags=tags, **self.options)
+            read = self.cache.aget_or_build(key, build, ttl=self.ttl, tags=tags, **self.options)
+            return read if self.refuse is None else self._checked_later(key, read)
+        result = self.cache.get_or_build(key, build, ttl=self.ttl, tags=tags, **self.options)
+        if self.refuse is not None:
+            self._check(key, result)
+        return result
+
+    def _check(self, key: tuple[Any, ...], result: Any) -> None:
+        """Raise :class:`~mcache.errors.NotMemoizable` for a result ``refuse`` names, and
+        drop its entry: no caller, this one or the next, is ever handed it."""
+        why = self.refuse(result) if self.refuse is not None else None
+        if why is not None:
+            self.cache.delete(key)
+            raise NotMemoizable(f"{self.name} returned {why}")
+
+    async def _checked_later(self, key: tuple[Any, ...], read: Awaitable[Any]) -> Any:
+        result = await read
+        self._check(key, result)
+        return result
 
     def refresh(self, *args: Any, **kwargs: Any) -> Any:
         """Rebuild the result for these arguments now, whatever its state; return it."""
@@ -113,13 +137,24 @@ def _mark_coroutine_function(wrapper: Memoized) -> None:
 
 
 def memoize(
-    cache: Cache, ttl: float | None, tags: TagsSpec, key_prefix: str | None, options: dict[str, Any]
+    cache: Cache,
+    ttl: float | None,
+    tags: TagsSpec,
+    key_prefix: str | None,
+    options: dict[str, Any],
+    refuse: Refusal | None = None,
 ) -> Callable[[Callable[..., Any]], Memoized]:
-    """Return the decorator that ``Cache.cached`` hands out."""
+    """Return the decorator that ``Cache.cached`` hands out.
+
+    ``refuse``: an adapter's check of each result. A memoized view returns
+    its framework's response, cookies and all, and every later caller would
+    get that one visitor's response; the adapters refuse it, naming their
+    ``cached_view``, which caches pages without that leak.
+    """
     check_options(options)
 
     def decorate(function: Callable[..., Any]) -> Memoized:
-        memoized = Memoized(cache, function, ttl, tags, key_prefix, options)
+        memoized = Memoized(cache, function, ttl, tags, key_prefix, options, refuse)
         origin = cache.metrics.origin  # its entries are labelled by the function's name
         origin.add_function(origin.readable(cache.key(memoized.name, ())))
         return memoized
@@ -157,6 +192,7 @@ class LateBound:
         tags: TagsSpec,
         key_prefix: str | None,
         options: dict[str, Any],
+        refuse: Refusal | None = None,
     ) -> None:
         check_options(options)
         self.__wrapped__ = function
@@ -164,7 +200,7 @@ class LateBound:
         self.__name__ = getattr(function, "__name__", "cached")
         self.__doc__ = function.__doc__
         self._current_cache = current_cache
-        self._settings = (ttl, tags, key_prefix, options)
+        self._settings = (ttl, tags, key_prefix, options, refuse)
         self._memoized: dict[int, Memoized] = {}
 
     def for_cache(self) -> Memoized:
@@ -172,8 +208,8 @@ class LateBound:
         cache = self._current_cache()
         found = self._memoized.get(id(cache))
         if found is None:
-            ttl, tags, key_prefix, options = self._settings
-            found = memoize(cache, ttl, tags, key_prefix, options)(self.__wrapped__)
+            ttl, tags, key_prefix, options, refuse = self._settings
+            found = memoize(cache, ttl, tags, key_prefix, options, refuse)(self.__wrapped__)
             self._memoized[id(cache)] = found
         return found
 

@@ -19,6 +19,7 @@ __all__ = [
     "collect",
     "eviction_warnings",
     "render_text",
+    "servers_down",
     "slab_chart",
     "slab_png",
     "slab_rows",
@@ -87,6 +88,11 @@ def collect(cache: Cache, previous: Mapping[str, Any] | None = None) -> dict[str
         fields.setdefault("cmd_get", looked_up)
     report["warnings"] = eviction_warnings(report["servers"], (previous or {}).get("servers"))
     return report
+
+
+def servers_down(servers: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Return the names of the servers a report lists as down."""
+    return sorted(name for name, fields in servers.items() if fields.get("dead"))
 
 
 def eviction_warnings(

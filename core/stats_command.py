@@ -8,14 +8,28 @@ report, slabs, hot keys and traces is made once, here.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .cache import Cache
 from .hot_keys import hot_keys, render_hot_keys
-from .report import collect, render_text, slab_chart, slab_png, slab_rows, traced
+from .report import (
+    collect,
+    render_text,
+    servers_down,
+    slab_chart,
+    slab_png,
+    slab_rows,
+    traced,
+)
 
-__all__ = ["StatsError", "StatsRequest", "render"]
+__all__ = ["SERVER_DOWN", "StatsError", "StatsRequest", "down_message", "render", "run"]
+
+SERVER_DOWN = 2
+"""The commands' exit status when a server of the cache is down (a monitoring check's
+CRITICAL); 0 when every server answered, 1 for a mistake in the options."""
 
 
 class StatsError(Exception):
@@ -63,6 +77,34 @@ def render(
         return _slabs(cache, request), None
     report = collect(cache, previous)
     return (json.dumps(report, default=str) if request.as_json else render_text(report)), report
+
+
+def run(
+    cache: Cache,
+    request: StatsRequest,
+    write: Callable[[str], object],
+    watch: float | None = None,
+    rounds: int = 0,
+) -> list[str]:
+    """Write the report once, or every ``watch`` seconds (``rounds`` times, if given).
+
+    Return the servers the last report found down, so the command can exit
+    with :data:`SERVER_DOWN` and a monitoring check can alert on it. A
+    :class:`StatsError` is the adapter's to turn into its own command error.
+    """
+    done, previous = 0, None
+    while True:
+        text, previous = render(cache, request, previous)
+        write(text)
+        done += 1
+        if not watch or (rounds and done >= rounds):
+            return servers_down((previous or {}).get("servers", {}))
+        time.sleep(watch)
+
+
+def down_message(down: list[str]) -> str:
+    """Say which servers are down, for the command's error output."""
+    return f"server(s) down: {', '.join(down)} (exit status {SERVER_DOWN})"
 
 
 def _slabs(cache: Cache, request: StatsRequest) -> str:

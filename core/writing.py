@@ -303,7 +303,7 @@ class Writer(Bidding):
             data = parts.codec.dumps(entry.to_wire(), call.key)
         except Unserializable as error:  # named after the built value, not its envelope
             cause = error.__cause__ or error
-            raise Unserializable(value, error.serializer, cause) from cause
+            raise Unserializable(value, error.serializer, cause, error.setting) from cause
         try:
             stored = yield from leases.write_steps(parts.store, call.key, data, lease, store_ttl)
         except ValueTooLarge as error:

@@ -6,6 +6,8 @@ ORM invalidation, ``cached_view``, template blocks and view counters use
 shell``, a task worker, another gunicorn worker) never reaches its pages.
 ``E002``: ``MCACHE_CACHE`` or ``MCACHE_COUNTERS_CACHE`` naming no mcache cache.
 ``W002``: sessions on such a cache, lost at every restart and autoreload.
+``W003`` (``manage.py check --deploy`` only, as it asks the servers): a cache
+with a server that does not answer.
 Both warnings are silenced as any Django check is, with
 ``SILENCED_SYSTEM_CHECKS = ["django_mcache.W001"]``.
 """
@@ -19,6 +21,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 from mcache.errors import MCacheError
+from mcache.report import servers_down
 
 from .config import BACKEND, cache_alias, cache_from_settings, check_alias
 
@@ -39,7 +42,9 @@ def check_caches(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             errors.append(
                 Error(
                     f"CACHES[{alias!r}]: {error}",
-                    hint="Fix LOCATION or OPTIONS; the README's Django section lists them all.",
+                    hint="Fix LOCATION or OPTIONS: every option is in docs/reference/settings.md"
+                    " (the docs' Reference, Settings), every LOCATION in"
+                    " docs/reference/stores.md.",
                     obj=alias,
                     id="django_mcache.E001",
                 )
@@ -96,6 +101,39 @@ def check_shared_across_processes(app_configs: Any = None, **kwargs: Any) -> lis
                 id="django_mcache.W002",
             )
         )
+    return warnings
+
+
+@register("caches", deploy=True)
+def check_reachable(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn, before a deploy, about each mcache cache with a server that does not answer.
+
+    A request never fails for it (it degrades to the backend), which is why
+    nothing else would tell: every page is built on every request meanwhile.
+    """
+    from django.core.cache import caches
+
+    warnings: list[CheckMessage] = []
+    for alias, params in getattr(settings, "CACHES", {}).items():
+        if params.get("BACKEND") != BACKEND:
+            continue
+        try:
+            core = caches[alias].mcache
+        except (ImproperlyConfigured, MCacheError):
+            continue  # E001 says what is wrong with it
+        down = servers_down(core.server_stats())
+        if down:
+            warnings.append(
+                Warning(
+                    f"CACHES[{alias!r}] ({_location(alias)!r}): no answer from"
+                    f" {', '.join(down)}. Requests still work, but each one that needs these"
+                    " servers' keys builds its page or value from the backend.",
+                    hint="Start the server(s), or fix LOCATION; `manage.py mcache_stats"
+                    f" --cache {alias}` shows each server's state.",
+                    obj=alias,
+                    id="django_mcache.W003",
+                )
+            )
     return warnings
 
 

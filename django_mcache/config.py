@@ -203,7 +203,7 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     return Cache(
         store,
         default_ttl=default_ttl,
-        codec=Codec(**codec_kwargs),
+        codec=Codec(**codec_kwargs, serializer_setting="OPTIONS['serializer']"),
         may_store=may_store,
         replication_lag=lag,
         **cache_kwargs,

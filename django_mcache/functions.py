@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from django.core.cache import caches
+from django.http import HttpResponseBase
 
 from mcache import Cache
 from mcache.memoize import LateBound
@@ -20,7 +21,7 @@ from mcache.memoize import LateBound
 from .config import cache_alias, check_alias
 from .tags import Dependencies, DependsOn
 
-__all__ = ["cached"]
+__all__ = ["cached", "refused"]
 
 T = TypeVar("T")
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str | None] | None
@@ -69,6 +70,19 @@ def cached(
         return list(dict.fromkeys([*names, *dependencies.tags()]))
 
     def decorate(function: Callable[..., T]) -> LateBound:
-        return LateBound(function, current_cache, ttl, all_tags, key_prefix, options)
+        return LateBound(function, current_cache, ttl, all_tags, key_prefix, options, refused)
 
     return decorate
+
+
+def refused(result: Any) -> str | None:
+    """Name a Django response, which a memoized function must not return (its cookies and
+    headers are one visitor's; see :func:`mcache.memoize.memoize`)."""
+    if isinstance(result, HttpResponseBase):
+        return (
+            f"a {type(result).__name__}: memoized, one visitor's response (its Set-Cookie"
+            " included) would be handed to every later caller. Cache a view with"
+            " django_mcache.views.cached_view, which never stores a response that sets a"
+            " cookie, or memoize the data the view renders"
+        )
+    return None

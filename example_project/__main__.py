@@ -3,7 +3,9 @@
 ``--check`` instead walks every page with Django's test client, edits a post
 and checks that the pages that show it change, then exits (0 when all is well).
 ``MCACHE_URL=memcached://127.0.0.1:11211`` (or ``redis://…``) switches stores.
-``python -m example_project stampede`` runs the stampede demo (see ``stampede.py``).
+``python -m example_project stampede`` runs the stampede demo (see ``stampede.py``);
+``python -m example_project manage <command>`` runs a ``manage.py`` command on the
+example's settings (``createsuperuser`` for the admin, ``mcache_stats``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         from example_project.stampede import main as stampede
 
         return stampede(argv[1:])
+    if argv[:1] == ["manage"]:
+        return manage(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m example_project",
         description=__doc__.split("\n\n")[0],
@@ -62,9 +66,19 @@ def main(argv: list[str] | None = None) -> int:
     print("Try: reload a page and watch its X-Cache header (MISS, then HIT);")
     print("     /calendar/ takes a second once, then is instant; edit a post in /admin/")
     print("     and see / and every page of its blog change at once.")
+    print("     A user for /admin/: python -m example_project manage createsuperuser")
     print("     With MCACHE_URL on memcached or Redis, the stats of every process:")
-    print("     DJANGO_SETTINGS_MODULE=example_project.settings python -m django mcache_stats")
+    print("     python -m example_project manage mcache_stats")
     call_command("runserver", f"127.0.0.1:{args.port}", use_reloader=False, insecure_serving=True)
+    return 0
+
+
+def manage(argv: list[str]) -> int:
+    """Run a ``manage.py`` command (``argv``) on the example's migrated, seeded database."""
+    prepare()
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["python -m example_project manage", *argv])
     return 0
 
 

@@ -339,7 +339,23 @@ def run(
             events.get_nowait()
 
 
-def _render(results: list[Result], store: str, processes: int, build_seconds: float) -> None:
+SINGLE_FLIGHT = {
+    "lease": "memcached's own lease, won in the read itself (the meta protocol)",
+    "lock": "a lock key taken with the store's atomic add",
+}
+"""What elected the one visitor who rebuilds, by :attr:`mcache.Cache.single_flight`."""
+
+
+def single_flight() -> str:
+    """Say how mcache's cache (configured by :func:`run`) elected its one builder."""
+    from django.core.cache import caches
+
+    return SINGLE_FLIGHT[caches["default"].mcache.single_flight]
+
+
+def _render(
+    results: list[Result], store: str, processes: int, build_seconds: float, elected: str
+) -> None:
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -370,7 +386,7 @@ def _render(results: list[Result], store: str, processes: int, build_seconds: fl
         " included); stale answers: the expired page; p99 is nearest-rank, a latency some"
         " request had.\n"
         "Django's backends keep no expired value, so every visitor who misses runs the backend."
-        " mcache lets one visitor rebuild (its lock is a memcached add) and serves the expired"
+        f" mcache lets one visitor rebuild (elected here by {elected}) and serves the expired"
         " page to the others; with a background refresh no visitor waits at all."
     )
 
@@ -408,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.build_seconds,
                 lambda name, done, total: bars.update(tasks[name], completed=done),
             )
-        _render(results, store, processes, args.build_seconds)
+        _render(results, store, processes, args.build_seconds, single_flight())
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump([asdict(r) for r in results], out, indent=2)

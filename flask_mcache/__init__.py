@@ -1,7 +1,8 @@
 """Flask extension for mcache: ``MCache(app)`` or ``MCache()`` + ``init_app(app)``.
 
 Per-app state lives in ``app.extensions["mcache"]`` (never on the extension
-object), so one ``MCache`` serves several apps in one process, each with its
+object, which only remembers, weakly, which apps it was given, to check their
+routes), so one ``MCache`` serves several apps in one process, each with its
 own ``MCACHE_*`` config. Everything delegates to the core :class:`mcache.Cache`
 of the current app.
 """
@@ -9,6 +10,7 @@ of the current app.
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -23,7 +25,8 @@ from mcache.raw import RawKeys
 from mcache.visitors import OnlineCounter
 
 from .config import cache_from_config, counters_cache
-from .views import TagsSpec, ViewSettings, cached_view
+from .view_order import check_app, check_on_first_request
+from .views import TagsSpec, ViewSettings, cached_view, refused_response
 
 __all__ = ["MCache"]
 
@@ -34,26 +37,31 @@ class MCache:
     """The extension: dog-pile-safe caching, tags, locks and counters for Flask apps."""
 
     def __init__(self, app: Flask | None = None) -> None:
+        self._apps: weakref.WeakSet[Flask] = weakref.WeakSet()
         if app is not None:
             self.init_app(app)
 
     def init_app(self, app: Flask) -> None:
         """Build the app's cache from ``MCACHE_*`` config (bad values raise here); add the CLI.
 
-        An in-process store (``memory://``, the default) outside debug and testing
-        is warned about once: every worker process would have a cache of its own.
+        An in-process store by default (``MCACHE_URL`` unset) outside debug and
+        testing is warned about once: every worker process would have a cache of
+        its own, and a site that forgot the setting should hear of it. One that
+        writes ``MCACHE_URL = "memory://"`` chose it, and is not warned.
         """
         cache = app.extensions["mcache"] = cache_from_config(app.config)
         cache.locator = "flask_mcache:current_cache:"  # a queue worker runs in an app context
         if app.config.get("MCACHE_COUNTERS_URL"):
             app.extensions["mcache.counters"] = cache_from_config(app.config, "MCACHE_COUNTERS_URL")
-        if getattr(cache.shared, "process_local", False) and not (app.debug or app.testing):
+        defaulted = not app.config.get("MCACHE_URL")
+        if defaulted and not (app.debug or app.testing):
             warnings.warn(
-                f"MCACHE_URL is {app.config.get('MCACHE_URL', 'memory://')!r}, kept in each"
+                "MCACHE_URL is not set, so the cache is 'memory://', kept in each"
                 " process's own memory: every worker process of the server has a cache of its"
                 " own, and an edit in another process (a flask shell, a task worker, another"
                 " worker) never invalidates this one's pages. Set MCACHE_URL to a shared store,"
-                " e.g. 'memcached://127.0.0.1:11211' or 'redis://127.0.0.1:6379/0'.",
+                " e.g. 'memcached://127.0.0.1:11211' or 'redis://127.0.0.1:6379/0' (or to"
+                " 'memory://' for an app that runs in one process).",
                 MCacheWarning,
                 stacklevel=2,
             )
@@ -78,6 +86,13 @@ class MCache:
             None, []
         ):
             app.before_request(track_online)
+        self._apps.add(app)
+        check_on_first_request(app)
+
+    def _check_routes(self) -> None:
+        """Fail if a view this extension cached is routed without its cache (wrong order)."""
+        for app in list(self._apps):
+            check_app(app)
 
     @property
     def cache(self) -> Cache:
@@ -147,7 +162,7 @@ class MCache:
             unless,
             key,
         )
-        return cached_view(lambda: self.cache, settings)
+        return cached_view(lambda: self.cache, settings, self._check_routes)
 
     def cached(
         self,
@@ -171,7 +186,9 @@ class MCache:
         key_prefix = options.pop("key_prefix", None)
 
         def decorate(function: Callable[..., T]) -> Memoized:
-            late = LateBound(function, lambda: self.cache, ttl, tags, key_prefix, options)
+            late = LateBound(
+                function, lambda: self.cache, ttl, tags, key_prefix, options, refused_response
+            )
             return late  # type: ignore[return-value]
 
         return decorate

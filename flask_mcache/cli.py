@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 import click
 from flask import current_app
@@ -11,7 +10,7 @@ from flask.cli import AppGroup
 
 from mcache import Cache
 from mcache.errors import ConfigError, MCacheError
-from mcache.stats_command import StatsError, StatsRequest, render
+from mcache.stats_command import SERVER_DOWN, StatsError, StatsRequest, down_message, run
 from mcache.warm import warm_from
 
 mcache_cli = AppGroup("mcache", help="mcache: statistics, invalidation, flush, warm-up.")
@@ -57,17 +56,13 @@ def stats(
         trace_fragment=trace_fragment,
         tracing_setting="MCACHE_TRACE_DIR",
     )
-    rounds, previous = 0, None
-    while True:
-        try:
-            text, previous = render(cache, request, previous)
-        except StatsError as error:
-            raise click.ClickException(str(error)) from None
-        click.echo(text)
-        rounds += 1
-        if watch is None or (count and rounds >= count):
-            return
-        time.sleep(watch)
+    try:
+        down = run(cache, request, click.echo, watch, count)
+    except StatsError as error:
+        raise click.ClickException(str(error)) from None
+    if down:
+        click.echo(down_message(down), err=True)
+        raise SystemExit(SERVER_DOWN)
 
 
 @mcache_cli.command("invalidate")

@@ -100,7 +100,8 @@ def cache_from_config(config: Mapping[str, Any], url_key: str = "MCACHE_URL") ->
                 f" least 2 slots and no more slots than seconds, got {slots}"
             )
     problems.raise_if_any()
-    return Cache(store, codec=Codec(**codec_kwargs), **cache_kwargs)
+    codec = Codec(**codec_kwargs, serializer_setting="MCACHE_SERIALIZER")
+    return Cache(store, codec=codec, **cache_kwargs)
 
 
 def _params(config: Mapping[str, Any], keys: Mapping[str, str], mistyped: set[str]) -> dict:

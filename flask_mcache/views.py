@@ -22,6 +22,7 @@ from typing import Any
 
 from flask import Response, current_app, make_response, request, session
 from werkzeug.http import http_date
+from werkzeug.wrappers import Response as BaseResponse
 
 from mcache import Cache
 from mcache.dependencies import carried
@@ -30,7 +31,9 @@ from mcache.jobs import in_process
 from mcache.outcome import BYPASS, log_bypass, reason_header
 from mcache.page import PAGES_STAY, as_page, get_page
 
-__all__ = ["ViewSettings", "cached_view"]
+from .view_order import remember
+
+__all__ = ["ViewSettings", "cached_view", "refused_response"]
 
 Snapshot = tuple[int, list, bytes]
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
@@ -59,9 +62,13 @@ class ViewSettings:
 
 
 def cached_view(
-    core: Callable[[], Cache], settings: ViewSettings
+    core: Callable[[], Cache], settings: ViewSettings, check_routes: Callable[[], None]
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Return the decorator ``MCache.cached_view`` hands out (see there)."""
+    """Return the decorator ``MCache.cached_view`` hands out (see there).
+
+    ``check_routes()`` runs once the view is wrapped: the view may already be
+    routed, uncached (see :mod:`flask_mcache.view_order`).
+    """
     ttl, header = settings.ttl, settings.header
 
     def decorate(async_or_sync_view: Callable[..., Any]) -> Callable[..., Any]:
@@ -130,9 +137,24 @@ def cached_view(
             state = "STALE" if read.stale else "MISS" if built else "HIT"
             return _restore(read.page, state, header, ttl)  # type: ignore[arg-type]
 
+        remember(async_or_sync_view)
+        check_routes()
         return wrapper
 
     return decorate
+
+
+def refused_response(result: Any) -> str | None:
+    """Name a Flask response, which ``@mcache.cached`` must not memoize (its cookies and
+    headers are one visitor's; see :func:`mcache.memoize.memoize`)."""
+    if isinstance(result, BaseResponse):
+        return (
+            f"a {type(result).__name__}: memoized, one visitor's response (its Set-Cookie"
+            " included) would be handed to every later caller. Cache a view with"
+            " @mcache.cached_view, which never stores a response that sets a cookie, or"
+            " memoize the data the view renders"
+        )
+    return None
 
 
 def _bypass_reason(settings: ViewSettings) -> str | None:

@@ -99,6 +99,8 @@ def test_the_stampede_demo_shows_one_build_for_mcache_and_one_per_visitor_for_dj
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "visitors on an expired page" in done.stdout and "mcache @cached_view" in done.stdout
+    # It says what elected the builder: on memcached 1.6, the server's lease, not an add.
+    assert "elected here by memcached's own lease" in " ".join(done.stdout.split())
     rows = {row["contender"]: row for row in json.loads(figures.read_text())}
     assert {r["clients"] for r in rows.values()} == {8}
     assert {r["errors"] for r in rows.values()} == {0}
@@ -108,3 +110,21 @@ def test_the_stampede_demo_shows_one_build_for_mcache_and_one_per_visitor_for_dj
         assert rows[mcache]["builds"] == 1 and rows[mcache]["stale"] == 7, rows[mcache]
     background = rows["mcache @cached_view, background"]
     assert background["builds"] == 1 and background["stale"] == 8, background  # nobody waited
+
+
+def test_manage_runs_a_command_on_the_example_without_warnings(tmp_path: Path) -> None:
+    """The admin step: a user made with ``manage createsuperuser``, no W001/W002 on memory://."""
+    done = check(
+        tmp_path,
+        "example_project",
+        *("manage", "createsuperuser", "--noinput", "--username", "editor"),
+        *("--email", "editor@example.com"),
+        DJANGO_SUPERUSER_PASSWORD="not-a-real-password",
+        MCACHE_URL="memory://",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Superuser created" in done.stdout
+    assert "W00" not in done.stdout + done.stderr, done.stdout + done.stderr
+    with sqlite3.connect(tmp_path / "example.sqlite3") as db:
+        users = db.execute("SELECT username, is_superuser FROM auth_user").fetchall()
+    assert ("editor", 1) in users

@@ -1,6 +1,7 @@
 """The documentation's Python examples run as written.
 
-README.md's ```python blocks run in order in one namespace; each page under
+README.md's ```python blocks run in order in one namespace, and none of them may
+warn (an ``MCacheWarning`` is an error here); each page under
 ``docs/`` (recursively) runs its blocks in order in a namespace of its own, so a
 page's examples must carry their own imports and setup, as a reader copying
 them would need. Blocks fenced with a title (```python title="app.py"```, the
@@ -12,9 +13,12 @@ from __future__ import annotations
 
 import re
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
+
+from mcache.errors import MCacheWarning
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -47,10 +51,13 @@ def python_blocks(text: str) -> list[str]:
 
 
 def run_blocks(blocks: list[str], source: str) -> None:
+    """Run the blocks as a script would; an mcache warning fails them (they must run clean)."""
     namespace: dict[str, object] = {"__name__": "__main__"}  # as a script runs
-    for number, block in enumerate(blocks, 1):
-        code = compile(block, f"{source} python block {number}", "exec", dont_inherit=True)
-        exec(code, namespace)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MCacheWarning)
+        for number, block in enumerate(blocks, 1):
+            code = compile(block, f"{source} python block {number}", "exec", dont_inherit=True)
+            exec(code, namespace)
 
 
 def test_readme_examples_run() -> None:

@@ -115,12 +115,14 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps):
         view.replicas = _checked_replicas(replicas, len(self.servers))
         return view
 
-    def _health_changed(self, node: Node) -> None:
+    def _health_changed(self, node: Node) -> int:
+        """Note ``node``'s health; return how many servers that own keys are up now."""
         with self._dead_lock:
             if node.dead_until:
                 self._dead.add(node)
             else:
                 self._dead.discard(node)
+            return self._placeable - len(self._dead)
 
     def asynchronous(self) -> AsyncMemcachedStore:
         """Return the store's async twin: the same servers, ring and health, on asyncio."""

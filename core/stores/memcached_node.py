@@ -78,8 +78,9 @@ class Node:
     """A server's idle clients (a lock-free ``deque``) and its health."""
 
     def __init__(
-        self, server: Server, options: NodeOptions, on_health: Callable[[Node], None]
+        self, server: Server, options: NodeOptions, on_health: Callable[[Node], int]
     ) -> None:
+        """``on_health(node)`` is told of each change and answers how many servers are up."""
         self.server = server
         self.options = options
         self.idle: deque[Client] = deque()
@@ -164,16 +165,19 @@ class Node:
             self.dead_until = time.monotonic() + self.options.dead_timeout
             # Before anything slow: until the store knows, its fast path keeps routing
             # here, and a call can burn every attempt on this server in that window.
-            self._on_health(self)
+            servers_up = self._on_health(self)
         self.close()
         self.options.failures.warning(
             f"memcached.dead.{self.server.name}",
-            "memcached %s marked dead for %.1fs after %d failures (%s); its keys go to the"
-            " next server",
+            "memcached %s marked dead for %.1fs after %d failures (%s); %s",
             self.server.name,
             self.options.dead_timeout,
             self.failures,
             error,
+            "its keys go to the next server up until it answers again"
+            if servers_up
+            else "no server of the pool is up: reads miss and writes are dropped, so"
+            " every request builds its page from the backend, until a server answers again",
         )
 
     def usable(self) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
 from ..api import Store
-from ..errors import ConfigError
+from ..errors import ConfigError, named_with_guesses
 from ..ring import Server
 from .sql_dialects import check_table_name
 
@@ -113,8 +113,10 @@ def from_url(url: str, **options: object) -> Store:
         parts = urlsplit(url)
     scheme = _SCHEMES.get(parts.scheme, parts.scheme)
     if scheme not in OPTIONS:
+        known = [*OPTIONS, *_SCHEMES, *_VALKEY]
         raise ConfigError(
-            f"unknown store scheme {parts.scheme!r} in {url!r}; use memory://, memcached://,"
+            f"unknown store scheme {named_with_guesses([parts.scheme], known)} in {url!r};"
+            " use memory://, memcached://,"
             f" redis://, redis+sentinel://, redis+cluster://, postgresql://, sqlite:/// or"
             f" tiered:// (valkey… for redis…) (e.g. {EXAMPLES['memcached']})"
         )
@@ -177,7 +179,10 @@ def checked_options(scheme: str, options: Mapping[str, object]) -> dict[str, obj
     for name, value in options.items():
         if name not in allowed:
             valid = ", ".join(sorted(allowed))
-            raise ConfigError(f"unknown {scheme} store option {name!r}; valid options: {valid}")
+            raise ConfigError(
+                f"unknown {scheme} store option {named_with_guesses([name], allowed)};"
+                f" valid options: {valid}"
+            )
         parser = OPTIONS[scheme].get(name)
         if parser is None or (value is None and name == "max_connections"):
             checked[name] = value
@@ -207,7 +212,8 @@ def _option_parser(scheme: str, name: str, url: str) -> Parser:
     except KeyError:
         valid = ", ".join(sorted(OPTIONS[scheme]))
         raise ConfigError(
-            f"unknown {scheme} store option {name!r} in {url!r}; valid options: {valid}"
+            f"unknown {scheme} store option {named_with_guesses([name], OPTIONS[scheme])}"
+            f" in {url!r}; valid options: {valid}"
         ) from None
 
 

@@ -108,7 +108,25 @@ def test_dead_store_fails_open(caplog: pytest.LogCaptureFixture) -> None:
     cache_lines = [m for m in messages if m.startswith("cache ")]
     kinds = {m.split(" failed")[0] for m in cache_lines}
     assert len(cache_lines) == len(kinds) == 6, "one line per failure kind, not one per call"
-    assert sum("marked dead for" in m for m in messages) == 1
+    (dead,) = [m for m in messages if "marked dead for" in m]
+    # One server in the pool: no next server takes its keys, and the line says so.
+    assert "no server of the pool is up: reads miss and writes are dropped" in dead, dead
+    assert "next server" not in dead
+
+
+def test_a_dead_server_of_two_hands_its_keys_to_the_other(
+    memcached_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.servers import free_port
+
+    up = memcached_url.removeprefix("memcached://")
+    cache = Cache(f"memcached://{up},127.0.0.1:{free_port()}?connect_timeout=0.2", namespace="two")
+    with caplog.at_level(logging.WARNING, logger="mcache"):
+        for index in range(40):  # some of these keys belong to the dead server
+            cache.set(f"k{index}", index)
+            assert cache.get(f"k{index}") == index
+    (dead,) = [r.getMessage() for r in caplog.records if "marked dead for" in r.getMessage()]
+    assert "its keys go to the next server up" in dead, dead
 
 
 @pytest.mark.parametrize(

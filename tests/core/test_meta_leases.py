@@ -58,6 +58,16 @@ def test_a_pool_of_memcached_1_6_speaks_meta_unless_told_otherwise(memcached_url
     assert Cache(memcached_url + "?protocol=text").store.speaks_meta() is False  # type: ignore[attr-defined]
 
 
+def test_a_cache_says_what_elects_its_builder(
+    memcached_url: str, redis_url: str, text_only: MemcachedProxy
+) -> None:
+    assert Cache(memcached_url).single_flight == "lease"
+    assert Cache(memcached_url + "?protocol=text").single_flight == "lock"
+    assert Cache(f"memcached://{text_only.address}").single_flight == "lock"  # fell back
+    assert Cache(redis_url).single_flight == "lock"
+    assert Cache("memory://").single_flight == "lock"
+
+
 def test_an_unknown_protocol_fails_at_start_naming_the_setting(memcached_url: str) -> None:
     with pytest.raises(ConfigError, match="protocol must be one of auto, meta, text"):
         Cache(memcached_url + "?protocol=binary")

@@ -6,8 +6,10 @@ import asyncio
 import functools
 import multiprocessing
 import os
+import re
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -190,6 +192,21 @@ def test_unknown_option_is_a_check_error_naming_it() -> None:
     assert len(errors) == 1
     assert "'stale_tll'" in errors[0].msg and "stale_ttl" in errors[0].msg
     assert errors[0].obj == "default"
+
+
+def test_the_check_error_points_to_pages_that_list_every_option() -> None:
+    """The hint names docs pages that exist and list every OPTIONS name the backend takes."""
+    from django_mcache.config import CACHE_OPTIONS, CODEC_OPTIONS
+
+    with override_settings(CACHES=mcache_caches("memory://", OPTIONS={"stale_tll": 60})):
+        (error,) = [e for e in run_checks() if e.id == "django_mcache.E001"]
+    pages = re.findall(r"docs/[\w/-]+\.md", error.hint)
+    assert pages == ["docs/reference/settings.md", "docs/reference/stores.md"], error.hint
+    root = Path(__file__).resolve().parents[2]
+    settings_page = (root / pages[0]).read_text(encoding="utf-8")
+    missing = [name for name in CACHE_OPTIONS | CODEC_OPTIONS if f"`{name}`" not in settings_page]
+    assert missing == [], f"{pages[0]} does not list {missing}"
+    assert "memcached://" in (root / pages[1]).read_text(encoding="utf-8")
 
 
 def test_invalid_value_is_a_check_error_and_fails_at_first_use() -> None:

@@ -85,3 +85,21 @@ def test_a_near_tier_over_memcached_is_shared(memcached_url: str) -> None:
 
     url = "tiered://?" + urlencode({"hot": "memory://", "cold": memcached_url})
     assert "W001" not in check_output(CACHES={"default": mcache(url)})
+
+
+def test_w003_on_deploy_names_a_server_that_does_not_answer(memcached_url: str) -> None:
+    from tests.servers import free_port
+
+    down = f"127.0.0.1:{free_port()}"
+    caches = {"default": mcache(f"{memcached_url},{down}?connect_timeout=0.2")}
+    out = StringIO()
+    with override_settings(CACHES=caches):
+        call_command("check", "--deploy", stdout=out, stderr=out)
+        assert "W003" not in check_output(CACHES=caches), "only --deploy asks the servers"
+    output = out.getvalue()
+    assert "django_mcache.W003" in output and f"no answer from {down}" in output, output
+    assert memcached_url.removeprefix("memcached://") + "," not in output.split("no answer")[1]
+    out = StringIO()
+    with override_settings(CACHES={"default": mcache(memcached_url)}):
+        call_command("check", "--deploy", stdout=out, stderr=out)
+    assert "W003" not in out.getvalue(), out.getvalue()

@@ -195,6 +195,7 @@ def test_an_unpicklable_value_gets_the_same_error_on_every_path() -> None:
         message = str(raised.value)
         expected = "cannot cache a _thread.lock value: the 'pickle' serializer cannot encode it"
         assert message.startswith(expected), path
+        assert message.endswith("(OPTIONS['serializer'])."), path  # Django's setting, named
         assert isinstance(raised.value, pickle.PicklingError), path  # what Django's own raise
         assert cache.get("k") is None
     assert cache.get_or_set("k6", lambda: "fine") == "fine"  # no lock left behind

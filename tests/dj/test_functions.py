@@ -107,3 +107,21 @@ def test_the_invalidate_command_bumps_tags_and_model_tags() -> None:
         call_command("mcache_invalidate", "--model", "blog.Nope")
     with pytest.raises(CommandError, match="there is no cache 'nope'"):
         call_command("mcache_invalidate", "x", "--cache", "nope")
+
+
+def test_a_memoized_view_returning_a_response_fails_naming_cached_view() -> None:
+    from django.http import HttpResponse
+
+    from mcache.errors import NotMemoizable
+
+    @cached(60)
+    def greeting(request, name: str) -> HttpResponse:
+        response = HttpResponse(f"hello {name}")
+        response.set_cookie("visitor", name)
+        return response
+
+    for _ in range(2):  # refused each time: the response was never kept for a later caller
+        with pytest.raises(NotMemoizable, match=r"HttpResponse.*django_mcache\.views\.cached_view"):
+            greeting("alice-request", "alice")
+    key = greeting.for_cache().key("alice-request", "alice")
+    assert caches["default"].mcache.get(key, None) is None

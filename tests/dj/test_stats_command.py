@@ -147,6 +147,22 @@ def test_trace_finds_a_pages_keys_by_path_and_a_fragments_by_name(cluster, rf) -
     assert "no events yet" in run("--trace-view", "/nowhere/")
 
 
+def test_a_server_down_is_shown_and_fails_the_command_for_monitoring(memcached_url) -> None:
+    from tests.servers import free_port
+
+    down = f"127.0.0.1:{free_port()}"
+    location = f"{memcached_url},{down}?connect_timeout=0.2"
+    with override_settings(CACHES={"default": {"BACKEND": BACKEND, "LOCATION": location}}):
+        out = io.StringIO()
+        with pytest.raises(CommandError, match=f"server\\(s\\) down: {down}") as failed:
+            call_command("mcache_stats", stdout=out)
+        assert failed.value.returncode == 2
+        row = next(line for line in out.getvalue().splitlines() if line.startswith(down))
+        assert "DEAD" in row
+    with override_settings(CACHES={"default": {"BACKEND": BACKEND, "LOCATION": memcached_url}}):
+        assert "DEAD" not in run()  # every server up: no error, exit status 0
+
+
 def test_mistakes_are_command_errors(cluster) -> None:
     with pytest.raises(CommandError, match="not an mcache cache"):
         run("--cache", "plain")

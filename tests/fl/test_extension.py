@@ -304,6 +304,19 @@ def test_cli_stats_invalidate_and_flush(memcached_cluster_url: str) -> None:
     assert client.get("/page").headers["X-Cache"] == "MISS"
 
 
+def test_cli_stats_exits_2_when_a_server_is_down(memcached_url: str) -> None:
+    from tests.servers import free_port
+
+    down = f"127.0.0.1:{free_port()}"
+    app, _ = make_app(f"{memcached_url},{down}?connect_timeout=0.2")
+    result = app.test_cli_runner().invoke(args=["mcache", "stats"])
+    assert result.exit_code == 2, result.output
+    assert any(line.startswith(down) and "DEAD" in line for line in result.output.splitlines())
+    assert f"server(s) down: {down}" in result.output
+    app, _ = make_app(memcached_url)
+    assert app.test_cli_runner().invoke(args=["mcache", "stats"]).exit_code == 0
+
+
 def test_background_refresh_re_renders_after_the_response(memcached_url: str) -> None:
     app = Flask(__name__)
     app.config.update(SECRET_KEY="t", MCACHE_URL=memcached_url, MCACHE_NAMESPACE="bg")

@@ -205,8 +205,11 @@ def test_the_extension_reads_and_writes_plain_keys(memcached_url: str) -> None:
         assert mcache.get("a") == {"n": 1}
         assert mcache.get_many(["a", ("b", 2), "nope"]) == {"a": {"n": 1}, ("b", 2): [2]}
         assert mcache.delete("a") is True and mcache.get("a") is None
-        with pytest.raises(Unserializable, match=r"cannot cache a _thread\.lock value"):
+        with pytest.raises(Unserializable, match=r"cannot cache a _thread\.lock value") as raised:
             mcache.set("lock", threading.Lock())
+        assert "(MCACHE_SERIALIZER)" in str(raised.value), "the Flask setting, not the codec's"
+        with pytest.raises(Unserializable, match=r"MCACHE_SERIALIZER"):
+            mcache.cache.get_or_build("built", threading.Lock)
 
 
 def test_every_config_problem_is_reported_at_once() -> None:

@@ -1,4 +1,4 @@
-"""Flask: one warning at init_app when the cache lives in one process and the app is live."""
+"""Flask: one warning at init_app when MCACHE_URL was left unset and the app is live."""
 
 from __future__ import annotations
 
@@ -17,10 +17,19 @@ def new_app(**config: object) -> Flask:
     return app
 
 
-def test_memory_outside_debug_and_testing_warns_once_with_the_fix() -> None:
-    with pytest.warns(MCacheWarning, match=r"memory://.*flask shell.*memcached://") as caught:
+def test_memory_by_default_outside_debug_and_testing_warns_once_with_the_fix() -> None:
+    with pytest.warns(MCacheWarning, match=r"not set.*memory://.*flask shell.*memcached://") as c:
         MCache(new_app())
-    assert len(caught) == 1
+    assert len(c) == 1
+    with pytest.warns(MCacheWarning):
+        MCache(new_app(MCACHE_URL=""))
+
+
+def test_memory_chosen_in_so_many_words_is_not_warned() -> None:
+    """As the README's Flask snippet writes it: run as a script, it prints nothing."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MCacheWarning)
+        MCache(new_app(MCACHE_URL="memory://"))
 
 
 @pytest.mark.parametrize("mode", ["DEBUG", "TESTING"])

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from django.core.cache import caches
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcache import Cache
-from mcache.stats_command import StatsError, StatsRequest, render
+from mcache.stats_command import SERVER_DOWN, StatsError, StatsRequest, down_message, run
 
 
 class Command(BaseCommand):
@@ -50,17 +49,12 @@ class Command(BaseCommand):
             trace_fragment=options["trace_fragment"],
             tracing_setting=f"CACHES[{alias!r}]['OPTIONS']['trace_dir']",
         )
-        rounds, previous = 0, None
-        while True:
-            try:
-                text, previous = render(cache, request, previous)
-            except StatsError as error:
-                raise CommandError(str(error)) from None
-            self.stdout.write(text)
-            rounds += 1
-            if not options["watch"] or (options["count"] and rounds >= options["count"]):
-                return
-            time.sleep(options["watch"])
+        try:
+            down = run(cache, request, self.stdout.write, options["watch"], options["count"])
+        except StatsError as error:
+            raise CommandError(str(error)) from None
+        if down:
+            raise CommandError(down_message(down), returncode=SERVER_DOWN)
 
 
 def _core_cache(alias: str) -> Cache:

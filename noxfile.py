@@ -1,8 +1,10 @@
 """The Python x Django x Flask version matrix: ``nox -s matrix`` (``.ci/run`` runs it).
 
-The full suite runs in ``.ci/run`` on the main combination (Python 3.11, Django 5.2,
-Flask 3.x); each session here installs one other combination and runs the fast subset
-below, the tests where the Python, Django and Flask versions matter. The combinations
+The full suite runs in ``.ci/run`` twice: on the main combination (the machine's
+``python3``, 3.11 here, with Django 5.2 and Flask 3.x) and on the newest supported Python
+with the newest Django and Flask pip resolves. Each session here installs one other
+combination and runs the fast subset below, the tests where the Python, Django and Flask
+versions matter. The combinations
 cover each Python, Django and Flask version at least once, within what each release
 supports (Django 6.x needs Python 3.12 or later; Django 4.2 stops at Python 3.12).
 

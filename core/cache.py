@@ -36,6 +36,7 @@ from .memoize import Memoized, memoize
 from .near import Coherence, Invalidations, NearCache
 from .observe import Observer, observers_named
 from .options import (
+    Jitter,
     TagsArg,
     build_options,
     call_option_names,
@@ -86,7 +87,7 @@ class Cache(PlainOperations, CounterFactories):
         stale_wait: float = 0.0,
         refresh: str = "sync",
         early_refresh: float | bool = 0.0,
-        jitter: float = 0.1,
+        jitter: Jitter = 0.1,
         codec: Codec | None = None,
         clock: Clock = system_clock,
         tag_cache_ttl: float = 0.0,
@@ -104,6 +105,12 @@ class Cache(PlainOperations, CounterFactories):
         replication_lag: float = 0.0,
     ) -> None:
         """``near_ttl``: keep hot entries in this process too (see :mod:`mcache.near`).
+
+        ``jitter``: entries built together would expire together and be rebuilt
+        together, so each entry's fresh time is spread: by default shortened by
+        up to 10%, never past the ``ttl`` a call declares; ``(0.2, 0.2)`` spreads
+        it ±20% as the 2R2L article advises, at the price of entries fresh up to
+        20% past their ``ttl``.
 
         ``replication_lag``: seconds a database replica may be behind its primary.
         A rebuild set off by a tag bumped more recently than that reads the

@@ -26,7 +26,8 @@ class BuildOptions:
     wait: float
     refresh: str
     early_refresh: float
-    jitter: float
+    jitter: tuple[float, float]
+    """Fresh times spread between ``ttl * (1 - down)`` and ``ttl * (1 + up)``."""
     stale_wait: float = 0.0
 
 

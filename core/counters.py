@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .api import NO_VALUE
+from .errors import StoreUnavailable
 from .keys import make_key
 from .steps import Steps, StoreCall, aperform, arun_steps, one, perform, run_steps
 from .stores.base import stored_count
@@ -74,8 +75,10 @@ def bump(
     again, so no first increment is lost and the seed is applied once (only the
     winner calls ``on_seeded(seed)``). On a store that creates what it counts
     (memcached's meta protocol: ``ma … N J``) a counter without a seed takes one
-    command instead. A store that is down counts nothing and answers 0 (logged),
-    never an exception.
+    command instead. A store that is down counts nothing and answers what the
+    seed says (the database's count for a view counter) or 0, logged, never an
+    exception; so does a key that vanishes between ``incr`` and ``add`` on every
+    one of its tries.
     """
     return run_steps(bump_steps(parts, key, delta, ttl, seed, on_seeded), perform)
 
@@ -100,7 +103,7 @@ def bump_steps(
         made = StoreCall(store, "incr_creating", (key, delta, ttl))
         return (yield from parts.store_steps("counter", one(made), 0))
 
-    def attempts() -> Steps[int]:
+    def attempts() -> Steps[int | None]:
         for _ in range(_RETRIES):
             if delta:
                 counted = yield StoreCall(store, "incr", (key, delta))
@@ -113,9 +116,14 @@ def bump_steps(
                 if on_seeded is not None:
                     on_seeded(base)
                 return base + delta
-        raise RuntimeError(f"counter {key!r} kept vanishing between incr and add")
+        raise StoreUnavailable(
+            f"counter {key!r} vanished between incr and add {_RETRIES} times in a row"
+        )
 
-    return (yield from parts.store_steps("counter", attempts(), 0))
+    counted = yield from parts.store_steps("counter", attempts(), None)
+    if counted is None:  # nothing counted: the seed's count is the best there is
+        return seed() if seed is not None else 0
+    return counted
 
 
 class Counter:

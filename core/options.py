@@ -10,12 +10,14 @@ from .call import BuildOptions
 from .errors import ConfigError
 
 __all__ = [
+    "Jitter",
     "TagsArg",
     "build_options",
     "call_option_names",
     "check_settings",
     "duration",
     "seconds",
+    "spread",
     "tag_list",
     "with_defaults",
 ]
@@ -57,6 +59,27 @@ def seconds(value: float, name: str) -> int:
     return math.ceil(duration(value, name))
 
 
+Jitter = float | tuple[float, float]
+"""``jitter``: a fraction ``f`` (fresh for ``ttl`` less up to ``f`` of it: never past the
+declared ``ttl``), or ``(down, up)`` (between ``ttl * (1 - down)`` and ``ttl * (1 + up)``)."""
+
+
+def spread(jitter: object) -> tuple[float, float]:
+    """Return ``jitter`` as ``(down, up)`` fractions of a ttl; refuse what is not one."""
+    if isinstance(jitter, list | tuple) and len(jitter) == 2:
+        down, up = jitter
+    else:
+        down, up = jitter, 0.0
+    if not all(isinstance(f, int | float) and not isinstance(f, bool) for f in (down, up)) or not (
+        0 <= down < 1 and 0 <= up <= 1
+    ):
+        raise ConfigError(
+            f"jitter must be a fraction in [0, 1) (fresh times shortened by up to it), or a"
+            f" pair (down, up) of them (spread both ways, e.g. (0.2, 0.2)), got {jitter!r}"
+        )
+    return float(down), float(up)
+
+
 def build_options(
     ttl: int,
     stale_ttl: float | None,
@@ -64,14 +87,13 @@ def build_options(
     wait: float,
     refresh: str,
     early_refresh: float | bool,
-    jitter: float,
+    jitter: Jitter,
     stale_wait: float,
 ) -> BuildOptions:
     """Return checked ``get_or_build`` options: a mistake fails where it was written."""
     if refresh not in {"sync", "background"}:
         raise ConfigError(f"refresh must be 'sync' or 'background', got {refresh!r}")
-    if not 0 <= jitter < 1:
-        raise ConfigError(f"jitter must be a fraction in [0, 1), got {jitter!r}")
+    jitter = spread(jitter)
     if seconds(lock_timeout, "lock_timeout") < 1:
         raise ConfigError("lock_timeout must be >= 1 second: a lock must outlive its build")
     if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:

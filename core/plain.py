@@ -82,12 +82,25 @@ class PlainOperations:
         """Await :meth:`get`."""
         return await self._arun("aget", key, self.get_steps(key, default))
 
-    def get_steps(self, key: Key, default: Any) -> Steps[Any]:
+    def peek(self, key: Key, default: Any = NO_VALUE) -> Any:
+        """:meth:`get` for a read that builds nothing when it misses: a hit counts, a miss
+        does not (a HEAD answered from the page a GET stored, or sent on)."""
+        return self._run("get", key, self.get_steps(key, default, count_miss=False))
+
+    async def apeek(self, key: Key, default: Any = NO_VALUE) -> Any:
+        """Await :meth:`peek`."""
+        return await self._arun("aget", key, self.get_steps(key, default, count_miss=False))
+
+    def get_steps(self, key: Key, default: Any, count_miss: bool = True) -> Steps[Any]:
         """:meth:`get`, as steps: for an adapter that composes it into steps of its own."""
         store_key = self._store_key(key)
         value = yield from self._read_steps(store_key)
-        self.metrics.add("misses" if value is NO_VALUE else "hits", key=store_key)
-        return default if value is NO_VALUE else value
+        if value is not NO_VALUE:
+            self.metrics.add("hits", key=store_key)
+            return value
+        if count_miss:
+            self.metrics.add("misses", key=store_key)
+        return default
 
     def _read_steps(self, store_key: str) -> Steps[Any]:
         """Return the current value under ``store_key``, or ``NO_VALUE`` (nothing counted)."""

@@ -27,17 +27,21 @@ __all__ = ["OnlineCounter", "VisitorCounter"]
 
 
 class OnlineCounter:
-    """Visitors seen in the last ``window`` seconds, over ``slots`` rotating keys.
+    """Visitors seen in the last ``window`` seconds: ``slots - 1`` complete slots and a filling one.
 
-    The current slot is number ``floor(now / slot_len)``; it is counted with
-    incr/add and created with TTL ``window + slot_len``, so about ``slots`` slot
-    keys exist at any time. The count is the sum of the ``slots - 1`` slots
-    before the current (still filling) one, read in one ``get_many``. Keys carry
+    Time is cut into slots of ``window / (slots - 1)`` seconds, numbered
+    ``floor(now / slot_len)``; the defaults (300 s, 6 slots) are the six
+    one-minute keys of A. Smirnov's online counter (HighLoad++ 2008): the count
+    is the sum of the five complete minutes before the current one, read in
+    one ``get_many``, while the sixth fills. Each slot is counted with
+    incr/add and created to outlive the last count that reads it. Keys carry
     the slot's absolute number rather than ``number % slots``: a key reused the
     next time round would still hold its previous round's count until it expired.
-    ``hit(visitor)`` counts a visitor at most once per counted span: an ``add`` of
-    a marker with TTL ``window - slot_len`` decides, so repeat visits cost one
-    failed ``add`` and no session write.
+
+    ``hit(visitor)`` counts a visitor at most once in any window: an ``add`` of
+    a marker that lives until the slot where the window that counted the visit
+    has passed decides, so repeat visits cost one failed ``add`` and no session
+    write, and a steady visitor is counted exactly once in every window.
 
     On Redis (``unique="auto"`` or ``"hll"``) each slot is a HyperLogLog instead:
     ``PFADD`` per visit, ``PFCOUNT`` over the slots for the count — about 12 KB
@@ -56,7 +60,7 @@ class OnlineCounter:
         self.name = name
         self.window = window
         self.slots = slots
-        self.slot_len = window / slots
+        self.slot_len = window / (slots - 1)
         has_hll = hasattr(parts.shared, "pfadd")
         if unique == "hll" and not has_hll:
             raise ValueError("unique='hll' needs a Redis store (HyperLogLog)")
@@ -81,22 +85,31 @@ class OnlineCounter:
         return await arun_steps(self.hit_steps(visitor), aperform)
 
     def hit_steps(self, visitor: Hashable | None) -> Steps[bool]:
-        """:meth:`hit`, as steps; a store failure counts nothing (logged)."""
-        ttl = math.ceil(self.window + self.slot_len)
+        """:meth:`hit`, as steps; a store failure counts nothing (logged).
+
+        Expiry on memcached is in whole seconds and may come up to one early, so
+        each TTL is rounded up and given a second more: a slot outlives the last
+        count that reads it, and a marker never expires inside the window whose
+        count holds its visit (a double count); a visitor seen only in the first
+        second after it is counted with their next visit.
+        """
+        now = self.parts.clock.time()
+        slot = math.floor(now / self.slot_len)
+        # Slot s is read by the counts made during slots s + 1 … s + slots - 1.
+        ttl = math.ceil((slot + self.slots) * self.slot_len - now) + 1
         if self.hll and visitor is not None:
             member = make_key("", visitor).encode()
-            key = self.unique_key(self._slot())
-            pfadd = StoreCall(self.parts.shared, "pfadd", (key, member, ttl))
+            pfadd = StoreCall(self.parts.shared, "pfadd", (self.unique_key(slot), member, ttl))
             return bool((yield from self.parts.store_steps("counter", one(pfadd), False)))
         if visitor is not None:
-            # The count covers the window less the filling slot; a marker that lived a
-            # whole window would leave a steady visitor uncounted for one slot in six.
+            # Counted in slot s, the visit is in every count up to the one made during
+            # slot s + slots - 1; counted again from then on, never twice in a window.
             marker = counter_key(self.parts, "om", self.name, visitor)
-            marker_ttl = max(1, math.floor(self.window - self.slot_len))
+            marker_ttl = math.ceil((slot + self.slots - 1) * self.slot_len - now) + 1
             add = StoreCall(self.parts.store, "add", (marker, b"1", marker_ttl))
             if not (yield from self.parts.store_steps("counter", one(add), False)):
                 return False
-        yield from bump_steps(self.parts, self.slot_key(self._slot()), 1, ttl)
+        yield from bump_steps(self.parts, self.slot_key(slot), 1, ttl)
         return True
 
     def unique_key(self, slot: int) -> str:
@@ -109,7 +122,8 @@ class OnlineCounter:
         return f"{counter_key(self.parts, 'ou', self.name, hash_tag=True)}:{slot}"
 
     def count(self) -> int:
-        """Return the visits in the complete slots of the window."""
+        """Return the visits (with ``hit(visitor)``: the visitors) of the last ``window``
+        seconds of complete slots."""
         current = self._slot()
         slots = range(current - self.slots + 1, current)
         keys = [self.slot_key(slot) for slot in slots]
@@ -122,13 +136,16 @@ class OnlineCounter:
 
 
 class VisitorCounter:
-    """Visits per period ``T`` with seed 003's current/shadow pair of keys.
+    """Visits per period ``T``: this period's count, and the last complete period's.
 
-    Each hit increments two keys of the period: *current*, which expires at the
-    period's end, and *shadow*, created with TTL ``2*T - now % T`` so it outlives
-    the boundary by a whole period. ``value()`` reads the current period's count;
-    ``previous()`` reads the last complete period's from its shadow, which is
-    still there all through the next period, whole-second expiry or not.
+    The classic memcached recipe keeps a *current* key that expires at the
+    period's end and a *shadow* that outlives it, because its keys do not
+    name their period. These keys do (``floor(now / T)``), so one key a
+    period serves both reads: ``value()`` reads period ``n``'s key during
+    ``n``, ``previous()`` reads it during ``n + 1``. It is created to live
+    until ``n + 1`` ends, rounded up and one second more: memcached's expiry
+    is in whole seconds and may come up to one early, and a count must not
+    drop to 0 in a period's last second.
     """
 
     def __init__(self, parts: CacheParts, name: str, period: int = 3600) -> None:
@@ -141,30 +158,24 @@ class VisitorCounter:
     def __repr__(self) -> str:
         return f"VisitorCounter({self.name!r}, period={self.period})"
 
-    def _key(self, role: str, index: int) -> str:
-        return counter_key(self.parts, "v", self.name, role, index)
+    def _key(self, index: int) -> str:
+        return counter_key(self.parts, "v", self.name, index)
 
     def hit(self) -> int:
         """Count a visit; return the current period's count."""
-        now = self.parts.clock.time()
-        index, into = divmod(now, self.period)
-        left = math.ceil(self.period - into)
-        count = bump(self.parts, self._key("current", int(index)), 1, max(left, 1))
-        bump(self.parts, self._key("shadow", int(index)), 1, math.ceil(2 * self.period - into))
-        return count
+        index, into = divmod(self.parts.clock.time(), self.period)
+        ttl = math.ceil(2 * self.period - into) + 1
+        return bump(self.parts, self._key(int(index)), 1, ttl)
 
     def value(self) -> int:
         """Return the current period's count."""
-        index = int(self.parts.clock.time() // self.period)
-        data = self.parts.store_call(
-            "counter", lambda: self.parts.store.get(self._key("current", index)), NO_VALUE
-        )
-        return stored_count(data) or 0
+        return self._read(int(self.parts.clock.time() // self.period))
 
     def previous(self) -> int:
         """Return the last complete period's count."""
-        index = int(self.parts.clock.time() // self.period) - 1
-        data = self.parts.store_call(
-            "counter", lambda: self.parts.store.get(self._key("shadow", index)), NO_VALUE
-        )
+        return self._read(int(self.parts.clock.time() // self.period) - 1)
+
+    def _read(self, index: int) -> int:
+        key = self._key(index)
+        data = self.parts.store_call("counter", lambda: self.parts.store.get(key), NO_VALUE)
         return stored_count(data) or 0

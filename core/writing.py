@@ -283,7 +283,7 @@ class Writer(Bidding):
         return self.settle_steps(key, won, lock)
 
     def write_steps(self, call: Call, value: Any, lease: leases.Lease) -> Steps[bool]:
-        """Store the entry: fresh for ``ttl`` less up to ``jitter``, kept ``stale_ttl`` longer.
+        """Store the entry: fresh for ``ttl`` spread by ``jitter``, kept ``stale_ttl`` longer.
 
         Built from stale data (``call.stale``), it is stored already stale, so
         the next reader rebuilds it. Return whether it was stored.
@@ -293,7 +293,8 @@ class Writer(Bidding):
             return False  # built from data that may yet be rolled back: returned, never shared
         now = parts.clock.time_ms()
         if o.ttl:
-            fresh = o.ttl * (1 - self.rng.uniform(0, o.jitter))
+            down, up = o.jitter
+            fresh = o.ttl * (1 + self.rng.uniform(-down, up))
             fresh_until = now if call.stale else now + int(fresh * 1000)
             store_ttl = math.ceil(fresh + o.stale_ttl)
         else:

@@ -237,7 +237,7 @@ def _serve(
     key = page_key(name, request, options, user)
     render = Render(request, options)
     if request.method == "HEAD":  # served from the GET entry, never stored from a HEAD
-        found = snapshot_of(core.get(key, None))
+        found = snapshot_of(core.peek(key, None))
         if found is None or not render.serves(found):
             reason = "head" if found is None else "session"
             return _bypassed(view(request, *args, **kwargs), reason, name, request, options)
@@ -295,7 +295,7 @@ async def _aserve(
     key = page_key(name, request, options, user)
     render = Render(request, options, user is not None)
     if request.method == "HEAD":
-        found = snapshot_of(await core.aget(key, None))
+        found = snapshot_of(await core.apeek(key, None))
         if found is None or not render.serves(found):
             reason = "head" if found is None else "session"
             response = await view(request, *args, **kwargs)

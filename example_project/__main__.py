@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         from example_project.check import check
 
         return check()
+    one_process()
     store = settings.CACHES["default"]["LOCATION"]
     print(f"mcache example blog on http://127.0.0.1:{args.port}/  (store: {store}", end="")
     print(f", database: {settings.DATABASES['default']['NAME']}{', seeded' if seeded else ''})")
@@ -73,9 +74,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def one_process() -> None:
+    """Silence W001 and W002 on ``memory://`` for what ``python -m example_project`` runs.
+
+    It serves from one process (runserver without its autoreloader), and the
+    commands run beside it (``createsuperuser``, ``mcache_stats``) show no page
+    of that process: what the two warnings are about cannot happen there. Under
+    gunicorn the same settings would have several processes, and keep both.
+    """
+    from django.conf import settings
+
+    if settings.CACHES["default"]["LOCATION"].startswith("memory://"):
+        silenced = ["django_mcache.W001", "django_mcache.W002"]
+        settings.SILENCED_SYSTEM_CHECKS = [*settings.SILENCED_SYSTEM_CHECKS, *silenced]
+
+
 def manage(argv: list[str]) -> int:
     """Run a ``manage.py`` command (``argv``) on the example's migrated, seeded database."""
     prepare()
+    one_process()
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(["python -m example_project manage", *argv])

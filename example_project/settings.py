@@ -57,11 +57,6 @@ CACHES = {
     }
 }
 SESSION_ENGINE = "django_mcache.sessions"
-if CACHES["default"]["LOCATION"].startswith("memory://"):
-    # `python -m example_project` serves from one process (no autoreloader), and the
-    # other commands it runs (createsuperuser, mcache_stats) show no page of that
-    # process: what W001 and W002 warn about cannot happen here.
-    SILENCED_SYSTEM_CHECKS = ["django_mcache.W001", "django_mcache.W002"]
 MCACHE_VIEW_COUNT_FIELDS = {"blog.post": "views"}
 STATIC_URL = "/static/"
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"

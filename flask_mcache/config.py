@@ -133,7 +133,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_LOCK_TIMEOUT": (int, float),
     "MCACHE_WAIT": (int, float),
     "MCACHE_STALE_WAIT": (int, float),
-    "MCACHE_JITTER": (int, float),
+    "MCACHE_JITTER": (int, float, list, tuple),
     "MCACHE_TAG_CACHE_TTL": (int, float),
     "MCACHE_REFRESHER": (str,),
     "MCACHE_REFRESH_QUEUE": (str,),

@@ -91,7 +91,7 @@ def cached_view(
             cache = core()
             key = _key(name, settings, view_args)
             if request.method == "HEAD":
-                found = _page(cache.get(key, None))
+                found = _page(cache.peek(key, None))
                 if found is None:
                     return bypassed(make_response(view(**view_args)), "head")
                 return _restore(found, "HIT", header, ttl)

@@ -3,7 +3,9 @@
 With ``meta=False`` it stands for a memcached older than 1.6: every meta
 command (``mg``, ``ms``, ``md``, ``ma``, ``mn``) is answered ``ERROR``, as such
 a server answers a command it does not know, and never reaches the server.
-Everything else is passed through untouched. Either way it counts what the
+``answers`` injects a race the server would only show by chance: a request
+starting with one of its prefixes (``b"incr "``) gets the given reply and never
+reaches the server. Everything else is passed through untouched. Either way it counts what the
 client sent, a request (or a pipelined batch) at a time: the round trips a
 call cost, as the benchmark reports them and the tests check them.
 """
@@ -21,9 +23,15 @@ META_VERBS = (b"mg ", b"ms ", b"md ", b"ma ", b"mn\r\n", b"me ")
 class MemcachedProxy:
     """Listens on a free loopback port and forwards to ``upstream`` (host, port)."""
 
-    def __init__(self, upstream: tuple[str, int], meta: bool = True) -> None:
+    def __init__(
+        self,
+        upstream: tuple[str, int],
+        meta: bool = True,
+        answers: dict[bytes, bytes] | None = None,
+    ) -> None:
         self.upstream = upstream
         self.meta = meta
+        self.answers = answers or {}
         self.listener = socket.create_server((HOST, 0))
         self.port = self.listener.getsockname()[1]
         self.refused = 0
@@ -51,6 +59,11 @@ class MemcachedProxy:
                 if not self.meta and chunk.startswith(META_VERBS):
                     self.refused += 1
                     client.sendall(b"ERROR\r\n" * chunk.count(b"\r\n"))
+                    continue
+                answer = next((a for p, a in self.answers.items() if chunk.startswith(p)), None)
+                if answer is not None:
+                    self.refused += 1
+                    client.sendall(answer)
                     continue
                 self.forwarded += 1
                 server.sendall(chunk)

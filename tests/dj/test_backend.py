@@ -373,3 +373,9 @@ def test_options_that_are_not_a_dict_are_a_check_error() -> None:
     with override_settings(CACHES=mcache_caches("memory://", OPTIONS=["stale_ttl", 60])):
         errors = [e for e in run_checks() if e.id == "django_mcache.E001"]
     assert "OPTIONS must be a dict" in errors[0].msg
+
+
+def test_jitter_spreads_both_ways_when_given_a_pair() -> None:
+    with override_settings(CACHES=mcache_caches("memory://", OPTIONS={"jitter": [0.2, 0.2]})):
+        assert [e for e in run_checks() if e.id == "django_mcache.E001"] == []
+        assert caches["default"].mcache.defaults.jitter == (0.2, 0.2)

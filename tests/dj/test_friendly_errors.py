@@ -154,7 +154,7 @@ def test_every_problem_of_a_caches_entry_is_reported_at_once() -> None:
         "unknown OPTIONS 'stale_tll' (did you mean 'stale_ttl'?)",
         "TIMEOUT must be a number of seconds or None, got 'soon'",
         "OPTIONS['refresh']: refresh must be 'sync' or 'background', got 'later'",
-        "OPTIONS['jitter']: jitter must be a fraction in [0, 1), got 4",
+        "OPTIONS['jitter']: jitter must be a fraction in [0, 1) (fresh times shortened",
         "OPTIONS['serializer']: unknown serializer 'yaml'",
     ):
         assert expected in message

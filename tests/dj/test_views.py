@@ -169,6 +169,26 @@ def test_head_is_served_from_the_get_entry(client: Client) -> None:
     assert client.head("/posts/")["X-Cache"] == "HIT"
 
 
+def test_a_head_that_finds_no_page_is_no_miss(client: Client, async_client) -> None:
+    """``curl -I`` on a page nobody stored answers nothing from the cache: no miss counted."""
+    import asyncio
+
+    core = caches["default"].mcache
+
+    def counted() -> tuple[int, int]:
+        counters = core.stats()["cache"]
+        return counters["hits"], counters["misses"]
+
+    before = counted()
+    assert client.head("/posts/")["X-Cache"] == "BYPASS"
+    assert asyncio.run(async_client.head("/async/"))["X-Cache"] == "BYPASS"
+    assert counted() == before
+    client.get("/posts/")
+    assert counted() == (before[0], before[1] + 1)  # the GET's miss
+    assert client.head("/posts/")["X-Cache"] == "HIT"
+    assert counted() == (before[0] + 1, before[1] + 1)  # a HEAD answered from the cache
+
+
 def test_async_and_class_based_views(client: Client, async_client) -> None:
     assert client.get("/cbv/")["X-Cache"] == "MISS"
     assert client.get("/cbv/").json() == {"view": "class based"}

@@ -466,3 +466,22 @@ def bypassed(response: TestResponse, reason: str) -> bool:
     """Return whether ``response`` says it was not cached, for ``reason``."""
     headers = response.headers
     return headers.get("X-Cache") == "BYPASS" and headers.get("X-Cache-Reason") == reason
+
+
+def test_a_head_that_finds_no_page_is_no_miss() -> None:
+    """``curl -I`` on a page nobody stored answers nothing from the cache: no miss counted."""
+    app, mcache = make_app()
+    client = app.test_client()
+
+    def counted() -> tuple[int, int]:
+        with app.app_context():
+            counters = mcache.cache.stats()["cache"]
+        return counters["hits"], counters["misses"]
+
+    before = counted()
+    assert client.head("/page").headers["X-Cache"] == "BYPASS"
+    assert counted() == before
+    client.get("/page")
+    assert counted() == (before[0], before[1] + 1)
+    assert client.head("/page").headers["X-Cache"] == "HIT"
+    assert counted() == (before[0] + 1, before[1] + 1)

@@ -355,3 +355,10 @@ def test_a_session_cached_page_is_never_shared(memcached_url: str) -> None:
     seen = alice.get("/hello")
     assert (seen.text, seen.headers["X-Cache"]) == ("hello alice", "BYPASS")
     assert guest.get("/hello").text == "hello guest"
+
+
+def test_jitter_spreads_both_ways_when_given_a_pair() -> None:
+    app = Flask(__name__)
+    app.config.update(MCACHE_URL="memory://", MCACHE_JITTER=[0.2, 0.2])
+    with app.app_context():
+        assert MCache(app).cache.defaults.jitter == (0.2, 0.2)

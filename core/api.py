@@ -271,13 +271,13 @@ class StaleClaim:
 class ClaimsStale(Protocol):
     """A store that can claim a stale entry's rebuild in the same round trip as its read.
 
-    DESIGN.md's "Native single-flight" seam. An entry is written to live
-    ``stale_ttl`` seconds in the store past its fresh time, so one with at most
-    that long left is stale by time; the store checks that and takes the
-    entry's lock (an ``add`` of the claim's token) in the read, where the
+    A native single-flight (``docs/explanation/memcached-protocols.md``). An entry
+    is written to live ``stale_ttl`` seconds in the store past its fresh time, so
+    one with at most that long left is stale by time; the store checks that and
+    takes the entry's lock (an ``add`` of the claim's token) in the read, where the
     portable path spends a second round trip on the ``add``. It is the rule of
-    memcached's meta protocol (``mg … R<seconds>``: a win for the first reader
-    of an item with less than that left), done by the store.
+    memcached's meta protocol (``mg … R<seconds>``: a win for the first reader of an
+    item with less than that left), done by the store.
     """
 
     @property
@@ -321,7 +321,8 @@ class LeaseBid:
 class LeasesInRead(Protocol):
     """A store whose server leases a miss or a stale entry to one reader, in the read.
 
-    DESIGN.md's "Native single-flight": ``get_or_build`` then takes no lock key
+    A native single-flight (``docs/explanation/memcached-protocols.md``):
+    ``get_or_build`` then takes no lock key
     and frees none. The lease is the item's cas; the entry's write is guarded by
     it (``leased_write``), so a build whose lease an invalidation or a newer
     write took cannot store.

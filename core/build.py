@@ -1,6 +1,6 @@
 """Dog-pile-safe ``get_or_build``: exactly one rebuild of a stale or missing entry.
 
-The read path (DESIGN.md "get_or_build"):
+The read path (``docs/explanation/dog-pile.md`` tells it for users):
 
 1. One round trip fetches the entry and its tag versions.
 2. Fresh, with every tag at its recorded version: a hit.

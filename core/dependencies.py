@@ -7,7 +7,7 @@ copy is stale too. So while a build runs, every cached value read inside it
 reports the tag versions it was validated against to the enclosing build, and
 the entry that build stores records them next to its own tags. A bump of any
 of them then makes the enclosing entry stale as well: Russian-doll caching
-without hand-kept keys (DESIGN.md, composition rule 1).
+without hand-kept keys (composition rule 1 in ``docs/explanation/consistency.md``).
 
 The current build lives in a context variable, so it follows the build through
 nested calls, ``await`` and tasks started inside it, and never leaks to other

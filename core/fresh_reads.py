@@ -1,13 +1,13 @@
 """Replica-lag routing: whether the build under way must read the primary database.
 
-Seed 004's rule. A tag's version is the time (ms) of its last bump, and a bump
-follows a change on the primary. A rebuild that a bump set off, and reads a
-replica that has not replayed that change yet, stores the old data as a fresh
-entry, and nothing will invalidate it until the next change. So while
-``get_or_build`` rebuilds an entry, it looks at the versions of the tags read
-with it (those it declares, and those it recorded from what it contains, so a
-nested entry's bump counts): if the newest is younger than the cache's
-``replication_lag``, the build's context says "read the primary", and a
+The rule (``docs/how-to/read-replicas.md``): a tag's version is the time (ms) of
+its last bump, and a bump follows a change on the primary. A rebuild that a bump
+set off, and reads a replica that has not replayed that change yet, stores the
+old data as a fresh entry, and nothing will invalidate it until the next change.
+So while ``get_or_build`` rebuilds an entry, it looks at the versions of the
+tags read with it (those it declares, and those it recorded from what it
+contains, so a nested entry's bump counts): if the newest is younger than the
+cache's ``replication_lag``, the build's context says "read the primary", and a
 database router that asks :func:`read_primary` sends its reads there. Once the
 lag has passed the replica has the change, and the same build (however long it
 runs) goes back to the replica.

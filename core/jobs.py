@@ -1,8 +1,8 @@
 """Rebuild jobs as data: what a task-queue worker needs to rebuild an entry.
 
 A closure cannot be pickled, nor sent to another process. A rebuild that may
-leave the process is therefore described by names and data (DESIGN.md, "Rebuild
-jobs are data"): the builder's import path, its arguments (encoded with the
+leave the process is therefore described by names and data (rebuild jobs are
+data: ``docs/how-to/task-queue.md``): the builder's import path, its arguments (encoded with the
 cache's codec, so signed when the cache signs), the entry's key, tags and
 options, the lock the enqueuer holds and its owner token, and the fresh-until
 time of the stale entry it saw (for the worker's control check).

@@ -1,9 +1,9 @@
 """No stale sets: a build writes its entry only over what its key held when it began.
 
-The race (DESIGN.md, composition rule 3): a build reads a row; a writer changes
-the row and deletes the cache key; the build, still holding the old row,
-stores it. Unguarded, the next reader gets the old value as fresh for a whole
-TTL, and nothing is left to invalidate it.
+The race (composition rule 3 in ``docs/explanation/consistency.md``): a build
+reads a row; a writer changes the row and deletes the cache key; the build,
+still holding the old row, stores it. Unguarded, the next reader gets the old
+value as fresh for a whole TTL, and nothing is left to invalidate it.
 
 So before the builder is called the build takes a *lease*: the cas token of
 what the key holds (a stale entry, a plain value, another build's placeholder).

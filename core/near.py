@@ -5,8 +5,8 @@ with the tag versions it was checked against (those live in
 :class:`~mcache.tags.Tags`' process-local copy). A later hit checks the copy
 against those versions and its own fresh-until time and costs no I/O at all.
 
-How long a copy may be trusted is a stated number (DESIGN.md, composition
-rule 5):
+How long a copy may be trusted is a stated number (composition rule 5 in
+``docs/explanation/consistency.md``):
 
 * **With pushed invalidations** (Redis, Redis Sentinel: ``CLIENT TRACKING``,
   see :mod:`mcache.stores.redis_tracking`) the server tells this process about

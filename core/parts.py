@@ -5,7 +5,7 @@ refresher and its fail-open policy. :class:`mcache.Cache` builds one and hands
 it down to the read path (:mod:`.build`, :mod:`.reading`, :mod:`.writing`,
 :mod:`.rebuild`) and the counters (:mod:`.counters`, :mod:`.visitors`), so
 that the algorithm depends on this small object and the facade on the
-algorithm, never the reverse (DESIGN.md "Layers").
+algorithm, never the reverse (the layers in ``docs/layout.md``).
 """
 
 from __future__ import annotations

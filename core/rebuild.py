@@ -6,7 +6,8 @@ calls :meth:`Rebuild.hand_off` instead: the lock stops being renewed here and
 is held long enough for a worker to take it up, and the job goes as data
 (:class:`mcache.jobs.Job`). The worker (:func:`run`) takes the lock over with
 its token, renews it while it builds, checks first whether the entry is
-fresh already (seed 001's control check), and releases it. So one job per
+fresh already (the add-lock recipe's control check: another process may have
+rebuilt it since the job was queued), and releases it. So one job per
 key is ever queued, across every process: nobody else wins the lock meanwhile.
 """
 

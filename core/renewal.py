@@ -2,12 +2,12 @@
 
 A build lock expires on its own (its TTL, ``lock_timeout``) so that a holder
 that dies mid-build cannot block rebuilds for ever. Without renewal that TTL
-also caps how long a build may take: a build longer than ``lock_timeout``
-loses its lock and another process builds the same entry (DESIGN.md,
-composition rule 4). So every lock a process holds is extended, owner-only,
-every third of its timeout by one daemon thread of the process: a build of
-any length runs once, and a holder killed with SIGKILL stops renewing, so its
-lock frees within ``lock_timeout`` of its last renewal.
+also caps how long a build may take: a build longer than ``lock_timeout`` loses
+its lock and another process builds the same entry (composition rule 4 in
+``docs/explanation/consistency.md``). So every lock a process holds is extended,
+owner-only, every third of its timeout by one daemon thread of the process: a
+build of any length runs once, and a holder killed with SIGKILL stops renewing,
+so its lock frees within ``lock_timeout`` of its last renewal.
 
 One thread serves every lock of the process (locks wait in a heap by due
 time), so a thousand concurrent builds cost one thread, not a thousand. A

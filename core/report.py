@@ -100,7 +100,7 @@ def eviction_warnings(
 ) -> list[str]:
     """Return a warning per server that evicts: items pushed out before they expired.
 
-    Evictions mean the cache is smaller than its working set (seed 004): what
+    Evictions mean the cache is smaller than its working set: what
     is evicted is rebuilt, and the hit ratio pays. With ``before`` (the last
     round's servers) a server whose evictions rose since is named as rising.
     """

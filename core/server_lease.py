@@ -71,7 +71,7 @@ class ServerLease(Lock):
         on the stale value for the rest of its stale window. Held to the lock's
         timeout and renewed like a lock, the entry outlives a dead holder by at
         most ``lock_timeout``; then the next reader wins it as a miss
-        (DESIGN.md, composition rule 4).
+        (composition rule 4 in ``docs/explanation/consistency.md``).
         """
         if not self.lease.placed:
             yield from self.extend_steps()

@@ -1,6 +1,6 @@
 """Per-key event trace: one letter per logical event.
 
-Seed 004's debugging aid: with tracing on, ``tail -f`` on a key's trace file
+A debugging aid from memcached practice: with tracing on, ``tail -f`` on a key's trace file
 shows its life as a string such as ``MLWUHHHHHMLLH``, so a stampede, a lock that
 is never released or a tag that keeps invalidating stands out at a glance.
 

@@ -1,6 +1,6 @@
 """``FreshReadSession``: SQLAlchemy reads from the replica, except where only the primary is right.
 
-Seed 004's replica-lag routing for SQLAlchemy sites, the twin of Django's
+Replica-lag routing (``docs/how-to/read-replicas.md``) for SQLAlchemy sites, the twin of Django's
 :class:`django_mcache.routers.FreshReadRouter`. With ``MCACHE_REPLICA_BIND``
 (the replica: an ``Engine`` or a database URL) in the app's config, a session
 made with ``sessionmaker(primary_engine, class_=FreshReadSession)`` sends a

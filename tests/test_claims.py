@@ -60,3 +60,29 @@ def test_no_tracked_file_is_ignored() -> None:
         check=True,
     )
     assert listed.stdout.split() == [], ".gitignore names tracked files"
+
+
+OUTSIDE = re.compile(r"DESIGN\.md|\bseed \d{3}\b|\bissue \d+\b", re.IGNORECASE)
+"""A design file beside the repository, a numbered seed, an issue tracker's numbers."""
+FOLDERS = ("core", "django_mcache", "flask_mcache", "example_project", "docs", "tests")
+OWN_FILES = [
+    *sorted(
+        path
+        for folder in FOLDERS
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in {".py", ".md", ".html", ".txt"} and "__pycache__" not in path.parts
+    ),
+    *(ROOT / name for name in ("README.md", "setup.cfg", "mkdocs.yml", "noxfile.py")),
+]
+
+
+def test_nothing_cites_what_lies_outside_the_repository() -> None:
+    """Sources are named by author, title and year; the design is in docs/, not beside it."""
+    me = Path(__file__).resolve()
+    cited = [
+        f"{path.relative_to(ROOT)}: {found.group(0)!r}"
+        for path in OWN_FILES
+        if path != me
+        for found in OUTSIDE.finditer(path.read_text(encoding="utf-8", errors="replace"))
+    ]
+    assert cited == []

@@ -7,6 +7,7 @@ their feature imports and no more (read back from the installed metadata).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -155,3 +156,40 @@ def test_the_classifiers_name_the_versions_the_matrix_tests() -> None:
 
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
+
+
+def test_the_readmes_wheel_installs_where_no_clone_is(tmp_path: Path) -> None:
+    """The README's second way in: ``python -m build --wheel``, then pip install the file."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    wheel_line = next(line for line in readme.splitlines() if line.startswith('pip install "dist/'))
+    wheel_name = wheel_line.split('"dist/', 1)[1].split("[", 1)[0]
+    source = tmp_path / "clone"  # the tracked files, as a fresh clone has them
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split("\0")
+    for name in filter(None, tracked):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, source / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path)],
+        cwd=source,
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert (tmp_path / wheel_name).exists(), f"the README names {wheel_name}, the build made" + (
+        f" {[p.name for p in tmp_path.iterdir()]}"
+    )
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    installed = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-deps", str(tmp_path / wheel_name)],
+        capture_output=True,
+        text=True,
+    )
+    assert installed.returncode == 0, installed.stderr
+    code = "import mcache, pathlib; print(mcache.Cache('memory://').single_flight, mcache.__file__)"
+    ran = subprocess.run([python, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("lock ") and str(venv) in ran.stdout, ran.stdout

@@ -1,4 +1,4 @@
-"""Composition rule 4 and seed 004's waiting variant: locks live as long as builds; stale_wait.
+"""Composition rule 4 and stale readers who wait: locks live as long as builds; stale_wait.
 
 A build longer than ``lock_timeout`` keeps its lock (the process renews it),
 so it runs once across processes; a holder killed with SIGKILL stops renewing,

@@ -20,7 +20,7 @@ from .errors import NotMemoizable
 if TYPE_CHECKING:
     from .cache import Cache
 
-__all__ = ["LateBound", "Memoized", "check_options", "memoize"]
+__all__ = ["LateBound", "Memoized", "check_options", "memoize", "refuse_instances_of"]
 
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str | None] | None
 Refusal = Callable[[Any], str | None]
@@ -134,6 +134,23 @@ def _mark_coroutine_function(wrapper: Memoized) -> None:
         mark(wrapper)
     else:  # what asyncio.iscoroutinefunction (and asgiref before 3.12) looks for
         wrapper._is_coroutine = asyncio.coroutines._is_coroutine  # type: ignore[attr-defined]
+
+
+def refuse_instances_of(response_class: type, cached_view: str) -> Refusal:
+    """Return a refusal (see :func:`memoize`) of results that are ``response_class``'s: a
+    framework's response, whose adapter caches pages with ``cached_view``."""
+
+    def refused(result: Any) -> str | None:
+        if not isinstance(result, response_class):
+            return None
+        return (
+            f"a {type(result).__name__}: memoized, one visitor's response (its Set-Cookie"
+            f" included) would be handed to every later caller. Cache a view with {cached_view},"
+            " which never stores a response that sets a cookie, or memoize the data the view"
+            " renders"
+        )
+
+    return refused
 
 
 def memoize(

@@ -16,7 +16,7 @@ from django.core.cache import caches
 from django.http import HttpResponseBase
 
 from mcache import Cache
-from mcache.memoize import LateBound
+from mcache.memoize import LateBound, refuse_instances_of
 
 from .config import cache_alias, check_alias
 from .tags import Dependencies, DependsOn
@@ -75,14 +75,5 @@ def cached(
     return decorate
 
 
-def refused(result: Any) -> str | None:
-    """Name a Django response, which a memoized function must not return (its cookies and
-    headers are one visitor's; see :func:`mcache.memoize.memoize`)."""
-    if isinstance(result, HttpResponseBase):
-        return (
-            f"a {type(result).__name__}: memoized, one visitor's response (its Set-Cookie"
-            " included) would be handed to every later caller. Cache a view with"
-            " django_mcache.views.cached_view, which never stores a response that sets a"
-            " cookie, or memoize the data the view renders"
-        )
-    return None
+refused = refuse_instances_of(HttpResponseBase, "django_mcache.views.cached_view")
+"""A memoized function's result that must not be shared: a Django response."""

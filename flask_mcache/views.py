@@ -28,6 +28,7 @@ from mcache import Cache
 from mcache.dependencies import carried
 from mcache.errors import Uncacheable
 from mcache.jobs import in_process
+from mcache.memoize import refuse_instances_of
 from mcache.outcome import BYPASS, log_bypass, reason_header
 from mcache.page import PAGES_STAY, as_page, get_page
 
@@ -144,17 +145,8 @@ def cached_view(
     return decorate
 
 
-def refused_response(result: Any) -> str | None:
-    """Name a Flask response, which ``@mcache.cached`` must not memoize (its cookies and
-    headers are one visitor's; see :func:`mcache.memoize.memoize`)."""
-    if isinstance(result, BaseResponse):
-        return (
-            f"a {type(result).__name__}: memoized, one visitor's response (its Set-Cookie"
-            " included) would be handed to every later caller. Cache a view with"
-            " @mcache.cached_view, which never stores a response that sets a cookie, or"
-            " memoize the data the view renders"
-        )
-    return None
+refused_response = refuse_instances_of(BaseResponse, "@mcache.cached_view")
+"""A result ``@mcache.cached`` must not memoize: a Flask (werkzeug) response."""
 
 
 def _bypass_reason(settings: ViewSettings) -> str | None:

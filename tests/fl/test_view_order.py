@@ -41,8 +41,7 @@ def test_the_right_order_caches() -> None:
     assert [client.get("/products").headers["X-Cache"] for _ in range(2)] == ["MISS", "HIT"]
 
 
-def test_a_blueprint_registered_after_init_app_fails_at_its_first_request() -> None:
-    app, mcache = new_app()
+def shop_in_the_wrong_order(mcache: MCache) -> Blueprint:
     shop = Blueprint("shop", __name__)
 
     @mcache.cached_view(ttl=60)
@@ -50,7 +49,12 @@ def test_a_blueprint_registered_after_init_app_fails_at_its_first_request() -> N
     def products() -> str:
         return "products"
 
-    app.register_blueprint(shop)
+    return shop
+
+
+def test_a_blueprint_registered_after_init_app_fails_at_its_first_request() -> None:
+    app, mcache = new_app()
+    app.register_blueprint(shop_in_the_wrong_order(mcache))
     app.testing = True
     client = app.test_client()
     for _ in range(2):  # every request, until the order is mended
@@ -62,14 +66,7 @@ def test_init_app_finds_a_blueprint_registered_before_it() -> None:
     app = Flask(__name__)
     app.config.update(MCACHE_URL="memory://")
     mcache = MCache()
-    shop = Blueprint("shop", __name__)
-
-    @mcache.cached_view(ttl=60)
-    @shop.get("/products")
-    def products() -> str:
-        return "products"
-
-    app.register_blueprint(shop)
+    app.register_blueprint(shop_in_the_wrong_order(mcache))
     with pytest.raises(ConfigError, match=r"view 'shop.products'"):
         mcache.init_app(app)
 

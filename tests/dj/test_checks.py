@@ -38,7 +38,6 @@ def test_w001_and_w002_fire_on_the_in_process_store() -> None:
 def test_both_are_silent_on_memcached(memcached_url: str) -> None:
     output = check_output(CACHES={"default": mcache(memcached_url)}, SESSION_ENGINE=SESSIONS)
     assert "W001" not in output and "W002" not in output
-    assert "no issues" in output
 
 
 def test_silenced_as_any_django_check() -> None:

@@ -24,12 +24,21 @@ cache = Cache(
 
 @cache.cached(ttl=60, stale_ttl=600)
 def report(number: int) -> str:
-    """A slow report that counts its builds in the store and says which process built it."""
+    """A slow report that counts its builds in the store and says which process built it.
+
+    ``attempts:<n>`` counts the builds begun (a failing or killed one too),
+    ``builds:<n>`` those that finished.
+    """
+    count(f"attempts:{number}")
     time.sleep(float(os.environ.get("MCACHE_QUEUE_BUILD_SECONDS", "0.2")))
     if os.environ.get("MCACHE_QUEUE_FAIL"):
         raise RuntimeError("the report's database is down")
-    counted = cache.store.incr(f"builds:{number}", 1)
-    if counted is None:
-        cache.store.add(f"builds:{number}", b"0", 0)
-        cache.store.incr(f"builds:{number}", 1)
+    count(f"builds:{number}")
     return f"report {number} by {os.getpid()}"
+
+
+def count(key: str) -> None:
+    """Add one to the plain counter ``key`` in the store (created at 0)."""
+    if cache.store.incr(key, 1) is None:
+        cache.store.add(key, b"0", 0)
+        cache.store.incr(key, 1)

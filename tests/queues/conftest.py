@@ -1,7 +1,8 @@
 """Worker processes for the queue tests: Celery, RQ and Django Tasks, started for real.
 
 A worker runs in a session of its own (so a test can kill it and its pool
-children at once) and is ready when its log says so. RabbitMQ is the
+children at once) and is ready when it creates the file its environment names
+(see :mod:`tests.queues.ready`): no test reads a tool's own log wording. RabbitMQ is the
 machine's (127.0.0.1:5672, guest/guest): skipped with a message where none
 answers, a failure under ``MCACHE_REQUIRE_SERVERS=1``.
 """
@@ -17,12 +18,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REQUIRE_SERVERS
+from tests.queues.ready import READY
 
 ROOT = Path(__file__).resolve().parents[2]
 RABBITMQ = ("127.0.0.1", 5672)
@@ -31,9 +33,11 @@ RABBITMQ = ("127.0.0.1", 5672)
 class Worker:
     """One queue worker process, with its log, killable with its children."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], ready: str) -> None:
-        self.argv, self.env, self.ready = argv, env, ready
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.argv = argv
         self.log = tempfile.NamedTemporaryFile(prefix="mcache-worker-", suffix=".log", delete=False)  # noqa: SIM115
+        self.ready = Path(f"{self.log.name}.ready")
+        self.env = {**env, READY: str(self.ready)}
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60) -> Worker:
@@ -41,20 +45,20 @@ class Worker:
             self.argv, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
-        if self.wait_for(self.ready, timeout):
+        if self.wait_until(self.ready.exists, timeout):
             return self
         raise RuntimeError(f"worker {self.argv[2:5]} did not start:\n{self.text()[-3000:]}")
 
     def text(self) -> str:
         return Path(self.log.name).read_text(errors="replace")
 
-    def wait_for(self, line: str, timeout: float = 30) -> bool:
-        """Wait until the worker's log holds ``line``; False at the timeout or if it exited."""
+    def wait_until(self, done: Callable[[], object], timeout: float = 30) -> bool:
+        """Wait until ``done()`` is true; False at the timeout or if the worker exited."""
         deadline = time.monotonic() + timeout
-        while line not in self.text():
+        while not done():
             exited = self.process is None or self.process.poll() is not None
             if exited or time.monotonic() > deadline:
-                return line in self.text()
+                return bool(done())
             time.sleep(0.05)
         return True
 
@@ -78,6 +82,7 @@ class Worker:
     def stop(self) -> None:
         self.kill()
         Path(self.log.name).unlink(missing_ok=True)
+        self.ready.unlink(missing_ok=True)
 
 
 def _session_of(leader: int) -> list[int]:
@@ -103,7 +108,7 @@ def celery_worker(env: dict[str, str], queue: str) -> Worker:
     argv = [sys.executable, "-m", "celery", "-A", "tests.queues.celery_app", "worker",
             "-Q", queue, "-c", "2", "--loglevel=info", "--without-mingle", "--without-gossip",
             "-n", name]  # fmt: skip
-    return Worker(argv, env, "ready.")
+    return Worker(argv, env)
 
 
 def rq_worker(env: dict[str, str], url: str, queue: str) -> Worker:
@@ -113,14 +118,15 @@ def rq_worker(env: dict[str, str], url: str, queue: str) -> Worker:
     (and creates their cache) in its fork, 43 ms of CPU a job here against 16.
     """
     main = "import tests.queues.builders; from rq.cli import main; main()"
-    argv = [sys.executable, "-c", main, "worker", "-u", url, queue]
-    return Worker(argv, env, "Listening on")
+    argv = [sys.executable, "-c", main, "worker", "-w", "tests.queues.ready.ReadyWorker",
+            "-u", url, queue]  # fmt: skip
+    return Worker(argv, env)
 
 
 def tasks_worker(env: dict[str, str]) -> Worker:
     argv = [sys.executable, "-m", "django", "db_worker", "--queue-name", "mcache",
             "--interval", "0.1", "--no-startup-delay"]  # fmt: skip
-    return Worker(argv, env, "Starting worker")
+    return Worker(argv, env)
 
 
 @pytest.fixture

@@ -34,3 +34,8 @@ TASKS = {
     "default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default", "mcache"]},
 }
 SILENCED_SYSTEM_CHECKS = ["django_mcache.W001"]
+
+if os.environ.get("MCACHE_WORKER_READY"):  # a db_worker the tests started: configured, so ready
+    from pathlib import Path
+
+    Path(os.environ["MCACHE_WORKER_READY"]).touch()

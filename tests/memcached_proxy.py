@@ -49,7 +49,11 @@ class MemcachedProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            server = socket.create_connection(self.upstream)
+            try:
+                server = socket.create_connection(self.upstream)
+            except OSError:  # the server is gone (the session is ending): drop the client
+                client.close()
+                continue
             threading.Thread(target=self._from_client, args=(client, server), daemon=True).start()
             threading.Thread(target=self._to_client, args=(server, client), daemon=True).start()
 

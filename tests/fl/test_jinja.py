@@ -103,6 +103,6 @@ def test_online_settings_shape_what_is_counted_and_shown(monkeypatch) -> None:
     monkeypatch.setattr(core, "clock", clock)
     for agent in ("Mozilla/5.0 (a)", "Mozilla/5.0 (b)", "uptime-monitor/1.0"):
         app.test_client().get("/", headers={"User-Agent": agent})
-    clock.advance(20)  # a 20 s slot later (60 s in 3 slots): the first slot is complete
+    clock.advance(30)  # a 30 s slot later (60 s over two complete slots): the first is complete
     with app.test_request_context():
         assert render_template_string("{{ online_count() }}") == "2"

@@ -104,7 +104,7 @@ def test_online_count_reads_the_counter_the_middleware_counts_into(monkeypatch) 
     with override_settings(MCACHE_ONLINE_WINDOW=60, MCACHE_ONLINE_SLOTS=3):
         for visitor in ("a", "b", "c"):
             middleware(RequestFactory().get("/", HTTP_USER_AGENT=f"Mozilla/5.0 ({visitor})"))
-        clock.advance(20)  # one 20 s slot later: the slot they were counted in is complete
+        clock.advance(30)  # a 30 s slot later (60 s over two complete slots): theirs is complete
         assert render("{% online_count %}") == "3"
 
 

@@ -345,6 +345,10 @@ class LeasesInRead(Protocol):
         """Hand a stale entry's lease, not used, to the next reader."""
         ...
 
+    def keep_lease(self, key: str, token: int, ttl: int) -> bool:
+        """Give the item ``ttl`` more seconds only if its cas is still ``token``."""
+        ...
+
     def leased_write(self, key: str, value: bytes, token: int, ttl: int) -> bool:
         """Store only if the item's cas is still ``token``; ttl -1 removes it instead."""
         ...

@@ -24,7 +24,7 @@ from .errors import Uncacheable
 from .fresh_reads import reading_primary_after
 from .lock import Lock
 from .observe import BuildWatch
-from .steps import CallBuilder, Shielded, Steps
+from .steps import CallBuilder, Shielded, Steps, StoreCall
 
 if TYPE_CHECKING:
     from .parts import CacheParts
@@ -44,15 +44,18 @@ class Building:
     def serve_stale(self, call: Call, entry: Entry) -> Any:
         raise NotImplementedError
 
-    def built_meanwhile_steps(self, call: Call, found: object) -> Steps[Entry | None]:
+    def built_meanwhile_steps(self, call: Call, found: object | None) -> Steps[Entry | None]:
         """After winning the lock, return an entry someone else just rebuilt, if any.
 
-        ``found`` is what the shared tier holds now (read for the lease): a near
-        cache would still show this process the stale copy it had. Fresher tag
-        versions read here become the ones the new entry records.
+        ``found`` is what the shared tier holds now (read for the lease; None: read
+        it here): a near cache would still show this process the stale copy it had.
+        The tag versions read here, before the build, are the ones the new entry
+        records: a build that read none would store an entry stale by every tag.
         """
         parts = self.parts
         try:
+            if found is None:
+                found = yield StoreCall(parts.shared, "get", (call.key,))
             entry = self.reader.decode(call.key, found)
             call.versions = versions = yield from parts.tags.read_steps(call.tags, call.key)
             if entry is None or (
@@ -126,9 +129,11 @@ class Building:
             lease = yield Shielded(
                 self.writer.take_lease_steps(call, lock), self._let_go(call, lock)
             )
-            if lock is not None and lease is not None and not lease.native:
-                # (A server lease came with the read that decided the build: nothing to see.)
-                fresh = yield from self.built_meanwhile_steps(call, lease.found)
+            if lock is not None and lease is not None and not (lease.native and call.claim):
+                # A server lease won by this call's own read comes with what the read saw;
+                # any other (a queued job's, taken up by its worker) is checked as a lock is.
+                found = None if lease.native else lease.found
+                fresh = yield from self.built_meanwhile_steps(call, found)
                 if fresh is not None:
                     call.depends = fresh.tags
                     return fresh.value

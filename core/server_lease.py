@@ -79,13 +79,16 @@ class ServerLease(Lock):
     def extend_steps(self, timeout: int | None = None) -> Steps[bool]:
         """Keep the leased item alive ``timeout`` more seconds (its lock's by default).
 
+        Only the leased item: once the key holds another (a page rebuilt meanwhile,
+        as a queued job finds), the lease is lost and that item keeps its own life.
         A touch keeps the item's cas, so the build can still store under its lease.
         """
         if self.lease.stored:
             return self.held
         ttl = self.expiry(timeout)
         now = time.monotonic()
-        self.held = bool((yield StoreCall(self.store, "touch", (self.key, ttl))))
+        keep = (self.key, self.lease.token, ttl)
+        self.held = bool((yield StoreCall(self.store, "keep_lease", keep)))
         if self.held:
             self.lease.expires = now + ttl
         return self.held

@@ -199,6 +199,10 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps):
         """Hand a stale item's unused lease to the next reader (meta protocol)."""
         return run_steps(self.release_lease_steps(key, token), self._perform)
 
+    def keep_lease(self, key: str, token: int, ttl: int) -> bool:
+        """Keep the item leased with ``token`` alive ``ttl`` more seconds, if it still is."""
+        return run_steps(self.keep_lease_steps(key, token, ttl), self._perform)
+
     def leased_write(self, key: str, value: bytes, token: int, ttl: int) -> bool:
         """Store only under the lease ``token`` (meta protocol's ``ms … C``)."""
         return run_steps(self.leased_write_steps(key, value, token, ttl), self._perform)

@@ -106,6 +106,9 @@ class AsyncMemcachedStore(SteppedTwin):
     async def release_lease(self, key: str, token: int) -> bool:
         return await arun_steps(self.store.release_lease_steps(key, token), self._perform)
 
+    async def keep_lease(self, key: str, token: int, ttl: int) -> bool:
+        return await arun_steps(self.store.keep_lease_steps(key, token, ttl), self._perform)
+
     async def leased_write(self, key: str, value: bytes, token: int, ttl: int) -> bool:
         return await arun_steps(
             self.store.leased_write_steps(key, value, token, ttl), self._perform

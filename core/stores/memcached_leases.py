@@ -204,6 +204,24 @@ class MemcachedLeases:
         replies = yield from self._on_owner_steps(key, "meta", ([request],))  # type: ignore[attr-defined]
         return replies[0].code == b"HD"  # type: ignore[no-any-return]
 
+    def keep_lease_steps(self, key: str, token: int, ttl: int) -> Steps[bool]:
+        """Give the item leased with ``token`` ``ttl`` more seconds, if it is still that item.
+
+        A plain touch would reach whatever the key holds now: a page another
+        caller rebuilt meanwhile would have its life cut to a lock's. So the cas
+        is checked first (``mg … c``), and the touch (``mg … T``, which keeps the
+        cas) follows only if it is still the lease's; a write between the two is
+        the only case left, and its own cas shows in the touch's reply.
+        """
+        validate_store_key(key)
+        check = [b"mg %s c\r\n" % key.encode()]
+        replies = yield from self._on_owner_steps(key, "meta", (check,))  # type: ignore[attr-defined]
+        if replies[0].cas != token:
+            return False
+        touch = [b"mg %s c T%d\r\n" % (key.encode(), expire_of(ttl))]
+        replies = yield from self._on_owner_steps(key, "meta", (touch,))  # type: ignore[attr-defined]
+        return replies[0].cas == token  # type: ignore[no-any-return]
+
     # -- writes under a lease, counters -------------------------------------------------------
 
     def leased_write_steps(self, key: str, value: bytes, token: int, ttl: int) -> Steps[bool]:

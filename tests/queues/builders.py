@@ -37,6 +37,19 @@ def report(number: int) -> str:
     return f"report {number} by {os.getpid()}"
 
 
+@cache.cached(ttl=600, tags=["pages"])
+def page(number: int) -> str:
+    """A tagged page, as a site caches one: made stale by ``invalidate("pages")``.
+
+    ``page-attempts:<n>`` counts the builds begun, ``page-builds:<n>`` those
+    that finished.
+    """
+    count(f"page-attempts:{number}")
+    time.sleep(float(os.environ.get("MCACHE_QUEUE_BUILD_SECONDS", "0.2")))
+    count(f"page-builds:{number}")
+    return f"page {number} by {os.getpid()}"
+
+
 def count(key: str) -> None:
     """Add one to the plain counter ``key`` in the store (created at 0)."""
     if cache.store.incr(key, 1) is None:

@@ -32,9 +32,10 @@ def stale(cache: Cache, *numbers: int) -> None:
         cache.store.set(key, cache.codec.dumps(entry.to_wire(), key), 600)
 
 
-def read(env: dict[str, str], *numbers: int) -> dict[str, Any]:
-    """Read keys in a web process of its own; return its values and pid (it must exit 0)."""
-    argv = [sys.executable, "-m", "tests.queues.web", json.dumps(env), json.dumps(numbers)]
+def read(env: dict[str, str], *numbers: int, how: str = "read") -> dict[str, Any]:
+    """Read keys in a web process of its own (``how="refresh"``: rebuild them now); return
+    its values and pid (it must exit 0)."""
+    argv = [sys.executable, "-m", "tests.queues.web", json.dumps(env), json.dumps(numbers), how]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

@@ -4,7 +4,8 @@ Each process takes its configuration from the environment it is given (as a
 web server's would), imports the builders and keeps its reader threads, so
 its connections and its refresher's are warm after the first burst, as a
 running site's are. On each signal every thread reads every key once, in its
-own order. A burst reports what each read returned, how long it took, and the
+own order (``report`` or, by ``MCACHE_QUEUE_FUNCTION``, another builder of
+:mod:`tests.queues.builders`). A burst reports what each read returned, how long it took, and the
 process's pid, after the refresher has sent what it had to send.
 """
 
@@ -43,6 +44,7 @@ def builders(env: dict[str, str]) -> Any:
 def serve(env: dict[str, str], keys: int, threads: int, orders: Any, go: Any, results: Any) -> None:
     """A web process: run a burst of reads each time ``orders`` says so, until it says stop."""
     module = builders(env)
+    read = getattr(module, env.get("MCACHE_QUEUE_FUNCTION", "report"))
     start, done = threading.Barrier(threads + 1), threading.Barrier(threads + 1)
     values: list[Read] = []
     guard = threading.Lock()
@@ -57,7 +59,7 @@ def serve(env: dict[str, str], keys: int, threads: int, orders: Any, go: Any, re
             random.shuffle(order)
             for number in order:
                 started = time.perf_counter()
-                value = module.report(number)
+                value = read(number)
                 took = time.perf_counter() - started
                 with guard:
                     values.append((number, value, took))
@@ -124,12 +126,21 @@ class WebProcesses:
                 process.kill()
 
 
-def read_once(env: dict[str, str], numbers: list[int]) -> None:
-    """Read each key once, wait for the refresher, print ``{"values": […], "pid": …}``."""
+def read_once(env: dict[str, str], numbers: list[int], how: str = "read") -> None:
+    """Read each key once (``how="refresh"``: rebuild it now, half of them through
+    ``Cache.refresh``, half through the function's ``.refresh``), wait for the
+    refresher, print ``{"values": […], "pid": …}``."""
     import json
 
     module = builders(env)
-    values = [module.report(number) for number in numbers]
+    read = getattr(module, env.get("MCACHE_QUEUE_FUNCTION", "report"))
+    if how == "refresh":
+        values = [
+            module.cache.refresh(read, number) if index % 2 else read.refresh(number)
+            for index, number in enumerate(numbers)
+        ]
+    else:
+        values = [read(number) for number in numbers]
     module.cache.refresher.wait_idle(30)
     print(json.dumps({"values": values, "pid": os.getpid()}))
 
@@ -138,4 +149,4 @@ if __name__ == "__main__":
     import json
     import sys
 
-    read_once(json.loads(sys.argv[1]), json.loads(sys.argv[2]))
+    read_once(json.loads(sys.argv[1]), json.loads(sys.argv[2]), *sys.argv[3:4])

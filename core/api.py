@@ -290,6 +290,18 @@ class ClaimsStale(Protocol):
         ...
 
 
+def stale_hold_ttl(lease_ttl: int) -> int:
+    """The life a stale item leased for rebuilding is held to: a lock's, and as much again.
+
+    Its holder renews it every third of its lock timeout, so while the holder
+    lives the item has more than ``lease_ttl`` seconds left; a reader that finds
+    it leased to another with less (:func:`mcache.server_lease.holder_gone`)
+    knows the holder stopped renewing (killed, or its queued job lost), and
+    takes the rebuild over with the stale value still there to serve.
+    """
+    return 2 * lease_ttl
+
+
 @dataclass(slots=True)
 class LeaseBid:
     """A read's bid for the server's lease on the entry it reads (memcached's ``mg … N R``).
@@ -338,7 +350,8 @@ class LeasesInRead(Protocol):
         ...
 
     def claim_stale(self, key: str, token: int, bid: LeaseBid) -> None:
-        """Mark the entry read with ``token`` stale and bid for its rebuild."""
+        """Mark the entry read with ``token`` stale, held :func:`stale_hold_ttl` of
+        ``bid.lease_ttl`` more seconds, and bid for its rebuild."""
         ...
 
     def release_lease(self, key: str, token: int) -> bool:

@@ -14,10 +14,12 @@ second read, ``gets`` and two-step release are gone.
 so the read path, the renewer and the hand-over to a refresher or a queue
 worker treat both alike:
 
-- *renewal* keeps the leased item alive as long as the build, and no longer:
-  it is touched to the lock's timeout when the build starts (a stale entry) and
-  at each renewal (a touch keeps its cas), so a build of any length still
-  stores, and a holder that dies leaves it for at most ``lock_timeout``;
+- *renewal* keeps the leased item alive as long as the build: a stale entry is
+  touched when the build starts and at each renewal (a touch keeps its cas) to
+  its lock's life and as much again, so a build of any length still stores; a
+  holder that dies stops renewing, and once the item has less than a lock's
+  life left a reader takes the rebuild over (:func:`holder_gone`), with the
+  stale value still there to serve;
 - *release* after a build that stored nothing hands a stale entry's rebuild to
   the next reader (``md … I C``); a placeholder goes with its lease
   (:func:`mcache.lease.abandon_steps`).
@@ -32,12 +34,12 @@ from __future__ import annotations
 
 import time
 
-from .api import NO_VALUE, LeaseBid, Store
+from .api import NO_VALUE, LeaseBid, Store, stale_hold_ttl
 from .lease import Lease
 from .lock import Lock
 from .steps import Steps, StoreCall
 
-__all__ = ["JOB_TOKEN_PREFIX", "ServerLease", "lock_for_job"]
+__all__ = ["JOB_TOKEN_PREFIX", "ServerLease", "holder_gone", "lock_for_job"]
 
 JOB_TOKEN_PREFIX = "cas:"
 """How a queued rebuild's job names a server lease instead of a lock's owner token."""
@@ -86,6 +88,8 @@ class ServerLease(Lock):
         if self.lease.stored:
             return self.held
         ttl = self.expiry(timeout)
+        if not self.lease.placed:  # a stale item: held a lock's life more (holder_gone)
+            ttl += stale_hold_ttl(self.expiry()) - self.expiry()
         now = time.monotonic()
         keep = (self.key, self.lease.token, ttl)
         self.held = bool((yield StoreCall(self.store, "keep_lease", keep)))
@@ -100,6 +104,20 @@ class ServerLease(Lock):
         if not held or lease.stored or lease.placed:
             return held
         return bool((yield StoreCall(self.store, "release_lease", (self.key, lease.token))))
+
+
+def holder_gone(bid: LeaseBid) -> bool:
+    """Whether a read found a stale item leased to another whose holder stopped renewing it.
+
+    A holder keeps its leased stale item :func:`~mcache.api.stale_hold_ttl` of
+    its lock's TTL alive, renewing every third of its timeout; with less than
+    one lock's TTL left, the renewals stopped: the holder was killed, or its
+    queued job was lost (the hand-off held the item for the job's wait, and no
+    worker took it up). The reader then takes the rebuild over
+    (:meth:`~mcache.api.LeasesInRead.claim_stale`) while the stale value is still
+    there to serve, as a lock key that expired would let it.
+    """
+    return bid.outcome is False and bid.left is not None and 0 <= bid.left < bid.lease_ttl
 
 
 def lock_for_job(store: Store, key: str, timeout: int, token: str) -> Lock:

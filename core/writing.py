@@ -22,7 +22,7 @@ from .entry import Entry
 from .errors import StoreUnavailable, Unserializable, ValueTooLarge
 from .lock import Lock
 from .renewal import renewer
-from .server_lease import ServerLease
+from .server_lease import ServerLease, holder_gone
 from .steps import Steps, StoreCall, perform, run_steps
 
 if TYPE_CHECKING:
@@ -70,8 +70,9 @@ class Writer(Bidding):
         now = time.monotonic()
         claim = call.claim
         if type(claim) is LeaseBid and not claim.unleased:
-            if claim.outcome is None and claim.token is not None:
-                # Stale by what the server cannot see (a bumped tag): mark it, bid again.
+            if (claim.outcome is None or holder_gone(claim)) and claim.token is not None:
+                # Stale by what the server cannot see (a bumped tag), or leased to a
+                # holder that stopped renewing: mark it stale again, bid again.
                 try:
                     yield StoreCall(self.parts.store, "claim_stale", (call.key, claim.token, claim))
                 except Exception as error:

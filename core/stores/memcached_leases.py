@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from ..api import LeaseBid
+from ..api import LeaseBid, stale_hold_ttl
 from ..errors import ConfigError
 from ..keys import validate_store_key
 from ..logs import FailureLog, logger
@@ -183,14 +183,16 @@ class MemcachedLeases:
     def claim_stale_steps(self, key: str, token: int, bid: LeaseBid) -> Steps[None]:
         """Mark the item read with ``token`` stale and bid for its rebuild, in one request.
 
-        For an entry stale by what only the reader knows (a bumped tag): of the
-        readers that saw it, one ``md … I C`` succeeds, and the ``mg`` right after
-        leases the rebuild to one reader; every later read gets the stale value
-        flagged (``X``) with the news that someone rebuilds it (``Z``).
+        For an entry stale by what only the reader knows (a bumped tag), or whose
+        lease holder stopped renewing it: of the readers that saw it, one ``md … I
+        C`` succeeds (it also clears the server's note that a lease was given), and
+        the ``mg`` right after leases the rebuild to one reader; every later read
+        gets the stale value flagged (``X``) with the news that someone rebuilds it
+        (``Z``). The item is held as a leased stale item is (:func:`stale_hold_ttl`).
         """
         validate_store_key(key)
         requests = [
-            meta.delete(key, stale=True, cas=token),
+            meta.delete(key, stale_ttl=stale_hold_ttl(bid.lease_ttl), cas=token),
             meta.get(key, lease_ttl=bid.lease_ttl, early_ttl=bid.early_ttl or None),
         ]
         bid.outcome = None

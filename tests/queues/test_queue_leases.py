@@ -125,3 +125,49 @@ def test_a_worker_skips_a_page_rebuilt_meanwhile(site: dict[str, Any], workers) 
     time.sleep(3)  # the worker takes the job up now
     assert builds(cache)[0] == 2, "the worker saw the page rebuilt meanwhile and built nothing"
     assert cache.get((f"{MODULE}.page", (0,), {})) == rebuilt["values"][0]
+
+
+@pytest.mark.parametrize("protocol", ["meta", "text"])
+def test_a_page_whose_worker_was_killed_is_rebuilt_once_by_a_worker(
+    protocol: str, memcached_url: str, redis_url: str, workers
+) -> None:
+    store = memcached_url if protocol == "meta" else f"{memcached_url}?protocol=text"
+    broker = redis_url.rsplit("/", 1)[0] + "/3"
+    env = queue_env(
+        MCACHE_QUEUE_URL=store,
+        MCACHE_QUEUE_REFRESHER="rq",
+        MCACHE_QUEUE_NAME=f"{broker}?queue=mcache-pages",
+        MCACHE_QUEUE_FUNCTION="page",
+    )
+    cache = Cache(store, namespace=env["MCACHE_QUEUE_NAMESPACE"])
+    read(env, 0)
+    slow = rq_worker({**env, "MCACHE_QUEUE_BUILD_SECONDS": "30"}, broker, "mcache-pages").start()
+    workers.append(slow)
+    cache.invalidate("pages")
+    assert read(env, 0)["values"][0].startswith("page 0 "), "the stale page, handed to the queue"
+    assert slow.wait_until(lambda: builds(cache, "page-attempts")[0] == 2), "the build began"
+    slow.kill()
+    killed = time.monotonic()
+    workers.append(rq_worker(env, broker, "mcache-pages").start())
+    readers: list[int] = []
+    while builds(cache)[0] < 2 and time.monotonic() < killed + 20:
+        found = read(env, 0)  # a visitor now and then: stale until a worker has rebuilt it
+        readers.append(found["pid"])
+        assert found["values"][0].startswith("page 0 ")
+        time.sleep(0.5)
+    took = time.monotonic() - killed
+    assert builds(cache)[0] == 2, "rebuilt once after the killed build"
+    value = settled_page(cache, 0)
+    assert int(value.rsplit(" ", 1)[1]) not in readers, "by a worker, not a web process"
+    assert took < 2 + 8, f"within lock_timeout (2 s) and a few seconds: {took:.1f} s"
+    assert builds(cache, "page-attempts")[0] == 3, "one attempt after the killed one"
+
+
+def settled_page(cache: Cache, number: int, seconds: float = 10) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = cache.get((f"{MODULE}.page", (number,), {}), None)
+        if value is not None:
+            return value  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise AssertionError(f"page {number} never fresh")

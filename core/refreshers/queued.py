@@ -1,13 +1,20 @@
 """What every task-queue refresher shares: hand-off, a sender thread, the fallback.
 
 A request that wins a stale key's lock must not wait for a broker: a broker
-that refuses takes seconds to say so, one that hangs longer. So the request
-only hands the job over (the lock now held for ``hold`` seconds, long enough
-for a worker to take it up) and goes on with the stale value; a sender thread
-of the refresher publishes it. When the send fails, or too many are waiting,
-the rebuild falls back to this process's thread pool (``fallback="thread"``) or
-is dropped with its lock freed (``"none"``), and a later request tries again.
-Either way the request was answered; the failure is logged once per interval.
+that refuses takes seconds to say so (Celery on Redis: 6 s here), one that
+hangs longer. So the request only hands the job over (the lock now held for
+``hold`` seconds, long enough for a worker to take it up) and goes on with the
+stale value; a sender thread of the refresher publishes it. When the send
+fails, or too many are waiting, the rebuild falls back to this process's
+thread pool (``fallback="thread"``) or is dropped with its lock freed
+(``"none"``), and a later request tries again. Either way the request was
+answered; the failure is logged once per interval.
+
+A failed send also opens a circuit: for ``retry_after`` seconds (doubling while
+sends keep failing, up to ``max_retry_after``) every rebuild falls back at once,
+those already waiting to be sent included, instead of each spending the
+broker's seconds in turn while its key's lock is held. A broker that comes
+back is used again from the first send after the window.
 
 A rebuild that cannot leave the process (a closure, a cached page that needs
 its request) runs in the thread pool, logged once per builder with the reason.
@@ -16,6 +23,7 @@ its request) runs in the thread pool, logged once per builder with the reason.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -39,6 +47,8 @@ class QueueRefresher:
         hold: float = 60.0,
         pool: ThreadPoolRefresher | None = None,
         max_pending: int = 256,
+        retry_after: float = 5.0,
+        max_retry_after: float = 60.0,
     ) -> None:
         if fallback not in ("thread", "none"):
             raise ConfigError(f"fallback must be 'thread' or 'none', got {fallback!r}")
@@ -55,6 +65,10 @@ class QueueRefresher:
         self._told: set[str] = set()
         self._idle = threading.Condition()
         self._sends = 0
+        self.retry_after = retry_after
+        self.max_retry_after = max_retry_after
+        self._closed_at = 0.0  # time.monotonic() when sending may be tried again
+        self._window = retry_after
 
     def send(self, payload: str, context: Any) -> None:
         """Publish one job's payload; raise when the queue cannot take it.
@@ -71,6 +85,8 @@ class QueueRefresher:
         """Queue ``job`` if it can leave the process, else run it here."""
         if getattr(job, "hand_off", None) is None:
             return self.pool(job)  # someone's own callable: it can only run here
+        if self.broken():
+            return self._fall_back(job)
         if not self._pending.acquire(blocking=False):
             self.failures.warning(
                 "refresh.backlog", "%s: too many rebuilds waiting to be sent", self
@@ -83,6 +99,10 @@ class QueueRefresher:
         self._sending().submit(self._send, job, self.context())
         return True
 
+    def broken(self) -> bool:
+        """Whether a recent failed send keeps every rebuild off the queue for now."""
+        return time.monotonic() < self._closed_at
+
     def _send(self, job: Any, context: Any) -> None:
         try:
             why = job.why_local()
@@ -91,15 +111,22 @@ class QueueRefresher:
                 if not self.pool(job):
                     job.give_up()
                 return
+            if self.broken():
+                self._fall_back(job)  # its lock is still renewed here: not handed off
+                return
             payload = job.hand_off(self.hold)
             if payload is None:
                 return  # the lock is no longer ours: someone else rebuilds
             self.send(payload, context)
+            self._window = self.retry_after
         except Exception as error:
+            self._closed_at = time.monotonic() + self._window
             self.failures.warning(
-                "refresh.send", "%s could not queue a rebuild (%r); falling back: %s",
-                self, error, self.fallback,
+                "refresh.send",
+                "%s could not queue a rebuild (%r); falling back (%s) for %.0f s",
+                self, error, self.fallback, self._window,
             )  # fmt: skip
+            self._window = min(2 * self._window, self.max_retry_after)
             if job.take_back():
                 self._fall_back(job)
         finally:

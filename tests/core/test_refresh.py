@@ -13,6 +13,7 @@ from mcache.errors import ConfigError
 from mcache.jobs import Job, address_of, resolve
 from mcache.rebuild import run
 from mcache.refreshers import ThreadPoolRefresher, refresher_named
+from mcache.refreshers.queued import QueueRefresher
 
 cache = Cache("memory://", namespace="refresh-tests", name="refresh-tests")
 builds: list[str] = []
@@ -122,3 +123,46 @@ def test_a_queue_refresher_without_its_package_names_what_to_install(tmp_path) -
     assert done.returncode != 0
     assert "ConfigError: refresher='rq' needs its package" in done.stderr
     assert 'pip install "rq"' in done.stderr
+
+
+class RefusingQueue(QueueRefresher):
+    """A queue whose broker is down: every send raises, and is counted."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(retry_after=retry_after, max_retry_after=4 * retry_after)
+        self.sends = 0
+
+    def send(self, payload: str, context: object) -> None:
+        self.sends += 1
+        raise ConnectionError("broker down")
+
+
+def stale_reports(cache: Cache, count: int) -> None:
+    for number in range(count):
+        key = cache.key("tests.core.test_refresh.report", (number,), {})
+        entry = Entry("old", cache.clock.time_ms() - 1000, 10, {})
+        cache.store.set(key, cache.codec.dumps(entry.to_wire(), key), 600)
+
+
+def report(number: int) -> str:
+    return f"report {number}"
+
+
+def test_a_failed_send_sends_the_next_rebuilds_to_the_fallback_at_once() -> None:
+    """After a refused send, rebuilds fall back without trying the broker until the window
+    ends: each would otherwise spend the broker's seconds while its key's lock is held."""
+    queue = RefusingQueue(retry_after=0.5)
+    cache = Cache("memory://", namespace="cb", name="cb", refresh="background", refresher=queue)
+    cached = cache.cached(ttl=60)(report)
+    stale_reports(cache, 10)
+    assert [cached(n) for n in range(10)] == ["old"] * 10
+    assert queue.wait_idle(10)
+    assert queue.sends == 1, "one refused send opened the circuit"
+    assert [cache.get(("tests.core.test_refresh.report", (n,), {})) for n in range(10)] == [
+        f"report {n}" for n in range(10)
+    ], "every one rebuilt here, by the fallback"
+    assert queue.broken()
+    threading.Event().wait(0.6)  # the window ends: the next rebuild tries the broker again
+    stale_reports(cache, 1)
+    cached(0)
+    assert queue.wait_idle(10) and queue.sends == 2

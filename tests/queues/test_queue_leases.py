@@ -171,3 +171,44 @@ def settled_page(cache: Cache, number: int, seconds: float = 10) -> str:
             return value  # type: ignore[no-any-return]
         time.sleep(0.05)
     raise AssertionError(f"page {number} never fresh")
+
+
+@pytest.mark.parametrize("protocol", ["meta", "text"])
+def test_after_a_broker_outage_every_invalidated_page_is_rebuilt_by_a_worker_again(
+    protocol: str, memcached_url: str, workers
+) -> None:
+    from tests.servers import redis_process
+
+    store = memcached_url if protocol == "meta" else f"{memcached_url}?protocol=text"
+    broker = redis_process().start()
+    try:
+        env = queue_env(
+            MCACHE_QUEUE_URL=store,
+            MCACHE_CELERY_BROKER=f"redis://{broker.address}/0",
+            MCACHE_QUEUE_REFRESHER="celery",
+            MCACHE_QUEUE_NAME="mcache-outage",
+            MCACHE_QUEUE_FUNCTION="page",
+        )
+        cache = Cache(store, namespace=env["MCACHE_QUEUE_NAMESPACE"])
+        read(env, *range(KEYS))
+        broker.kill()
+        cache.invalidate("pages")
+        with web.WebProcesses(env, 2, THREADS, KEYS) as processes:
+            values, _ = processes.burst()  # sends fail: the web processes rebuild them
+        assert all(value.startswith("page ") for _, value, _ in values), "no error, stale pages"
+        assert settled(cache, 2) == dict.fromkeys(range(KEYS), 2)
+        broker.start()
+        workers.append(celery_worker(env, "mcache-outage").start())
+        for round_number in range(3, 5):
+            cache.invalidate("pages")
+            started = time.monotonic()
+            with web.WebProcesses(env, 2, THREADS, KEYS) as processes:
+                _, web_pids = processes.burst()
+            counted = settled(cache, round_number, seconds=16)
+            assert counted == dict.fromkeys(range(KEYS), round_number), (
+                f"round {round_number}: {time.monotonic() - started:.1f} s, {counted}"
+            )
+            built_by = {int(v.rsplit(" ", 1)[1]) for v in pages(cache).values()}
+            assert not built_by & web_pids, "rebuilt by a worker"
+    finally:
+        broker.kill()

@@ -25,7 +25,9 @@ __all__ = [
     "NoValueType",
     "StaleClaim",
     "Store",
+    "StoreTraits",
     "TellsTimeLeft",
+    "stale_hold_ttl",
 ]
 
 
@@ -58,6 +60,51 @@ CasToken = object
 """Opaque token from :meth:`Store.gets`, handed back to :meth:`Store.cas`."""
 
 
+@dataclass(frozen=True, slots=True)
+class StoreTraits:
+    """What a store can do beyond the operations every store has, declared once.
+
+    A :class:`Cache` reads its store's ``traits`` when it is built and takes
+    each path by them: no call site asks a store whether it has a method. Each
+    true trait promises the methods named beside it (the contract suite,
+    :class:`mcache.testing.StoreContract`, checks that what a store declares is
+    what it does, and that it has none of the methods of a trait it does not
+    declare). A third-party store declares ``traits = StoreTraits()`` and gets
+    the portable paths, which every store keeps.
+    """
+
+    expiry_slack: int = 0
+    """Seconds sooner than its TTL a key may expire (a server counting whole seconds:
+    memcached 1). Locks and leases add it to their TTL."""
+    process_local: bool = False
+    """Its data lives in this process alone (``memory://``): the adapters warn when
+    what must be shared across processes is put there."""
+    async_twin: bool = False
+    """``asynchronous()`` returns its :class:`AsyncStore` twin (or None for an instance
+    that has none); without, async callers reach it in a worker thread."""
+    incr_many: bool = False
+    """``incr_many(deltas)``: several counters in one round trip (tag bumps use it)."""
+    hyperloglog: bool = False
+    """``pfadd(key, member, ttl)`` and ``pfcount(keys)`` (Redis: online visitors)."""
+    pushes_invalidations: bool = False
+    """``invalidation_feed(prefixes, listener)``: the server tells a near cache what
+    changed (Redis client tracking)."""
+    tiered: bool = False
+    """``shared`` (the tier every process sees) and ``forget_near(key)``."""
+    colocates: bool = False
+    """:class:`Colocating`: tag copies kept beside the entries that read them."""
+    tells_time_left: bool = False
+    """:class:`TellsTimeLeft`: ``get_many_expiring(keys)``."""
+    claims_stale: bool = False
+    """:class:`ClaimsStale`: a stale entry's rebuild claimed in its read."""
+    leases: bool = False
+    """:class:`LeasesInRead`: the server's own lease won in the read, when its
+    ``leases_in_read`` says the servers speak it (asked once, on first need)."""
+    server_detail: bool = False
+    """``stats_detail(kind)`` (slab classes) and ``metadump(limit)`` (keys by last
+    access): memcached's, for the stats commands."""
+
+
 @runtime_checkable
 class Store(Protocol):
     """Byte storage with memcached semantics.
@@ -70,14 +117,10 @@ class Store(Protocol):
     """
 
     max_value_size: int
-    """Largest value (in bytes) the store accepts.
+    """Largest value (in bytes) the store accepts."""
 
-    A store may also set ``expiry_slack`` (seconds, default 0): how much sooner
-    than its TTL a key may expire, for a server that counts time in whole
-    seconds. Locks add it to their TTL (see :mod:`mcache.lock`). A store that
-    lives in one process alone (the in-process store) sets ``process_local``:
-    the adapters warn when something that must be shared is put there.
-    """
+    traits: StoreTraits
+    """What it can do beyond these operations (see :class:`StoreTraits`)."""
 
     def get(self, key: str) -> bytes | NoValueType:
         """Return the value stored under ``key``, or ``NO_VALUE``."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .api import ClaimsStale, LeaseBid, StaleClaim
+from .api import LeaseBid, StaleClaim
 from .call import BuildOptions
 from .entry import Entry
 from .lock import Lock
@@ -39,11 +39,10 @@ class Bidding:
     def start_bidding(self, parts: CacheParts) -> None:
         """Decide, by the store, which bids reads may carry."""
         store = parts.store
-        self.claims = (
-            parts.shared is store and isinstance(store, ClaimsStale) and store.claims_in_read
-        )
-        # By its class: a protocol check would read ``leases_in_read``, which asks servers.
-        self.leasing = parts.shared is store and hasattr(type(store), "get_many_leasing")
+        traits = parts.traits
+        self.claims = parts.shared is store and traits.claims_stale and store.claims_in_read  # type: ignore[attr-defined]
+        # Whether it may lease: whether it does is ``leases_in_read``, which asks servers.
+        self.leasing = parts.shared is store and traits.leases
         self.bids = self.claims or self.leasing
         self._stale_at: dict[str, int] = {}  # key -> when the entry this process saw goes stale
         self._build_ms: dict[str, int] = {}  # key -> how long its last build took (leasing)
@@ -86,7 +85,7 @@ class Bidding:
         XFetch draws at random on average, decided here by the server for exactly
         one reader instead.
         """
-        lease_ttl = o.lock_timeout + getattr(self.parts.store, "expiry_slack", 0)
+        lease_ttl = o.lock_timeout + self.parts.traits.expiry_slack
         if not o.ttl or not (o.stale_ttl or o.early_refresh):
             return LeaseBid(lease_ttl, 0)
         early = o.early_refresh * self._build_ms.get(key, 0) / 1000

@@ -145,7 +145,7 @@ class Cache(PlainOperations, CounterFactories):
         self._stale_ttl = stale_ttl  # None: a call's stale_ttl follows the call's own ttl
         self.codec = codec or Codec()
         self.failures = failure_log or FailureLog()
-        self.shared: Store = getattr(self.store, "shared", self.store)
+        self.shared: Store = self.store.shared if self.store.traits.tiered else self.store  # type: ignore[attr-defined]
         near = None if near_ttl is None else NearCache(near_ttl, near_size, self.codec.serializer)
         invalidations, tag_ttl = Invalidations(), duration(tag_cache_ttl, "tag_cache_ttl")
         tag_ttl = tag_ttl if near is None else max(tag_ttl, near.ttl)

@@ -97,7 +97,8 @@ def bump_steps(
         delta > 0
         and seed is None
         and on_seeded is None
-        and getattr(store, "creates_counters", False)
+        and store.traits.leases
+        and store.creates_counters  # type: ignore[attr-defined]
     ):
         # One command where the server can create what it counts (memcached's ``ma … N``).
         made = StoreCall(store, "incr_creating", (key, delta, ttl))

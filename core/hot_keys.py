@@ -32,8 +32,7 @@ def hot_keys(cache: Cache, top: int) -> list[dict[str, Any]]:
 
     Raises ``ValueError`` naming what to do on a store that cannot dump its items.
     """
-    dump = getattr(cache.shared, "metadump", None)
-    if dump is None:
+    if not cache.shared.traits.server_detail:
         raise ValueError(
             f"--top needs a memcached store (its lru_crawler metadump); this cache uses"
             f" {cache.shared!r}. On Redis, redis-cli --hotkeys lists hot keys under an LFU"
@@ -44,7 +43,7 @@ def hot_keys(cache: Cache, top: int) -> list[dict[str, Any]]:
     )
     origin, now = cache.metrics.origin, time.time()
     rows = []
-    for server, items in dump().items():
+    for server, items in cache.shared.metadump().items():  # type: ignore[attr-defined]
         if isinstance(items, str):
             raise ValueError(f"--top: {items}")
         for item in items:

@@ -82,7 +82,7 @@ class Lock:
         # A token given is an owner's handing its lock over (to a queue worker, say).
         self.token = token or secrets.token_hex(16).encode()
         self.held = token is not None
-        self._slack = int(getattr(store, "expiry_slack", 0))
+        self._slack = store.traits.expiry_slack
 
     def __repr__(self) -> str:
         return f"Lock({self.key!r}, held={self.held})"

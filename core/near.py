@@ -193,10 +193,10 @@ class Coherence:
 
     def follow_store(self, store: Any, namespace: str) -> None:
         """Follow ``store``'s invalidation feed for ``namespace``'s keys, if it has one."""
-        make = getattr(store, "invalidation_feed", None)
-        feed = None if make is None else make([f"{namespace}:"] if namespace else [], self)
-        if feed is not None:
-            self.follow(feed)
+        if store.traits.pushes_invalidations:
+            feed = store.invalidation_feed([f"{namespace}:"] if namespace else [], self)
+            if feed is not None:
+                self.follow(feed)
 
     def follow(self, feed: Any) -> None:
         """Take changes from ``feed`` (an :class:`~mcache.stores.redis_tracking.InvalidationFeed`):

@@ -57,6 +57,8 @@ class CacheParts:
         coherence: Coherence,
     ) -> None:
         self.store = store
+        self.traits = store.traits
+        """What the store can do beyond the contract, read once (see ``StoreTraits``)."""
         self.shared = shared
         """Where locks, tags and counters live: the store itself, or a tiered store's
         shared tier (every process must see them)."""

@@ -165,9 +165,8 @@ class Reader:
     def forget_near(self, key: str) -> None:
         """Drop a near (per-process) copy of a build's placeholder, so the next read of
         ``key`` sees the built entry as soon as it is written, not ``hot_ttl`` later."""
-        forget = getattr(self.parts.store, "forget_near", None)
-        if forget is not None:
-            forget(key)
+        if self.parts.traits.tiered:
+            self.parts.store.forget_near(key)  # type: ignore[attr-defined]
 
     def peek(self, key: str) -> Entry | None:
         """Return whatever entry is stored now (any freshness), or None."""

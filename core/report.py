@@ -71,7 +71,7 @@ def collect(cache: Cache, previous: Mapping[str, Any] | None = None) -> dict[str
     servers rather than the asking process's empty store. ``previous``: the
     report of the last ``--watch`` round, to tell evictions that are rising now.
     """
-    if getattr(cache.shared, "process_local", False):
+    if cache.shared.traits.process_local:
         report = cache.stats()
         report["cache"].pop("flushed_at", None)
         report.update(servers={}, scope="this process", counts_age=None, warnings=[])

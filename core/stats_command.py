@@ -109,10 +109,9 @@ def down_message(down: list[str]) -> str:
 
 def _slabs(cache: Cache, request: StatsRequest) -> str:
     option = "--png" if request.png else "--slabs"
-    detail = getattr(cache.shared, "stats_detail", None)
-    if detail is None:
+    if not cache.shared.traits.server_detail:
         raise StatsError(f"{option} needs a memcached store; this cache uses {cache.shared!r}")
-    rows = slab_rows(detail("slabs"))
+    rows = slab_rows(cache.shared.stats_detail("slabs"))  # type: ignore[attr-defined]
     if request.png:
         try:
             return f"slab chart written to {slab_png(rows, request.png)}"

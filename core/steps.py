@@ -119,9 +119,9 @@ aperform: Callable[[Operation], Awaitable[Any]] = methodcaller("arun")
 
 
 def twin_of(store: Any) -> Any:
-    """Return ``store``'s async twin, or None for a store without one (it is called in a thread)."""
-    asynchronous = getattr(store, "asynchronous", None)
-    return None if asynchronous is None else asynchronous()
+    """Return ``store``'s async twin, or None for a store without one (it is called in a
+    thread): what its declared traits say (``async_twin``), not a probe for a method."""
+    return store.asynchronous() if store.traits.async_twin else None
 
 
 @dataclass(slots=True)

@@ -76,7 +76,7 @@ class Tags:
         self.namespace = namespace
         self.clock = clock
         self.local_ttl = local_ttl
-        self._placing = store if isinstance(store, Colocating) else None
+        self._placing: Colocating | None = store if store.traits.colocates else None  # type: ignore[assignment]
         self._prefix = f"{namespace}:t:" if namespace else "t:"
         self._local: dict[str, tuple[int, float]] = {}
         self._keys: dict[str, str] = {}
@@ -319,7 +319,7 @@ class Tags:
             else:
                 seen[slot[1]] = old
                 deltas[slot[1]] = max(1, now - old)
-        if getattr(self.store, "creates_counters", False):
+        if self.store.traits.leases and self.store.creates_counters:  # type: ignore[attr-defined]
             return (yield from self._bump_creating_steps(names, slots, deltas, seen, missing, now))
         results = yield from incr_many_steps(self.store, deltas)
         versions = {}
@@ -378,7 +378,7 @@ def incr_many_steps(store: Store, deltas: Mapping[str, int]) -> Steps[dict[str, 
     """:func:`incr_many`, as steps."""
     if not deltas:
         return {}
-    if hasattr(store, "incr_many"):
+    if store.traits.incr_many:
         return (yield StoreCall(store, "incr_many", (deltas,)))
     counts: dict[str, int | None] = {}
     for key, delta in deltas.items():

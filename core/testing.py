@@ -33,6 +33,7 @@ import pytest
 
 from .api import NO_VALUE, Store
 from .errors import InvalidKey, NotNumeric, ValueTooLarge
+from .testing_traits import TraitsContract
 
 __all__ = ["StoreContract", "race", "run_together"]
 
@@ -130,7 +131,7 @@ def run_together(runners: Sequence[Runner], ready: Any, go: Any, results: Any) -
     return outcomes
 
 
-class StoreContract:
+class StoreContract(TraitsContract):
     """Memcached semantics, checked operation by operation."""
 
     def wait(self, seconds: float) -> None:

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from .api import AsyncStore, CasToken, HasAsyncTwin, NoValueType
+from .api import AsyncStore, CasToken, HasAsyncTwin, NoValueType, StoreTraits
 from .testing import StoreContract
 
 __all__ = ["AsyncStoreContract", "BlockingDriver", "driven"]
@@ -37,6 +37,9 @@ class BlockingDriver:
     so the contract's thread races reach the async store from several loops,
     as an ASGI site with several workers would.
     """
+
+    traits = StoreTraits(incr_many=True)
+    """It calls the async store's operations, and ``incr_many`` (which every twin has)."""
 
     def __init__(self, store: AsyncStore) -> None:
         self.astore = store

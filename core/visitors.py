@@ -61,7 +61,7 @@ class OnlineCounter:
         self.window = window
         self.slots = slots
         self.slot_len = window / (slots - 1)
-        has_hll = hasattr(parts.shared, "pfadd")
+        has_hll = parts.shared.traits.hyperloglog
         if unique == "hll" and not has_hll:
             raise ValueError("unique='hll' needs a Redis store (HyperLogLog)")
         self.hll = has_hll and unique != "markers"

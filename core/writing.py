@@ -205,7 +205,7 @@ class Writer(Bidding):
         entry = self.reader.decode(call.key, found)
         if entry is None or not entry.fresh_until_ms:
             return math.inf  # a plain value: its TTL is its writer's, unknown here
-        slack = getattr(self.parts.store, "expiry_slack", 0)
+        slack = self.parts.traits.expiry_slack
         ends = entry.fresh_until_ms + call.options.stale_ttl * 1000
         return (ends - self.parts.clock.time_ms()) / 1000 - slack
 
@@ -213,7 +213,7 @@ class Writer(Bidding):
         """On a renewal of the build's lock: extend its leased key if it nears its end."""
         if lease.expires - time.monotonic() > lock.timeout:
             return
-        slack = getattr(self.parts.store, "expiry_slack", 0)
+        slack = self.parts.traits.expiry_slack
         leases.keep(self.parts.store, key, lease, 2 * lock.timeout + slack)
 
     def replace_unreadable_steps(self, store_key: str, data: bytes, seconds: int) -> Steps[bool]:

@@ -152,4 +152,4 @@ def _process_local(alias: str) -> bool:
         store = caches[alias].mcache.shared
     except (ImproperlyConfigured, MCacheError):
         return False  # E001 says what is wrong with it
-    return bool(getattr(store, "process_local", False))
+    return store.traits.process_local

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mcache.api import NO_VALUE, CasToken, NoValueType
+from mcache.api import NO_VALUE, CasToken, NoValueType, StoreTraits
 from mcache.errors import NotNumeric, StoreUnavailable, ValueTooLarge
 from mcache.keys import validate_store_key
 from mcache.stores.base import MiB, check_delta, too_large_message
@@ -34,9 +34,6 @@ _MISSING = object()
 
 class DjangoCacheStore:
     """The :class:`mcache.api.Store` contract on top of ``django.core.cache.caches[alias]``."""
-
-    expiry_slack = 1
-    """The other cache may count expiry in whole seconds (memcached, the database cache)."""
 
     def __init__(self, alias: str, *, max_value_size: int = 1 * MiB - 512) -> None:
         from django.conf import settings
@@ -55,11 +52,12 @@ class DjangoCacheStore:
         return f"DjangoCacheStore({self.alias!r})"
 
     @property
-    def process_local(self) -> bool:
-        """Return whether the other cache lives in this process alone (Django's LocMemCache)."""
+    def traits(self) -> StoreTraits:
+        """Whole-second expiry (the other cache may count so: memcached, the database
+        cache); local to this process when the other cache is Django's ``LocMemCache``."""
         from django.core.cache.backends.locmem import LocMemCache
 
-        return isinstance(self._cache, LocMemCache)
+        return StoreTraits(expiry_slack=1, process_local=isinstance(self._cache, LocMemCache))
 
     @property
     def _cache(self) -> Any:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pymemcache.client.base import Client
 
-from ..api import CasToken, LeaseBid, NoValueType
+from ..api import CasToken, LeaseBid, NoValueType, StoreTraits
 from ..errors import ConfigError
 from ..logs import FailureLog
 from ..ring import LIBKETAMA_POINTS, Server, make_ring
@@ -50,8 +50,14 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps):
     see :mod:`.memcached_leases`), ``meta`` or ``text``.
     """
 
-    expiry_slack = 1
-    """memcached's clock counts whole seconds: a TTL of t lasts between t - 1 and t seconds."""
+    traits = StoreTraits(
+        expiry_slack=1,  # its clock counts whole seconds: a TTL of t lasts t - 1 to t seconds
+        async_twin=True,
+        incr_many=True,
+        colocates=True,
+        leases=True,
+        server_detail=True,
+    )
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ..api import NO_VALUE, CasToken, NoValueType
+from ..api import NO_VALUE, CasToken, NoValueType, StoreTraits
 from ..clock import Clock, system_clock
 from ..errors import ConfigError, NotNumeric, ValueTooLarge
 from ..keys import validate_store_key
@@ -43,7 +43,7 @@ class _Item:
 class MemoryStore:
     """Thread-safe in-process store with memcached semantics and an LRU byte bound."""
 
-    process_local = True
+    traits = StoreTraits(process_local=True, async_twin=True, incr_many=True, tells_time_left=True)
     """Each process has its own: another process's writes and invalidations never reach it."""
 
     def __init__(

@@ -20,8 +20,6 @@ __all__ = ["AsyncMemoryStore"]
 class AsyncMemoryStore:
     """:class:`~mcache.api.AsyncStore` over a :class:`MemoryStore`'s items."""
 
-    process_local = True
-
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
         self.max_value_size = store.max_value_size

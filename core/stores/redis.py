@@ -22,7 +22,7 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import RedisError, ResponseError
 
-from ..api import CasToken, NoValueType, StaleClaim
+from ..api import CasToken, NoValueType, StaleClaim, StoreTraits
 from ..errors import ConfigError, NotNumeric, StoreUnavailable
 from ..steps import run_steps
 from . import redis_lua as lua
@@ -47,6 +47,14 @@ class RedisStore(RedisSteps):
     asyncio client.
     """
 
+    traits = StoreTraits(
+        async_twin=True,
+        incr_many=True,
+        hyperloglog=True,
+        pushes_invalidations=True,
+        tells_time_left=True,
+        claims_stale=True,
+    )
     connection_options: dict[str, Any] | None = None
     """How the client was made from ``url``; None when it was given (no async twin)."""
     _twin: AsyncRedisStore | None = None

@@ -39,6 +39,7 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from ..api import StoreTraits
 from ..errors import ConfigError, StoreUnavailable
 from ..keys import validate_store_key
 from ..steps import Steps
@@ -71,6 +72,17 @@ def parse_cluster_url(url: str) -> HostsURL:
 class ClusterRedisStore(RedisStore):
     """A :class:`RedisStore` over a Redis Cluster, placing tag copies next to entries."""
 
+    traits = StoreTraits(
+        async_twin=True,
+        incr_many=True,
+        hyperloglog=True,
+        tells_time_left=True,
+        colocates=True,
+        # No pushed invalidations: tracking is per node, and a key's node moves with its
+        # slot, so a near cache on a cluster trusts its copies for near_ttl, as on
+        # memcached. No claims in the read: a script's keys must share a slot, and an
+        # entry's lock and tags do not.
+    )
     _FAILURES = (*RedisStore._FAILURES, RedisClusterException)
 
     def __init__(
@@ -129,11 +141,6 @@ class ClusterRedisStore(RedisStore):
     def _reader(self) -> RedisCluster:
         client = self._clients.get(self.replica_reads)
         return client if client is not None else self._connect(self.replica_reads)
-
-    def invalidation_feed(self, prefixes: list[str], listener: Any) -> None:
-        """None: tracking is per node, and a key's node moves with its slot, so a near
-        cache on a cluster trusts its copies for ``near_ttl`` as on memcached."""
-        return None
 
     def _connect(self, replicas: bool) -> RedisCluster:
         """Learn the slot map from the first node that answers, at most once a second.

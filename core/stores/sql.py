@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..api import CasToken, NoValueType
+from ..api import CasToken, NoValueType, StoreTraits
 from ..clock import Clock, system_clock
 from ..errors import ConfigError, StoreUnavailable
 from ..steps import Pause, run_steps
@@ -40,6 +40,8 @@ class SqlStore(SqlSteps):
     The contract is :class:`~mcache.stores.sql_steps.SqlSteps`' steps, run here on
     one connection per thread.
     """
+
+    traits = StoreTraits(async_twin=True, incr_many=True, tells_time_left=True)
 
     def __init__(
         self,

@@ -38,7 +38,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ..api import NO_VALUE, CasToken, NoValueType, Store, TellsTimeLeft
+from ..api import NO_VALUE, CasToken, NoValueType, Store, StoreTraits
 from ..errors import ConfigError, StoreUnavailable, ValueTooLarge
 from ..steps import Steps, StoreCall, perform, run_steps
 from ..tags import incr_many_steps
@@ -67,24 +67,22 @@ class TieredStore:
             )
         self.hot = hot
         self.cold = cold
-        self.private_hot = bool(getattr(hot, "process_local", False))
+        self.private_hot = hot.traits.process_local
         self.hot_ttl = PRIVATE_HOT_TTL if hot_ttl is None and self.private_hot else hot_ttl
         self.max_value_size = cold.max_value_size
-        self._cold_tells_time = isinstance(cold, TellsTimeLeft)
+        self._cold_tells_time = cold.traits.tells_time_left
         self._twin: AsyncTieredStore | None = None
+        self.traits = StoreTraits(
+            expiry_slack=cold.traits.expiry_slack,  # locks live in the cold tier
+            process_local=cold.traits.process_local,  # what processes share is the cold tier
+            async_twin=True,
+            incr_many=True,
+            tiered=True,
+            tells_time_left=True,
+        )
 
     def __repr__(self) -> str:
         return f"TieredStore(hot={self.hot!r}, cold={self.cold!r}, hot_ttl={self.hot_ttl})"
-
-    @property
-    def process_local(self) -> bool:
-        """Return whether the cold tier (what processes share) lives in this process alone."""
-        return bool(getattr(self.cold, "process_local", False))
-
-    @property
-    def expiry_slack(self) -> int:
-        """Return the cold tier's (locks live there)."""
-        return int(getattr(self.cold, "expiry_slack", 0))
 
     @property
     def shared(self) -> Store:

@@ -164,7 +164,7 @@ def hold_build_lock(cache: Cache, key: str, timeout: int) -> Callable[[], bool]:
         lock = Lock(cache.shared, cache.derived_key("l", store_key), timeout)
         assert lock.try_acquire()
         return lock.release
-    ttl = timeout + getattr(cache.store, "expiry_slack", 0)  # as a lock's would be
+    ttl = timeout + cache.store.traits.expiry_slack  # as a lock's would be
     reply = _ask_owner(cache, store_key, meta.get(store_key, lease_ttl=ttl))
     if not reply.won and reply.cas is not None:  # an entry: mark it stale, then win it
         _ask_owner(cache, store_key, meta.delete(store_key, stale=True, cas=reply.cas))

@@ -120,13 +120,7 @@ class QueueRefresher:
             self.send(payload, context)
             self._window = self.retry_after
         except Exception as error:
-            self._closed_at = time.monotonic() + self._window
-            self.failures.warning(
-                "refresh.send",
-                "%s could not queue a rebuild (%r); falling back (%s) for %.0f s",
-                self, error, self.fallback, self._window,
-            )  # fmt: skip
-            self._window = min(2 * self._window, self.max_retry_after)
+            self._open_circuit(error)
             if job.take_back():
                 self._fall_back(job)
         finally:
@@ -134,6 +128,20 @@ class QueueRefresher:
             with self._idle:
                 self._sends -= 1
                 self._idle.notify_all()
+
+    def _open_circuit(self, error: Exception) -> None:
+        """Send nothing for the window; a failure while it is open already (sends that
+        were under way when the broker went) neither lengthens it nor doubles the next."""
+        with self._lock:
+            if self.broken():
+                return
+            self._closed_at = time.monotonic() + self._window
+            window, self._window = self._window, min(2 * self._window, self.max_retry_after)
+        self.failures.warning(
+            "refresh.send",
+            "%s could not queue a rebuild (%r); falling back (%s) for %.0f s",
+            self, error, self.fallback, window,
+        )  # fmt: skip
 
     def _fall_back(self, job: Any) -> bool:
         if self.fallback == "thread" and self.pool(job):

@@ -148,6 +148,39 @@ def report(number: int) -> str:
     return f"report {number}"
 
 
+class RefusedTogether(RefusingQueue):
+    """Two sends under way when the broker went: both are refused, at the same moment."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(retry_after)
+        self.together = threading.Barrier(2)
+
+    def send(self, payload: str, context: object) -> None:
+        self.together.wait(10)
+        super().send(payload, context)
+
+
+def test_sends_refused_together_open_the_circuit_once() -> None:
+    """Sends that were under way when the broker went fail together: the window they open is
+    ``retry_after``, not doubled by each (a busy site's outage would otherwise keep its
+    rebuilds off the queue for a minute after the broker is back)."""
+    queue = RefusedTogether(retry_after=0.5)
+    cache = Cache("memory://", namespace="cb2", name="cb2", refresh="background", refresher=queue)
+    cached = cache.cached(ttl=60)(report)
+    stale_reports(cache, 2)
+    assert [cached(n) for n in range(2)] == ["old"] * 2
+    assert queue.wait_idle(10) and queue.sends == 2
+    assert queue.broken()
+    threading.Event().wait(0.6)
+    assert not queue.broken(), "one window of retry_after, as for a single refused send"
+    stale_reports(cache, 1)
+    queue.together = threading.Barrier(1)
+    cached(0)  # the retry is refused too: now the window doubles
+    assert queue.wait_idle(10) and queue.sends == 3
+    threading.Event().wait(0.6)
+    assert queue.broken(), "a refused retry doubles the window"
+
+
 def test_a_failed_send_sends_the_next_rebuilds_to_the_fallback_at_once() -> None:
     """After a refused send, rebuilds fall back without trying the broker until the window
     ends: each would otherwise spend the broker's seconds while its key's lock is held."""

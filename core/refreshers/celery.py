@@ -20,6 +20,11 @@ from .queued import QueueRefresher
 __all__ = ["TASK", "CeleryRefresher", "rebuild"]
 
 TASK = "mcache.rebuild"
+ONE_RECONNECT = {"max_retries": 1, "interval_start": 0, "interval_step": 0, "interval_max": 0}
+"""A publish is tried again once, on a new connection, at once: after a broker outage the
+connection Celery's pool kept is dead, and without it the first send of every process
+would fail on it and shut the queue for another window. A broker that is still down
+refuses the new connection at once, so a send still fails fast."""
 
 
 @shared_task(name=TASK, ignore_result=True)
@@ -52,4 +57,6 @@ class CeleryRefresher(QueueRefresher):
                 "no Celery app is current in this thread (only Celery's fallback): pass"
                 " CeleryRefresher(app=your_app), or call your_app.set_default() where it is made"
             )
-        context.send_task(TASK, args=[payload], queue=self.queue, retry=False)
+        context.send_task(
+            TASK, args=[payload], queue=self.queue, retry=True, retry_policy=ONE_RECONNECT
+        )

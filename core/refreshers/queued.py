@@ -67,6 +67,7 @@ class QueueRefresher:
         self._sends = 0
         self.retry_after = retry_after
         self.max_retry_after = max_retry_after
+        self._opened_at = -1.0  # time.monotonic() when the last window opened
         self._closed_at = 0.0  # time.monotonic() when sending may be tried again
         self._window = retry_after
 
@@ -104,6 +105,7 @@ class QueueRefresher:
         return time.monotonic() < self._closed_at
 
     def _send(self, job: Any, context: Any) -> None:
+        started = time.monotonic()
         try:
             why = job.why_local()
             if why is not None:
@@ -117,10 +119,11 @@ class QueueRefresher:
             payload = job.hand_off(self.hold)
             if payload is None:
                 return  # the lock is no longer ours: someone else rebuilds
+            started = time.monotonic()
             self.send(payload, context)
             self._window = self.retry_after
         except Exception as error:
-            self._open_circuit(error)
+            self._open_circuit(error, started)
             if job.take_back():
                 self._fall_back(job)
         finally:
@@ -129,13 +132,15 @@ class QueueRefresher:
                 self._sends -= 1
                 self._idle.notify_all()
 
-    def _open_circuit(self, error: Exception) -> None:
-        """Send nothing for the window; a failure while it is open already (sends that
-        were under way when the broker went) neither lengthens it nor doubles the next."""
+    def _open_circuit(self, error: Exception, started: float) -> None:
+        """Send nothing for the window. A send begun before the window opened (under way
+        when the broker went: a client may retry it for seconds, past the window) belongs
+        to the outage that opened it: it neither reopens the window nor doubles the next."""
         with self._lock:
-            if self.broken():
+            if self.broken() or started < self._opened_at:
                 return
-            self._closed_at = time.monotonic() + self._window
+            self._opened_at = time.monotonic()
+            self._closed_at = self._opened_at + self._window
             window, self._window = self._window, min(2 * self._window, self.max_retry_after)
         self.failures.warning(
             "refresh.send",

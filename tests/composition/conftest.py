@@ -23,11 +23,11 @@ from urllib.parse import quote
 import pytest
 
 from tests.composition.cells import Cell, cells_for
+from tests.composition.rules import NEAR_TTL
 from tests.composition.web import WebProcesses
 from tests.queues.conftest import ROOT, Worker
 from tests.servers import ServerProcess, redis_process
 
-NEAR_TTL = 0.5
 PROCESSES, THREADS = 2, 4
 
 

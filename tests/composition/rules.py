@@ -12,6 +12,9 @@ from typing import Any
 
 from tests.composition.cells import Cell
 
+NEAR_TTL = 0.5
+"""The ``near_ttl`` of a cell with the near cache on."""
+
 SETTLE = 0.4
 """Seconds to keep watching after the counts reached what a rule expects: a second build
 of a key would have begun by then (a build takes 0.1 s, a queued one starts in less)."""
@@ -62,6 +65,19 @@ def built_by(value: str) -> int:
 
 def build_number(value: str) -> int:
     return int(value.split(" #", 1)[1].split()[0])
+
+
+def near_bound(site: Any) -> None:
+    """Wait out the near cache's stated bound (``near_ttl``) where the cell has it on: a
+    process's near copy may outlive another process's write, delete or bump that long."""
+    if site.cell.near == "on":
+        time.sleep(NEAR_TTL + 0.2)
+
+
+def bump(site: Any, *tags: str) -> None:
+    """Invalidate ``tags`` from the last web process; return once every process sees it."""
+    site.last.ask(op="invalidate", tags=list(tags))
+    near_bound(site)
 
 
 def keys(rule: str, numbers: range) -> list[tuple[str, int]]:

@@ -40,7 +40,7 @@ CACHES = {
         },
     },
 }
-MCACHE_REPLICATION_LAG = float(os.environ.get("MCACHE_CELL_LAG", "1.0"))
+MCACHE_REPLICATION_LAG = float(os.environ.get("MCACHE_CELL_LAG", "2.0"))
 TASKS = {
     "default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default", "mcache"]},
 }

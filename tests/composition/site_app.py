@@ -41,7 +41,7 @@ def _make_cache() -> Cache:
         lock_timeout=2,
         wait=3.0,
         near_ttl=float(near) if near else None,
-        replication_lag=float(os.environ.get("MCACHE_CELL_LAG", "1.0")),
+        replication_lag=float(os.environ.get("MCACHE_CELL_LAG", "2.0")),
     )
 
 

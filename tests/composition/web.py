@@ -75,7 +75,8 @@ def _burst(site: Any, command: dict[str, Any]) -> list[tuple[str, int, str, floa
 
 def _run(site: Any, command: dict[str, Any]) -> Any:
     cache, op = site.cache, command["op"]
-    page = site.BUILDERS["sync"][command.get("fn", "page")]
+    driver = os.environ.get("MCACHE_CELL_DRIVER", "sync")
+    page = site.BUILDERS[driver][command.get("fn", "page")]  # its keys are this driver's
     if op == "read":
         return _burst(site, command)
     if op == "refresh":  # half through Cache.refresh, half through the function's .refresh

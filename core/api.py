@@ -68,8 +68,8 @@ class StoreTraits:
     each path by them: no call site asks a store whether it has a method. Each
     true trait promises the methods named beside it (the contract suite,
     :class:`mcache.testing.StoreContract`, checks that what a store declares is
-    what it does, and that it has none of the methods of a trait it does not
-    declare). A third-party store declares ``traits = StoreTraits()`` and gets
+    what it does; a trait left undeclared is never used, whatever methods the
+    store has). A third-party store declares ``traits = StoreTraits()`` and gets
     the portable paths, which every store keeps.
     """
 

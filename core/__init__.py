@@ -6,16 +6,16 @@ and ``flask_mcache``.
 
 from __future__ import annotations
 
-from . import errors
-from .api import NO_VALUE, NoValueType, Store
-from .cache import Cache
-from .clock import FakeClock, SystemClock
-from .codec import Codec
-from .entry import Entry
-from .fresh_reads import read_primary
-from .keys import make_key
-from .lock import Lock
-from .refreshers import Refresher, ThreadPoolRefresher
+from mcache import errors
+from mcache.cache import Cache
+from mcache.clock import FakeClock, SystemClock
+from mcache.contract.store import NO_VALUE, NoValueType, Store
+from mcache.engine.fresh_reads import read_primary
+from mcache.engine.lock import Lock
+from mcache.model.codec import Codec
+from mcache.model.entry import Entry
+from mcache.model.keys import make_key
+from mcache.refreshers import Refresher, ThreadPoolRefresher
 
 __all__ = [
     "NO_VALUE",

@@ -5,14 +5,14 @@ It owns the policies that nothing else should repeat:
 * **Keys** — whatever the caller passes (a string, or a tuple of parameters) goes
   through :func:`mcache.make_key` under the cache's namespace, so every key is
   memcached-safe and ``1`` never collides with ``"1"``.
-* **Values** — the :class:`~mcache.codec.Codec` turns them into bytes and back;
+* **Values** — the :class:`~mcache.model.codec.Codec` turns them into bytes and back;
   undecodable bytes are a miss.
 * **Failures** — a cache failure never fails the caller: a store that is down
   makes reads miss and drops writes, a value too large is not cached, and each
   kind of failure is logged once per interval.
 
-``get_or_build`` (the dog-pile-safe read path) lives in :mod:`mcache.build`,
-tags in :mod:`mcache.tags`, locks in :mod:`mcache.lock`.
+``get_or_build`` (the dog-pile-safe read path) lives in :mod:`mcache.engine.build`,
+tags in :mod:`mcache.model.tags`, locks in :mod:`mcache.engine.lock`.
 """
 
 from __future__ import annotations
@@ -22,20 +22,12 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from .api import Store
-from .build import Builder, BuildOptions
-from .clock import Clock, system_clock
-from .codec import Codec
-from .counters import ViewCounter
-from .counting import CounterFactories
-from .errors import ConfigError, InvalidKey, MCacheError
-from .keys import make_key
-from .lock import Lock
-from .logs import FailureLog
-from .memoize import Memoized, memoize
-from .near import Coherence, Invalidations, NearCache
-from .observe import Observer, observers_named
-from .options import (
+from mcache.clock import Clock, system_clock
+from mcache.contract.store import Store
+from mcache.counter_factories import CounterFactories
+from mcache.engine.build import Builder, BuildOptions
+from mcache.engine.lock import Lock
+from mcache.engine.options import (
     Jitter,
     TagsArg,
     build_options,
@@ -46,18 +38,26 @@ from .options import (
     tag_list,
     with_defaults,
 )
-from .parts import CacheParts
-from .plain import PlainOperations, arun_observed, run_observed
-from .raw import RawKeys
-from .reading import Reader
-from .rebuild import register
-from .refreshers import Refresher, ThreadPoolRefresher, refresher_named
-from .renewal import renewer
-from .stats import CacheStats
-from .steps import Steps, aperform, arun_steps, perform, run_steps
-from .stores.url import from_url
-from .tags import Tags
-from .trace import Tracer
+from mcache.engine.parts import CacheParts
+from mcache.engine.reading import Reader
+from mcache.engine.rebuild import register
+from mcache.engine.renewal import renewer
+from mcache.errors import ConfigError, InvalidKey, MCacheError
+from mcache.features.counters import ViewCounter
+from mcache.features.memoize import Memoized, memoize
+from mcache.features.raw_keys import RawKeys
+from mcache.logs import FailureLog
+from mcache.model.codec import Codec
+from mcache.model.keys import make_key
+from mcache.model.near import Coherence, Invalidations, NearCache
+from mcache.model.tags import Tags
+from mcache.observe.events import Observer, observers_named
+from mcache.observe.stats import CacheStats
+from mcache.observe.trace import Tracer
+from mcache.plain_operations import PlainOperations, arun_observed, run_observed
+from mcache.refreshers import Refresher, ThreadPoolRefresher, refresher_named
+from mcache.sansio.steps import Steps, aperform, arun_steps, perform, run_steps
+from mcache.stores.url import from_url
 
 __all__ = ["Cache", "Key"]
 
@@ -71,8 +71,8 @@ class Cache(PlainOperations, CounterFactories):
     """A namespace of cached values on one store.
 
     The plain operations (``get``, ``set``, ``add``, … and their awaitable
-    ``aget``, ``aset``, …) come from :class:`~mcache.plain.PlainOperations`,
-    the counters from :class:`~mcache.counting.CounterFactories`.
+    ``aget``, ``aset``, …) come from :class:`~mcache.plain_operations.PlainOperations`,
+    the counters from :class:`~mcache.counter_factories.CounterFactories`.
     """
 
     def __init__(
@@ -104,7 +104,7 @@ class Cache(PlainOperations, CounterFactories):
         metrics: Iterable[str | Observer] = (),
         replication_lag: float = 0.0,
     ) -> None:
-        """``near_ttl``: keep hot entries in this process too (see :mod:`mcache.near`).
+        """``near_ttl``: keep hot entries in this process too (see :mod:`mcache.model.near`).
 
         ``jitter``: entries built together would expire together and be rebuilt
         together, so each entry's fresh time is spread: by default shortened by
@@ -118,7 +118,7 @@ class Cache(PlainOperations, CounterFactories):
 
         ``metrics``: where this cache's events go as they happen, besides its
         stats counters: ``"prometheus"``, ``"opentelemetry"`` (each an optional
-        extra), or any :class:`mcache.observe.Observer`.
+        extra), or any :class:`mcache.observe.events.Observer`.
         """
         self.store: Store = from_url(store) if isinstance(store, str) else store
         if not isinstance(self.store, Store):
@@ -244,7 +244,7 @@ class Cache(PlainOperations, CounterFactories):
     @property
     def raw(self) -> RawKeys:
         """Keys exactly as given and values as bare bytes, for data another program shares
-        (see :mod:`mcache.raw`): no namespace, no codec, no tags."""
+        (see :mod:`mcache.features.raw_keys`): no namespace, no codec, no tags."""
         return RawKeys(self)
 
     def key(self, *parts: object, **named: object) -> str:
@@ -333,7 +333,7 @@ class Cache(PlainOperations, CounterFactories):
     ) -> T:
         """Await ``get_or_build`` with a coroutine builder.
 
-        The same algorithm (:mod:`mcache.build`), driven by awaits: store calls
+        The same algorithm (:mod:`mcache.engine.build`), driven by awaits: store calls
         go to the store's async twin (memory, Redis), or to a worker thread for
         a store without one; the builder is awaited on the caller's loop, and
         waits are awaits, so nested cached coroutines never starve the thread
@@ -352,7 +352,7 @@ class Cache(PlainOperations, CounterFactories):
     def get_or_build_steps(
         self, key: Key, build: Callable[[], Any], options: BuildOptions, tags: TagsArg = None
     ) -> Steps[Any]:
-        """``get_or_build`` as steps (see :mod:`mcache.steps`), with ``options`` from
+        """``get_or_build`` as steps (see :mod:`mcache.sansio.steps`), with ``options`` from
         :meth:`call_options`: for an adapter that offers one operation to both drivers."""
         return self.builder.get_or_build_steps(self._store_key(key), build, tag_list(tags), options)
 
@@ -407,7 +407,7 @@ class Cache(PlainOperations, CounterFactories):
         return await arun_steps(self.invalidate_steps(tags), aperform)
 
     def invalidate_steps(self, tags: tuple[str, ...]) -> Steps[dict[str, int]]:
-        """:meth:`invalidate`, as steps (see :mod:`mcache.steps`)."""
+        """:meth:`invalidate`, as steps (see :mod:`mcache.sansio.steps`)."""
         try:
             return (yield from self.tags.bump_steps(tags))
         except MCacheError as error:

@@ -26,11 +26,19 @@ from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.exceptions import ImproperlyConfigured
 
 from mcache import Cache
-from mcache.counters import Counter, ViewCounter
+from mcache.engine.lock import Lock
 from mcache.errors import ConfigError
-from mcache.lock import Lock
-from mcache.steps import CallBuilder, Steps, aperform, arun_steps, perform, run_steps, settled
-from mcache.visitors import OnlineCounter
+from mcache.features.counters import Counter, ViewCounter
+from mcache.features.visitors import OnlineCounter
+from mcache.sansio.steps import (
+    CallBuilder,
+    Steps,
+    aperform,
+    arun_steps,
+    perform,
+    run_steps,
+    settled,
+)
 
 from .config import cache_from_settings
 
@@ -155,7 +163,7 @@ class MCacheBackend(BaseCache):
     # -- the BaseCache API ----------------------------------------------------------------------
     #
     # Each ``a``-prefixed method awaits the core's own (on the store's async twin,
-    # see mcache.plain) instead of Django's default, the sync method in a thread.
+    # see mcache.plain_operations) instead of Django's default, the sync method in a thread.
 
     def get(self, key: Any, default: Any = None, version: int | None = None) -> Any:
         """Return the cached value, or ``default``."""

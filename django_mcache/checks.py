@@ -20,8 +20,8 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
+from mcache.admin.report import servers_down
 from mcache.errors import MCacheError
-from mcache.report import servers_down
 
 from .config import BACKEND, cache_alias, cache_from_settings, check_alias
 

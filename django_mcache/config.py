@@ -20,9 +20,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from mcache import Cache
-from mcache.codec import Codec
-from mcache.config_problems import ProblemList, named_with_guesses, option_problems
+from mcache.admin.config_problems import ProblemList, named_with_guesses, option_problems
 from mcache.errors import ConfigError
+from mcache.model.codec import Codec
 from mcache.refreshers import NAMES as REFRESHER_NAMES
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
 from mcache.stores.url import SQL_STORE_OPTIONS, checked_options
@@ -255,7 +255,7 @@ def _new_store(location: str, options: dict[str, Any]) -> Any:
 
         return DjangoCacheStore(location[len(ALIAS_SCHEME) :])
     if location.startswith(DB_SCHEME):
-        from mcache.stores.sql import SqlStore
+        from mcache.stores.sql.store import SqlStore
 
         from .db_store import DjangoDatabaseConnector
 
@@ -272,7 +272,7 @@ def _namespace(key_prefix: object) -> str:
     prefix = str(key_prefix or "")
     if not prefix or _SAFE_NAMESPACE.fullmatch(prefix):
         return prefix
-    from mcache.keys import make_key
+    from mcache.model.keys import make_key
 
     return "p" + make_key("", prefix).rsplit(":", 1)[-1][:16]
 

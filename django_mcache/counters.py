@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.db.models import Model
 
-from mcache.counters import ViewCounter
+from mcache.features.counters import ViewCounter
 
 from .config import counters_alias
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcache.errors import ConfigError
-from mcache.stores.sql_dialects import Dialect, postgres, sqlite
+from mcache.stores.sql.dialects import Dialect, postgres, sqlite
 
 __all__ = ["DB_SCHEME", "DjangoDatabaseConnector"]
 
@@ -58,7 +58,7 @@ class DjangoDatabaseConnector:
         wrapper.set_autocommit(True)
         raw = wrapper.connection
         if self.vendor == "sqlite":
-            from mcache.stores.sqlite import prepare_connection
+            from mcache.stores.sql.sqlite import prepare_connection
 
             prepare_connection(raw)
         return raw

@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mcache.api import NO_VALUE, CasToken, NoValueType, StoreTraits
+from mcache.contract.store import NO_VALUE, CasToken, NoValueType, StoreTraits
+from mcache.contract.store_helpers import MiB, check_delta, too_large_message
 from mcache.errors import NotNumeric, StoreUnavailable, ValueTooLarge
-from mcache.keys import validate_store_key
-from mcache.stores.base import MiB, check_delta, too_large_message
+from mcache.model.keys import validate_store_key
 
 __all__ = ["DjangoCacheStore"]
 
@@ -33,7 +33,8 @@ _MISSING = object()
 
 
 class DjangoCacheStore:
-    """The :class:`mcache.api.Store` contract on top of ``django.core.cache.caches[alias]``."""
+    """The :class:`mcache.contract.store.Store` contract on top of
+    ``django.core.cache.caches[alias]``."""
 
     def __init__(self, alias: str, *, max_value_size: int = 1 * MiB - 512) -> None:
         from django.conf import settings
@@ -206,7 +207,7 @@ class DjangoCacheStore:
         client = _redis_client(self._cache)
         if client is None:
             return {f"alias:{self.alias}": {"backend": type(self._cache).__qualname__}}
-        from mcache.stores.redis import info_stats
+        from mcache.stores.redis.store import info_stats
 
         return info_stats(client, lambda call: self._call_raw(call))
 

@@ -16,7 +16,7 @@ from django.core.cache import caches
 from django.http import HttpResponseBase
 
 from mcache import Cache
-from mcache.memoize import LateBound, refuse_instances_of
+from mcache.features.memoize import LateBound, refuse_instances_of
 
 from .config import cache_alias, check_alias
 from .tags import Dependencies, DependsOn

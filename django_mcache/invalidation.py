@@ -26,7 +26,7 @@ from django.core.cache import caches
 from django.db import connections, models, router, transaction
 from django.db.models.base import ModelState
 
-from mcache.fresh_reads import note_bumps
+from mcache.engine.fresh_reads import note_bumps
 from mcache.logs import FailureLog
 
 from .config import cache_alias

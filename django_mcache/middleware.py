@@ -23,7 +23,7 @@ from django.core import signing
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 
-from mcache.counters import ROBOTS, is_robot
+from mcache.features.counters import ROBOTS, is_robot
 
 from .config import counters_alias
 

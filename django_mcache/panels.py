@@ -2,7 +2,7 @@
 
 ``pip install "mcache[toolbar]"``, then add ``"django_mcache.panels.MCachePanel"``
 to ``DEBUG_TOOLBAR_PANELS``. Like the toolbar's own cache panel, but it needs
-no patching of cache methods: it attaches an observer (:mod:`mcache.observe`)
+no patching of cache methods: it attaches an observer (:mod:`mcache.observe.events`)
 to every mcache cache in ``CACHES``, and the observer keeps the calls made in
 the request the toolbar is recording (a context variable says which). Beyond
 what Django's cache panel shows, each call says whether it was a hit, a miss,
@@ -21,7 +21,7 @@ from django.core.cache import caches
 from django.utils.translation import gettext_lazy, ngettext
 
 from mcache import Cache
-from mcache.observe import CallRecord, Observer, Origin
+from mcache.observe.events import CallRecord, Observer, Origin
 
 __all__ = ["MCachePanel"]
 

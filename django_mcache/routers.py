@@ -6,13 +6,13 @@ models that changed that recently go to the primary, which has the change,
 instead of a replica that may not yet. Writes always go to the primary.
 
 A cache rebuild reads the primary too while any tag that set it off was bumped
-within the lag, whatever the tag names (:mod:`mcache.fresh_reads`): an entry
+within the lag, whatever the tag names (:mod:`mcache.engine.fresh_reads`): an entry
 rebuilt after ``invalidate("prices")`` or a nested fragment's bump is never
 built from a replica that has not replayed the change behind it.
 
 The versions are kept in the process for a short while (a tenth of the lag,
 at most 100 ms), and a change this process made is known at once
-(:class:`mcache.fresh_reads.ChangeTimes`), so routing costs a round trip only
+(:class:`mcache.engine.fresh_reads.ChangeTimes`), so routing costs a round trip only
 now and then. The price: for up to that long after another process's write,
 this one may still read the model from the replica (a form post answered by
 one worker and its redirect by another); keep the lag setting above the
@@ -26,7 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import caches
 
-from mcache.fresh_reads import ChangeTimes, read_primary
+from mcache.engine.fresh_reads import ChangeTimes, read_primary
 
 from .config import cache_alias, replication_lag
 from .tags import model_tag

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-from mcache.rebuild import run
+from mcache.engine.rebuild import run
 
 if find_spec("django.tasks") is not None:  # Django 6.0 and later
     from django.tasks import task

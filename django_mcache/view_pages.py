@@ -30,8 +30,8 @@ from django.utils.cache import (
 from django.utils.http import http_date
 
 from mcache.errors import Uncacheable
-from mcache.outcome import reason_header
-from mcache.page import as_page
+from mcache.web.outcome import reason_header
+from mcache.web.page import as_page
 
 if TYPE_CHECKING:
     from .views import ViewOptions
@@ -65,7 +65,7 @@ def _has_session_cookie(request: HttpRequest) -> bool:
 
 def bypass_reason(request: HttpRequest, options: ViewOptions) -> str | None:
     """Return why a response to this request may neither come from nor go to the shared
-    cache (a reason of :mod:`mcache.outcome`), or None when it may."""
+    cache (a reason of :mod:`mcache.web.outcome`), or None when it may."""
     reason = anyones_reason(request)
     if reason is None and not options.per_user and signed_in(request):
         return "signed-in"
@@ -226,7 +226,7 @@ def page_key(name: str, request: HttpRequest, options: ViewOptions, user: Any) -
 
 
 def snapshot_of(found: Any) -> Snapshot | None:
-    """Return ``found`` as a stored page, or None when it is none (see ``mcache.page``)."""
+    """Return ``found`` as a stored page, or None when it is none (see ``mcache.web.page``)."""
     return as_page(found, 1)  # type: ignore[return-value]
 
 

@@ -28,9 +28,9 @@ from django.http.response import HttpResponseBase
 from django.utils import translation
 
 from mcache import Cache
-from mcache.jobs import in_process
-from mcache.outcome import BYPASS, log_bypass
-from mcache.page import PAGES_STAY, PageRead, aget_page, get_page
+from mcache.model.jobs import in_process
+from mcache.web.outcome import BYPASS, log_bypass
+from mcache.web.page import PAGES_STAY, PageRead, aget_page, get_page
 
 from .config import cache_alias, check_alias
 from .tags import Dependencies, DependsOn

@@ -17,12 +17,12 @@ from typing import Any, TypeVar
 from flask import Flask, current_app
 
 from mcache import Cache
-from mcache.counters import Counter, ViewCounter
+from mcache.engine.lock import Lock
 from mcache.errors import MCacheWarning
-from mcache.lock import Lock
-from mcache.memoize import LateBound, Memoized
-from mcache.raw import RawKeys
-from mcache.visitors import OnlineCounter
+from mcache.features.counters import Counter, ViewCounter
+from mcache.features.memoize import LateBound, Memoized
+from mcache.features.raw_keys import RawKeys
+from mcache.features.visitors import OnlineCounter
 
 from .config import cache_from_config, counters_cache
 from .view_order import check_app, check_on_first_request
@@ -211,7 +211,8 @@ class MCache:
 
     @property
     def raw(self) -> RawKeys:
-        """Un-namespaced keys and bare values shared with other programs (``mcache.raw``)."""
+        """Un-namespaced keys and bare values shared with other programs (see
+        ``mcache.features.raw_keys``)."""
         return self.cache.raw
 
     def delete(self, key: Any) -> bool:

@@ -9,9 +9,9 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from mcache import Cache
+from mcache.admin.stats_command import SERVER_DOWN, StatsError, StatsRequest, down_message, run
 from mcache.errors import ConfigError, MCacheError
-from mcache.stats_command import SERVER_DOWN, StatsError, StatsRequest, down_message, run
-from mcache.warm import warm_from
+from mcache.features.warm import warm_from
 
 mcache_cli = AppGroup("mcache", help="mcache: statistics, invalidation, flush, warm-up.")
 

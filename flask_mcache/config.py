@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcache import Cache
-from mcache.codec import Codec
-from mcache.config_problems import ProblemList, named_with_guesses, option_problems
+from mcache.admin.config_problems import ProblemList, named_with_guesses, option_problems
+from mcache.model.codec import Codec
 from mcache.stores import from_url
 
 __all__ = ["KEYS", "cache_from_config", "counters_cache"]

@@ -23,8 +23,8 @@ from typing import Any
 from flask import Flask, current_app
 
 from mcache import Cache
-from mcache.counters import ViewCounter
 from mcache.errors import ConfigError
+from mcache.features.counters import ViewCounter
 
 __all__ = ["flush_view_counts", "is_row", "model_view_counter", "row_ident", "use_sessions"]
 

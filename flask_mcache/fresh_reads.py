@@ -32,8 +32,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql import Select
 
 from mcache import Cache
+from mcache.engine.fresh_reads import ChangeTimes, read_primary
 from mcache.errors import ConfigError
-from mcache.fresh_reads import ChangeTimes, read_primary
 
 __all__ = ["FreshReadSession", "FreshReads", "fresh_reads_of"]
 

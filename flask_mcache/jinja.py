@@ -22,10 +22,10 @@ from jinja2.ext import Extension
 from jinja2.parser import Parser
 from markupsafe import Markup
 
-from mcache.counters import ROBOTS, ViewCounter, is_robot
-from mcache.jobs import in_process
-from mcache.keys import keyable
-from mcache.page import FRAGMENTS_STAY
+from mcache.features.counters import ROBOTS, ViewCounter, is_robot
+from mcache.model.jobs import in_process
+from mcache.model.keys import keyable
+from mcache.web.page import FRAGMENTS_STAY
 
 from .config import counters_cache, online_shape
 from .counters import is_row, model_view_counter, row_ident

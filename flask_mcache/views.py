@@ -25,12 +25,12 @@ from werkzeug.http import http_date
 from werkzeug.wrappers import Response as BaseResponse
 
 from mcache import Cache
-from mcache.dependencies import carried
 from mcache.errors import Uncacheable
-from mcache.jobs import in_process
-from mcache.memoize import refuse_instances_of
-from mcache.outcome import BYPASS, log_bypass, reason_header
-from mcache.page import PAGES_STAY, as_page, get_page
+from mcache.features.memoize import refuse_instances_of
+from mcache.model.dependencies import carried
+from mcache.model.jobs import in_process
+from mcache.web.outcome import BYPASS, log_bypass, reason_header
+from mcache.web.page import PAGES_STAY, as_page, get_page
 
 from .view_order import remember
 
@@ -210,7 +210,8 @@ def _key(name: str, settings: ViewSettings, view_args: dict[str, Any]) -> tuple:
 
 
 def _refusal(response: Response, vary: tuple[str, ...]) -> str | None:
-    """Return why ``response`` may not be stored (a reason of :mod:`mcache.outcome`), or None."""
+    """Return why ``response`` may not be stored (a reason of :mod:`mcache.web.outcome`), or
+    None."""
     if response.is_streamed:
         return "streaming"
     if response.status_code != 200:
@@ -225,7 +226,7 @@ def _refusal(response: Response, vary: tuple[str, ...]) -> str | None:
 
 
 def _page(found: Any) -> Snapshot | None:
-    """Return ``found`` as a stored page, or None when it is none (see ``mcache.page``)."""
+    """Return ``found`` as a stored page, or None when it is none (see ``mcache.web.page``)."""
     return as_page(found, 0)  # type: ignore[return-value]
 
 

@@ -2,8 +2,8 @@
 
 A refresher is a callable that takes a rebuild job and returns whether it
 accepted it (``Refresher``). The job is callable (it rebuilds in this
-process); a queue refresher asks it for :meth:`~mcache.rebuild.Rebuild.hand_off`
-instead, which gives the data a worker needs (see :mod:`mcache.jobs`).
+process); a queue refresher asks it for :meth:`~mcache.engine.rebuild.Rebuild.hand_off`
+instead, which gives the data a worker needs (see :mod:`mcache.model.jobs`).
 
 By name, as ``Cache(refresher=…)``, Django's ``OPTIONS["refresher"]`` and Flask's
 ``MCACHE_REFRESHER`` take them: ``"thread"`` (the default), ``"celery"``,
@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ConfigError
-from .thread import ThreadPoolRefresher
+from mcache.errors import ConfigError
+from mcache.refreshers.thread import ThreadPoolRefresher
 
 if TYPE_CHECKING:
-    from .celery import CeleryRefresher
-    from .queued import QueueRefresher
-    from .rq import RQRefresher
-    from .tasks import TasksRefresher
+    from mcache.refreshers.celery import CeleryRefresher
+    from mcache.refreshers.queued import QueueRefresher
+    from mcache.refreshers.rq import RQRefresher
+    from mcache.refreshers.tasks import TasksRefresher
 
 __all__ = [
     "CeleryRefresher",
@@ -76,19 +76,19 @@ def refresher_named(name: str, queue: str | None = None, fallback: str = "thread
 
 def __getattr__(name: str) -> Any:
     if name == "QueueRefresher":
-        from .queued import QueueRefresher
+        from mcache.refreshers.queued import QueueRefresher
 
         return QueueRefresher
     if name == "CeleryRefresher":
-        from .celery import CeleryRefresher
+        from mcache.refreshers.celery import CeleryRefresher
 
         return CeleryRefresher
     if name == "RQRefresher":
-        from .rq import RQRefresher
+        from mcache.refreshers.rq import RQRefresher
 
         return RQRefresher
     if name == "TasksRefresher":
-        from .tasks import TasksRefresher
+        from mcache.refreshers.tasks import TasksRefresher
 
         return TasksRefresher
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,9 +13,9 @@ from typing import Any
 
 from celery import current_app, shared_task
 
-from ..errors import ConfigError
-from ..rebuild import run
-from .queued import QueueRefresher
+from mcache.engine.rebuild import run
+from mcache.errors import ConfigError
+from mcache.refreshers.queued import QueueRefresher
 
 __all__ = ["TASK", "CeleryRefresher", "rebuild"]
 

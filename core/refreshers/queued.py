@@ -28,9 +28,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..errors import ConfigError
-from ..logs import FailureLog
-from .thread import ThreadPoolRefresher
+from mcache.errors import ConfigError
+from mcache.logs import FailureLog
+from mcache.refreshers.thread import ThreadPoolRefresher
 
 __all__ = ["QueueRefresher"]
 

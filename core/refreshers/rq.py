@@ -1,6 +1,6 @@
 """Rebuilds on RQ workers: ``Cache(refresher="rq")`` or ``RQRefresher(queue=…)``.
 
-The job is ``mcache.rebuild.run(payload)``, enqueued by its import path, so
+The job is ``mcache.engine.rebuild.run(payload)``, enqueued by its import path, so
 ``rq worker`` needs nothing registered. ``queue`` is a queue name (on RQ's own
 default Redis, ``redis://localhost:6379/0``) or a Redis URL naming one:
 ``redis://127.0.0.1:6379/0?queue=mcache`` (the queue ``default`` without it).
@@ -14,11 +14,11 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 from redis import Redis
 from rq import Queue
 
-from .queued import QueueRefresher
+from mcache.refreshers.queued import QueueRefresher
 
 __all__ = ["RQRefresher"]
 
-JOB = "mcache.rebuild.run"
+JOB = "mcache.engine.rebuild.run"
 DEFAULT_REDIS = "redis://localhost:6379/0"
 
 
@@ -42,7 +42,7 @@ class RQRefresher(QueueRefresher):
         self._queue = Queue(self.queue, connection=self.connection)
 
     def send(self, payload: str, context: Any) -> None:
-        """Enqueue ``mcache.rebuild.run(payload)``; a Redis that is down raises."""
+        """Enqueue ``mcache.engine.rebuild.run(payload)``; a Redis that is down raises."""
         self._queue.enqueue(JOB, payload, result_ttl=0, failure_ttl=3600)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from .queued import QueueRefresher
+from mcache.refreshers.queued import QueueRefresher
 
 __all__ = ["TasksRefresher"]
 

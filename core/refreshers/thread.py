@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..logs import FailureLog
+from mcache.logs import FailureLog
 
 __all__ = ["ThreadPoolRefresher"]
 

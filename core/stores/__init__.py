@@ -9,24 +9,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .memory import MemoryStore
-from .tiered import TieredStore
-from .url import from_url
+from mcache.stores.memory.store import MemoryStore
+from mcache.stores.tiered.store import TieredStore
+from mcache.stores.url import from_url
 
 if TYPE_CHECKING:
-    from .memcached import MemcachedStore
-    from .redis import RedisStore
+    from mcache.stores.memcached.store import MemcachedStore
+    from mcache.stores.redis.store import RedisStore
 
 __all__ = ["MemcachedStore", "MemoryStore", "RedisStore", "TieredStore", "from_url"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "MemcachedStore":
-        from .memcached import MemcachedStore
+        from mcache.stores.memcached.store import MemcachedStore
 
         return MemcachedStore
     if name == "RedisStore":
-        from .redis import RedisStore
+        from mcache.stores.redis.store import RedisStore
 
         return RedisStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,10 +14,10 @@ import re
 from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
-from ..api import Store
-from ..errors import ConfigError, named_with_guesses
-from ..ring import Server
-from .sql_dialects import check_table_name
+from mcache.contract.store import Store
+from mcache.errors import ConfigError, named_with_guesses
+from mcache.model.ring import Server
+from mcache.stores.sql.dialects import check_table_name
 
 __all__ = ["from_url"]
 
@@ -133,9 +133,9 @@ def from_url(url: str, **options: object) -> Store:
     if scheme == "sqlite":
         return _sqlite(parts.netloc, parts.path, merged, url)
     if scheme == "redis+sentinel":
-        return _redis_store(base, "redis_sentinel", "SentinelRedisStore")(base, **merged)
+        return _redis_store(base, "redis.sentinel", "SentinelRedisStore")(base, **merged)
     if scheme == "redis+cluster":
-        return _redis_store(base, "redis_cluster", "ClusterRedisStore")(base, **merged)
+        return _redis_store(base, "redis.cluster", "ClusterRedisStore")(base, **merged)
     return _redis(base, merged)
 
 
@@ -218,7 +218,7 @@ def _option_parser(scheme: str, name: str, url: str) -> Parser:
 
 
 def _memory(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
-    from .memory import MemoryStore
+    from mcache.stores.memory.store import MemoryStore
 
     if netloc or path.strip("/"):
         raise ConfigError(
@@ -264,7 +264,7 @@ def _number(text: str, what: str, item: str, url: str) -> int:
 
 def _memcached(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
     try:
-        from .memcached import MemcachedStore
+        from mcache.stores.memcached.store import MemcachedStore
     except ImportError as error:
         raise ConfigError(
             f"{url!r} needs pymemcache: pip install pymemcache (or the [memcached] extra) ({error})"
@@ -275,7 +275,7 @@ def _memcached(netloc: str, path: str, options: dict[str, object], url: str) -> 
 
 
 def _tiered(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
-    from .tiered import TieredStore
+    from mcache.stores.tiered.store import TieredStore
 
     if netloc or path.strip("/") or "hot" not in options or "cold" not in options:
         raise ConfigError(
@@ -300,7 +300,7 @@ def _redis_store(base_url: str, module: str, name: str) -> Callable[..., Store]:
 
 
 def _redis(base_url: str, options: dict[str, object]) -> Store:
-    redis_store = _redis_store(base_url, "redis", "RedisStore")
+    redis_store = _redis_store(base_url, "redis.store", "RedisStore")
     parts = urlsplit(base_url)
     database = parts.path.strip("/")
     if database and not database.isdigit():
@@ -316,7 +316,7 @@ def _redis(base_url: str, options: dict[str, object]) -> Store:
 
 
 def _sql_store(connector: object, options: dict[str, object]) -> Store:
-    from .sql import SqlStore
+    from mcache.stores.sql.store import SqlStore
 
     store_options = {name: options[name] for name in SQL_STORE_OPTIONS if name in options}
     return SqlStore(connector, **store_options)  # type: ignore[arg-type]
@@ -324,7 +324,7 @@ def _sql_store(connector: object, options: dict[str, object]) -> Store:
 
 def _postgres(base_url: str, options: dict[str, object]) -> Store:
     try:
-        from .postgres import PostgresConnector
+        from mcache.stores.sql.postgres import PostgresConnector
     except ImportError as error:
         raise ConfigError(
             f"{base_url!r} needs psycopg 3: pip install 'psycopg[binary]' (or the [postgres]"
@@ -338,7 +338,7 @@ def _postgres(base_url: str, options: dict[str, object]) -> Store:
 
 
 def _sqlite(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
-    from .sqlite import SqliteConnector, check_version
+    from mcache.stores.sql.sqlite import SqliteConnector, check_version
 
     if netloc or not path.strip("/"):
         raise ConfigError(

@@ -14,9 +14,9 @@ from django.db.models import Model
 from django.template.base import FilterExpression, NodeList, Parser, Token
 from django.utils import translation
 
-from mcache.jobs import in_process
-from mcache.keys import keyable
-from mcache.page import FRAGMENTS_STAY
+from mcache.model.jobs import in_process
+from mcache.model.keys import keyable
+from mcache.web.page import FRAGMENTS_STAY
 
 from ..config import cache_alias, check_alias
 from ..counters import view_counter

@@ -1,6 +1,6 @@
 """MkDocs hooks for the documentation site (``hooks:`` in ``mkdocs.yml``).
 
-The docstrings name other objects with Sphinx roles (``:class:`~mcache.api.Store```),
+The docstrings name other objects with Sphinx roles (``:class:`~mcache.contract.store.Store```),
 which mkdocstrings renders as they are written when no docstring style is set;
 this shows them as the code they name, as Sphinx would (``~`` keeps the last part).
 """

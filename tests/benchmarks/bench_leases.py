@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 
 from mcache import Cache, Entry
-from mcache.observe import CallRecord, Observer
+from mcache.observe.events import CallRecord, Observer
 from tests.benchmarks.common import Figure, arguments, p99, report, table
 from tests.core.workers import hold_build_lock
 from tests.memcached_proxy import MemcachedProxy

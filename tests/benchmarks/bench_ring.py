@@ -22,7 +22,7 @@ from pymemcache.client.base import Client
 from pymemcache.client.rendezvous import RendezvousHash
 from uhashring import HashRing
 
-from mcache.ring import KetamaRing, ModuloRing, Server
+from mcache.model.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore
 from tests.benchmarks.common import Figure, arguments, latency_row, measure, report, table
 from tests.servers import memcached_process

@@ -19,7 +19,7 @@ from typing import Any
 import redis
 from pymemcache.client.base import Client
 
-from mcache.api import Store
+from mcache.contract.store import Store
 from mcache.stores import MemoryStore, from_url
 from tests.benchmarks.common import Call, Figure, arguments, measure, p99, report, table
 from tests.servers import memcached_process, redis_process

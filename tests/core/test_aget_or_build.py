@@ -1,6 +1,6 @@
 """``aget_or_build`` under real concurrency: the async driver held to what the sync one does.
 
-The read path is written once (:mod:`mcache.build`); these tests run the
+The read path is written once (:mod:`mcache.engine.build`); these tests run the
 sync suite's checks through the async driver on the stores that have an async
 twin: memory, memcached and Redis (one server, Sentinel, Cluster). Stampedes
 are processes (threads, each with its own event loop, for the in-process
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from mcache import NO_VALUE, Cache
-from mcache.testing import run_together
+from mcache.contract.testing import run_together
 from tests.core import workers
 from tests.core.test_async_stores import forbid_thread_hops
 from tests.core.test_get_or_build import BUILD, PROCESSES, builds, put_stale, run_stampede

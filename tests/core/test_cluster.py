@@ -12,9 +12,9 @@ import pytest
 from uhashring import HashRing
 
 from mcache import NO_VALUE
-from mcache.ring import KetamaRing, ModuloRing, Server
+from mcache.model.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore, MemoryStore, TieredStore
-from mcache.stores import memcached as memcached_module
+from mcache.stores.memcached.store import store as memcached_module
 from tests.memcached_reads import record_reads
 from tests.servers import ServerProcess
 

@@ -1,4 +1,4 @@
-"""Tests for mcache.codec: round trips, the raw-int wire format, and bad bytes as misses."""
+"""Tests for mcache.model.codec: round trips, the raw-int wire format, and bad bytes as misses."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcache.api import NO_VALUE
-from mcache.codec import (
+from mcache.contract.store import NO_VALUE
+from mcache.errors import ConfigError
+from mcache.model.codec import (
     Codec,
     JsonSerializer,
     MsgpackSerializer,
     PickleSerializer,
     Serializer,
 )
-from mcache.errors import ConfigError
 
 KEY = b"0123456789abcdef0123456789abcdef"
 SERIALIZERS = ["pickle", "json", "msgpack"]

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mcache import NO_VALUE, Cache, FakeClock
-from mcache.counters import counter_key
+from mcache.features.counters import counter_key
 from mcache.stores import MemoryStore
 from tests.core import workers
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 import pytest
 
 from mcache import NO_VALUE, Cache, Entry, Lock
+from mcache.engine.writing import BUSY_SECONDS
 from mcache.stores import MemoryStore
-from mcache.writing import BUSY_SECONDS
 from tests.core import workers
 
 

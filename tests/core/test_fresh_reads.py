@@ -15,8 +15,8 @@ import pytest
 
 import mcache
 from mcache import Cache, FakeClock
+from mcache.engine.fresh_reads import ChangeTimes, note_bumps
 from mcache.errors import ConfigError
-from mcache.fresh_reads import ChangeTimes, note_bumps
 
 
 @pytest.fixture(params=["memory", "memcached", "redis"])
@@ -143,7 +143,7 @@ def rebuilt_price(sku: str) -> str:
 
 
 def test_a_queued_rebuild_carries_the_version_to_its_worker() -> None:
-    from mcache.rebuild import run
+    from mcache.engine.rebuild import run
 
     clock = FakeClock()
     queue = Queue()

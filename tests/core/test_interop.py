@@ -9,7 +9,7 @@ import redis
 
 from mcache import Cache
 from mcache.errors import InvalidKey
-from mcache.ring import ModuloRing, Server, classic_hash
+from mcache.model.ring import ModuloRing, Server, classic_hash
 from mcache.stores import from_url
 
 KEYS = [f"user:{i}:profile" for i in range(2000)]

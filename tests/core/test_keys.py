@@ -1,4 +1,4 @@
-"""Tests for mcache.keys: canonical encoding, key shape, stability, store-key validation."""
+"""Tests for mcache.model.keys: canonical encoding, key shape, stability, store-key validation."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcache.errors import InvalidKey
-from mcache.keys import canonical_bytes, make_key, validate_store_key
+from mcache.model.keys import canonical_bytes, make_key, validate_store_key
 
 SAFE_KEY = re.compile(r"[\x21-\x7e]{1,250}")
 
@@ -246,7 +246,7 @@ def test_generated_keys_are_memcached_safe(parts: list[Any], named: dict[str, An
 
 STABILITY_SCRIPT = """
 import datetime, decimal, uuid
-from mcache.keys import make_key
+from mcache.model.keys import make_key
 keys = [
     make_key("ns", {"alpha", "beta", "gamma", "delta", "epsilon"}),
     make_key("ns", frozenset({b"x", b"y", b"z"}), {"k1": "v", "k2": "w", "k3": "u"}),
@@ -263,13 +263,15 @@ def test_keys_are_stable_across_processes() -> None:
     exec(STABILITY_SCRIPT, scope)
     seed = "123" if os.environ.get("PYTHONHASHSEED") != "123" else "456"
     env = {**os.environ, "PYTHONHASHSEED": seed}
-    code = STABILITY_SCRIPT + "import json, mcache.keys\n"
-    code += "print(json.dumps([mcache.keys.__file__, keys]))\n"
+    code = STABILITY_SCRIPT + "import json, mcache.model.keys\n"
+    code += "print(json.dumps([mcache.model.keys.__file__, keys]))\n"
     result = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     module_file, keys = json.loads(result.stdout)
-    assert os.path.realpath(module_file) == os.path.realpath(sys.modules["mcache.keys"].__file__)
+    assert os.path.realpath(module_file) == os.path.realpath(
+        sys.modules["mcache.model.keys"].__file__
+    )
     assert keys == scope["keys"]
 
 
@@ -495,7 +497,7 @@ def test_store_key_error_truncates_the_key() -> None:
 
 @given(st.lists(st.one_of(st.text(), st.integers(), st.booleans(), st.none()), max_size=6))
 def test_flat_fast_path_encodes_like_the_general_path(items: list[object]) -> None:
-    from mcache.keys import _encode_flat_tuple, _encode_tuple
+    from mcache.model.keys import _encode_flat_tuple, _encode_tuple
 
     parts = tuple(items)
     fast = _encode_flat_tuple(parts)

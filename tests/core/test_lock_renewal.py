@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from mcache import NO_VALUE, Cache, FakeClock
-from mcache.renewal import renewer
+from mcache.engine.renewal import renewer
 from mcache.stores import MemoryStore
 from tests.core import workers
 from tests.core.test_get_or_build import builds, put_stale

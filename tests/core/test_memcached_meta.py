@@ -1,5 +1,5 @@
 """memcached's meta protocol against a real memcached 1.6: leases, stale marking, guarded
-writes and auto-created counters, as ``mcache.stores.memcached_meta`` speaks them."""
+writes and auto-created counters, as ``mcache.stores.memcached.meta`` speaks them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from mcache.stores import memcached_meta as meta
-from mcache.stores.memcached_wire import ProtocolError
+from mcache.stores.memcached.store import meta
+from mcache.stores.memcached.wire import ProtocolError
 
 Ask = Callable[[bytes], meta.MetaReply]
 

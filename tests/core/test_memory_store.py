@@ -8,7 +8,7 @@ from mcache import NO_VALUE
 from mcache.clock import FakeClock
 from mcache.errors import ConfigError
 from mcache.stores import MemoryStore
-from mcache.stores.memory import ITEM_OVERHEAD
+from mcache.stores.memory.store import ITEM_OVERHEAD
 
 
 def _item_size(key: str, value: bytes) -> int:

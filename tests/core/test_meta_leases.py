@@ -18,7 +18,7 @@ import pytest
 
 from mcache import NO_VALUE, Cache
 from mcache.errors import ConfigError
-from mcache.stores import memcached_meta as meta
+from mcache.stores.memcached.store import meta
 from tests.core import workers
 from tests.core.test_get_or_build import builds, run_stampede
 from tests.memcached_proxy import MemcachedProxy

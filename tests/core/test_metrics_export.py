@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mcache import Cache
 from mcache.errors import ConfigError
-from mcache.metrics_otel import OpenTelemetryMetrics
-from mcache.metrics_prometheus import PrometheusMetrics
-from mcache.observe import MAX_FUNCTION_FAMILIES, Origin
+from mcache.observe.events import MAX_FUNCTION_FAMILIES, Origin
+from mcache.observe.opentelemetry import OpenTelemetryMetrics
+from mcache.observe.prometheus import PrometheusMetrics
 
 
 def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

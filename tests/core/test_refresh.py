@@ -9,9 +9,9 @@ import threading
 import pytest
 
 from mcache import NO_VALUE, Cache, Entry, Lock
+from mcache.engine.rebuild import run
 from mcache.errors import ConfigError
-from mcache.jobs import Job, address_of, resolve
-from mcache.rebuild import run
+from mcache.model.jobs import Job, address_of, resolve
 from mcache.refreshers import ThreadPoolRefresher, refresher_named
 from mcache.refreshers.queued import QueueRefresher
 

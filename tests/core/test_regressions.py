@@ -10,7 +10,7 @@ import pytest
 
 from mcache import Cache, FakeClock
 from mcache.stores import MemcachedStore, MemoryStore, TieredStore, from_url
-from mcache.stores.memcached_wire import read_values, send_get
+from mcache.stores.memcached.wire import read_values, send_get
 
 
 class Dribble:

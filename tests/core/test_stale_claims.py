@@ -14,7 +14,7 @@ import time
 import pytest
 
 from mcache import NO_VALUE, Cache, Entry
-from mcache.api import ClaimsStale, StaleClaim
+from mcache.contract.store import ClaimsStale, StaleClaim
 from mcache.stores import RedisStore
 from tests.core import workers
 

@@ -6,7 +6,7 @@ import pytest
 
 from mcache.clock import FakeClock
 from mcache.errors import ConfigError
-from mcache.ring import KetamaRing, ModuloRing, Server
+from mcache.model.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore, MemoryStore, RedisStore, from_url
 
 
@@ -47,7 +47,7 @@ def test_redis_url() -> None:
 
 
 def test_a_sentinel_url_names_its_sentinels_service_and_database() -> None:
-    from mcache.stores.redis_sentinel import parse_sentinel_url
+    from mcache.stores.redis.sentinel import parse_sentinel_url
 
     found = parse_sentinel_url("redis+sentinel://:p%40ss@h1:26380,h2,[::1]:26381/site/3")
     assert found.sentinels == (("h1", 26380), ("h2", 26379), ("::1", 26381))

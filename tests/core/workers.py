@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcache import NO_VALUE, Cache, Lock
-from mcache.stores import memcached_meta as meta
+from mcache.stores.memcached.store import meta
 
 BUILDS_KEY = "test:builds"
 

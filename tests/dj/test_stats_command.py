@@ -12,7 +12,7 @@ from django.core.cache import caches
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from mcache.report import collect
+from mcache.admin.report import collect
 from tests.servers import memcached_process
 
 BACKEND = "django_mcache.backend.MCacheBackend"

@@ -15,10 +15,10 @@ from mcache import Cache
 from mcache.clock import FakeClock
 from mcache.errors import StoreUnavailable
 from mcache.stores import from_url
-from mcache.stores.postgres import PostgresConnector
-from mcache.stores.sql import SqlStore
-from mcache.stores.sql_dialects import SCHEMA_KEY
-from mcache.stores.sqlite import SqliteConnector
+from mcache.stores.sql.dialects import SCHEMA_KEY
+from mcache.stores.sql.postgres import PostgresConnector
+from mcache.stores.sql.sqlite import SqliteConnector
+from mcache.stores.sql.store import SqlStore
 
 EXPIRED_ROWS = 100_000
 

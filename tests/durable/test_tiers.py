@@ -8,9 +8,9 @@ from urllib.parse import urlencode
 import pytest
 
 from mcache import Cache
-from mcache.api import NO_VALUE
+from mcache.contract.store import NO_VALUE
 from mcache.stores import TieredStore, from_url
-from mcache.stores.sql import SqlStore
+from mcache.stores.sql.store import SqlStore
 
 
 def tiered(hot: str, cold: str, **options: object) -> str:

@@ -29,7 +29,7 @@ def test_a_bad_source_is_a_clear_error(memcached_url: str) -> None:
 
 def test_a_flask_cached_function_goes_to_a_worker_as_a_job(memcached_url: str) -> None:
     """What a queue worker in an app context does with a Flask app's cached function."""
-    from mcache.rebuild import run
+    from mcache.engine.rebuild import run
 
     app = warm_app.create_app(memcached_url, MCACHE_REFRESH="background")
     handed = []

@@ -15,7 +15,7 @@ from django.core.cache import caches
 from django.test import Client, override_settings
 
 from mcache import Cache
-from mcache.writing import BUSY_SECONDS
+from mcache.engine.writing import BUSY_SECONDS
 from tests.core import workers
 from tests.reliability import site
 from tests.reliability.test_server_faults import django_settings

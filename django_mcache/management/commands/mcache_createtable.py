@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcache.errors import MCacheError
-from mcache.stores.sql import SqlStore
+from mcache.stores.sql.store import SqlStore
 
 from ...backend import core_cache_of
 

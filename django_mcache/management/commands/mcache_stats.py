@@ -8,7 +8,7 @@ from django.core.cache import caches
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcache import Cache
-from mcache.stats_command import SERVER_DOWN, StatsError, StatsRequest, down_message, run
+from mcache.admin.stats_command import SERVER_DOWN, StatsError, StatsRequest, down_message, run
 
 
 class Command(BaseCommand):

@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcache.errors import ConfigError
-from mcache.warm import warm_from
+from mcache.features.warm import warm_from
 
 
 class Command(BaseCommand):

@@ -1,0 +1,1 @@
+"""Operators' tools: the stats report, hot keys, and every bad option of a settings file."""

@@ -1,0 +1,154 @@
+"""What a read bids for the rebuild it may have to do: a lock claimed in the read, or
+the server's lease.
+
+:class:`Bidding` is the part of :class:`~mcache.engine.writing.Writer` that decides,
+before a ``get_or_build`` read, whether the read carries a bid: a claim of
+the key's lock on a store that :class:`~mcache.contract.store.ClaimsStale` (Redis, by
+Lua), or a bid for the server's lease on one that
+:class:`~mcache.contract.store.LeasesInRead` (memcached's meta protocol). An entry this
+process knows to be fresh is read plainly, so a hit costs what it costs
+without bids. What the process saw of each key (when it goes stale, how long
+it took to build) is kept here to decide that.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from mcache.contract.store import LeaseBid, StaleClaim
+from mcache.engine.call import BuildOptions
+from mcache.engine.lock import Lock
+from mcache.model.entry import Entry
+from mcache.sansio.steps import Steps, StoreCall, one
+
+if TYPE_CHECKING:
+    from mcache.engine.parts import CacheParts
+
+__all__ = ["Bidding"]
+
+
+class Bidding:
+    """Bids made with reads, for :class:`~mcache.engine.writing.Writer` (see the module)."""
+
+    parts: CacheParts
+
+    def rebuild_under_way(self, key: str, now: float | None = None) -> bool:
+        raise NotImplementedError
+
+    def start_bidding(self, parts: CacheParts) -> None:
+        """Decide, by the store, which bids reads may carry."""
+        store = parts.store
+        traits = parts.traits
+        self.claims = parts.shared is store and traits.claims_stale and store.claims_in_read  # type: ignore[attr-defined]
+        # Whether it may lease: whether it does is ``leases_in_read``, which asks servers.
+        self.leasing = parts.shared is store and traits.leases
+        self.bids = self.claims or self.leasing
+        self._stale_at: dict[str, int] = {}  # key -> when the entry this process saw goes stale
+        self._build_ms: dict[str, int] = {}  # key -> how long its last build took (leasing)
+
+    def leases_now(self) -> bool:
+        """Whether builds take the server's lease (the store speaks memcached's meta protocol)."""
+        return self.leasing and self.parts.store.leases_in_read  # type: ignore[attr-defined, no-any-return]
+
+    def bid_for(self, key: str, o: BuildOptions, native: bool) -> StaleClaim | LeaseBid | None:
+        """Return what the read of ``key`` bids for its rebuild, or None (see :meth:`claim_for`,
+        :meth:`lease_bid`).
+
+        An entry this process saw and knows to be fresh, before its early-refresh
+        window, is read plainly: a hit then costs exactly what it costs on the text
+        protocol (a ``get`` answers a little faster than an ``mg`` with lease
+        flags). A plain read that finds anything but a hit reads again, bidding.
+        """
+        if native:  # (:meth:`leases_now`, asked once per call by the caller)
+            if self.known_fresh(key, o):
+                return None
+            return self.lease_bid(key, o)
+        return self.claim_for(key, o) if self.claims else None
+
+    def known_fresh(self, key: str, o: BuildOptions) -> bool:
+        """Whether the entry this process last saw under ``key`` is fresh, with its early
+        refresh (and memcached's whole-second clock) not yet due."""
+        due = self._stale_at.get(key)
+        if due is None:
+            return False
+        early_ms = o.early_refresh * self._build_ms.get(key, 0) + 2000
+        return self.parts.clock.time_ms() < due - early_ms
+
+    def lease_bid(self, key: str, o: BuildOptions) -> LeaseBid:
+        """Return the bid for the server's lease that a read of ``key`` carries.
+
+        A miss is leased for as long as a lock would be held. An entry is leased
+        for rebuilding once it has no more than its stale window left in the store
+        (it is stored ``stale_ttl`` past its fresh time), widened by the early
+        refresh: ``early_refresh`` times its last build's duration, the gap
+        XFetch draws at random on average, decided here by the server for exactly
+        one reader instead.
+        """
+        lease_ttl = o.lock_timeout + self.parts.traits.expiry_slack
+        if not o.ttl or not (o.stale_ttl or o.early_refresh):
+            return LeaseBid(lease_ttl, 0)
+        early = o.early_refresh * self._build_ms.get(key, 0) / 1000
+        return LeaseBid(lease_ttl, math.ceil(o.stale_ttl + early))
+
+    def claim_for(self, key: str, o: BuildOptions) -> StaleClaim | None:
+        """Return the bid for ``key``'s rebuild that its read makes, or None.
+
+        Only on a store that :class:`ClaimsStale`, for an entry kept stale for a
+        while, and only once the entry this process last saw is past its fresh
+        time: the reader that finds it stale then holds its lock without a second
+        round trip (see :meth:`try_stale_lock`). Other reads stay plain reads,
+        which cost the server a tenth of a claiming one (a Lua script).
+        """
+        if not (self.claims and o.ttl and o.stale_ttl):
+            return None
+        due = self._stale_at.get(key)
+        if due is None or self.parts.clock.time_ms() < due:
+            return None
+        if self.rebuild_under_way(key):
+            return None  # a plain read will do
+        lock = Lock(self.parts.shared, self.parts.derived_key("l", key), o.lock_timeout)
+        return StaleClaim(lock.key, lock.token, lock.expiry() * 1000, o.stale_ttl * 1000)
+
+    def lease_due(self, entry: Entry, bid: LeaseBid, now: int, o: BuildOptions) -> bool:
+        """Whether a lease the server gave on ``entry`` is one this caller should use.
+
+        The server leases an entry for rebuilding by the time it has left, against
+        the stale window of the reader's options; an entry written by a caller
+        with a shorter window (other options for the same key) may be leased while
+        still fresh by its own times, well before its early refresh is due.
+        """
+        if not bid.outcome or bid.marked_stale or not entry.is_fresh(now):
+            return True
+        if not entry.fresh_until_ms:
+            return False  # a plain value: fresh as long as the store keeps it
+        early_ms = o.early_refresh * entry.build_ms + 2000  # whole seconds on the server
+        return entry.fresh_until_ms - now <= early_ms
+
+    def hand_back_steps(self, key: str, entry: Entry, bid: LeaseBid) -> Steps[None]:
+        """Give back a lease on an entry that is not due: written again as it is, it
+        loses its lease flag, and is leased again when it is due."""
+        bid.outcome = None
+        parts = self.parts
+        if bid.token is None or bid.left is None or bid.left < 1:
+            return
+        data = parts.codec.dumps(entry.to_wire(), key)
+        yield from parts.store_steps(
+            "set",
+            one(StoreCall(parts.store, "leased_write", (key, data, bid.token, bid.left))),
+            False,
+        )
+
+    def saw(self, key: str, entry: Entry | None) -> None:
+        """Remember when the entry just read or written goes stale (see :meth:`claim_for`),
+        and how long it took to build (see :meth:`lease_bid`)."""
+        if entry is None or not entry.fresh_until_ms:
+            return
+        if self.leasing and self._build_ms.get(key) != entry.build_ms:
+            if len(self._build_ms) >= 65536:
+                self._build_ms.clear()
+            self._build_ms[key] = entry.build_ms
+        if self._stale_at.get(key) != entry.fresh_until_ms:
+            if len(self._stale_at) >= 65536:
+                self._stale_at.clear()
+            self._stale_at[key] = entry.fresh_until_ms

@@ -1,0 +1,405 @@
+"""Dog-pile-safe ``get_or_build``: exactly one rebuild of a stale or missing entry.
+
+The read path (``docs/explanation/dog-pile.md`` tells it for users):
+
+1. One round trip fetches the entry and its tag versions.
+2. Fresh, with every tag at its recorded version: a hit.
+3. Stale (past fresh-until, a tag bumped, or picked for early refresh): one
+   caller wins the lock and rebuilds, now (``sync``) or on the refresher
+   (``background``, returning the stale value at once); every other caller gets
+   the stale value at once, or waits up to ``stale_wait`` for the new one.
+4. Missing: threads of a process share one call; across processes the lock
+   winner builds and the others poll for its entry, for at most ``wait``
+   seconds, then build anyway: bounded duplication, never an endless wait.
+5. The tag versions stored with an entry are those read before its build,
+   plus those of every cached value read inside it (:mod:`mcache.model.dependencies`).
+6. A build that raises serves the stale value if there is one (stale-if-error)
+   and re-raises otherwise. The lock is renewed while the build runs
+   (:mod:`mcache.engine.renewal`), always released, and only by its owner.
+7. The entry is written only over what the key held when the build began
+   (:mod:`mcache.engine.lease`): a delete or a newer write meanwhile wins.
+
+The algorithm is written once, as steps (:mod:`mcache.sansio.steps`): every method
+named ``*_steps`` yields the I/O it needs. ``get_or_build`` runs them by
+calling (the store, ``time.sleep``, the builder); ``aget_or_build`` by
+awaiting (the store's async twin, or a worker thread for a store without one;
+``asyncio.sleep``; the coroutine builder on the caller's loop). No thread ever
+blocks waiting for the event loop, so nested cached coroutines cannot exhaust
+the thread pool and deadlock.
+
+Inside another build the rules tighten (composition rule 2): a stale entry is
+rebuilt before use, in the caller's thread whatever ``refresh`` says, and one
+that can only be had stale (another process holds its lock) makes the
+enclosing entry be stored already stale.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from mcache.contract.store import NO_VALUE, LeaseBid
+from mcache.engine.building import Building
+from mcache.engine.call import BuildOptions, Call, ServedStale
+from mcache.engine.flight import Flight, NotShared, SingleFlight
+from mcache.engine.fresh_reads import newest_version
+from mcache.engine.lock import Lock, pauses
+from mcache.engine.rebuild import HandOver, Rebuilds
+from mcache.engine.writing import Writer
+from mcache.errors import Uncacheable
+from mcache.model.dependencies import inside_build, report
+from mcache.model.entry import Entry
+from mcache.model.near import NearCopy
+from mcache.sansio.steps import (
+    Pause,
+    Shielded,
+    Steps,
+    Wait,
+    aperform,
+    arun_steps,
+    perform,
+    run_steps,
+)
+from mcache.web.outcome import UNCACHED
+
+if TYPE_CHECKING:
+    from mcache.engine.parts import CacheParts
+    from mcache.engine.reading import Reader
+
+__all__ = ["STALE_SERVED", "BuildOptions", "Builder", "Call", "ServedStale"]
+
+_NONE: dict[str, int] = {}  # read-only
+
+STALE_SERVED: ContextVar[bool] = ContextVar("mcache_stale_served", default=False)
+"""Set when ``get_or_build`` answered the current context with a stale value.
+
+For adapters that report it (``X-Cache: STALE``): set it to False before the
+call, read it after.
+"""
+
+
+class Builder(Building):
+    """Runs a cache's read path on its :class:`~mcache.engine.parts.CacheParts`: one algorithm
+    (steps), two drivers."""
+
+    def __init__(self, parts: CacheParts, reader: Reader) -> None:
+        self.parts = parts
+        self.reader = reader
+        self.rng = random.Random()
+        self.writer = Writer(parts, reader, self.rng)
+        self.rebuilds = Rebuilds(self)
+        self.flights = SingleFlight()  # callers that found nothing: followers get the value
+        self.refreshes = SingleFlight()  # stale rebuilds: the others serve stale meanwhile
+
+    # -- the two drivers --------------------------------------------------------------------------
+
+    def get_or_build(
+        self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions
+    ) -> Any:
+        """Return the cached value for ``key``, building it at most once across callers."""
+        return run_steps(self.get_or_build_steps(key, build, tags, o), perform)
+
+    async def aget_or_build(
+        self, key: str, build: Callable[[], Awaitable[Any]], tags: list[str], o: BuildOptions
+    ) -> Any:
+        """:meth:`get_or_build` with a coroutine builder, awaited on the caller's loop."""
+        return await arun_steps(self.get_or_build_steps(key, build, tags, o), aperform)
+
+    def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
+        """Build, store the entry and free the lock, now (a refresher's, or a forced, rebuild)."""
+        return run_steps(self.build_and_store_steps(call, lock, stale), perform)
+
+    # -- the algorithm ------------------------------------------------------------------------
+
+    def get_or_build_steps(
+        self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions
+    ) -> Steps[Any]:
+        """The read path, as steps (see the module's docstring)."""
+        parts = self.parts
+        try:
+            if not parts.may_store():
+                # Uncommitted data (see Cache.may_store): built for this caller alone,
+                # never stored and never handed to the threads that share its calls.
+                return (yield from self.build_alone_steps(Call(key, build, tags, o, {})))
+            near = parts.near
+            if near is not None:
+                copy = near.get(key)
+                if copy is not None and copy.names == tags:
+                    value = self.near_hit(key, copy, o)
+                    if value is not NO_VALUE:
+                        return value
+                mark = parts.tags.invalidations.mark()
+            native = self.writer.leasing and self.writer.leases_now()
+            claim = self.writer.bid_for(key, o, native) if self.writer.bids else None
+            while True:
+                try:
+                    entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
+                except Exception as error:
+                    parts.store_failed("get_or_build", error)
+                    parts.metrics.add("misses", key=key)
+                    call = Call(key, build, tags, o, {})
+                    return (yield from self.build_alone_steps(call, unread=True))
+                if self.writer.bids:
+                    self.writer.saw(key, entry)
+                now = parts.clock.time_ms()
+                leased = type(claim) is LeaseBid
+                if leased and entry is not None and not self.writer.lease_due(entry, claim, now, o):  # type: ignore[arg-type]
+                    yield from self.writer.hand_back_steps(key, entry, claim)  # type: ignore[arg-type]
+                if leased and entry is not None and (claim.outcome or claim.marked_stale):  # type: ignore[union-attr]
+                    # The server leased this reader an early rebuild, or an invalidation
+                    # marked the entry stale: not a hit, whatever the entry's own times say.
+                    pass
+                elif self.is_hit(key, entry, declared, others, now, o, xfetch=not native):
+                    if near is not None and parts.tags.invalidations.unchanged(key, mark):
+                        near.keep(key, entry, tags)  # type: ignore[arg-type]
+                    if claim is not None:
+                        yield from self.writer.drop_claim_steps(key, claim)
+                    if entry.tags and inside_build():  # type: ignore[union-attr]
+                        report(self.parts.tags.scope, entry.tags)  # type: ignore[union-attr]
+                    return entry.value  # type: ignore[union-attr]
+                if claim is None and native:
+                    # Read plainly as an entry known fresh, and found otherwise: again,
+                    # bidding for the server's lease (see Bidding.bid_for).
+                    claim = self.writer.lease_bid(key, o)
+                    continue
+                break
+            parts.trace(key, "M")
+            call = Call(key, build, tags, o, declared, entry, claim=claim)
+            if parts.replication_lag_ms:
+                call.newest = newest_version(others)
+            if entry is not None:
+                call.seen_fresh = (
+                    not (leased and claim.marked_stale)  # type: ignore[union-attr]
+                    and entry.is_fresh(now)
+                    and entry.tags_current(declared, others)
+                )
+                value = yield from self.refresh_stale_steps(call, entry)
+            else:
+                yield from self.writer.drop_claim_steps(key, claim)
+                parts.metrics.add("misses", key=key)
+                value = yield from self.build_missing_steps(call)
+            report(self.parts.tags.scope, call.depends, call.stale)
+            return value
+        except Uncacheable as own:  # this caller's own build: followers got NotShared
+            parts.metrics.add("uncached", key=key)
+            UNCACHED.set(own.reason)
+            return own.value
+
+    def is_hit(
+        self,
+        key: str,
+        entry: Entry | None,
+        declared: dict[str, int],
+        others: dict[str, int],
+        now: int,
+        o: BuildOptions,
+        xfetch: bool = True,
+    ) -> bool:
+        """Return (counted and traced) whether ``entry`` is fresh, current and not picked early.
+
+        ``xfetch``: an early refresh is picked here at random; not where the
+        server leases it (:meth:`~mcache.engine.bidding.Bidding.lease_bid`).
+        """
+        if (
+            entry is not None
+            and (entry.fresh_until_ms == 0 or now < entry.fresh_until_ms)
+            and (entry.tags == declared if not others else entry.tags_current(declared, others))
+            and not (
+                xfetch and o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng)
+            )
+        ):
+            if self.parts.tracer.enabled:
+                self.parts.tracer.event(key, "H")
+            self.parts.metrics.add("hits", key=key)
+            return True
+        return False
+
+    def near_hit(self, key: str, copy: NearCopy, o: BuildOptions) -> Any:
+        """Return the value of a near copy that is still a hit, else ``NO_VALUE``.
+
+        It is one while every tag it recorded has the same version in this
+        process's copy of the versions, and it is fresh and not picked for an
+        early refresh, as a hit read from the store would be.
+        """
+        entry = copy.entry
+        tags = entry.tags
+        if tags and self.parts.tags.local_versions(tags) != tags:
+            return NO_VALUE
+        if not self.is_hit(key, entry, tags, _NONE, self.parts.clock.time_ms(), o):
+            return NO_VALUE
+        if tags and inside_build():
+            report(self.parts.tags.scope, tags)
+        return self.parts.near.value(copy)  # type: ignore[union-attr]
+
+    def build_alone_steps(self, call: Call, unread: bool = False) -> Steps[Any]:
+        """Build for this caller only (nothing is read or stored), reporting what it read.
+
+        ``unread``: the store could not be read (it is down), so what the value
+        depends on is unknown: an enclosing build must not store it as fresh.
+        """
+        value = yield from self.run_build_steps(call, None)
+        report(self.parts.tags.scope, call.depends, call.stale or unread)
+        return value
+
+    def serve_stale(self, call: Call, entry: Entry) -> Any:
+        """Return the stale value, counted and traced."""
+        STALE_SERVED.set(True)
+        self.parts.trace(call.key, "S")
+        self.parts.metrics.add("stale", key=call.key)
+        call.depends, call.stale = entry.tags, not call.seen_fresh
+        return entry.value
+
+    def refresh_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
+        """Let one caller rebuild; everyone else gets the stale value (after ``stale_wait``)."""
+        if (
+            (call.claim is None or not call.claim.outcome)
+            and (call.seen_fresh or not call.options.stale_wait)
+            and self.writer.rebuild_under_way(call.key)
+        ):
+            # Most reads of a stale key in a burst: its rebuild is known to be under way
+            # and there is nothing to wait for, so the stale value goes out at once,
+            # costing what a hit costs rather than a flight's worth more.
+            return self.serve_stale(call, entry)
+        flight, leader = self.refreshes.join(call.key)
+        if not leader and call.claim is not None and call.claim.outcome:
+            # Its read won the lock: it alone may rebuild.
+            return (yield from self.rebuild_stale_steps(call, entry))
+        if not leader:
+            self.parts.metrics.add("coalesced", key=call.key)
+            if not call.seen_fresh and (yield Wait(flight, call.options.stale_wait)):
+                answer = flight.outcome()
+                if answer is not NO_VALUE:
+                    call.depends, call.stale = flight.depends, flight.stale
+                    return answer
+            return self.serve_stale(call, entry)
+        value: Any = NO_VALUE
+        try:
+            value = yield from self.rebuild_stale_steps(call, entry)
+            return value
+        finally:
+            flight.depends, flight.stale = call.depends, call.stale
+            flight.finish(NO_VALUE if call.stale else value)  # followers take only a fresh one
+            self.refreshes.leave(call.key, flight)
+
+    def rebuild_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
+        """As the one caller here of a stale key: rebuild, hand over, or wait and serve stale."""
+        lock = yield Shielded(self.writer.try_stale_lock_steps(call), self._let_go(call, None))
+        if lock is None:
+            return (yield from self.fresh_or_stale_steps(call, entry))
+        if call.options.refresh == "background" and not inside_build():
+            yield HandOver(self.rebuilds, call, lock)
+            return (yield from self.fresh_or_stale_steps(call, entry))
+        self.parts.metrics.add("misses", key=call.key)
+        return (yield from self.build_and_store_steps(call, lock, entry))
+
+    def fresh_or_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
+        """While another rebuilds: its new value if it comes within ``stale_wait``, else stale."""
+        if not call.seen_fresh:
+            for pause in pauses(call.options.stale_wait):
+                yield Pause(pause)
+                fresh = yield from self.fresh_entry_steps(call)
+                if fresh is not None:
+                    call.depends = fresh.tags
+                    return fresh.value
+        return self.serve_stale(call, entry)
+
+    def fresh_entry_steps(self, call: Call) -> Steps[Entry | None]:
+        """Return the key's entry if it is fresh with every tag current now, else None."""
+        try:
+            entry, declared, others = yield from self.reader.read_steps(call.key, call.tags)
+        except Exception as error:
+            self.parts.store_failed("get_or_build", error)
+            return None
+        now = self.parts.clock.time_ms()
+        if entry is not None and entry.is_fresh(now) and entry.tags_current(declared, others):
+            return entry
+        return None
+
+    def outcome_of_steps(self, flight: Flight, call: Call) -> Steps[Any]:
+        """Return the leader's value; if it was the leader's alone, build our own."""
+        try:
+            value = flight.outcome()
+        except NotShared:
+            return (yield from self.build_and_store_steps(call, None, None))
+        call.depends, call.stale = flight.depends, flight.stale
+        return value
+
+    def build_missing_steps(self, call: Call) -> Steps[Any]:
+        """Build a missing entry once per process, and once across processes.
+
+        Followers wait up to ``wait`` for their leader. If it has not finished by
+        then, the first of them leads a new flight and builds without more waiting
+        (bounded duplication), and the rest follow that one for as long as a build
+        may take (``lock_timeout``) before building themselves.
+        """
+        flight, leader = self.flights.join(call.key)
+        if not leader and type(call.claim) is LeaseBid and call.claim.outcome:
+            # The server leased the build to this caller, not to the flight's leader
+            # (which waits for whoever holds the lease): it builds, and the leader
+            # finds its entry.
+            lease = self.writer.server_lease(call)
+            return (yield from self.build_and_store_steps(call, lease, None))
+        if not leader:
+            self.parts.metrics.add("coalesced", key=call.key)
+            if (yield Wait(flight, call.options.wait)) and flight.answered():
+                return (yield from self.outcome_of_steps(flight, call))
+            self.parts.metrics.add("wait_timeouts", key=call.key)
+            flight, leader = self.flights.take_over(call.key, flight)
+            if not leader:
+                if (yield Wait(flight, call.options.lock_timeout)) and flight.answered():
+                    return (yield from self.outcome_of_steps(flight, call))
+                return (yield from self.build_and_store_steps(call, None, None))
+            return (
+                yield from self.lead_steps(
+                    flight, call, self.build_and_store_steps(call, None, None)
+                )
+            )
+        return (yield from self.lead_steps(flight, call, self.lead_missing_steps(call)))
+
+    def lead_steps(self, flight: Flight, call: Call, work: Steps[Any]) -> Steps[Any]:
+        """Run ``work`` as the flight's leader and publish its outcome to the followers."""
+        try:
+            value = yield from work
+        except Uncacheable:
+            flight.fail(NotShared())
+            raise
+        except BaseException as error:
+            flight.fail(error)
+            raise
+        else:
+            flight.depends, flight.stale = call.depends, call.stale
+            flight.finish(value)
+            return value
+        finally:
+            self.flights.leave(call.key, flight)
+
+    def lead_missing_steps(self, call: Call) -> Steps[Any]:
+        """Build under the lock, or wait (bounded) for the process that holds it."""
+        let_go = self._let_go(call, None)
+        lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
+        if lock is not None:
+            return (yield from self.build_and_store_steps(call, lock, None))
+        self.parts.metrics.add("lock_waits", key=call.key)
+        # Waiters in other processes poll the store: a short cap lets them see the
+        # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
+        # waiters within ~10% of it), for a few gets a second per waiting process.
+        for pause in pauses(call.options.wait, cap=0.05):
+            yield Pause(pause)
+            entry = yield from self.reader.peek_steps(call.key)
+            if entry is not None:
+                return self.take_peeked(call, entry)
+            # The holder may have died and its lock expired.
+            lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
+            if lock is not None:
+                return (yield from self.build_and_store_steps(call, lock, None))
+        self.parts.metrics.add("wait_timeouts", key=call.key)
+        return (yield from self.build_and_store_steps(call, None, None))
+
+    def take_peeked(self, call: Call, entry: Entry) -> Any:
+        """Return the entry another process just wrote, with what it depends on."""
+        self.parts.trace(call.key, "H")
+        call.depends = entry.tags
+        call.stale = not entry.is_fresh(self.parts.clock.time_ms())
+        return entry.value

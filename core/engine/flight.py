@@ -1,0 +1,114 @@
+"""In-process single flight.
+
+Threads of one process that want the same missing entry share one call: the
+first (the leader) does the store and lock work, the others wait for its result
+(or its exception) without sending a single request. Only leaders of different
+processes ever meet at the distributed lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from typing import Any
+
+__all__ = ["Flight", "LeaderGone", "NotShared", "SingleFlight"]
+
+
+class LeaderGone(Exception):
+    """The flight's leader was cancelled or interrupted: a follower must take over."""
+
+
+class NotShared(Exception):
+    """The leader's value was its own (``Uncacheable``): each follower builds its own."""
+
+
+class Flight:
+    """One in-flight call whose outcome other threads, or coroutines, may wait for.
+
+    Besides the value, the leader publishes what it depends on (the tag versions
+    and staleness its build collected, see :mod:`mcache.model.dependencies`), so a
+    follower inside a build of its own passes them on as the leader would.
+    """
+
+    __slots__ = ("depends", "future", "stale")
+
+    def __init__(self) -> None:
+        self.future: Future[Any] = Future()
+        self.depends: dict[str, int] = {}
+        self.stale = False
+
+    def fail(self, error: BaseException) -> None:
+        """Publish a leader's exception; a cancellation or interrupt means "take over"."""
+        self.finish(error=error if isinstance(error, Exception) else LeaderGone())
+
+    def finish(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Publish the outcome and wake the waiters."""
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(value)
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds; return whether the outcome is there."""
+        wait_futures([self.future], timeout)
+        return self.future.done()
+
+    async def await_for(self, timeout: float) -> bool:
+        """Await the outcome for up to ``timeout`` seconds without blocking the loop."""
+        # asyncio.wait, not wait_for: a leader's own TimeoutError must not read as
+        # "the wait ran out", and the leader's future is never cancelled from here.
+        await asyncio.wait({asyncio.wrap_future(self.future)}, timeout=timeout)
+        return self.future.done()
+
+    def answered(self) -> bool:
+        """Return whether the flight ended with a value or a build error (not a lost leader)."""
+        return self.future.done() and not isinstance(self.future.exception(), LeaderGone)
+
+    def outcome(self) -> Any:
+        """Return the leader's value, or raise the leader's exception."""
+        return self.future.result(timeout=0)
+
+
+class SingleFlight:
+    """A registry of in-flight calls by key."""
+
+    def __init__(self) -> None:
+        self._flights: dict[str, Flight] = {}
+        self._lock = threading.Lock()
+
+    def join(self, key: str) -> tuple[Flight, bool]:
+        """Return the key's flight and whether the caller is its leader."""
+        with self._lock:
+            flight = self._flights.get(key)
+            if flight is not None:
+                return flight, False
+            flight = self._flights[key] = Flight()
+            return flight, True
+
+    def take_over(self, key: str, stalled: Flight) -> tuple[Flight, bool]:
+        """Start a new flight in place of one that ran too long; return it and whether led.
+
+        Of several followers that give up on the same flight, the first leads the
+        new one and the others follow it: a stalled leader costs one extra call,
+        not one per thread.
+        """
+        with self._lock:
+            current = self._flights.get(key)
+            if current is not None and current is not stalled:
+                return current, False
+            flight = self._flights[key] = Flight()
+            return flight, True
+
+    def claim(self, key: str) -> Flight | None:
+        """Lead a new flight for ``key``, or return None when one is under way."""
+        flight, leader = self.join(key)
+        return flight if leader else None
+
+    def leave(self, key: str, flight: Flight) -> None:
+        """Retire the leader's flight so the next caller starts afresh."""
+        with self._lock:
+            if self._flights.get(key) is flight:
+                del self._flights[key]

@@ -1,0 +1,145 @@
+"""Replica-lag routing: whether the build under way must read the primary database.
+
+The rule (``docs/how-to/read-replicas.md``): a tag's version is the time (ms) of
+its last bump, and a bump follows a change on the primary. A rebuild that a bump
+set off, and reads a replica that has not replayed that change yet, stores the
+old data as a fresh entry, and nothing will invalidate it until the next change.
+So while ``get_or_build`` rebuilds an entry, it looks at the versions of the
+tags read with it (those it declares, and those it recorded from what it
+contains, so a nested entry's bump counts): if the newest is younger than the
+cache's ``replication_lag``, the build's context says "read the primary", and a
+database router that asks :func:`read_primary` sends its reads there. Once the
+lag has passed the replica has the change, and the same build (however long it
+runs) goes back to the replica.
+
+Outside builds, a router reads a model from the primary while the model's own
+tag changed within the lag (:class:`ChangeTimes`): the request after a form
+post finds the row it wrote.
+
+The answer lives in a context variable: it follows the build into the threads
+and tasks it starts with the context copied (``asyncio.to_thread``, the
+refresher's thread, a task queue's worker, which is handed the version), and a
+nested build keeps whichever of the two says "primary" longer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, NamedTuple
+
+from mcache.clock import Clock, system_clock
+
+if TYPE_CHECKING:
+    from mcache.cache import Cache
+
+__all__ = ["ChangeTimes", "newest_version", "note_bumps", "read_primary", "reading_primary_after"]
+
+
+class _Until(NamedTuple):
+    clock: Clock
+    until_ms: int
+
+
+_PRIMARY: ContextVar[_Until | None] = ContextVar("mcache_read_primary", default=None)
+
+
+def read_primary() -> bool:
+    """Whether reads in the current context should go to the primary database.
+
+    True inside a ``get_or_build`` rebuild while a tag version it depends on is
+    younger than its cache's ``replication_lag``; False everywhere else. For
+    any database router (Django's :class:`django_mcache.routers.FreshReadRouter`
+    and SQLAlchemy's :class:`flask_mcache.sqlalchemy.FreshReadSession` ask it).
+    """
+    until = _PRIMARY.get()
+    return until is not None and until.clock.time_ms() < until.until_ms
+
+
+@contextlib.contextmanager
+def reading_primary_after(clock: Clock, newest_version: int, lag_ms: int) -> Iterator[None]:
+    """Say "read the primary" in the block until ``lag_ms`` after ``newest_version``.
+
+    Nothing changes when the lag is off (0), no version is known, or the
+    version is already older than the lag.
+    """
+    until_ms = newest_version + lag_ms
+    outer = _PRIMARY.get()
+    if (
+        lag_ms <= 0
+        or newest_version <= 0
+        or until_ms <= clock.time_ms()
+        or (outer is not None and outer.until_ms >= until_ms and outer.clock is clock)
+    ):
+        yield
+        return
+    token = _PRIMARY.set(_Until(clock, until_ms))
+    try:
+        yield
+    finally:
+        _PRIMARY.reset(token)
+
+
+def newest_version(versions: Mapping[str, int]) -> int:
+    """Return the newest of the tag versions given (0 for none)."""
+    return max(versions.values(), default=0)
+
+
+_bumped: dict[str, int] = {}  # tag -> when this process last bumped it (ms)
+
+
+def note_bumps(versions: Mapping[str, int]) -> None:
+    """Remember the versions of tags this process just bumped: its own routers know at once."""
+    if len(_bumped) > 65536:
+        _bumped.clear()
+    _bumped.update(versions)
+
+
+class ChangeTimes:
+    """When tags last changed, for a router that asks before every query.
+
+    A version read from the cache is kept a tenth of the lag (at most 100 ms),
+    and one this process bumped (:func:`note_bumps`) is known at once, so
+    routing costs a round trip only now and then. The price: for up to that
+    long after another process's change, this one may still route by the
+    older version; keep the lag setting above the real replication lag by at
+    least that much.
+    """
+
+    def __init__(self, lag_ms: int, clock: Clock = system_clock) -> None:
+        self.lag_ms = lag_ms
+        self.local_ms = min(100, lag_ms // 10)
+        self.clock = clock
+        self._known: dict[str, tuple[int, float]] = {}
+        self._lock = threading.Lock()
+
+    def changed_within_lag(self, cache: Cache | None, tag: str) -> bool:
+        """Whether ``tag`` was bumped within the lag; True when that cannot be known
+        (no cache, or it is down): reading the primary is always correct."""
+        version = self.version(cache, tag)
+        return version is None or self.clock.time_ms() - version < self.lag_ms
+
+    def version(self, cache: Cache | None, tag: str) -> int | None:
+        """Return the tag's version: this process's own bump, a recent read, or the store's."""
+        mine = _bumped.get(tag, 0)
+        now = time.monotonic()
+        with self._lock:
+            known = self._known.get(tag)
+        if known is not None and known[1] > now:
+            return max(known[0], mine)
+        if cache is None:
+            return None
+        try:
+            version = cache.tags.read([tag], cache.tags.key(tag)).get(tag)
+        except Exception:  # the cache is down: the caller reads the primary
+            return None
+        if version is None:
+            return None
+        with self._lock:
+            if len(self._known) >= 65536:
+                self._known.clear()
+            self._known[tag] = (version, now + self.local_ms / 1000)
+        return max(version, mine)

@@ -1,0 +1,141 @@
+"""No stale sets: a build writes its entry only over what its key held when it began.
+
+The race (composition rule 3 in ``docs/explanation/consistency.md``): a build
+reads a row; a writer changes the row and deletes the cache key; the build,
+still holding the old row, stores it. Unguarded, the next reader gets the old
+value as fresh for a whole TTL, and nothing is left to invalidate it.
+
+So before the builder is called the build takes a *lease*: the cas token of
+what the key holds (a stale entry, a plain value, another build's placeholder).
+When the key holds nothing, the build first adds a placeholder there, a random
+token that every reader takes for a miss, so that there is something to hold.
+The entry is then written with ``cas`` against that token. A ``delete`` in
+between (the key is gone), a ``set`` or another build's write (the token
+moved) makes the cas fail, and the value goes to the build's own caller only.
+
+This is memcached's lease (Nishtala et al., "Scaling Memcache at Facebook",
+NSDI 2013) built from the portable ``add``/``gets``/``cas``. Unlike a tombstone
+with a hold-off time (MediaWiki's WANObjectCache), it holds however long the
+build takes, and ``delete`` stays a plain delete on every store. It costs the
+rebuild of a stale entry nothing (the re-read after winning the lock is a
+``gets``), and the first build of a missing key an ``add`` and a ``gets``
+where a plain ``set`` would do.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mcache.contract.store import NO_VALUE, CasToken, NoValueType, Store
+from mcache.model.codec import Codec
+from mcache.model.entry import placeholder
+from mcache.sansio.steps import Steps, StoreCall
+
+__all__ = ["Lease", "abandon_steps", "keep", "take_steps", "withdraw_steps", "write_steps"]
+
+
+@dataclass
+class Lease:
+    """What a key held when a build began, and the token a write must match."""
+
+    found: bytes | NoValueType
+    """The bytes the key held (``NO_VALUE``: nothing but this build's own placeholder)."""
+    token: CasToken
+    placed: bool
+    """Whether this build put the placeholder there (to take it away if it stores nothing)."""
+    held: bytes
+    """The bytes under the key now: the placeholder, or what was found."""
+    expires: float
+    """When (``time.monotonic()``) the key expires on its own; ``inf``: never, or unknown."""
+    guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Keeps a keep-alive (:func:`keep`) and the final write apart: both move the token."""
+    native: bool = False
+    """The server's own lease (memcached's meta protocol, :mod:`mcache.engine.server_lease`): the
+    token is the cas of the read that won it, and writes go through ``leased_write``."""
+    stored: bool = False
+    """Whether the build's entry was written under the lease."""
+
+
+def take_steps(
+    store: Store,
+    codec: Codec,
+    key: str,
+    ttl: int,
+    expect_missing: bool,
+    lifetime: Callable[[bytes], float],
+) -> Steps[Lease | None]:
+    """Return the lease on ``key`` for a build starting now, or None if it cannot be had.
+
+    ``ttl`` is the placeholder's: as long as the entry would be kept. A caller
+    that found the key empty (``expect_missing``) tries the placeholder first:
+    one round trip fewer when it is still empty, as it almost always is.
+    ``lifetime(found)`` says how many seconds what was found has left in the
+    store (``inf`` when unknown), for :func:`keep`.
+    """
+    found, token = (NO_VALUE, None) if expect_missing else (yield StoreCall(store, "gets", (key,)))
+    placed, held, left = False, found, math.inf
+    if found is NO_VALUE:
+        mark = codec.dumps(placeholder(secrets.token_hex(8)), key)
+        placed = yield StoreCall(store, "add", (key, mark, ttl))
+        found, token = yield StoreCall(store, "gets", (key,))  # ours, or what won the race
+        held = found
+        if placed and found == mark:
+            found, left = NO_VALUE, (ttl or math.inf)
+        else:
+            placed = False
+    if token is None or held is NO_VALUE:
+        return None  # gone again at once (evicted, deleted): write nothing
+    if found is not NO_VALUE:
+        left = lifetime(found)  # type: ignore[arg-type]
+    return Lease(found, token, placed, held, time.monotonic() + left)  # type: ignore[arg-type]
+
+
+def keep(store: Store, key: str, lease: Lease, ttl: int) -> bool:
+    """Give the leased key ``ttl`` more seconds if it still holds what the lease saw.
+
+    A build that outlives the key it leased (a placeholder, a stale entry near
+    the end of its ``stale_ttl``) would find it gone and store nothing, as if a
+    writer had deleted it. The bytes are written back unchanged with ``cas``, so
+    a delete or a newer write meanwhile still wins.
+    """
+    with lease.guard:
+        found, token = store.gets(key)
+        if token is None or found != lease.held or not store.cas(key, lease.held, token, ttl):
+            return False
+        _, lease.token = store.gets(key)  # memcached gives a rewrite a new cas unique
+        lease.expires = time.monotonic() + ttl
+        return lease.token is not None
+
+
+def write_steps(store: Store, key: str, data: bytes, lease: Lease, ttl: int) -> Steps[bool]:
+    """Store ``data`` if the key still holds what the lease saw; return whether it did.
+
+    The guard is held across the ``cas``, awaited too on the async driver: only
+    the renewer's thread ever waits for it (:func:`keep`), never an event loop.
+    """
+    with lease.guard:
+        method = "leased_write" if lease.native else "cas"
+        lease.stored = yield StoreCall(store, method, (key, data, lease.token, ttl))
+        return lease.stored
+
+
+def abandon_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
+    """Take this build's placeholder away (if still there): the build stores nothing."""
+    if lease.placed:
+        yield from withdraw_steps(store, key, lease)
+
+
+def withdraw_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
+    """Delete what the lease saw (a stale entry too), unless something newer replaced it.
+
+    For a rebuild whose value the store refused (too large): as memcached does
+    on a failed update, the outdated value must not stay behind to be served.
+    """
+    with lease.guard:
+        method = "leased_write" if lease.native else "cas"
+        yield StoreCall(store, method, (key, b"", lease.token, -1))

@@ -1,0 +1,153 @@
+"""A distributed lock on the store's atomic ``add``.
+
+``add`` succeeds for exactly one caller across every process and host, so it is
+the lock; its TTL makes the lock expire on its own when the holder dies
+mid-build. The value is a random owner token: release and extend compare it
+first (``gets`` then ``cas``, which on Redis is a compare-by-content Lua script),
+so a holder whose lock already expired and was taken by someone else can never
+release or extend that someone else's lock.
+
+A store whose clock counts whole seconds (memcached: a TTL of ``t`` lasts
+between ``t - 1`` and ``t`` seconds, depending on where its clock's second
+stands) says so with ``expiry_slack``; the lock adds that much to its TTL, so
+it never lasts less than its ``timeout``, and a lock renewed every third of
+its timeout (:mod:`mcache.engine.renewal`) never lapses while its holder lives.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from mcache.contract.store import NO_VALUE, Store
+from mcache.errors import LockTimeout
+from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
+
+if TYPE_CHECKING:
+    from mcache.engine.renewal import LockRenewer
+
+__all__ = ["Lock", "backoff_delays", "pauses"]
+
+
+def backoff_delays(first: float = 0.01, cap: float = 0.1) -> Iterator[float]:
+    """Yield jittered, doubling sleeps: the first within 10-20 ms, none over ``cap``."""
+    delay = first
+    while True:
+        yield min(random.uniform(delay, delay * 2), cap)
+        delay = min(delay * 2, cap)
+
+
+def pauses(seconds: float, cap: float = 0.05) -> Iterator[float]:
+    """Yield jittered, doubling sleeps (none over ``cap``) that together last ``seconds`` at most.
+
+    For callers that poll the store for what another caller is building: the
+    sync driver sleeps them, the async one awaits them.
+    """
+    deadline = time.monotonic() + seconds
+    for delay in backoff_delays(cap=cap):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        yield min(delay, remaining)
+
+
+class Lock:
+    """An expiring lock held under ``key`` with a random owner token.
+
+    Used as a context manager with a ``renewer``, it is renewed for as long as
+    the block runs, so the block may take longer than ``timeout``; a process
+    that dies in the block stops renewing, and the lock frees within ``timeout``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        key: str,
+        timeout: int = 30,
+        wait: float = 0.0,
+        renewer: LockRenewer | None = None,
+        token: bytes | None = None,
+    ) -> None:
+        if timeout < 1:
+            raise ValueError(f"lock timeout must be >= 1 second, got {timeout!r}")
+        self.store = store
+        self.key = key
+        self.timeout = int(timeout)
+        self.wait = wait
+        self.renewer = renewer
+        # A token given is an owner's handing its lock over (to a queue worker, say).
+        self.token = token or secrets.token_hex(16).encode()
+        self.held = token is not None
+        self._slack = store.traits.expiry_slack
+
+    def __repr__(self) -> str:
+        return f"Lock({self.key!r}, held={self.held})"
+
+    def expiry(self, timeout: int | None = None) -> int:
+        """Return the store TTL that holds the lock ``timeout`` seconds (default: its own)."""
+        return int(timeout or self.timeout) + self._slack
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free; never wait."""
+        return run_steps(self.try_acquire_steps(), perform)
+
+    def try_acquire_steps(self) -> Steps[bool]:
+        """:meth:`try_acquire`, as steps (see :mod:`mcache.sansio.steps`)."""
+        self.held = yield StoreCall(self.store, "add", (self.key, self.token, self.expiry()))
+        return self.held
+
+    def acquire(self, wait: float | None = None) -> bool:
+        """Take the lock, polling with backoff up to ``wait`` seconds; return whether held."""
+        if self.try_acquire():
+            return True
+        for pause in pauses(self.wait if wait is None else wait, cap=0.1):
+            time.sleep(pause)
+            if self.try_acquire():
+                return True
+        return False
+
+    def _compare_and_steps(self, ttl: int) -> Steps[bool]:
+        value, cas_token = yield StoreCall(self.store, "gets", (self.key,))
+        if value is NO_VALUE or value != self.token:
+            return False
+        return (yield StoreCall(self.store, "cas", (self.key, self.token, cas_token, ttl)))
+
+    def release(self) -> bool:
+        """Release the lock if this owner still holds it; ``False`` if it was not ours."""
+        return run_steps(self.release_steps(), perform)
+
+    def release_steps(self) -> Steps[bool]:
+        """:meth:`release`, as steps."""
+        released = yield from self._compare_and_steps(-1)
+        self.held = False
+        return released
+
+    def extend(self, timeout: int | None = None) -> bool:
+        """Push the expiry out by ``timeout`` seconds, only if this owner still holds it."""
+        return run_steps(self.extend_steps(timeout), perform)
+
+    def extend_steps(self, timeout: int | None = None) -> Steps[bool]:
+        """:meth:`extend`, as steps."""
+        self.held = yield from self._compare_and_steps(self.expiry(timeout))
+        return self.held
+
+    def __enter__(self) -> Lock:
+        if not self.acquire():
+            raise LockTimeout(f"could not take lock {self.key!r} within {self.wait}s")
+        if self.renewer is not None:
+            self.renewer.hold(self)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.renewer is not None:
+            self.renewer.drop(self)
+        self.release()

@@ -1,0 +1,191 @@
+"""Checking a ``Cache``'s settings and a call's options, once, with messages that name the fix."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+
+from mcache.engine.call import BuildOptions
+from mcache.errors import ConfigError
+
+__all__ = [
+    "Jitter",
+    "TagsArg",
+    "build_options",
+    "call_option_names",
+    "check_settings",
+    "duration",
+    "seconds",
+    "spread",
+    "tag_list",
+    "with_defaults",
+]
+
+CALL_OPTIONS = (
+    "ttl",
+    "stale_ttl",
+    "wait",
+    "lock_timeout",
+    "refresh",
+    "early_refresh",
+    "stale_wait",
+)
+
+TagsArg = Iterable[str] | str | None
+
+
+def check_settings(stats_interval: float, trace_dir: object) -> None:
+    """Refuse a ``Cache``'s reporting settings at construction, not at the first flush."""
+    if not isinstance(stats_interval, int | float) or isinstance(stats_interval, bool):
+        raise ConfigError(f"stats_interval must be a number of seconds, got {stats_interval!r}")
+    if not stats_interval > 0:  # 0 would flush the counters inside every request
+        raise ConfigError(f"stats_interval must be > 0 seconds, got {stats_interval!r}")
+    if trace_dir is not None and not isinstance(trace_dir, str | os.PathLike):
+        raise ConfigError(f"trace_dir must be a directory path or None, got {trace_dir!r}")
+
+
+def duration(value: float, name: str) -> float:
+    """Return a duration in seconds, fractions kept; reject what is not one."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigError(f"{name} must be a number of seconds, got {value!r}")
+    if value < 0:
+        raise ConfigError(f"{name} must be >= 0 seconds (0 means no expiry), got {value!r}")
+    return float(value)
+
+
+def seconds(value: float, name: str) -> int:
+    """Return a duration in whole seconds, rounding fractions up so nothing ends early."""
+    return math.ceil(duration(value, name))
+
+
+Jitter = float | tuple[float, float]
+"""``jitter``: a fraction ``f`` (fresh for ``ttl`` less up to ``f`` of it: never past the
+declared ``ttl``), or ``(down, up)`` (between ``ttl * (1 - down)`` and ``ttl * (1 + up)``)."""
+
+
+def spread(jitter: object) -> tuple[float, float]:
+    """Return ``jitter`` as ``(down, up)`` fractions of a ttl; refuse what is not one."""
+    if isinstance(jitter, list | tuple) and len(jitter) == 2:
+        down, up = jitter
+    else:
+        down, up = jitter, 0.0
+    if not all(isinstance(f, int | float) and not isinstance(f, bool) for f in (down, up)) or not (
+        0 <= down < 1 and 0 <= up <= 1
+    ):
+        raise ConfigError(
+            f"jitter must be a fraction in [0, 1) (fresh times shortened by up to it), or a"
+            f" pair (down, up) of them (spread both ways, e.g. (0.2, 0.2)), got {jitter!r}"
+        )
+    return float(down), float(up)
+
+
+def build_options(
+    ttl: int,
+    stale_ttl: float | None,
+    lock_timeout: int,
+    wait: float,
+    refresh: str,
+    early_refresh: float | bool,
+    jitter: Jitter,
+    stale_wait: float,
+) -> BuildOptions:
+    """Return checked ``get_or_build`` options: a mistake fails where it was written."""
+    if refresh not in {"sync", "background"}:
+        raise ConfigError(f"refresh must be 'sync' or 'background', got {refresh!r}")
+    jitter = spread(jitter)
+    if seconds(lock_timeout, "lock_timeout") < 1:
+        raise ConfigError("lock_timeout must be >= 1 second: a lock must outlive its build")
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
+        raise ConfigError(f"wait must be a number of seconds >= 0, got {wait!r}")
+    if isinstance(stale_wait, bool) or not isinstance(stale_wait, int | float) or stale_wait < 0:
+        raise ConfigError(f"stale_wait must be a number of seconds >= 0, got {stale_wait!r}")
+    beta = 1.0 if early_refresh is True else float(early_refresh or 0.0)
+    if beta < 0:
+        raise ConfigError(f"early_refresh must be True/False or a beta >= 0, got {early_refresh!r}")
+    stale = ttl if stale_ttl is None else seconds(stale_ttl, "stale_ttl")
+    return BuildOptions(
+        ttl, stale, math.ceil(lock_timeout), float(wait), refresh, beta, jitter, float(stale_wait)
+    )
+
+
+_CHECKED_TAGS: dict[tuple[str, ...], list[str]] = {}
+
+
+def tag_list(tags: TagsArg) -> list[str]:
+    """Return tag names as a list without repeats (one name stands for one name, not letters).
+
+    The list may be shared between calls (callers only read it): the same few
+    tag lists come with every hit, so each is checked once.
+    """
+    if tags is None:
+        return []
+    if type(tags) is list or type(tags) is tuple:
+        key = tuple(tags)  # type: ignore[arg-type]
+        try:
+            names = _CHECKED_TAGS.get(key)
+        except TypeError:  # something unhashable in it: no tag name, as the check says
+            return _checked_tag_list(tags)
+        if names is None:
+            names = _checked_tag_list(tags)
+            if len(_CHECKED_TAGS) >= 4096:
+                _CHECKED_TAGS.clear()
+            _CHECKED_TAGS[key] = names
+        return names
+    return _checked_tag_list(tags)
+
+
+def _checked_tag_list(tags: TagsArg) -> list[str]:
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        return [tags]
+    if type(tags) in (list, tuple) and len(set(tags)) == len(tags):
+        names = list(tags)
+    else:
+        names = list(dict.fromkeys(tags))
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"tags must be non-empty strings, got {name!r}")
+    return names
+
+
+def with_defaults(
+    defaults: BuildOptions,
+    stale_ttl_default: float | None,
+    ttl: float | None,
+    stale_ttl: float | None,
+    wait: float | None,
+    lock_timeout: int | None,
+    refresh: str | None,
+    early_refresh: float | bool | None,
+    stale_wait: float | None,
+) -> BuildOptions:
+    """Return a call's options: what it gives, checked, and the cache's for the rest.
+
+    A call's ``ttl`` without a ``stale_ttl`` carries its own stale time (the
+    cache's ``stale_ttl`` when one was set, else the call's ``ttl``).
+    """
+    if ttl is stale_ttl is wait is lock_timeout is refresh is early_refresh is stale_wait is None:
+        return defaults  # the hot path: a call that sets nothing
+    d = defaults
+    return build_options(
+        d.ttl if ttl is None else seconds(ttl, "ttl"),
+        stale_ttl_default if stale_ttl is None else stale_ttl,
+        d.lock_timeout if lock_timeout is None else lock_timeout,
+        d.wait if wait is None else wait,
+        d.refresh if refresh is None else refresh,
+        d.early_refresh if early_refresh is None else early_refresh,
+        d.jitter,
+        d.stale_wait if stale_wait is None else stale_wait,
+    )
+
+
+def call_option_names(options: dict[str, object]) -> dict[str, object]:
+    """Return ``get_or_build``'s per-call options from ``options``; refuse any other name."""
+    unknown = set(options) - set(CALL_OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"unknown option(s) {', '.join(sorted(unknown))}; valid: {', '.join(CALL_OPTIONS)}"
+        )
+    return {name: options.get(name) for name in CALL_OPTIONS}

@@ -1,0 +1,136 @@
+"""What the algorithm needs of a cache, and nothing of the facade.
+
+:class:`CacheParts` holds a cache's stores, codec, clock, tags, counts, tracer,
+refresher and its fail-open policy. :class:`mcache.Cache` builds one and hands
+it down to the read path (:mod:`.build`, :mod:`.reading`, :mod:`.writing`,
+:mod:`.rebuild`) and the counters (:mod:`.counters`, :mod:`.visitors`), so
+that the algorithm depends on this small object and the facade on the
+algorithm, never the reverse (the layers in ``docs/layout.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
+
+from mcache.errors import StoreUnavailable, ValueTooLarge
+from mcache.model.keys import MAX_KEY_BYTES, make_key
+from mcache.web.outcome import STORE_FAILED
+
+if TYPE_CHECKING:
+    from mcache.clock import Clock
+    from mcache.contract.store import Store
+    from mcache.logs import FailureLog
+    from mcache.model.codec import Codec
+    from mcache.model.near import Coherence, NearCache
+    from mcache.model.tags import Tags
+    from mcache.observe.stats import CacheStats
+    from mcache.observe.trace import Tracer
+    from mcache.refreshers import Refresher
+    from mcache.sansio.steps import Steps
+
+__all__ = ["CacheParts"]
+
+T = TypeVar("T")
+
+
+class CacheParts:
+    """One cache's collaborators, and the policy every store call of the algorithm follows.
+
+    ``may_store``, ``refresher`` and ``locator`` are the facade's to change
+    after start-up (a framework adapter sets them); the rest are fixed.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        shared: Store,
+        namespace: str,
+        codec: Codec,
+        clock: Clock,
+        tags: Tags,
+        metrics: CacheStats,
+        tracer: Tracer,
+        failures: FailureLog,
+        refresher: Refresher,
+        may_store: Callable[[], bool],
+        coherence: Coherence,
+    ) -> None:
+        self.store = store
+        self.traits = store.traits
+        """What the store can do beyond the contract, read once (see ``StoreTraits``)."""
+        self.shared = shared
+        """Where locks, tags and counters live: the store itself, or a tiered store's
+        shared tier (every process must see them)."""
+        self.namespace = namespace
+        self.codec = codec
+        self.clock = clock
+        self.tags = tags
+        self.metrics = metrics
+        self.tracer = tracer
+        self.failures = failures
+        self.refresher = refresher
+        self.may_store = may_store
+        """Asked before a build is stored: a framework says no while the caller's
+        database transaction holds uncommitted writes."""
+        self.replication_lag_ms = 0
+        """How far behind its primary a database replica may be: a rebuild set off by a
+        younger tag bump reads the primary (:mod:`mcache.engine.fresh_reads`); 0: off."""
+        self.locator: str | None = None
+        """How a queue worker finds this cache again (see :mod:`mcache.engine.rebuild`)."""
+        self.coherence = coherence
+        """Told of every key this process writes, so near copies and local tag versions
+        never outlive it (see :mod:`mcache.model.near`)."""
+        self.near: NearCache | None = coherence.near
+        """Hot entries kept in this process, or None (``near_ttl`` not set)."""
+
+    def wrote(self, keys: Iterable[str] | None) -> None:
+        """Forget this process's near copies of ``keys`` (None: of every key), just written:
+        its own writes are seen at once."""
+        if self.near is not None:
+            if keys is None:
+                self.coherence.reset()
+            else:
+                self.coherence.changed(keys)
+
+    def derived_key(self, kind: str, key: str) -> str:
+        """Return the key of a companion record (``l`` lock, …) of ``key``, within 250 bytes."""
+        derived = f"{kind}:{key}"
+        if len(derived) <= MAX_KEY_BYTES:
+            return derived
+        return f"{kind}:{make_key('', key)}"
+
+    def trace(self, key: str, letter: str) -> None:
+        """Record a trace event for ``key`` when tracing is on."""
+        if self.tracer.enabled:
+            self.tracer.event(key, letter)
+
+    def store_failed(self, operation: str, error: BaseException) -> None:
+        """Count and log (once per interval) a store failure the caller never sees."""
+        STORE_FAILED.set(True)
+        self.metrics.add("store_errors")
+        if isinstance(error, ValueTooLarge):
+            self.failures.warning("store.too_large", "value not cached: %s", error)
+        else:
+            self.failures.warning(
+                f"store.{operation}",
+                "cache %s failed, carrying on without the cache: %s",
+                operation,
+                error,
+            )
+
+    def store_call(self, operation: str, call: Callable[[], T], fallback: T) -> T:
+        """Run a store call; on a store failure log once per interval and return ``fallback``."""
+        try:
+            return call()
+        except (StoreUnavailable, ValueTooLarge) as error:
+            self.store_failed(operation, error)
+            return fallback
+
+    def store_steps(self, operation: str, steps: Steps[T], fallback: T) -> Steps[T]:
+        """:meth:`store_call` for steps (a counter's, run by either driver)."""
+        try:
+            return (yield from steps)
+        except (StoreUnavailable, ValueTooLarge) as error:
+            self.store_failed(operation, error)
+            return fallback

@@ -1,0 +1,236 @@
+"""Reading an entry with the current versions of everything it depends on.
+
+An entry records two kinds of tags: the ones its caller declares (known
+before the read, so they come back in the entry's own round trip) and the ones
+of the cached values it was built from (see :mod:`mcache.model.dependencies`), known
+only once the entry is read. For those the process remembers, per key, which
+tags the entry carried last time and asks for them along with it, so a hit on
+a page holding cached fragments is still one round trip; only the first read
+in a process, or one after the page's fragments changed, takes a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from mcache.contract.store import NO_VALUE, LeaseBid, NoValueType, StaleClaim
+from mcache.errors import MCacheError
+from mcache.model.dependencies import report
+from mcache.model.entry import Entry, is_placeholder
+from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
+
+if TYPE_CHECKING:
+    from mcache.engine.parts import CacheParts
+    from mcache.model.tags import Slot
+
+__all__ = ["Reader"]
+
+Versions = dict[str, int]
+_REMEMBERED = 65536  # keys whose other tags a process keeps before starting afresh
+_NONE: dict[str, int] = {}  # read-only: returned where there are no versions at all
+_Plan = tuple[list[str], list["Slot"], list["Slot"], list[str]]  # tags, slots, wanted, keys
+
+
+class Reader:
+    """Reads entries for a ``Cache``, validating every tag they recorded."""
+
+    def __init__(self, parts: CacheParts) -> None:
+        self.parts = parts
+        self.others: dict[str, tuple[str, ...]] = {}  # key -> labels beyond the declared ones
+        self.plans: dict[str, _Plan] = {}  # key -> what its last read with its tags fetched
+
+    def read(
+        self, key: str, tags: list[str], claim: StaleClaim | LeaseBid | None = None
+    ) -> tuple[Entry | None, dict[str, int], dict[str, int]]:
+        """Return the entry, the versions of the declared tags, and of the entry's other tags.
+
+        With a ``claim`` (only for a store that :class:`ClaimsStale` or
+        :class:`LeasesInRead`), the read also bids for the entry's rebuild, and
+        the claim says how that went.
+        """
+        return run_steps(self.read_steps(key, tags, claim), perform)
+
+    def read_steps(
+        self, key: str, tags: list[str], claim: StaleClaim | LeaseBid | None = None
+    ) -> Steps[tuple[Entry | None, dict[str, int], dict[str, int]]]:
+        """:meth:`read`, as steps: the sync driver calls the store, the async one awaits it."""
+        parts = self.parts
+        known = self.others.get(key)
+        if not tags and not known:
+            entry = self.decode(key, (yield from self._get_steps(key, claim)))
+            if entry is None or not entry.tags:
+                return entry, _NONE, _NONE
+            others = yield from self._other_versions_steps(key, entry, _NONE, _NONE)
+            return entry, _NONE, others
+        tags_of = parts.tags
+        plan = self.plans.get(key)
+        if plan is None or plan[0] is not tags or known:
+            plan = self._plan(key, tags, known)
+        _, slots, wanted, keys = plan
+        local = tags_of.cached(wanted)
+        mark = tags_of.invalidations.mark()
+        if local is not None:
+            entry, found = self.decode(key, (yield from self._get_steps(key, claim))), local
+        else:
+            if parts.shared is parts.store:
+                if claim is None:
+                    got = yield StoreCall(parts.store, "get_many", (keys,))
+                else:
+                    got = yield StoreCall(parts.store, claim.read_method, (keys, claim))
+                entry = self.decode(key, got.get(key, NO_VALUE))
+            else:
+                entry = self.decode(key, (yield StoreCall(parts.store, "get", (key,))))
+                got = yield StoreCall(parts.shared, "get_many", ([k for _, k in wanted],))
+            found, missing = tags_of.versions_found(wanted, got, mark)
+            if missing:
+                found = {**found, **(yield from tags_of.create_steps(missing))}
+        declared = {label: found[label] for label, _ in slots} if known else found
+        if entry is None or len(entry.tags) <= len(declared):
+            if known and entry is not None:
+                self.others.pop(key, None)  # its fragments no longer carry tags
+            return entry, declared, _NONE
+        others = yield from self._other_versions_steps(key, entry, declared, found)
+        return entry, declared, others
+
+    def _plan(self, key: str, tags: list[str], known: tuple[str, ...] | None) -> _Plan:
+        """Return which tag copies and keys a read of ``key`` with ``tags`` fetches.
+
+        A hot key comes with the same tags every time (the same list object, as
+        :func:`~mcache.engine.options.tag_list` hands them out), so its plan is kept;
+        one that must also fetch other tags it recorded (``known``) is not.
+        """
+        slots = self.parts.tags.near(tags, key)
+        wanted = [*slots, *self.parts.tags.slots_of(known)] if known else slots
+        plan = (tags, slots, wanted, [key, *[k for _, k in wanted]])
+        if not known:
+            if len(self.plans) >= _REMEMBERED:
+                self.plans.clear()
+            self.plans[key] = plan
+        return plan
+
+    def _get_steps(
+        self, key: str, claim: StaleClaim | LeaseBid | None
+    ) -> Steps[bytes | NoValueType]:
+        """Return what the store holds under ``key``, claiming it with ``claim`` if given."""
+        if claim is None:
+            return (yield StoreCall(self.parts.store, "get", (key,)))
+        found = yield StoreCall(self.parts.store, claim.read_method, ([key], claim))
+        return found.get(key, NO_VALUE)
+
+    def _other_versions_steps(
+        self, key: str, entry: Entry, declared: dict[str, int], found: dict[str, int]
+    ) -> Steps[dict[str, int]]:
+        """Return the versions of the entry's tags beyond the declared ones (remembered)."""
+        labels = tuple(label for label in entry.tags if label not in declared)
+        missing = [label for label in labels if label not in found]
+        if missing:
+            found = {**found, **(yield from self.parts.tags.of_labels_steps(missing))}
+        strays = self.parts.tags.strays(labels)
+        if strays:  # recorded before the pool changed: no bump moves them any more
+            found = {**found, **dict.fromkeys(strays, -1)}
+        if self.others.get(key) != labels:
+            if len(self.others) >= _REMEMBERED:
+                self.others.clear()
+            self.others[key] = labels
+        return {label: found[label] for label in labels}
+
+    def is_current_steps(self, entry: Entry, declared: dict[str, int]) -> Steps[bool]:
+        """Return whether ``entry`` records ``declared`` and every other tag it has is current."""
+        labels = [label for label in entry.tags if label not in declared]
+        others = (yield from self.parts.tags.of_labels_steps(labels)) if labels else _NONE
+        return entry.tags_current(declared, others)
+
+    def decode(self, key: str, data: object) -> Entry | None:
+        """Return the entry stored as ``data``, or None for a miss or undecodable bytes.
+
+        A value written by a plain ``set`` is an entry too: untagged, fresh until
+        the store drops it. So ``set`` then ``get_or_build`` returns what was set,
+        as Django's ``get_or_set`` after ``set`` does. A build's placeholder is a
+        miss, the server's (empty: see :mod:`mcache.engine.server_lease`) too.
+        """
+        if data is NO_VALUE or not data:
+            return None
+        value = self.parts.codec.loads(data, key)  # type: ignore[arg-type]
+        entry = Entry.from_wire(value)
+        if entry is not None:
+            return entry
+        if value is NO_VALUE:
+            return None  # foreign or corrupted bytes: the codec logged them
+        if is_placeholder(value):
+            self.forget_near(key)
+            return None  # a build is under way: nothing there yet
+        return Entry(value, 0)
+
+    def forget_near(self, key: str) -> None:
+        """Drop a near (per-process) copy of a build's placeholder, so the next read of
+        ``key`` sees the built entry as soon as it is written, not ``hot_ttl`` later."""
+        if self.parts.traits.tiered:
+            self.parts.store.forget_near(key)  # type: ignore[attr-defined]
+
+    def peek(self, key: str) -> Entry | None:
+        """Return whatever entry is stored now (any freshness), or None."""
+        return run_steps(self.peek_steps(key), perform)
+
+    def peek_steps(self, key: str) -> Steps[Entry | None]:
+        """:meth:`peek`, as steps (see :mod:`mcache.sansio.steps`)."""
+        try:
+            return self.decode(key, (yield StoreCall(self.parts.store, "get", (key,))))
+        except Exception as error:
+            self.parts.store_failed("get_or_build", error)
+            return None
+
+    # -- plain reads (get, get_many): no building, no stale values -----------------------
+
+    def plain(self, store_key: str, data: bytes) -> Any:
+        """Return what a plain ``get`` reads in ``data``: an entry's value while it is
+        fresh and current, a plain value as it is, else ``NO_VALUE`` (a stale entry, a
+        build's placeholder, undecodable bytes)."""
+        return run_steps(self.plain_steps(store_key, data), perform)
+
+    def plain_steps(self, store_key: str, data: bytes) -> Steps[Any]:
+        """:meth:`plain`, as steps (see :mod:`mcache.sansio.steps`)."""
+        values = yield from self.plain_many_steps({store_key: data})
+        return values.get(store_key, NO_VALUE)
+
+    def plain_many_steps(self, found: Mapping[str, bytes]) -> Steps[dict[str, Any]]:
+        """Return :meth:`plain` of each store key in ``found`` that has a value."""
+        values: dict[str, Any] = {}
+        entries: dict[str, Entry] = {}
+        for store_key, data in found.items():
+            if not data:
+                continue  # the server's placeholder for a build under way
+            value = self.parts.codec.loads(data, store_key)
+            if type(value) in (list, tuple):
+                if (entry := Entry.from_wire(value)) is not None:
+                    entries[store_key] = entry
+                    continue
+                if is_placeholder(value):
+                    self.forget_near(store_key)
+                    continue  # a build is under way: nothing there yet
+            if value is not NO_VALUE:
+                values[store_key] = value
+        if entries:
+            values.update((yield from self.current_steps(entries)))
+        return values
+
+    def current_steps(self, entries: Mapping[str, Entry]) -> Steps[dict[str, Any]]:
+        """Return the values of the entries that are fresh, with every tag unchanged.
+
+        Inside a build, each value's tags are reported to it, as ``get_or_build``'s are.
+        """
+        parts = self.parts
+        now = parts.clock.time_ms()
+        fresh = {key: entry for key, entry in entries.items() if entry.is_fresh(now)}
+        labels = {label for entry in fresh.values() for label in entry.tags}
+        try:
+            versions = (yield from parts.tags.of_labels_steps(labels)) if labels else _NONE
+        except MCacheError as error:
+            parts.store_failed("get", error)
+            return {}
+        values = {}
+        for key, entry in fresh.items():
+            if all(versions.get(label) == v for label, v in entry.tags.items()):
+                report(parts.tags.scope, entry.tags)
+                values[key] = entry.value
+        return values

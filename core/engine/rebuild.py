@@ -1,0 +1,294 @@
+"""A background rebuild: run here by a thread, or handed to a task queue's worker.
+
+The caller that wins a stale key's lock hands a :class:`Rebuild` to the
+cache's refresher. Called, it rebuilds in this process. A queue refresher
+calls :meth:`Rebuild.hand_off` instead: the lock stops being renewed here and
+is held long enough for a worker to take it up, and the job goes as data
+(:class:`mcache.model.jobs.Job`). The worker (:func:`run`) takes the lock over with
+its token, renews it while it builds, checks first whether the entry is
+fresh already (the add-lock recipe's control check: another process may have
+rebuilt it since the job was queued), and releases it. So one job per
+key is ever queued, across every process: nobody else wins the lock meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import inspect
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mcache.engine.call import BuildOptions, Call
+from mcache.engine.lock import Lock, pauses
+from mcache.engine.renewal import renewer
+from mcache.engine.server_lease import lock_for_job
+from mcache.errors import Uncacheable
+from mcache.model.dependencies import report
+from mcache.model.entry import Entry
+from mcache.model.jobs import Job, address_of, plain_function, resolve
+from mcache.sansio.steps import settled
+
+if TYPE_CHECKING:
+    from mcache.cache import Cache
+    from mcache.engine.build import Builder
+
+__all__ = ["Rebuild", "Rebuilds", "named", "register", "run"]
+
+
+class Rebuild:
+    """A stale entry's rebuild, with the lock its caller won."""
+
+    def __init__(self, builder: Builder, call: Call, lock: Lock) -> None:
+        self.builder = builder
+        self.call = call
+        self.lock = lock
+        self._job: Job | str | None = None
+
+    @property
+    def name(self) -> str:
+        """The builder's qualified name, for log lines."""
+        function = self.call.origin or self.call.build
+        while isinstance(function, functools.partial):
+            function = function.func
+        module = getattr(function, "__module__", "?")
+        return f"{module}.{getattr(function, '__qualname__', repr(function))}"
+
+    def __call__(self) -> None:
+        """Rebuild in this process (the lock is still renewed here)."""
+        self.builder.rebuilds.in_background(self.call, self.lock)
+
+    def why_local(self) -> str | None:
+        """Return why this rebuild cannot leave the process, or None if it can."""
+        job = self.job()
+        return job if isinstance(job, str) else None
+
+    def job(self) -> Job | str:
+        """Return the job as data, or the reason it must stay in this process."""
+        if self._job is None:
+            self._job = self._describe()
+        return self._job
+
+    def _describe(self) -> Job | str:
+        call, parts = self.call, self.builder.parts
+        reason = getattr(call.origin or call.build, "__mcache_local__", None)
+        if reason:
+            return str(reason)
+        address = address_of(call.origin or call.build)
+        if address is None:
+            return (
+                f"{self.name} is rebuilt in this process: a queue worker can only import a"
+                " module-level function, a functools.partial of one, or a @cache.cached function"
+            )
+        if parts.locator is None:
+            return "the cache has no name a worker could find it by: give it Cache(name=…)"
+        try:
+            arguments = parts.codec.dumps([list(address.args), address.kwargs], call.key)
+        except Exception as error:
+            return f"{self.name}'s arguments cannot be encoded by the cache's codec: {error!r}"
+        seen = call.seen.fresh_until_ms if call.seen is not None else 0
+        return Job(
+            parts.locator,
+            address.path,
+            Job.encode_arguments(arguments),
+            call.key,
+            list(call.tags),
+            {name: getattr(call.options, name) for name in call.options.__dataclass_fields__},
+            self.lock.key,
+            self.lock.token.decode(),
+            seen,
+            call.newest_version(),
+        )
+
+    def hand_off(self, seconds: float) -> str | None:
+        """Give the lock ``seconds`` to be taken up elsewhere; return the job's JSON.
+
+        None when the job cannot leave (see :meth:`why_local`) or the lock is no
+        longer ours: nothing was changed then.
+        """
+        job = self.job()
+        if isinstance(job, str):
+            return None
+        renewer.drop(self.lock)
+        try:
+            if self.lock.extend(max(1, int(seconds))):
+                return job.to_json()
+        except Exception as error:
+            self.builder.parts.store_failed("lock", error)
+        self.take_back()
+        return None
+
+    def take_back(self) -> bool:
+        """After a failed send: renew the lock here again; return whether it is still ours."""
+        try:
+            ours = self.lock.extend()
+        except Exception as error:
+            self.builder.parts.store_failed("lock", error)
+            ours = False
+        if ours:
+            renewer.hold(self.lock, self.builder.parts.failures)
+        return ours
+
+    def give_up(self) -> None:
+        """Free the lock: nobody rebuilds now; a later caller will try again."""
+        self.builder.writer.unlock(self.call.key, self.lock)
+
+
+class Rebuilds:
+    """Rebuilds off the read path: handed to the refresher, forced now, queued, run by a worker."""
+
+    def __init__(self, builder: Builder) -> None:
+        self.builder = builder
+        self.parts = builder.parts
+
+    def hand_over(self, call: Call, lock: Lock) -> bool:
+        """Give the rebuild to the refresher; if it refuses or fails, free the lock."""
+        job = dataclasses.replace(call, background=True)  # the caller goes on with its own
+        try:
+            accepted = self.parts.refresher(Rebuild(self.builder, job, lock))
+        except Exception as error:  # e.g. a task queue whose broker is down
+            self.parts.failures.warning("refresh.submit", "background refresh refused: %r", error)
+            accepted = False
+        if not accepted:
+            self.builder.writer.unlock(call.key, lock)
+        return bool(accepted)
+
+    def enqueue(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> str:
+        """Hand a rebuild of ``key`` to the refresher now, whatever its state (warm-up).
+
+        Returns ``"queued"``, ``"busy"`` (another caller holds its lock) or
+        ``"refused"`` (the refresher would not take it).
+        """
+        call = Call(key, build, tags, o, {}, self.builder.reader.peek(key))
+        lock = self.builder.writer.try_lock(call)
+        if lock is None:
+            return "busy"
+        return "queued" if self.hand_over(call, lock) else "refused"
+
+    def force(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> Any:
+        """Rebuild ``key`` now whatever its state (a forced refresh); return the new value.
+
+        It takes the key's lock, waiting up to ``wait`` for a rebuild under way
+        (whose result it then keeps if that is newer than what it found), and
+        builds without it after that; the entry is written against its lease.
+        """
+        call = Call(key, build, tags, o, {}, self.builder.reader.peek(key))
+        try:
+            call.versions = self.parts.tags.read(tags, key)
+        except Exception as error:
+            self.parts.store_failed("get_or_build", error)
+        lock = self.builder.writer.try_lock(call)
+        for pause in pauses(o.wait) if lock is None else ():
+            time.sleep(pause)
+            lock = self.builder.writer.try_lock(call)
+            if lock is not None:
+                break
+        self.parts.metrics.add("misses", key=call.key)
+        value = self.builder.build_and_store(call, lock, None)
+        report(self.parts.tags.scope, call.depends, call.stale)
+        return value
+
+    def run_job(self, job: Job, build: Callable[[], Any]) -> str:
+        """Rebuild what a queue worker was handed (see :func:`mcache.engine.rebuild.run`)."""
+        options = BuildOptions(**job.options)
+        lock = lock_for_job(self.parts.shared, job.lock, options.lock_timeout, job.token)
+        try:  # the enqueuer's lock, unless it expired while the job waited and is gone
+            if not (lock.extend() or lock.try_acquire()):
+                return "taken"
+        except Exception as error:
+            self.parts.store_failed("lock", error)
+            return "taken"
+        renewer.hold(lock, self.parts.failures)
+        seen = Entry(None, job.seen) if job.seen else None
+        call = Call(job.key, build, job.tags, options, {}, seen, background=True)
+        call.newest = job.newest
+        self.builder.build_and_store(call, lock, self.builder.reader.peek(job.key))
+        return "built" if call.built else "failed" if call.failed else "fresh"
+
+    def in_background(self, call: Call, lock: Lock) -> None:
+        """Rebuild on the refresher; a value the builder marked Uncacheable is dropped."""
+        with contextlib.suppress(Uncacheable):
+            self.builder.build_and_store(call, lock, None)
+
+
+_NAMED: weakref.WeakValueDictionary[str, Cache] = weakref.WeakValueDictionary()
+
+
+def register(name: str, cache: Cache) -> str:
+    """Make ``cache`` findable by ``name`` in this process; return its locator."""
+    _NAMED[name] = cache
+    return f"mcache.rebuild:named:{name}"
+
+
+def named(name: str) -> Cache:
+    """Return the cache registered as ``name`` (the worker must have created it)."""
+    try:
+        return _NAMED[name]
+    except KeyError:
+        raise LookupError(
+            f"no Cache(name={name!r}) in this worker: import the module that creates it"
+            " (the builder's module usually does)"
+        ) from None
+
+
+def find_cache(locator: str) -> Cache:
+    """Return the cache a locator names: ``"module:function:argument"`` called."""
+    module, _, rest = locator.partition(":")
+    function, _, argument = rest.partition(":")
+    return resolve(f"{module}:{function}")(argument)  # type: ignore[no-any-return]
+
+
+def run(payload: str) -> str:
+    """Rebuild the entry a job describes; what a queue worker calls.
+
+    Returns what happened: ``"built"``, ``"fresh"`` (rebuilt meanwhile: the
+    control check skipped it), ``"taken"`` (someone else holds the key's lock
+    now) or ``"failed"`` (the builder raised: the stale entry stays, and the
+    lock is kept for a back-off before anyone retries).
+    """
+    job = Job.from_json(payload)
+    function = plain_function(resolve(job.builder))  # imports its module: it may create the cache
+    cache = find_cache(job.cache)
+    args, kwargs = cache.codec.loads(job.arguments(), job.key)  # type: ignore[misc]
+    build: Any = functools.partial(function, *args, **kwargs)
+    if inspect.iscoroutinefunction(function):
+        coroutine = build
+        build = functools.partial(_run_coroutine, coroutine)
+    try:
+        return cache.builder.rebuilds.run_job(job, build)
+    finally:
+        cache.metrics.flush()  # a worker's builds and failures show in mcache_stats at once
+
+
+def _run_coroutine(coroutine: Any) -> Any:
+    return asyncio.run(coroutine())
+
+
+@dataclass(slots=True)
+class HandOver:
+    """Give a stale key's rebuild to the refresher, with the lock its caller won."""
+
+    rebuilds: Rebuilds
+    call: Call
+    lock: Lock
+
+    def run(self) -> bool:
+        return self.rebuilds.hand_over(self.call, self.lock)
+
+    async def arun(self) -> bool:
+        # The refresher cannot count on the caller's loop: under WSGI (asgiref) it
+        # belongs to one request and is gone once the response is sent. So the job
+        # runs the coroutine on a loop of its own; a queue worker imports the builder.
+        build = self.call.build
+        job = dataclasses.replace(self.call, build=lambda: _completed(build()), origin=build)
+        return await asyncio.to_thread(self.rebuilds.hand_over, job, self.lock)
+
+
+def _completed(result: Any) -> Any:
+    """Return a builder's ``result``, run to its end on a loop of its own if it is a coroutine."""
+    return asyncio.run(settled(result)) if inspect.isawaitable(result) else result

@@ -1,0 +1,130 @@
+"""The server's lease as a build lock: won in the read, guarding the write, nothing to free.
+
+On a store that :class:`~mcache.contract.store.LeasesInRead` (memcached speaking its meta
+protocol) the read that finds an entry missing or stale is also the bid for
+its rebuild, and the server answers it: this reader builds (``W``), or
+another already does (``Z``). The winner needs no lock key: the lease is the
+item's cas, the entry is written with ``ms … C`` against it, so a delete, a
+newer write or a stale marking during the build makes the write fail (no
+stale set), and there is no lock to release afterwards. A cold miss by the
+winner costs the read and the write; the text protocol's ``add`` of a lock,
+second read, ``gets`` and two-step release are gone.
+
+:class:`ServerLease` gives that lease the shape of :class:`~mcache.engine.lock.Lock`,
+so the read path, the renewer and the hand-over to a refresher or a queue
+worker treat both alike:
+
+- *renewal* keeps the leased item alive as long as the build: a stale entry is
+  touched when the build starts and at each renewal (a touch keeps its cas) to
+  its lock's life and as much again, so a build of any length still stores; a
+  holder that dies stops renewing, and once the item has less than a lock's
+  life left a reader takes the rebuild over (:func:`holder_gone`), with the
+  stale value still there to serve;
+- *release* after a build that stored nothing hands a stale entry's rebuild to
+  the next reader (``md … I C``); a placeholder goes with its lease
+  (:func:`mcache.engine.lease.abandon_steps`).
+
+Where the server cannot know that an entry is stale (a tag it recorded was
+bumped), the reader that saw it marks it stale and bids again in one request
+(:meth:`~mcache.contract.store.LeasesInRead.claim_stale`); every later reader gets the
+stale value with the news that someone rebuilds it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from mcache.contract.store import NO_VALUE, LeaseBid, Store, stale_hold_ttl
+from mcache.engine.lease import Lease
+from mcache.engine.lock import Lock
+from mcache.sansio.steps import Steps, StoreCall
+
+__all__ = ["JOB_TOKEN_PREFIX", "ServerLease", "holder_gone", "lock_for_job"]
+
+JOB_TOKEN_PREFIX = "cas:"
+"""How a queued rebuild's job names a server lease instead of a lock's owner token."""
+
+
+class ServerLease(Lock):
+    """The server's lease on ``key`` (its cas), in the shape of a build lock."""
+
+    def __init__(self, store: Store, key: str, timeout: int, lease: Lease) -> None:
+        super().__init__(store, key, timeout, token=f"{JOB_TOKEN_PREFIX}{lease.token}".encode())
+        self.lease = lease
+
+    @classmethod
+    def won(cls, store: Store, key: str, timeout: int, bid: LeaseBid, placed: bool) -> ServerLease:
+        """Return the lease a read just won (``bid.outcome`` True); ``placed``: on a miss,
+        so the key holds the server's placeholder, to be taken away if nothing is stored."""
+        left = bid.lease_ttl if placed or bid.left is None or bid.left < 0 else bid.left
+        lease = Lease(NO_VALUE, bid.token, placed, b"", time.monotonic() + left, native=True)
+        return cls(store, key, timeout, lease)
+
+    def try_acquire_steps(self) -> Steps[bool]:
+        """A server lease is won in a read, never taken afterwards."""
+        return self.held
+        yield  # steps, like every lock operation
+
+    def hold_steps(self) -> Steps[None]:
+        """As the build starts: give a stale entry the lock's life (a placeholder has it).
+
+        memcached keeps a stale entry's lease with the entry until it is replaced
+        or expires, so a holder that died would otherwise keep every other reader
+        on the stale value for the rest of its stale window. Held to the lock's
+        timeout and renewed like a lock, the entry outlives a dead holder by at
+        most ``lock_timeout``; then the next reader wins it as a miss
+        (composition rule 4 in ``docs/explanation/consistency.md``).
+        """
+        if not self.lease.placed:
+            yield from self.extend_steps()
+
+    def extend_steps(self, timeout: int | None = None) -> Steps[bool]:
+        """Keep the leased item alive ``timeout`` more seconds (its lock's by default).
+
+        Only the leased item: once the key holds another (a page rebuilt meanwhile,
+        as a queued job finds), the lease is lost and that item keeps its own life.
+        A touch keeps the item's cas, so the build can still store under its lease.
+        """
+        if self.lease.stored:
+            return self.held
+        ttl = self.expiry(timeout)
+        if not self.lease.placed:  # a stale item: held a lock's life more (holder_gone)
+            ttl += stale_hold_ttl(self.expiry()) - self.expiry()
+        now = time.monotonic()
+        keep = (self.key, self.lease.token, ttl)
+        self.held = bool((yield StoreCall(self.store, "keep_lease", keep)))
+        if self.held:
+            self.lease.expires = now + ttl
+        return self.held
+
+    def release_steps(self) -> Steps[bool]:
+        """After a stale entry's rebuild that stored nothing, let the next reader win it."""
+        held, self.held = self.held, False
+        lease = self.lease
+        if not held or lease.stored or lease.placed:
+            return held
+        return bool((yield StoreCall(self.store, "release_lease", (self.key, lease.token))))
+
+
+def holder_gone(bid: LeaseBid) -> bool:
+    """Whether a read found a stale item leased to another whose holder stopped renewing it.
+
+    A holder keeps its leased stale item :func:`~mcache.contract.store.stale_hold_ttl` of
+    its lock's TTL alive, renewing every third of its timeout; with less than
+    one lock's TTL left, the renewals stopped: the holder was killed, or its
+    queued job was lost (the hand-off held the item for the job's wait, and no
+    worker took it up). The reader then takes the rebuild over
+    (:meth:`~mcache.contract.store.LeasesInRead.claim_stale`) while the stale value is still
+    there to serve, as a lock key that expired would let it.
+    """
+    return bid.outcome is False and bid.left is not None and 0 <= bid.left < bid.lease_ttl
+
+
+def lock_for_job(store: Store, key: str, timeout: int, token: str) -> Lock:
+    """Return the lock a queued rebuild's job hands its worker: an owner-token lock, or
+    the server lease its enqueuer won (its cas), held until its worker's write."""
+    if not token.startswith(JOB_TOKEN_PREFIX):
+        return Lock(store, key, timeout, token=token.encode())
+    cas = int(token[len(JOB_TOKEN_PREFIX) :])
+    lease = Lease(NO_VALUE, cas, False, b"", time.monotonic(), native=True)
+    return ServerLease(store, key, timeout, lease)

@@ -1,0 +1,324 @@
+"""Locks, leases and writes: how a build takes its key and how its entry is stored.
+
+The build lock (``add`` with an owner token, renewed while held: see
+:mod:`mcache.engine.lock`, :mod:`mcache.engine.renewal`) decides who builds; the lease
+(:mod:`mcache.engine.lease`) decides whether what was built may still be stored.
+Every store failure here is logged and absorbed: a build never fails because
+the cache could not be reached.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from mcache.contract.store import NO_VALUE, LeaseBid, StaleClaim
+from mcache.engine import lease as leases
+from mcache.engine.bidding import Bidding
+from mcache.engine.call import Call
+from mcache.engine.lock import Lock
+from mcache.engine.renewal import renewer
+from mcache.engine.server_lease import ServerLease, holder_gone
+from mcache.errors import StoreUnavailable, Unserializable, ValueTooLarge
+from mcache.model.entry import Entry
+from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
+
+if TYPE_CHECKING:
+    from mcache.engine.parts import CacheParts
+    from mcache.engine.reading import Reader
+
+__all__ = ["BUSY_SECONDS", "Writer"]
+
+BUSY_SECONDS = 0.25
+"""How long a process trusts that a stale key's lock, found held, is still held."""
+
+
+class Writer(Bidding):
+    """Takes and frees a ``Cache``'s build locks and leases, and stores built entries."""
+
+    def __init__(self, parts: CacheParts, reader: Reader, rng: random.Random) -> None:
+        self.parts = parts
+        self.reader = reader
+        self.rng = rng
+        self._busy: dict[str, float] = {}  # key -> until when its lock is known held
+        self.start_bidding(parts)
+
+    def drop_claim_steps(self, key: str, claim: StaleClaim | LeaseBid | None) -> Steps[None]:
+        """Free a lock the read claimed for a rebuild that is not needed after all.
+
+        Rare: the store judged by time left, the entry said otherwise (a plain
+        value near its end, a build's placeholder, a clock ahead of the store's).
+        """
+        if type(claim) is StaleClaim and claim.outcome:
+            yield from self.unlock_steps(
+                key, Lock(self.parts.shared, claim.lock_key, token=claim.token)
+            )
+
+    def try_stale_lock_steps(self, call: Call) -> Steps[Lock | None]:
+        """Take the lock of a stale key, unless it was found held moments ago.
+
+        Readers of a stale key only need the lock to decide who rebuilds: once
+        one of this process's readers found it held, the others serve the stale
+        value without asking again for a quarter of a second, so a burst of
+        stale reads costs one round trip each, as hits do, not two. (When the
+        holder dies, its lock frees within ``lock_timeout``; this process may
+        serve stale a quarter of a second longer.) Where the read itself bid
+        for the lock (:meth:`claim_for`), its answer is used: no round trip.
+        """
+        now = time.monotonic()
+        claim = call.claim
+        if type(claim) is LeaseBid and not claim.unleased:
+            if (claim.outcome is None or holder_gone(claim)) and claim.token is not None:
+                # Stale by what the server cannot see (a bumped tag), or leased to a
+                # holder that stopped renewing: mark it stale again, bid again.
+                try:
+                    yield StoreCall(self.parts.store, "claim_stale", (call.key, claim.token, claim))
+                except Exception as error:
+                    self.parts.store_failed("lock", error)
+            lock = self.server_lease(call)
+            if lock is None:
+                self._mark_busy(call.key, now)
+            return lock
+        if claim is not None and claim.outcome:
+            self.parts.trace(call.key, "L")
+            self._mark_busy(call.key, now)
+            timeout = call.options.lock_timeout
+            return self._held(Lock(self.parts.shared, claim.lock_key, timeout, token=claim.token))
+        if self.rebuild_under_way(call.key, now):
+            return None
+        lock = None
+        if claim is None or claim.outcome is not False:
+            lock = yield from self.try_lock_steps(call)
+        if lock is None:
+            self._mark_busy(call.key, now)
+        return lock
+
+    def rebuild_under_way(self, key: str, now: float | None = None) -> bool:
+        """Whether ``key``'s lock was won or found held here in the last quarter second."""
+        return self._busy.get(key, 0.0) > (time.monotonic() if now is None else now)
+
+    def _mark_busy(self, key: str, now: float) -> None:
+        """Note that ``key``'s lock is held, so this process's readers leave it alone a while."""
+        if len(self._busy) >= 65536:
+            self._busy.clear()
+        self._busy[key] = now + BUSY_SECONDS
+
+    def try_lock(self, call: Call) -> Lock | None:
+        """Try the key's distributed lock once; return it (renewed while held) if won."""
+        return run_steps(self.try_lock_steps(call), perform)
+
+    def try_lock_steps(self, call: Call) -> Steps[Lock | None]:
+        """:meth:`try_lock`, as steps (see :mod:`mcache.sansio.steps`).
+
+        Where the read bid for the server's lease, its answer is the first try,
+        and every later one is a leasing read of the key again.
+        """
+        claim = call.claim
+        if type(claim) is LeaseBid and not claim.unleased:
+            if claim.token is None:
+                try:
+                    yield StoreCall(self.parts.store, "get_many_leasing", ([call.key], claim))
+                except Exception as error:
+                    self.parts.store_failed("lock", error)
+                    return None
+            if not claim.unleased:
+                return self.server_lease(call)
+        self.parts.trace(call.key, "L")
+        lock_key = self.parts.derived_key("l", call.key)
+        lock = Lock(self.parts.shared, lock_key, call.options.lock_timeout)
+        try:
+            if not (yield from lock.try_acquire_steps()):
+                return None
+        except Exception as error:
+            self.parts.store_failed("lock", error)
+            return None
+        return self._held(lock)
+
+    def server_lease(self, call: Call) -> Lock | None:
+        """Return the server's lease the call's last read won (renewed while held), or None.
+
+        The read's answer is used once: the call's bid is replaced by a blank
+        one, so the next try (:meth:`try_lock_steps`) asks the server again.
+        """
+        claim = call.claim
+        assert type(claim) is LeaseBid
+        call.claim = LeaseBid(claim.lease_ttl, claim.early_ttl)
+        if not claim.outcome or claim.token is None:
+            return None
+        self.parts.trace(call.key, "L")
+        timeout = call.options.lock_timeout
+        placed = call.seen is None
+        return self._held(ServerLease.won(self.parts.store, call.key, timeout, claim, placed))
+
+    def _held(self, lock: Lock) -> Lock:
+        """Keep the won ``lock`` renewed while its build runs (see :mod:`mcache.engine.renewal`)."""
+        renewer.hold(lock, self.parts.failures)
+        return lock
+
+    def unlock(self, key: str, lock: Lock) -> None:
+        """Release ``lock`` if still ours; a store failure here is logged, not raised."""
+        run_steps(self.unlock_steps(key, lock), perform)
+
+    def unlock_steps(self, key: str, lock: Lock) -> Steps[None]:
+        """:meth:`unlock`, as steps."""
+        renewer.drop(lock)
+        try:
+            yield from lock.release_steps()
+        except Exception as error:
+            self.parts.store_failed("unlock", error)
+        self.parts.trace(key, "U")
+
+    def take_lease_steps(self, call: Call, lock: Lock | None) -> Steps[leases.Lease | None]:
+        """Return the lease the entry will be written against (None: the store failed).
+
+        With a lock, the lease is kept alive as long as the lock is renewed: a
+        build longer than what its key has left in the store still stores.
+        """
+        if isinstance(lock, ServerLease):
+            try:
+                yield from lock.hold_steps()  # won with the read: nothing more to take
+            except Exception as error:
+                self.parts.store_failed("lock", error)
+            return lock.lease
+        o, parts = call.options, self.parts
+        ttl = math.ceil(o.ttl + o.stale_ttl) if o.ttl else 0
+        try:
+            lease = yield from leases.take_steps(
+                parts.store,
+                parts.codec,
+                call.key,
+                ttl,
+                call.seen is None,
+                lambda found: self.lifetime(call, found),
+            )
+        except Exception as error:
+            parts.store_failed("get_or_build", error)
+            return None
+        if lease is not None and lock is not None:
+            renewer.also(lock, lambda: self.keep_lease(call.key, lease, lock))
+        return lease
+
+    def lifetime(self, call: Call, found: bytes) -> float:
+        """Return the seconds an entry found under the key has left in the store (estimated)."""
+        entry = self.reader.decode(call.key, found)
+        if entry is None or not entry.fresh_until_ms:
+            return math.inf  # a plain value: its TTL is its writer's, unknown here
+        slack = self.parts.traits.expiry_slack
+        ends = entry.fresh_until_ms + call.options.stale_ttl * 1000
+        return (ends - self.parts.clock.time_ms()) / 1000 - slack
+
+    def keep_lease(self, key: str, lease: leases.Lease, lock: Lock) -> None:
+        """On a renewal of the build's lock: extend its leased key if it nears its end."""
+        if lease.expires - time.monotonic() > lock.timeout:
+            return
+        slack = self.parts.traits.expiry_slack
+        leases.keep(self.parts.store, key, lease, 2 * lock.timeout + slack)
+
+    def replace_unreadable_steps(self, store_key: str, data: bytes, seconds: int) -> Steps[bool]:
+        """Store ``data`` over what no read would return (a stale entry, a build's placeholder).
+
+        For ``add`` that is no value. ``cas`` makes it safe: of several callers
+        adding at once, one wins.
+        """
+        store = self.parts.store
+        current, token = yield StoreCall(store, "gets", (store_key,))
+        if current is NO_VALUE or token is None:
+            return False
+        if (yield from self.reader.plain_steps(store_key, current)) is not NO_VALUE:
+            return False
+        return (yield StoreCall(store, "cas", (store_key, data, token, seconds)))
+
+    def unwrap_steps(self, store_key: str, seconds: int) -> Steps[bool]:
+        """Store a fresh, untagged entry's int plainly, if the entry is still there (cas)."""
+        store, codec = self.parts.store, self.parts.codec
+        data, token = yield StoreCall(store, "gets", (store_key,))
+        if data is NO_VALUE or token is None:
+            return False
+        value = codec.loads(data, store_key)
+        entry = Entry.from_wire(value) if type(value) in (list, tuple) else None
+        if entry is None or entry.tags or type(entry.value) is not int:
+            return False  # a plain value already, or not a plain number's entry
+        if not entry.is_fresh(self.parts.clock.time_ms()):
+            return False
+        return (
+            yield StoreCall(store, "cas", (store_key, codec.dumps(entry.value), token, seconds))
+        )
+
+    def settle_steps(
+        self, key: str, lease: leases.Lease | None, lock: Lock | None, back_off: bool = False
+    ) -> Steps[None]:
+        """After a build: take away its placeholder if it stored nothing, and free its lock.
+
+        With ``back_off`` (a background rebuild failed) the lock is kept, no longer
+        renewed, for twice its timeout: the stale entry is served meanwhile and no
+        process retries the failing build before then.
+        """
+        parts = self.parts
+        if lease is not None:
+            yield from parts.store_steps(
+                "delete", leases.abandon_steps(parts.store, key, lease), None
+            )
+        if lock is None:
+            return
+        if back_off:
+            renewer.drop(lock)
+            if (yield from parts.store_steps("lock", lock.extend_steps(2 * lock.timeout), False)):
+                self.parts.trace(key, "B")
+                return
+        yield from self.unlock_steps(key, lock)
+
+    def let_go(self, key: str, won: Any, lock: Lock | None) -> Steps[None]:
+        """Return the steps that free a lock or lease won for a caller gone meanwhile.
+
+        Its renewal stops at once (not when the steps run): if they never run,
+        as when the event loop closes first, the lock still frees on its own
+        within its timeout instead of being renewed for the life of the process.
+        """
+        if isinstance(won, Lock):
+            renewer.drop(won)
+            return self.settle_steps(key, None, won)
+        if lock is not None:
+            renewer.drop(lock)
+        return self.settle_steps(key, won, lock)
+
+    def write_steps(self, call: Call, value: Any, lease: leases.Lease) -> Steps[bool]:
+        """Store the entry: fresh for ``ttl`` spread by ``jitter``, kept ``stale_ttl`` longer.
+
+        Built from stale data (``call.stale``), it is stored already stale, so
+        the next reader rebuilds it. Return whether it was stored.
+        """
+        parts, o = self.parts, call.options
+        if not parts.may_store():
+            return False  # built from data that may yet be rolled back: returned, never shared
+        now = parts.clock.time_ms()
+        if o.ttl:
+            down, up = o.jitter
+            fresh = o.ttl * (1 + self.rng.uniform(-down, up))
+            fresh_until = now if call.stale else now + int(fresh * 1000)
+            store_ttl = math.ceil(fresh + o.stale_ttl)
+        else:
+            fresh_until, store_ttl = (now if call.stale else 0), 0
+        entry = Entry(value, fresh_until, call.build_ms, call.depends)
+        try:
+            data = parts.codec.dumps(entry.to_wire(), call.key)
+        except Unserializable as error:  # named after the built value, not its envelope
+            cause = error.__cause__ or error
+            raise Unserializable(value, error.serializer, cause, error.setting) from cause
+        try:
+            stored = yield from leases.write_steps(parts.store, call.key, data, lease, store_ttl)
+        except ValueTooLarge as error:
+            parts.store_failed("set", error)
+            yield from parts.store_steps(
+                "delete", leases.withdraw_steps(parts.store, call.key, lease), None
+            )
+            return False
+        except StoreUnavailable as error:
+            parts.store_failed("set", error)
+            return False
+        parts.wrote((call.key,))
+        parts.trace(call.key, "W" if stored else "X")  # X: a delete or newer write won
+        if stored and self.bids:
+            self.saw(call.key, entry)
+        return stored

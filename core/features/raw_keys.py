@@ -1,0 +1,128 @@
+"""Raw keys: values another program wrote, or will read, on the same servers.
+
+Everything else in mcache namespaces its keys (``<namespace>:<readable>:<digest>``)
+and frames its values (a codec header, maybe a signature). A PHP page, a Go
+service or a python-memcached script sharing the pool knows neither, so
+``cache.raw`` reads and writes the key exactly as given and the value as bare
+bytes: a ``str`` is written as UTF-8, an ``int`` as its decimal digits (what
+``incr`` counts and every client reads back as a number), with memcached flags 0,
+which python-memcached, pymemcache and PHP's clients read back as a plain string.
+What comes back is always ``bytes``: decoding is the caller's, since only it
+knows what the other program meant.
+
+On a memcached pool the key goes to the server its ring names; with
+``hashing=modulo`` that is the server python-memcached, PHP's memcache and
+libmemcached's CRC hash pick (see :class:`mcache.model.ring.ModuloRing`), with
+``ketama`` the server every libketama client picks. A store failure is logged
+and degrades as every other call does: a read returns ``default``, a write False.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from mcache.contract.store import NO_VALUE
+from mcache.engine.options import seconds
+from mcache.errors import StoreUnavailable, ValueTooLarge
+from mcache.model.keys import validate_store_key
+
+if TYPE_CHECKING:
+    from mcache.cache import Cache
+
+__all__ = ["RawKeys"]
+
+RawValue = bytes | str | int
+
+
+class RawKeys:
+    """Un-namespaced keys and unframed values on a cache's store (``cache.raw``)."""
+
+    def __init__(self, cache: Cache) -> None:
+        self._cache = cache
+
+    def get(self, key: str, default: Any = None) -> bytes | Any:
+        """Return the bytes stored under exactly ``key``, or ``default``."""
+        validate_store_key(key)
+        try:
+            data = self._cache.store.get(key)
+        except StoreUnavailable as error:
+            self._cache.store_failed("raw.get", error)
+            return default
+        return default if data is NO_VALUE else bytes(data)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return the bytes of each of ``keys`` found, one round trip per server."""
+        keys = list(keys)
+        for key in keys:
+            validate_store_key(key)
+        try:
+            return {k: bytes(v) for k, v in self._cache.store.get_many(keys).items()}
+        except StoreUnavailable as error:
+            self._cache.store_failed("raw.get_many", error)
+            return {}
+
+    def set(self, key: str, value: RawValue, ttl: float = 0) -> bool:
+        """Store ``value`` bare under exactly ``key`` for ``ttl`` seconds (0: no expiry)."""
+        return self._write("set", key, value, ttl)
+
+    def add(self, key: str, value: RawValue, ttl: float = 0) -> bool:
+        """Store ``value`` only if ``key`` is absent; ``True`` when this call stored it."""
+        return self._write("add", key, value, ttl)
+
+    def delete(self, key: str) -> bool:
+        """Remove ``key``; ``True`` when it was there."""
+        validate_store_key(key)
+        try:
+            return bool(self._cache.store.delete(key))
+        except StoreUnavailable as error:
+            self._cache.store_failed("raw.delete", error)
+            return False
+
+    def incr(self, key: str, delta: int = 1) -> int | None:
+        """Add ``delta`` to the decimal number under ``key``; None when the key is absent."""
+        validate_store_key(key)
+        try:
+            return self._cache.store.incr(key, delta)
+        except StoreUnavailable as error:
+            self._cache.store_failed("raw.incr", error)
+            return None
+
+    def set_many(self, items: Mapping[str, RawValue], ttl: float = 0) -> list[str]:
+        """Store several values bare; return the keys that could not be stored."""
+        encoded = {}
+        for key, value in items.items():
+            validate_store_key(key)
+            encoded[key] = _bare(value)
+        try:
+            return list(self._cache.store.set_many(encoded, seconds(ttl, "ttl")))
+        except StoreUnavailable as error:
+            self._cache.store_failed("raw.set_many", error)
+            return list(encoded)
+
+    def _write(self, operation: str, key: str, value: RawValue, ttl: float) -> bool:
+        validate_store_key(key)
+        data, store_ttl = _bare(value), seconds(ttl, "ttl")
+        store = self._cache.store
+        try:
+            if operation == "add":
+                return bool(store.add(key, data, store_ttl))
+            store.set(key, data, store_ttl)
+            return True
+        except (StoreUnavailable, ValueTooLarge) as error:
+            self._cache.store_failed(f"raw.{operation}", error)
+            return False
+
+
+def _bare(value: RawValue) -> bytes:
+    """Return ``value`` as the bytes another program reads: UTF-8 text, decimal digits."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return b"%d" % value
+    raise TypeError(
+        f"a raw value is bytes, str or int, got {type(value).__name__}: another program"
+        " cannot read mcache's pickles; encode it first (json.dumps(value), say)"
+    )

@@ -1,0 +1,181 @@
+"""Counters of visitors: who is online now, and visitors per period.
+
+Both are built on :func:`~mcache.features.counters.bump` (the incr → add loop) and
+keep their keys beside the other counters (``o`` online slots, ``ou`` their
+HyperLogLogs, ``om`` online markers, ``v`` visitor periods). Online visits are
+counted on every request, so :meth:`OnlineCounter.hit` is written as steps and
+has an awaitable twin (:meth:`OnlineCounter.ahit`) that an ASGI site's
+middleware awaits without a thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from typing import TYPE_CHECKING
+
+from mcache.contract.store import NO_VALUE
+from mcache.contract.store_helpers import stored_count
+from mcache.features.counters import bump, bump_steps, counter_key
+from mcache.model.keys import make_key
+from mcache.sansio.steps import Steps, StoreCall, aperform, arun_steps, one, perform, run_steps
+
+if TYPE_CHECKING:
+    from mcache.engine.parts import CacheParts
+
+__all__ = ["OnlineCounter", "VisitorCounter"]
+
+
+class OnlineCounter:
+    """Visitors seen in the last ``window`` seconds: ``slots - 1`` complete slots and a filling one.
+
+    Time is cut into slots of ``window / (slots - 1)`` seconds, numbered
+    ``floor(now / slot_len)``; the defaults (300 s, 6 slots) are the six
+    one-minute keys of A. Smirnov's online counter (HighLoad++ 2008): the count
+    is the sum of the five complete minutes before the current one, read in
+    one ``get_many``, while the sixth fills. Each slot is counted with
+    incr/add and created to outlive the last count that reads it. Keys carry
+    the slot's absolute number rather than ``number % slots``: a key reused the
+    next time round would still hold its previous round's count until it expired.
+
+    ``hit(visitor)`` counts a visitor at most once in any window: an ``add`` of
+    a marker that lives until the slot where the window that counted the visit
+    has passed decides, so repeat visits cost one failed ``add`` and no session
+    write, and a steady visitor is counted exactly once in every window.
+
+    On Redis (``unique="auto"`` or ``"hll"``) each slot is a HyperLogLog instead:
+    ``PFADD`` per visit, ``PFCOUNT`` over the slots for the count — about 12 KB
+    per slot however many visitors, with a standard error of 0.81%, and a visitor
+    seen in two slots counted once. Markers are exact but cost a key per visitor.
+    """
+
+    def __init__(
+        self, parts: CacheParts, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
+    ) -> None:
+        if slots < 2 or window < slots:
+            raise ValueError("an online counter needs slots >= 2 and window >= slots seconds")
+        if unique not in {"auto", "markers", "hll"}:
+            raise ValueError(f"unique must be 'auto', 'markers' or 'hll', got {unique!r}")
+        self.parts = parts
+        self.name = name
+        self.window = window
+        self.slots = slots
+        self.slot_len = window / (slots - 1)
+        has_hll = parts.shared.traits.hyperloglog
+        if unique == "hll" and not has_hll:
+            raise ValueError("unique='hll' needs a Redis store (HyperLogLog)")
+        self.hll = has_hll and unique != "markers"
+
+    def __repr__(self) -> str:
+        return f"OnlineCounter({self.name!r}, window={self.window}, slots={self.slots})"
+
+    def _slot(self) -> int:
+        return math.floor(self.parts.clock.time() / self.slot_len)
+
+    def slot_key(self, slot: int) -> str:
+        """Return the store key of one slot."""
+        return counter_key(self.parts, "o", self.name, slot)
+
+    def hit(self, visitor: Hashable | None = None) -> bool:
+        """Count one visit; with ``visitor``, at most once per window. Return whether counted."""
+        return run_steps(self.hit_steps(visitor), perform)
+
+    async def ahit(self, visitor: Hashable | None = None) -> bool:
+        """Await :meth:`hit` (on the store's async twin: no thread)."""
+        return await arun_steps(self.hit_steps(visitor), aperform)
+
+    def hit_steps(self, visitor: Hashable | None) -> Steps[bool]:
+        """:meth:`hit`, as steps; a store failure counts nothing (logged).
+
+        Expiry on memcached is in whole seconds and may come up to one early, so
+        each TTL is rounded up and given a second more: a slot outlives the last
+        count that reads it, and a marker never expires inside the window whose
+        count holds its visit (a double count); a visitor seen only in the first
+        second after it is counted with their next visit.
+        """
+        now = self.parts.clock.time()
+        slot = math.floor(now / self.slot_len)
+        # Slot s is read by the counts made during slots s + 1 … s + slots - 1.
+        ttl = math.ceil((slot + self.slots) * self.slot_len - now) + 1
+        if self.hll and visitor is not None:
+            member = make_key("", visitor).encode()
+            pfadd = StoreCall(self.parts.shared, "pfadd", (self.unique_key(slot), member, ttl))
+            return bool((yield from self.parts.store_steps("counter", one(pfadd), False)))
+        if visitor is not None:
+            # Counted in slot s, the visit is in every count up to the one made during
+            # slot s + slots - 1; counted again from then on, never twice in a window.
+            marker = counter_key(self.parts, "om", self.name, visitor)
+            marker_ttl = math.ceil((slot + self.slots - 1) * self.slot_len - now) + 1
+            add = StoreCall(self.parts.store, "add", (marker, b"1", marker_ttl))
+            if not (yield from self.parts.store_steps("counter", one(add), False)):
+                return False
+        yield from bump_steps(self.parts, self.slot_key(slot), 1, ttl)
+        return True
+
+    def unique_key(self, slot: int) -> str:
+        """Return the HyperLogLog key of one slot (kept apart from anonymous hit counts).
+
+        The slots of one counter share a Redis hash tag (``{…}`` around the name's
+        part), so on a Redis Cluster they live in one hash slot and the count stays
+        one ``PFCOUNT``; elsewhere the braces are just characters.
+        """
+        return f"{counter_key(self.parts, 'ou', self.name, hash_tag=True)}:{slot}"
+
+    def count(self) -> int:
+        """Return the visits (with ``hit(visitor)``: the visitors) of the last ``window``
+        seconds of complete slots."""
+        current = self._slot()
+        slots = range(current - self.slots + 1, current)
+        keys = [self.slot_key(slot) for slot in slots]
+        found = self.parts.store_call("counter", lambda: self.parts.store.get_many(keys), {})
+        anonymous = sum(stored_count(value) or 0 for value in found.values())
+        if not self.hll:
+            return anonymous
+        store, unique = self.parts.shared, [self.unique_key(slot) for slot in slots]
+        return anonymous + self.parts.store_call("counter", lambda: store.pfcount(unique), 0)
+
+
+class VisitorCounter:
+    """Visits per period ``T``: this period's count, and the last complete period's.
+
+    The classic memcached recipe keeps a *current* key that expires at the
+    period's end and a *shadow* that outlives it, because its keys do not
+    name their period. These keys do (``floor(now / T)``), so one key a
+    period serves both reads: ``value()`` reads period ``n``'s key during
+    ``n``, ``previous()`` reads it during ``n + 1``. It is created to live
+    until ``n + 1`` ends, rounded up and one second more: memcached's expiry
+    is in whole seconds and may come up to one early, and a count must not
+    drop to 0 in a period's last second.
+    """
+
+    def __init__(self, parts: CacheParts, name: str, period: int = 3600) -> None:
+        if period < 2:
+            raise ValueError("a visitor counter's period must be at least 2 seconds")
+        self.parts = parts
+        self.name = name
+        self.period = period
+
+    def __repr__(self) -> str:
+        return f"VisitorCounter({self.name!r}, period={self.period})"
+
+    def _key(self, index: int) -> str:
+        return counter_key(self.parts, "v", self.name, index)
+
+    def hit(self) -> int:
+        """Count a visit; return the current period's count."""
+        index, into = divmod(self.parts.clock.time(), self.period)
+        ttl = math.ceil(2 * self.period - into) + 1
+        return bump(self.parts, self._key(int(index)), 1, ttl)
+
+    def value(self) -> int:
+        """Return the current period's count."""
+        return self._read(int(self.parts.clock.time() // self.period))
+
+    def previous(self) -> int:
+        """Return the last complete period's count."""
+        return self._read(int(self.parts.clock.time() // self.period) - 1)
+
+    def _read(self, index: int) -> int:
+        key = self._key(index)
+        data = self.parts.store_call("counter", lambda: self.parts.store.get(key), NO_VALUE)
+        return stored_count(data) or 0

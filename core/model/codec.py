@@ -1,0 +1,362 @@
+"""Turn cached values into bytes and back, safely.
+
+Everything a store holds passes through a :class:`Codec`, so this is the one place
+that decides three things:
+
+* **Counters stay counters.** A plain ``int`` is stored as ASCII decimal
+  (``b"42"``) with no header, because memcached's server-side ``incr``/``decr``
+  only work on such values. The price: raw integers are never compressed or
+  signed, so someone who can write to the cache can change a counter, but can
+  never make this process unpickle anything.
+* **Bad bytes are a miss, never an exception.** Values written by an older
+  release, by another program, truncated by a proxy or tampered with decode to
+  ``NO_VALUE``; the next build overwrites them. Each kind of failure is logged at
+  most once per interval, so a poisoned key cannot flood the log.
+* **Signed values are bound to their key.** With a ``signing_key`` the
+  HMAC-SHA256 tag covers the store key, the header and the body, so a value copied
+  from another key (or an unsigned value slipped in) is rejected *before* it is
+  decompressed or unpickled.
+
+Wire format of everything except a raw ``int``::
+
+    byte 0      0xA7 magic (never an ASCII digit or "-": such bytes are decimals;
+                a future incompatible format takes another magic byte)
+    byte 1      flags: bits 0-2 serializer (0 raw bytes, 1 pickle, 2 json,
+                3 msgpack, 7 custom), bit 3 zlib-compressed, bit 4 signed,
+                bits 5-7 reserved (must be 0)
+    32 bytes    HMAC-SHA256 tag, present only when signed
+    rest        body (compressed when bit 3 is set)
+
+A codec only decodes raw bytes and its own serializer's format: a JSON codec
+never unpickles a value that claims to be a pickle.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import pickle
+import zlib
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from mcache.contract.store import NO_VALUE, NoValueType
+from mcache.errors import ConfigError, Unserializable
+from mcache.logs import FailureLog
+
+__all__ = ["Codec", "JsonSerializer", "MsgpackSerializer", "PickleSerializer", "Serializer"]
+
+_MAGIC = 0xA7
+_HEADER_SIZE = 2
+_TAG_SIZE = 32  # HMAC-SHA256 digest
+_RAW, _PICKLE, _JSON, _MSGPACK, _CUSTOM = 0, 1, 2, 3, 7
+_SERIALIZER_MASK = 0x07
+_COMPRESSED, _SIGNED, _RESERVED = 0x08, 0x10, 0xE0  # flag bits; reserved must be 0
+# Every possible header, built once: dumps() indexes instead of allocating.
+_HEADERS = tuple(bytes((_MAGIC, flags)) for flags in range(32))
+_SERIALIZER_NAMES = ("raw", "pickle", "json", "msgpack", "id 4", "id 5", "id 6", "custom")
+
+
+@runtime_checkable
+class Serializer(Protocol):
+    """Turn Python objects into bytes and back; ``loads`` may raise on bad input."""
+
+    name: str
+
+    def dumps(self, obj: object) -> bytes:
+        """Serialize ``obj``."""
+        ...
+
+    def loads(self, data: bytes) -> object:
+        """Deserialize ``data``."""
+        ...
+
+
+class PickleSerializer:
+    """Serialize any picklable object with the highest pickle protocol."""
+
+    name = "pickle"
+
+    def dumps(self, obj: object) -> bytes:
+        """Pickle ``obj``."""
+        return pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
+
+    def loads(self, data: bytes) -> object:
+        """Unpickle ``data``."""
+        return pickle.loads(data)
+
+
+class JsonSerializer:
+    """Serialize JSON types as compact UTF-8 JSON.
+
+    Only JSON types round-trip: tuples come back as lists, non-string mapping keys
+    come back as strings, and anything else (sets, bytes inside a structure, dates,
+    objects) makes ``dumps`` raise ``TypeError``.
+    """
+
+    name = "json"
+    _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+    _decoder = json.JSONDecoder()
+
+    def dumps(self, obj: object) -> bytes:
+        """Encode ``obj`` as JSON."""
+        # surrogatepass: a lone surrogate in a str round-trips instead of failing.
+        return self._encoder.encode(obj).encode("utf-8", "surrogatepass")
+
+    def loads(self, data: bytes) -> object:
+        """Decode JSON ``data``."""
+        return self._decoder.decode(data.decode("utf-8", "surrogatepass"))
+
+
+class MsgpackSerializer:
+    """Serialize JSON-like types (plus bytes, int keys) with msgpack.
+
+    As with JSON, tuples come back as lists; unsupported types raise ``TypeError``.
+    """
+
+    name = "msgpack"
+
+    def __init__(self) -> None:
+        try:
+            import msgpack  # imported lazily: an optional dependency
+        except ImportError as e:
+            raise ConfigError(
+                'serializer "msgpack" needs the msgpack package:'
+                " pip install msgpack (or the [msgpack] extra)"
+            ) from e
+        self._msgpack: Any = msgpack
+
+    def dumps(self, obj: object) -> bytes:
+        """Pack ``obj``."""
+        return self._msgpack.packb(obj, use_bin_type=True)
+
+    def loads(self, data: bytes) -> object:
+        """Unpack ``data``."""
+        return self._msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+_BUILTIN: dict[str, tuple[Callable[[], Serializer], int]] = {
+    "pickle": (PickleSerializer, _PICKLE),
+    "json": (JsonSerializer, _JSON),
+    "msgpack": (MsgpackSerializer, _MSGPACK),
+}
+_BUILTIN_IDS = {factory: serializer_id for factory, serializer_id in _BUILTIN.values()}
+
+
+def _identity(data: bytes) -> bytes:
+    """Return raw bytes unchanged."""
+    return data
+
+
+def _make_serializer(serializer: str | Serializer) -> tuple[Serializer, int]:
+    """Resolve a serializer name or object to ``(serializer, wire id)``."""
+    if isinstance(serializer, str):
+        if serializer not in _BUILTIN:
+            choices = ", ".join(repr(name) for name in _BUILTIN)
+            raise ConfigError(
+                f"unknown serializer {serializer!r}: choose one of {choices} "
+                "or pass an object implementing mcache.model.codec.Serializer"
+            )
+        serializer = _BUILTIN[serializer][0]()
+    elif not isinstance(serializer, Serializer):
+        raise ConfigError(
+            f"serializer must be a name or a Serializer (name, dumps, loads), got {serializer!r}"
+        )
+    return serializer, _BUILTIN_IDS.get(type(serializer), _CUSTOM)
+
+
+def _check_options(compress_threshold: int | None, compress_level: int) -> None:
+    """Raise ``ConfigError`` for compression settings zlib cannot use."""
+    if compress_threshold is not None and (
+        type(compress_threshold) is not int or compress_threshold < 0
+    ):
+        raise ConfigError(
+            f"compress_threshold must be None or an int >= 0, got {compress_threshold!r}"
+        )
+    if type(compress_level) is not int or not -1 <= compress_level <= 9:
+        raise ConfigError(f"compress_level must be an int from -1 to 9, got {compress_level!r}")
+
+
+def _signing_key_bytes(signing_key: str | bytes | None) -> bytes | None:
+    """Return the signing key as bytes, rejecting empty or mistyped keys."""
+    if signing_key is None:
+        return None
+    if isinstance(signing_key, str):
+        signing_key = signing_key.encode("utf-8")
+    if not isinstance(signing_key, bytes) or not signing_key:
+        raise ConfigError("signing_key must be a non-empty str or bytes, or None")
+    return signing_key
+
+
+def _mac(base: hmac.HMAC, key: str, header: bytes, body: bytes) -> bytes:
+    """Return the HMAC-SHA256 tag binding ``key``, ``header`` and ``body`` together."""
+    key_bytes = key.encode("utf-8", "surrogatepass")
+    mac = base.copy()  # cheaper than keying a new HMAC (OpenSSL 3) for every value
+    # Length-prefixing the key keeps ("ab", body) and ("a", "b" + body) apart.
+    mac.update(len(key_bytes).to_bytes(4, "big") + key_bytes + header)
+    mac.update(body)
+    return mac.digest()
+
+
+class Codec:
+    """Encode values for a store and decode them, turning bad bytes into ``NO_VALUE``."""
+
+    def __init__(
+        self,
+        serializer: str | Serializer = "pickle",
+        *,
+        compress_threshold: int | None = 4096,
+        compress_level: int = 1,
+        signing_key: str | bytes | None = None,
+        raw_ints: bool = True,
+        failure_log: FailureLog | None = None,
+        serializer_setting: str = "the codec's serializer= option",
+    ) -> None:
+        """``serializer_setting``: what a site writes to choose the serializer, named
+        by the error a value it cannot encode raises (an adapter's own setting)."""
+        _check_options(compress_threshold, compress_level)
+        self.serializer_setting = serializer_setting
+        self.serializer, self._serializer_id = _make_serializer(serializer)
+        self._compress_threshold = compress_threshold
+        self._compress_level = compress_level
+        signing_key = _signing_key_bytes(signing_key)
+        self._mac_base = None if signing_key is None else hmac.new(signing_key, None, "sha256")
+        self._raw_ints = raw_ints
+        self.failures = failure_log or FailureLog()
+        # What loads() may decode at once: a value of this serializer, uncompressed, and
+        # unsigned only where signing is not required (b"" never matches a header).
+        self._plain_header = b"" if self._mac_base else _HEADERS[self._serializer_id]
+        self._plain_loads = self.serializer.loads
+        self._decoders: dict[int, Callable[[bytes], object]] = {
+            _RAW: _identity,
+            self._serializer_id: self.serializer.loads,
+        }
+
+    def storable_bytes(self, data: bytes) -> bytes | str:
+        """Return ``data`` in a form this codec can keep inside a structure.
+
+        JSON has no bytes: for it the bytes go in as a latin-1 string, one
+        character per byte, which ``bytes_of`` turns back. Other serializers
+        keep bytes as they are.
+        """
+        return data.decode("latin-1") if self.serializer.name == "json" else data
+
+    @staticmethod
+    def bytes_of(stored: bytes | str) -> bytes:
+        """Return the bytes ``storable_bytes`` was given."""
+        return stored.encode("latin-1") if isinstance(stored, str) else stored
+
+    @property
+    def signed(self) -> bool:
+        """Return whether values are signed and unsigned ones rejected."""
+        return self._mac_base is not None
+
+    def __repr__(self) -> str:
+        return (
+            f"Codec(serializer={self.serializer.name!r}, "
+            f"compress_threshold={self._compress_threshold!r}, signed={self.signed})"
+        )
+
+    def dumps(self, value: object, key: str = "") -> bytes:
+        """Encode ``value`` for storage under ``key``."""
+        if type(value) is int and self._raw_ints:
+            try:
+                return b"%d" % value
+            except ValueError:
+                pass  # beyond sys.int_max_str_digits: the serializer carries it
+        body: bytes
+        if type(value) is bytes:
+            flags, body = _RAW, value
+        else:
+            try:
+                flags, body = self._serializer_id, self.serializer.dumps(value)
+            except Exception as error:  # pickle, JSON and msgpack each raise their own kind
+                raise Unserializable(
+                    value, self.serializer.name, error, self.serializer_setting
+                ) from error
+        threshold = self._compress_threshold
+        if threshold is not None and len(body) >= threshold:
+            packed = zlib.compress(body, self._compress_level)
+            if len(packed) < len(body):
+                flags, body = flags | _COMPRESSED, packed
+        mac_base = self._mac_base
+        if mac_base is None:
+            return _HEADERS[flags] + body
+        header = _HEADERS[flags | _SIGNED]
+        return header + _mac(mac_base, key, header, body) + body
+
+    def loads(self, data: bytes, key: str = "") -> object:
+        """Decode ``data`` read from ``key``; return ``NO_VALUE`` when it cannot be trusted."""
+        if data[:_HEADER_SIZE] == self._plain_header:  # usual: this serializer, unsigned, whole
+            try:
+                return self._plain_loads(data[_HEADER_SIZE:])
+            except Exception as e:
+                return self._miss("codec.decode", key, f"{type(e).__name__}: {e}")
+        if not data:
+            return self._miss("codec.corrupt", key, "empty value")
+        if data[0] != _MAGIC:
+            return self._loads_decimal(data, key)
+        if len(data) < _HEADER_SIZE:
+            return self._miss("codec.corrupt", key, "truncated header")
+        flags = data[1]
+        if flags & _RESERVED:
+            return self._miss("codec.corrupt", key, f"unknown format flags 0x{flags:02x}")
+        if flags & _SIGNED:
+            body = self._verified_body(data, key)
+            if body is None:
+                return NO_VALUE
+        elif self._mac_base is not None:
+            return self._miss("codec.signature", key, "unsigned value, but signing is required")
+        else:
+            body = data[_HEADER_SIZE:]
+        decode = self._decoders.get(flags & _SERIALIZER_MASK)
+        if decode is None:
+            found = _SERIALIZER_NAMES[flags & _SERIALIZER_MASK]
+            reason = f"written by serializer {found!r}, this codec uses {self.serializer.name!r}"
+            return self._miss("codec.serializer", key, reason)
+        if flags & _COMPRESSED:
+            try:
+                body = zlib.decompress(body)
+            except zlib.error as e:
+                return self._miss("codec.corrupt", key, f"decompression failed: {e}")
+        try:
+            return decode(body)
+        except Exception as e:  # any unpickling error (bad opcode, missing class, ...)
+            return self._miss("codec.decode", key, f"{type(e).__name__}: {e}")
+
+    def _loads_decimal(self, data: bytes, key: str) -> object:
+        """Decode a raw integer, as written by ``dumps`` or by memcached's incr/decr."""
+        if self._raw_ints:
+            # memcached's in-place decr pads a shorter result with spaces ("10" -> "9 ").
+            text = data.rstrip(b" ")
+            try:
+                value = int(text)
+            except ValueError:
+                pass
+            else:
+                if b"%d" % value == text:  # only what str(int) produces: no "042", "+1", "1_0"
+                    return value
+        return self._miss("codec.corrupt", key, "not an mcache value (no header, not a decimal)")
+
+    def _verified_body(self, data: bytes, key: str) -> bytes | None:
+        """Return a signed value's body if its tag is valid for ``key``; else log, return None."""
+        mac_base, start = self._mac_base, _HEADER_SIZE + _TAG_SIZE
+        if mac_base is None:
+            reason = "signed value, but this codec has no signing key"
+        elif len(data) < start:
+            reason = "truncated signature"
+        else:
+            body = data[start:]
+            expected = _mac(mac_base, key, data[:_HEADER_SIZE], body)
+            if hmac.compare_digest(data[_HEADER_SIZE:start], expected):
+                return body
+            reason = "bad signature (tampered with, or copied from another key)"
+        self._miss("codec.signature", key, reason)
+        return None
+
+    def _miss(self, kind: str, key: str, reason: str) -> NoValueType:
+        """Log an undecodable value (rate-limited per kind) and return ``NO_VALUE``."""
+        self.failures.warning(
+            kind, "mcache %s: treating the value of key %r as a miss: %s", kind, key, reason
+        )
+        return NO_VALUE

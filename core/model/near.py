@@ -1,0 +1,259 @@
+"""The near cache: hot entries kept in this process, so their hits make no round trip.
+
+A near copy is an entry ``get_or_build`` just found fresh and current, kept
+with the tag versions it was checked against (those live in
+:class:`~mcache.model.tags.Tags`' process-local copy). A later hit checks the copy
+against those versions and its own fresh-until time and costs no I/O at all.
+
+How long a copy may be trusted is a stated number (composition rule 5 in
+``docs/explanation/consistency.md``):
+
+* **With pushed invalidations** (Redis, Redis Sentinel: ``CLIENT TRACKING``,
+  see :mod:`mcache.stores.redis.tracking`) the server tells this process about
+  every write to the namespace's keys, entries and tag versions alike, and the
+  copies go within milliseconds. A lost tracking connection empties the near
+  cache, and nothing is kept again until tracking is back.
+* **Without** (memcached, SQL stores, Redis Cluster), a copy and the tag
+  versions it was checked against live at most ``near_ttl`` seconds: another
+  process's write or ``invalidate`` may go unseen here for that long.
+
+In both cases this process's own writes, deletes and bumps are seen at once.
+
+What a hit returns is a copy of the cached value, made from its serialized
+form (immutable scalars are returned as they are): a caller that changes what
+it got never changes what the next caller gets, as with Django's local-memory
+cache. Copies are bounded by ``near_size``; when it is reached, the oldest
+copy goes first.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from mcache.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mcache.model.codec import Serializer
+    from mcache.model.entry import Entry
+
+__all__ = ["Coherence", "Invalidations", "NearCache", "NearCopy"]
+
+_REMEMBERED = 65536  # dropped keys kept track of before counting every read as too old
+_AS_THEY_ARE = (str, bytes, int, float, bool, type(None))
+
+
+class Invalidations:
+    """Which keys were invalidated since a read began, so a read never keeps what it missed.
+
+    A read that started before another process's write may finish after the
+    server pushed that write's invalidation: keeping what it read would keep
+    an old value for as long as copies live. So every read takes a
+    :meth:`mark` first, and what it read is kept only if no invalidation of
+    its key (and no reset) came after the mark.
+    """
+
+    __slots__ = ("_dropped", "_floor", "_lock", "_seq", "listening", "wake")
+
+    def __init__(self) -> None:
+        self._seq = 0
+        self._floor = 0
+        self._dropped: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.listening = True
+        """False while pushed invalidations are expected but not arriving (the
+        tracking connection is down or not up yet): nothing may be kept then."""
+        self.wake: Callable[[], None] | None = None
+        """Called when a read would keep something while not listening: starts the feed
+        (again, in a forked child)."""
+
+    def mark(self) -> int:
+        """Return the point a read starts from."""
+        return self._seq
+
+    def unchanged(self, key: str, mark: int) -> bool:
+        """Return whether ``key`` may be kept by a read that started at ``mark``."""
+        if not self.listening:
+            if self.wake is not None:
+                self.wake()
+            return False
+        return self._floor <= mark and self._dropped.get(key, 0) <= mark
+
+    def dropped(self, keys: Iterable[str]) -> None:
+        """Record that ``keys`` changed now."""
+        with self._lock:
+            self._seq += 1
+            if len(self._dropped) >= _REMEMBERED:
+                self._dropped.clear()
+                self._floor = self._seq
+            for key in keys:
+                self._dropped[key] = self._seq
+
+    def reset(self) -> None:
+        """Record that anything may have changed now (a flush, a lost connection)."""
+        with self._lock:
+            self._seq += 1
+            self._floor = self._seq
+            self._dropped.clear()
+
+
+class NearCopy:
+    """An entry kept near: its metadata, its value (or how to copy it) and its time limit."""
+
+    __slots__ = ("entry", "names", "serialized", "until")
+
+    def __init__(self, entry: Entry, names: list[str], serialized: bytes | None, until: float):
+        self.entry = entry
+        self.names = names
+        """The tags the caller declared when the entry was found current."""
+        self.serialized = serialized
+        """The value serialized, to copy it from on each hit; None: returned as it is."""
+        self.until = until
+
+
+class NearCache:
+    """Per-process copies of hot ``get_or_build`` entries (see the module)."""
+
+    def __init__(self, ttl: float, size: int, serializer: Serializer) -> None:
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0:
+            raise ConfigError(f"near_ttl must be a number of seconds > 0, got {ttl!r}")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"near_size must be a whole number of entries >= 1, got {size!r}")
+        self.ttl = float(ttl)
+        self.size = size
+        self.serializer = serializer
+        self.copies: dict[str, NearCopy] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"NearCache(ttl={self.ttl:g}, size={self.size}, held={len(self.copies)})"
+
+    def get(self, key: str) -> NearCopy | None:
+        """Return the copy of ``key`` while it may be trusted, else None."""
+        copy = self.copies.get(key)
+        if copy is None or copy.until < time.monotonic():
+            return None
+        return copy
+
+    def value(self, copy: NearCopy) -> Any:
+        """Return the caller's own copy of the value."""
+        if copy.serialized is None:
+            return copy.entry.value
+        return self.serializer.loads(copy.serialized)
+
+    def keep(self, key: str, entry: Entry, names: list[str]) -> None:
+        """Keep ``entry`` (just found fresh and current for tags ``names``) near."""
+        value = entry.value
+        try:
+            serialized = None if type(value) in _AS_THEY_ARE else self.serializer.dumps(value)
+        except Exception:
+            return  # it reached the store some other way (a custom codec): not kept here
+        copy = NearCopy(entry, list(names), serialized, time.monotonic() + self.ttl)
+        with self._lock:
+            copies = self.copies
+            if key not in copies and len(copies) >= self.size:
+                del copies[next(iter(copies))]  # the oldest first
+            copies[key] = copy
+
+    def drop(self, keys: Iterable[str]) -> None:
+        """Forget the copies of ``keys`` (written, deleted, or invalidated elsewhere)."""
+        with self._lock:
+            for key in keys:
+                self.copies.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget every copy."""
+        with self._lock:
+            self.copies.clear()
+
+
+class Coherence:
+    """Keeps a cache's near copies and tag versions in step with what changed.
+
+    Its cache's own writes and deletes report here (:meth:`changed`), and so
+    does the store's invalidation feed where it has one (see
+    :mod:`mcache.stores.redis.tracking`), which also says when it is
+    :meth:`lost` and :meth:`live` again.
+    """
+
+    def __init__(self, invalidations: Invalidations, near: NearCache | None, tags: Any) -> None:
+        self.invalidations = invalidations
+        self.near = near
+        self.tags = tags
+        """:class:`mcache.model.tags.Tags`, whose process-local versions are dropped with the
+        rest."""
+        self.feed: Any = None
+        """The store's :class:`~mcache.stores.redis.tracking.InvalidationFeed`, if it pushes
+        invalidations (see :meth:`follow`)."""
+        if near is not None:
+            _watch_forks(self)
+
+    def follow_store(self, store: Any, namespace: str) -> None:
+        """Follow ``store``'s invalidation feed for ``namespace``'s keys, if it has one."""
+        if store.traits.pushes_invalidations:
+            feed = store.invalidation_feed([f"{namespace}:"] if namespace else [], self)
+            if feed is not None:
+                self.follow(feed)
+
+    def follow(self, feed: Any) -> None:
+        """Take changes from ``feed`` (an :class:`~mcache.stores.redis.tracking.InvalidationFeed`):
+        nothing is kept until it is live, and a forked child starts its own."""
+        self.feed = feed
+        self.invalidations.listening = False
+        self.invalidations.wake = feed.start
+        feed.start()
+
+    def forked(self) -> None:
+        """In a forked child: the parent's copies may be out of date, and its feed is gone."""
+        if self.near is not None:
+            self.near._lock = threading.Lock()
+        self.invalidations._lock = threading.Lock()
+        if self.feed is not None:
+            self.invalidations.listening = False
+        self.reset()
+
+    def changed(self, keys: Iterable[str]) -> None:
+        """Forget what this process holds of ``keys``: they changed."""
+        keys = list(keys)
+        self.invalidations.dropped(keys)
+        if self.near is not None:
+            self.near.drop(keys)
+        self.tags.forget(keys)
+
+    def reset(self) -> None:
+        """Forget everything this process holds: any key may have changed."""
+        self.invalidations.reset()
+        if self.near is not None:
+            self.near.clear()
+        self.tags.forget_all()
+
+    def lost(self) -> None:
+        """Keep nothing until :meth:`live`: changes are not arriving."""
+        self.invalidations.listening = False
+        self.reset()
+
+    def live(self) -> None:
+        """Changes arrive again: what is read from now on may be kept."""
+        self.reset()
+        self.invalidations.listening = True
+
+
+_ALL: weakref.WeakSet[Coherence] = weakref.WeakSet()
+_WATCHING: list[bool] = []
+
+
+def _watch_forks(coherence: Coherence) -> None:
+    """Have a forked child start with nothing near (its parent's feed does not follow it)."""
+    _ALL.add(coherence)
+    if not _WATCHING and hasattr(os, "register_at_fork"):
+        _WATCHING.append(True)
+        os.register_at_fork(after_in_child=_forked)
+
+
+def _forked() -> None:
+    for coherence in list(_ALL):
+        coherence.forked()

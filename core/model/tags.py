@@ -1,0 +1,386 @@
+"""Tag versions: invalidating a whole group of entries in O(1).
+
+A tag is a key ``{ns}:t:{name}`` holding a version: a time in milliseconds that
+only ever grows. An entry records the versions of its tags when its build
+starts; it is valid only while each tag still has that version. Bumping a tag
+therefore invalidates every entry that carries it, however many there are,
+without finding or deleting any of them.
+
+A bump moves a version to ``max(now, old + 1)``: it reads the old version, then
+adds the difference with the store's atomic ``incr``. Two concurrent bumps both
+land (each adds at least 1), the result is never behind the clock, and a clock
+that runs late on one host cannot move a version backwards, so an invalidated
+entry can never become valid again. A tag key the store lost (evicted, or the
+server restarted) counts as changed now: it is recreated with the current time,
+which differs from every version an entry recorded before.
+
+A store spread over several servers (:class:`~mcache.contract.store.Colocating`) keeps a
+copy of each version on every server (``{ns}:t:{name}``, and ``…~n`` suffixes
+that land on the other servers). A read takes the copy on the entry's own
+server, so a tagged hit is one request to one server; a bump moves every copy.
+The entry records which copy it read (its label: the copy's key without the
+tag prefix, so ``name`` or ``name~n``), so a version is only ever compared with
+the copy it came from. Every process sharing a namespace must therefore see
+the same servers through a store that places copies, or its bumps would miss
+the copies it does not know of.
+
+``local_ttl`` enables a process-local copy of tag versions: reads within that
+many seconds of the last fetch skip the tag keys, so a hit is one key's round
+trip; in exchange a bump made by *another* process may go unseen here for up to
+``local_ttl``, unless the store pushes its invalidation (Redis tracking, see
+:mod:`mcache.model.near`). It is off by default; a bump made by this process updates
+its copy at once. A version read is kept only if no invalidation of its key
+arrived since the read began (:class:`~mcache.model.near.Invalidations`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping
+
+from mcache.clock import Clock
+from mcache.contract.store import NO_VALUE, Colocating, Store
+from mcache.contract.store_helpers import stored_count
+from mcache.model.keys import MAX_KEY_BYTES, make_key
+from mcache.model.near import Invalidations
+from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
+
+__all__ = ["Slot", "Tags"]
+
+# Names kept readable in their keys: printable ASCII without "~" (copies end in
+# "~n") and not starting with "#" (hashed names do), so no tag's key is another
+# tag's key or copy. Anything else is hashed.
+_SAFE_NAME = re.compile(r"(?!#)[!-}]{1,150}")
+_COPY_ROOM = 8  # bytes kept free after a tag key for a copy's ``~n`` suffix
+_REMEMBERED = 65536  # tags (copies) a process keeps track of before starting afresh
+
+Slot = tuple[str, str]
+"""One copy of a tag's version: (label recorded in entries, store key)."""
+
+
+class Tags:
+    """Versions of a namespace's tags in a (shared) store."""
+
+    def __init__(
+        self,
+        store: Store,
+        namespace: str,
+        clock: Clock,
+        local_ttl: float = 0.0,
+        invalidations: Invalidations | None = None,
+    ) -> None:
+        self.store = store
+        self.invalidations = invalidations or Invalidations()
+        self.namespace = namespace
+        self.clock = clock
+        self.local_ttl = local_ttl
+        self._placing: Colocating | None = store if store.traits.colocates else None  # type: ignore[assignment]
+        self._prefix = f"{namespace}:t:" if namespace else "t:"
+        self._local: dict[str, tuple[int, float]] = {}
+        self._keys: dict[str, str] = {}
+        self._created: dict[str, int] = {}
+        self._stray: dict[str, bool] = {}
+        self._lock = threading.Lock()
+        # Caches on one store and namespace share tags: what one reads, another can check.
+        self.scope = (id(store), namespace)
+
+    def key(self, name: str) -> str:
+        """Return the store key of tag ``name`` (its first copy, where there are several)."""
+        key = self._keys.get(name)
+        if key is None:
+            prefix = self._prefix
+            if _SAFE_NAME.fullmatch(name) and len(prefix) + len(name) <= MAX_KEY_BYTES - _COPY_ROOM:
+                key = prefix + name
+            else:
+                key = prefix + "#" + make_key("", name).rsplit(":", 1)[-1]
+            if len(self._keys) >= 4096:
+                self._keys.clear()
+            self._keys[name] = key
+        return key
+
+    def near(self, names: Iterable[str], key: str) -> list[Slot]:
+        """Return the copy of each tag to read along with the entry stored under ``key``.
+
+        A copy's label is its store key without the tag prefix (the name itself
+        for a readable name's first copy): one label, one key, so an entry can
+        never mistake one copy's version for another's.
+        """
+        placing, cut = self._placing, len(self._prefix)
+        if placing is None:
+            return [(k[cut:], k) for k in map(self.key, names)]
+        return [(c[cut:], c) for c in (placing.colocated(self.key(n), key) for n in names)]
+
+    def everywhere(self, name: str) -> list[Slot]:
+        """Return every copy of tag ``name``: a bump must move them all."""
+        base, cut = self.key(name), len(self._prefix)
+        copies = (base,) if self._placing is None else self._placing.spread(base)
+        return [(copy[cut:], copy) for copy in copies]
+
+    def cached(self, slots: Iterable[Slot]) -> dict[str, int] | None:
+        """Return the process-local versions of all ``slots``, or None if any is missing or old."""
+        if not self.local_ttl:
+            return None
+        return self.local_versions(label for label, _key in slots)
+
+    def local_versions(self, labels: Iterable[str]) -> dict[str, int] | None:
+        """Return the process-local versions of the copies ``labels`` name, or None if any
+        is missing or old (a near hit checks its entry's ``tags`` against them)."""
+        now = time.monotonic()
+        local = self._local
+        versions: dict[str, int] = {}
+        for label in labels:
+            known = local.get(label)
+            if known is None or known[1] < now:
+                return None
+            versions[label] = known[0]
+        return versions
+
+    def forget(self, keys: Iterable[str]) -> None:
+        """Drop the process-local versions of the tag keys among ``keys`` (they changed)."""
+        prefix, cut = self._prefix, len(self._prefix)
+        for key in keys:
+            if key.startswith(prefix):
+                self._local.pop(key[cut:], None)
+
+    def forget_all(self) -> None:
+        """Drop every process-local version."""
+        self._local.clear()
+
+    def _remember(self, versions: Mapping[str, int], mark: int | None = None) -> None:
+        """Keep ``versions`` locally; read ones (``mark``: when the read began) only if no
+        invalidation of their key arrived since."""
+        if self.local_ttl:
+            until = time.monotonic() + self.local_ttl
+            unchanged, prefix = self.invalidations.unchanged, self._prefix
+            with self._lock:
+                if len(self._local) > _REMEMBERED:
+                    self._local.clear()
+                for label, version in versions.items():
+                    if mark is not None and not unchanged(prefix + label, mark):
+                        continue
+                    known = self._local.get(label)
+                    # A read that started before this process's own bump may finish
+                    # after it: never let the older version replace the newer one.
+                    if known is None or version >= known[0]:
+                        self._local[label] = (version, until)
+
+    def versions_found(
+        self, slots: Iterable[Slot], found: Mapping[str, bytes], mark: int
+    ) -> tuple[dict[str, int], list[Slot]]:
+        """Return the versions a ``get_many`` result holds (remembered), and the copies it
+        lacks, which :meth:`create` makes (no I/O here: the async read path uses it too).
+        ``mark``: :meth:`Invalidations.mark` taken before the read."""
+        versions: dict[str, int] = {}
+        missing: list[Slot] = []
+        for label, key in slots:
+            data = found.get(key)
+            if type(data) is bytes and data.isdigit():  # as written: stored_count's fast case
+                versions[label] = int(data)
+            elif (version := stored_count(data)) is not None:
+                versions[label] = version
+            else:
+                missing.append((label, key))
+        self._remember(versions, mark)
+        return versions, missing
+
+    def create_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:
+        """Create lost copies with the current time (remembered); a racing creator's wins."""
+        mark = self.invalidations.mark()
+        versions = yield from self._recreate_steps(slots, self.clock.time_ms(), forward=False)
+        self._remember(versions, mark)
+        return versions
+
+    def read(self, names: Iterable[str], near: str) -> dict[str, int]:
+        """Return the current versions of ``names`` as an entry under ``near`` records them."""
+        return run_steps(self.read_steps(names, near), perform)
+
+    def read_steps(self, names: Iterable[str], near: str) -> Steps[dict[str, int]]:
+        """:meth:`read`, as steps (see :mod:`mcache.sansio.steps`)."""
+        slots = self.near(names, near)
+        if not slots:
+            return {}
+        local = self.cached(slots)
+        if local is not None:
+            return local
+        return (yield from self._fetch_steps(slots))
+
+    def _fetch_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:
+        """Return the versions of ``slots`` read from the store, creating lost copies."""
+        mark = self.invalidations.mark()
+        found = yield StoreCall(self.store, "get_many", ([key for _, key in slots],))
+        versions, missing = self.versions_found(slots, found, mark)
+        if missing:
+            versions.update((yield from self.create_steps(missing)))
+        return versions
+
+    def slots_of(self, labels: Iterable[str]) -> list[Slot]:
+        """Return the copies behind labels an entry recorded (its ``tags``)."""
+        return [(label, self._prefix + label) for label in labels]
+
+    def strays(self, labels: Iterable[str]) -> set[str]:
+        """Return the labels that are no longer a copy of their tag: the pool changed since.
+
+        A bump moves only the copies of the servers the pool has now, so a copy
+        recorded before a server left may never move again; an entry that
+        recorded one must count as changed, not as current for ever.
+        """
+        if self._placing is None:
+            return set()
+        return {label for label in labels if self._is_stray(label)}
+
+    def _is_stray(self, label: str) -> bool:
+        known = self._stray.get(label)  # a process's pool never changes: decided once
+        if known is None:
+            base = self._prefix + label.split("~", 1)[0]
+            copies = self._placing.spread(base)  # type: ignore[union-attr]
+            known = self._prefix + label not in copies
+            if len(self._stray) >= _REMEMBERED:
+                self._stray.clear()
+            self._stray[label] = known
+        return known
+
+    def of_labels(self, labels: Iterable[str]) -> dict[str, int]:
+        """Return the current versions of the copies an entry recorded (its ``tags``).
+
+        A stray copy (see :meth:`strays`) gets version -1, which no entry recorded.
+        """
+        return run_steps(self.of_labels_steps(labels), perform)
+
+    def of_labels_steps(self, labels: Iterable[str]) -> Steps[dict[str, int]]:
+        """:meth:`of_labels`, as steps (see :mod:`mcache.sansio.steps`)."""
+        labels = list(labels)
+        strays = self.strays(labels)
+        slots = self.slots_of(label for label in labels if label not in strays)
+        local = self.cached(slots)
+        if local is None:
+            local = yield from self._fetch_steps(slots)
+        return {**local, **dict.fromkeys(strays, -1)} if strays else local
+
+    def _recreate_steps(
+        self, slots: list[Slot], now: int, forward: bool, seen: Mapping[str, int] | None = None
+    ) -> Steps[dict[str, int]]:
+        """Create missing copies at ``now``; where someone else just did, take their version.
+
+        With ``forward`` (a bump) that version is moved on as well. Foreign bytes
+        under a tag key, or a key that vanished again, are replaced by ``now``,
+        or by one more than ``seen[key]`` (a version read moments ago, e.g. on a
+        replica), whichever is later: a host whose clock runs late must not move
+        a version backwards.
+        """
+        versions: dict[str, int] = {}
+        seen = seen or {}
+        for label, key in slots:
+            # A tag lost within the millisecond this process created it must not come
+            # back with the same version, or entries recorded against it stay valid.
+            start = max(now, self._created.get(key, 0) + 1, seen.get(key, -1) + 1)
+            store = self.store
+            if (yield StoreCall(store, "add", (key, b"%d" % start, 0))):
+                current: int | None = start
+            else:
+                current = stored_count((yield StoreCall(store, "get", (key,))))
+                if current is not None and forward:
+                    current = yield StoreCall(store, "incr", (key, max(1, start - current)))
+                if current is None:
+                    yield StoreCall(store, "set", (key, b"%d" % start, 0))
+                    current = start
+            versions[label] = current
+            if len(self._created) > _REMEMBERED:
+                self._created.clear()
+            self._created[key] = current
+        return versions
+
+    def bump(self, names: Iterable[str]) -> dict[str, int]:
+        """Move every copy of each tag to ``max(now, old + 1)``; return each tag's new version.
+
+        Two round trips whatever the number of tags: one read of every copy, one
+        batch of increments (pipelined per server where the store can). Missing
+        copies are created with ``add``, or in the batch itself where the store
+        creates what it counts (:meth:`_bump_creating_steps`).
+        """
+        return run_steps(self.bump_steps(names), perform)
+
+    def bump_steps(self, names: Iterable[str]) -> Steps[dict[str, int]]:
+        """:meth:`bump`, as steps (see :mod:`mcache.sansio.steps`)."""
+        names = list(dict.fromkeys(names))
+        slots = list(dict.fromkeys(slot for name in names for slot in self.everywhere(name)))
+        if not slots:
+            return {}
+        found = yield StoreCall(self.store, "get_many", ([key for _, key in slots],))
+        now = self.clock.time_ms()
+        deltas: dict[str, int] = {}
+        seen: dict[str, int] = {}
+        missing: list[Slot] = []
+        for slot in slots:
+            old = stored_count(found.get(slot[1], NO_VALUE))
+            if old is None:
+                missing.append(slot)
+            else:
+                seen[slot[1]] = old
+                deltas[slot[1]] = max(1, now - old)
+        if self.store.traits.leases and self.store.creates_counters:  # type: ignore[attr-defined]
+            return (yield from self._bump_creating_steps(names, slots, deltas, seen, missing, now))
+        results = yield from incr_many_steps(self.store, deltas)
+        versions = {}
+        for label, key in slots:
+            if key in deltas and results.get(key) is not None:
+                versions[label] = results[key]  # type: ignore[assignment]
+            elif (label, key) not in missing:
+                missing.append((label, key))  # deleted between the read and the increment
+        versions.update((yield from self._recreate_steps(missing, now, forward=True, seen=seen)))
+        self._remember(versions)
+        cut = len(self._prefix)
+        return {name: versions[self.key(name)[cut:]] for name in names}
+
+    def _bump_creating_steps(
+        self,
+        names: list[str],
+        slots: list[Slot],
+        deltas: dict[str, int],
+        seen: dict[str, int],
+        missing: list[Slot],
+        now: int,
+    ) -> Steps[dict[str, int]]:
+        """The increments of :meth:`bump_steps` on a store that creates what it counts
+        (memcached's ``ma … N J``): a copy that was missing, or vanished since the read,
+        is created at its new version in the same batch, not by ``add`` one at a time.
+
+        A copy that someone else created meanwhile is counted up by one instead, which
+        may leave it behind ``now``: only those are moved on afterwards.
+        """
+        targets = {key: seen[key] + delta for key, delta in deltas.items()}
+        for _, key in missing:
+            targets[key] = max(now, self._created.get(key, 0) + 1)
+            deltas[key] = 1
+        results = yield StoreCall(self.store, "incr_many_creating", (deltas, targets))
+        versions = {label: results[key] for label, key in slots}
+        behind = [(label, key) for label, key in slots if results[key] < targets[key]]
+        if behind:
+            ahead = {key: max(1, targets[key] - results[key]) for _, key in behind}
+            moved = yield from incr_many_steps(self.store, ahead)
+            versions.update({label: moved[key] or targets[key] for label, key in behind})  # type: ignore[misc]
+        if len(self._created) > _REMEMBERED:
+            self._created.clear()
+        for label, key in missing:
+            self._created[key] = versions[label]
+        self._remember(versions)
+        cut = len(self._prefix)
+        return {name: versions[self.key(name)[cut:]] for name in names}
+
+
+def incr_many(store: Store, deltas: Mapping[str, int]) -> dict[str, int | None]:
+    """Increment several keys, in one batch per server where the store offers it."""
+    return run_steps(incr_many_steps(store, deltas), perform)
+
+
+def incr_many_steps(store: Store, deltas: Mapping[str, int]) -> Steps[dict[str, int | None]]:
+    """:func:`incr_many`, as steps."""
+    if not deltas:
+        return {}
+    if store.traits.incr_many:
+        return (yield StoreCall(store, "incr_many", (deltas,)))
+    counts: dict[str, int | None] = {}
+    for key, delta in deltas.items():
+        counts[key] = yield StoreCall(store, "incr", (key, delta))
+    return counts

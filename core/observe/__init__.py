@@ -1,0 +1,3 @@
+"""Watching a cache: events, statistics, per-key traces, and the Prometheus and OpenTelemetry
+exporters.
+"""

@@ -1,0 +1,248 @@
+"""Observers: what a ``Cache`` does, told as it happens to whatever watches it.
+
+The stats counters (:mod:`mcache.observe.stats`) add up across processes through the
+store, every few seconds, which is what the stats command reads. Metrics
+exporters and a debug panel need the same events sooner and finer: each event
+with its key (so it can be given a key family), each build around its run (so
+a span can hold what the build queries), each call with its round trips. An
+:class:`Observer` receives them; :meth:`mcache.Cache.observe` attaches one.
+With no observer attached, what this costs a call is one truthiness check.
+
+Key families keep label cardinality bounded: ``page`` (``@cached_view``),
+``fragment`` (``{% mcache %}`` blocks), the qualified name of a ``@cached``
+function, and ``other`` for everything else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcache.logs import FailureLog
+
+__all__ = [
+    "CURRENT_CALL",
+    "MAX_FUNCTION_FAMILIES",
+    "BuildWatch",
+    "CallRecord",
+    "Observer",
+    "Origin",
+    "observed_call",
+    "observers_named",
+    "quietly",
+]
+
+MAX_FUNCTION_FAMILIES = 200
+"""Function names a cache labels by their own name; later ones count as ``other``."""
+
+_FAMILY_MEMO = 4096
+_PREFIXES = (("view.", "page"), ("block.", "fragment"), ("jinja.", "fragment"))
+
+
+class Origin:
+    """Which cache an event came from, and the key family of one of its keys."""
+
+    def __init__(self, namespace: str, label: str) -> None:
+        self.namespace = namespace
+        self.label = label
+        """The cache's name in metrics: its Django alias or Flask name, else its namespace."""
+        self.functions: set[str] = set()
+        self._families: dict[str, str] = {}
+
+    def add_function(self, readable: str) -> None:
+        """Label the entries of a ``@cached`` function (its key's readable prefix) by its name."""
+        if len(self.functions) < MAX_FUNCTION_FAMILIES:
+            self.functions.add(readable)
+            self._families.clear()
+
+    def readable(self, key: str) -> str:
+        """Return the readable part of a store key: without the namespace and the digest."""
+        if self.namespace and key.startswith(self.namespace + ":"):
+            key = key[len(self.namespace) + 1 :]
+        return key.rpartition(":")[0]
+
+    def family(self, key: str | None) -> str:
+        """Return the key family of ``key``: page, fragment, a function's name, or other."""
+        if key is None:
+            return "other"
+        family = self._families.get(key)
+        if family is None:
+            family = self._family_of(self.readable(key))
+            if len(self._families) >= _FAMILY_MEMO:
+                self._families.clear()
+            self._families[key] = family
+        return family
+
+    def _family_of(self, readable: str) -> str:
+        for prefix, family in _PREFIXES:
+            if readable.startswith(prefix):
+                return family
+        return readable if readable in self.functions else "other"
+
+
+class Observer:
+    """What watches a cache; every hook does nothing until a subclass says otherwise.
+
+    Hooks run on the caller's thread, inside the call they report, so they
+    must be quick and must not raise: an observer's error is logged and
+    dropped, never the caller's.
+    """
+
+    def counted(self, origin: Origin, event: str, key: str | None, count: int) -> None:
+        """``count`` events named as :data:`mcache.observe.stats.COUNTERS` (``hits``, …) for
+        ``key``."""
+
+    def build_started(self, origin: Origin, key: str) -> Any:
+        """A build of ``key`` starts; what is returned comes back to :meth:`build_ended`."""
+        return None
+
+    def build_ended(
+        self, origin: Origin, key: str, started: Any, outcome: str, seconds: float
+    ) -> None:
+        """The build ended: built, uncacheable, error, stale-served or cancelled."""
+
+    def called(self, origin: Origin, call: CallRecord) -> None:
+        """A call of the cache's API (``get_or_build``, ``get``, ``set``, …) returned."""
+
+
+@dataclass
+class CallRecord:
+    """One call of a cache's API as observers see it."""
+
+    operation: str
+    key: str
+    tags: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    round_trips: int = 0
+    """Store requests the call made; a pipelined read of several keys counts one."""
+    seconds: float = 0.0
+
+    @property
+    def outcome(self) -> str:
+        """``HIT``, ``STALE``, ``MISS``, ``BYPASS`` (its builder said ``Uncacheable``), or ``-``."""
+        events = self.events
+        if "uncached" in events:
+            return "BYPASS"
+        if "stale" in events:
+            return "STALE"
+        if "misses" in events or "builds" in events:
+            return "MISS"
+        return "HIT" if "hits" in events else "-"
+
+
+CURRENT_CALL: ContextVar[CallRecord | None] = ContextVar("mcache_current_call", default=None)
+"""The observed call in progress in this context, which counts its events and round trips."""
+
+
+class BuildWatch:
+    """One build as its observers follow it: started, then ended once with its outcome."""
+
+    __slots__ = ("key", "observers", "origin", "started", "tokens")
+
+    def __init__(self, observers: list[Observer], origin: Origin, key: str) -> None:
+        self.observers, self.origin, self.key = observers, origin, key
+        self.started = time.perf_counter()
+        self.tokens = [quietly(o.build_started, origin, key) for o in observers]
+
+    def end(self, outcome: str) -> None:
+        """Tell every observer the build ended with ``outcome`` (in reverse order of starting)."""
+        seconds = time.perf_counter() - self.started
+        for observer, token in reversed(list(zip(self.observers, self.tokens, strict=True))):
+            quietly(observer.build_ended, self.origin, self.key, token, outcome, seconds)
+
+
+@contextmanager
+def observed_call(
+    observers: list[Observer], origin: Origin, operation: str, key: str, tags: list[str]
+) -> Iterator[CallRecord]:
+    """Record the call run in the block and hand it to ``observers`` when it returns or raises."""
+    record = CallRecord(operation, key, list(tags))
+    token = CURRENT_CALL.set(record)
+    started = time.perf_counter()
+    try:
+        yield record
+    finally:
+        record.seconds = time.perf_counter() - started
+        CURRENT_CALL.reset(token)
+        for observer in observers:
+            quietly(observer.called, origin, record)
+
+
+_FAILURES = FailureLog()
+
+
+def quietly(hook: Any, *args: Any) -> Any:
+    """Call an observer's hook; its failure is its own, logged once a minute, never raised."""
+    try:
+        return hook(*args)
+    except Exception as error:
+        _FAILURES.warning("observer", "a cache observer failed: %r", error)
+        return None
+
+
+def observers_named(metrics: Any) -> list[Observer]:
+    """Return the observers ``metrics`` names: ``"prometheus"``, ``"opentelemetry"``, observers.
+
+    Each exporter is imported only when named, so ``import mcache`` pulls in
+    neither; a missing library fails here, at start-up, naming the extra.
+    """
+    from mcache.errors import ConfigError
+
+    if isinstance(metrics, str | Observer):
+        metrics = [metrics]
+    try:
+        named = list(metrics)
+    except TypeError:
+        raise ConfigError(
+            f"metrics must be a list such as ['prometheus', 'opentelemetry'], got {metrics!r}"
+        ) from None
+    observers = []
+    for item in named:
+        if isinstance(item, Observer):
+            observers.append(item)
+        elif item in _EXPORTERS:
+            observers.append(_exporter(item))
+        else:
+            raise ConfigError(
+                f"metrics: unknown {item!r}; write 'prometheus', 'opentelemetry' or an"
+                " mcache.observe.events.Observer"
+            )
+    return observers
+
+
+_EXPORTERS = {
+    "prometheus": ("prometheus", "PrometheusMetrics", "prometheus", "prometheus_client"),
+    "opentelemetry": (
+        "opentelemetry",
+        "OpenTelemetryMetrics",
+        "opentelemetry",
+        "opentelemetry-api",
+    ),
+}
+_MADE: dict[str, Observer] = {}
+_MADE_LOCK = threading.Lock()
+
+
+def _exporter(name: str) -> Observer:
+    """Return the process's exporter ``name``, made once: every cache shares it (a Prometheus
+    registry refuses two metrics of one name), on the library's default registry or providers.
+    """
+    from mcache.errors import ConfigError
+
+    module, kind, extra, library = _EXPORTERS[name]
+    with _MADE_LOCK:
+        if name not in _MADE:
+            try:
+                _MADE[name] = getattr(importlib.import_module(f".{module}", __package__), kind)()
+            except ImportError as error:
+                raise ConfigError(
+                    f"metrics: {name!r} needs {library} ({error.name} is not installed):"
+                    f' pip install "mcache[{extra}]"'
+                ) from None
+        return _MADE[name]

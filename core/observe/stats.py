@@ -1,0 +1,187 @@
+"""Cache instrumentation, aggregated across processes through the store.
+
+Each ``Cache`` counts what happens to it (hits, stale answers, builds, waits…)
+in memory, and every ``interval`` seconds one caller adds the deltas to counters
+in the store with ``incr`` (two round trips, never one per request). Any process
+can then read the totals of every process, which is what lets the hit ratio be
+reported net of lock, tag and counter traffic: those never pass through here.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Any
+
+from mcache.contract.store import Store
+from mcache.contract.store_helpers import stored_count
+from mcache.logs import FailureLog
+from mcache.model.tags import incr_many
+from mcache.observe.events import CURRENT_CALL, BuildWatch, Observer, Origin, quietly
+
+__all__ = ["COUNTERS", "CacheStats"]
+
+COUNTERS = (
+    "hits",
+    "stale",
+    "misses",
+    "builds",
+    "build_errors",
+    "lock_waits",
+    "wait_timeouts",
+    "coalesced",
+    "uncached",
+    "store_errors",
+)
+"""What is counted: fresh hits, stale values served, reads that found nothing
+usable, builds run, builds that raised, callers that waited for another's build,
+waits that ran out, in-process callers that shared another thread's call,
+values their builder marked ``Uncacheable``, and store failures."""
+
+FLUSHED = "flushed"
+"""The counter key holding when a process last flushed (ms since the epoch): how old the
+totals a reader sees may be."""
+
+_LIVE: weakref.WeakSet[CacheStats] = weakref.WeakSet()
+EXIT_FLUSH_SECONDS = 1.0  # what exit may wait for servers that accept and never answer
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Flush what every live ``Cache`` counted since its last flush, within a second.
+
+    Otherwise a short-lived process (a management command, a script, a worker
+    recycled after N requests) would take up to ``interval`` seconds of counts
+    with it, and the cluster-wide totals would miss them. A hung server must not
+    hold the exit up, so the flush runs in a daemon thread that exit waits for
+    only so long.
+    """
+    live = [stats for stats in list(_LIVE) if any(stats.local().values())]
+    if not live:
+        return
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)  # a server already stopped at exit is no news
+    try:
+        flusher = threading.Thread(target=_flush_and_close, args=(live,), daemon=True)
+        try:
+            flusher.start()
+        except RuntimeError:  # Python 3.12.0 and 3.12.1 start no thread at exit
+            _flush_and_close(live)  # bounded by the store's own timeouts instead
+        else:
+            flusher.join(EXIT_FLUSH_SECONDS)
+    finally:
+        logging.disable(previous)
+
+
+def _flush_and_close(live: list[CacheStats]) -> None:
+    # The connections the flush took are the process's last: closed, not left to exit.
+    for stats in live:
+        stats.flush(quiet=True)
+        with contextlib.suppress(Exception):
+            stats.store.close()
+
+
+def _forget_parent_counts() -> None:
+    """In a forked child: the parent's pending counts are the parent's to flush."""
+    for stats in list(_LIVE):
+        stats._lock = threading.Lock()  # a parent thread may have held it at the fork
+        stats._pending = dict.fromkeys(COUNTERS, 0)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_parent_counts)
+
+
+class CacheStats:
+    """Counters of one ``Cache``, flushed to the store every ``interval`` seconds and at exit."""
+
+    def __init__(
+        self,
+        store: Store,
+        namespace: str,
+        interval: float = 5.0,
+        failures: FailureLog | None = None,
+        label: str | None = None,
+    ) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.origin = Origin(namespace, label or namespace or "default")
+        self.observers: list[Observer] = []
+        """What watches this cache's events as they happen (see :mod:`mcache.observe.events`)."""
+        self.interval = interval
+        self.failures = failures or FailureLog()
+        self._pending: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self._lock = threading.Lock()
+        self._next_flush = time.monotonic() + interval
+        _LIVE.add(self)
+
+    def key(self, name: str) -> str:
+        """Return the store key of counter ``name``."""
+        return f"{self.namespace}:s:{name}" if self.namespace else f"s:{name}"
+
+    def add(self, name: str, count: int = 1, key: str | None = None) -> None:
+        """Count ``count`` events ``name`` (of ``key``); flush when the interval is up."""
+        with self._lock:
+            self._pending[name] += count
+        if self.observers:
+            self._tell(name, count, key)
+        if time.monotonic() >= self._next_flush:
+            self.flush()
+
+    def _tell(self, name: str, count: int, key: str | None) -> None:
+        record = CURRENT_CALL.get()
+        if record is not None:
+            record.events.append(name)
+        for observer in self.observers:
+            quietly(observer.counted, self.origin, name, key, count)
+
+    def watch_build(self, key: str) -> BuildWatch | None:
+        """Start following a build of ``key`` for the observers, if there are any."""
+        return BuildWatch(self.observers, self.origin, key) if self.observers else None
+
+    def flush(self, quiet: bool = False) -> None:
+        """Add this process's pending counts to the store's totals (``quiet``: log no failure)."""
+        with self._lock:
+            pending, self._pending = self._pending, dict.fromkeys(COUNTERS, 0)
+            self._next_flush = time.monotonic() + self.interval
+        deltas = {self.key(name): count for name, count in pending.items() if count}
+        if not deltas:
+            return
+        try:
+            results = incr_many(self.store, deltas)
+            for key, result in results.items():
+                if result is None and not self.store.add(key, b"%d" % deltas[key], 0):
+                    self.store.incr(key, deltas[key])
+            self.store.set(self.key(FLUSHED), b"%d" % int(time.time() * 1000), 0)
+        except Exception as error:  # statistics must never fail a request
+            with self._lock:
+                for name, count in pending.items():
+                    self._pending[name] += count
+            if not quiet:  # at exit, a server already stopped is no news
+                self.failures.warning("stats.flush", "cache statistics not flushed: %s", error)
+
+    def local(self) -> dict[str, int]:
+        """Return this process's counts not yet flushed."""
+        with self._lock:
+            return {name: self._pending.get(name, 0) for name in COUNTERS}
+
+    def totals(self, pending: bool = True) -> dict[str, Any]:
+        """Return every process's flushed counts (plus this one's ``pending``), the hit ratio,
+        and ``flushed_at``: when a process last flushed (seconds since the epoch, or None).
+        """
+        found = self.store.get_many([self.key(name) for name in (*COUNTERS, FLUSHED)])
+        local = self.local() if pending else dict.fromkeys(COUNTERS, 0)
+        totals: dict[str, Any] = {}
+        for name in COUNTERS:
+            totals[name] = (stored_count(found.get(self.key(name))) or 0) + local[name]
+        served = totals["hits"] + totals["stale"]
+        lookups = served + totals["misses"]
+        totals["hit_ratio"] = served / lookups if lookups else 0.0
+        flushed = stored_count(found.get(self.key(FLUSHED)))
+        totals["flushed_at"] = flushed / 1000 if flushed else None
+        return totals

@@ -1,0 +1,427 @@
+"""The memcached store's routing and commands, written once as steps for both drivers.
+
+Each ``*_steps`` method validates its arguments, picks servers on the ring
+(the owner, its replicas, every server), and yields the commands it sends
+them as :class:`NodeCall` (one command on one server) or :class:`FetchOwners`
+(one pipelined ``get`` per server). A server that does not answer raises
+:class:`~.memcached_node.NodeDown` where the command was yielded, so failover
+is plain ``try``/``except`` in the steps. :class:`~.memcached.MemcachedStore`
+performs the commands with pymemcache's blocking clients,
+:class:`~.memcached_async.AsyncMemcachedStore` on asyncio connections (see
+:mod:`mcache.sansio.steps`): one ring, one failover, one replication scheme.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mcache.contract.store import NO_VALUE, CasToken, NoValueType
+from mcache.contract.store_helpers import check_delta, copies_per_owner, too_large_message
+from mcache.errors import StoreUnavailable, ValueTooLarge
+from mcache.model.keys import validate_store_key
+from mcache.model.ring import Ring, Server
+from mcache.sansio.steps import Steps
+from mcache.stores.memcached.node import Node, NodeDown
+
+__all__ = ["FetchOwners", "MemcachedSteps", "NodeCall"]
+
+THIRTY_DAYS = 30 * 24 * 3600
+OWNER_CACHE_SIZE = 8192
+PLACEMENT_CACHE_SIZE = 65536  # bases whose copies are remembered (per-object tags are many)
+
+
+@dataclass(slots=True)
+class NodeCall:
+    """``command(*args)`` on one server; the command and its answer are pymemcache's."""
+
+    node: Node
+    command: str
+    args: tuple[Any, ...]
+    key: str = ""
+
+
+@dataclass(slots=True)
+class FetchOwners:
+    """One ``get`` per server for its group of keys, all sent before any reply is read.
+
+    Answers ``(found, keys to retry)``: a server that failed hands its keys back.
+    """
+
+    groups: dict[Node, list[str]]
+
+
+class MemcachedSteps:
+    """The :class:`~mcache.contract.store.Store` contract on a memcached pool, as steps (see
+    the module)."""
+
+    ring: Ring
+    servers: list[Server]
+    replicas: int
+    max_value_size: int
+    _nodes: dict[Server, Node]
+    _dead: set[Node]
+    _single: Node | None
+    _owners: dict[str, Node]
+    _groups: dict[tuple[str, ...], dict[Node, list[str]]]
+    _placed: dict[str, dict[Server, str]]
+    _placeable: int
+    _attempts: int
+
+    # -- routing (no I/O) ---------------------------------------------------------------------
+
+    def _owner(self, key: str) -> Node:
+        """Return the key's owner while every server is up, remembering recent keys.
+
+        Hot keys are asked for again and again; a dict lookup (~0.05 µs) beats
+        hashing the key onto the continuum (~1.5 µs) on every hit.
+        """
+        node = self._owners.get(key)
+        if node is None:
+            node = self._single or self._nodes[self.ring.server_for(key)]
+            if len(self._owners) >= OWNER_CACHE_SIZE:
+                self._owners.clear()
+            self._owners[key] = node
+        return node
+
+    def _route(self, key: str, count: int = 1) -> list[Node]:
+        """Return the first ``count`` usable servers for ``key``, owner first."""
+        if not self._dead and count == 1:
+            return [self._owner(key)]
+        nodes: list[Node] = []
+        for server in self.ring.iter_servers(key):
+            node = self._nodes[server]
+            if node.usable():
+                nodes.append(node)
+                if len(nodes) == count:
+                    break
+        if not nodes:
+            raise StoreUnavailable("every memcached server of the pool is marked dead")
+        return nodes
+
+    def spread(self, base: str) -> tuple[str, ...]:
+        """Return keys derived from ``base``, one owned by each server, ``base`` itself first."""
+        return tuple(dict.fromkeys(self._copies(base).values()))
+
+    def colocated(self, base: str, near: str) -> str:
+        """Return the key of ``spread(base)`` on the server that serves ``near`` now.
+
+        With replicas the choice follows the ring owner even while it is down:
+        the entry's replica still records the owner's copy, whose own replica
+        answers, so an outage costs a second server per read, not a rebuild of
+        every tagged entry the dead server owned.
+        """
+        if self._single is not None:
+            return base
+        if self._dead and self.replicas == 1:
+            server = self._route(near)[0].server
+        else:
+            server = self._owner(near).server
+        return self._copies(base).get(server, base)
+
+    def _copies(self, base: str) -> dict[Server, str]:
+        """Map each server to a key it owns, ``base`` or ``base~n`` for the smallest such n.
+
+        Found by trying suffixes on the ring (a few µs per server, once per base);
+        a server with too small a share of the continuum to be found within the
+        bound gets no copy, and readers near it use ``base`` (one more server).
+        """
+        copies = self._placed.get(base)
+        if copies is None:
+            copies = copies_per_owner(base, self.ring.server_for, self._placeable)
+            if len(self._placed) >= PLACEMENT_CACHE_SIZE:
+                self._placed.clear()
+            self._placed[base] = copies
+        return copies
+
+    # -- sending commands ---------------------------------------------------------------------
+
+    def _on_owner_steps(self, key: str, command: str, args: tuple[Any, ...]) -> Steps[Any]:
+        """Run ``command`` on the key's first usable server, failing over when it is down."""
+        for _attempt in range(self._attempts):
+            node = self._route(key)[0]
+            try:
+                return (yield NodeCall(node, command, args, key))
+            except NodeDown:
+                continue
+        raise StoreUnavailable(f"no memcached server answered for {key!r}")
+
+    def _on_replicas_steps(self, key: str, command: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
+        """Run ``command`` on each of the key's replicas that answers; raise if none does."""
+        results: list[Any] = []
+        for node in self._route(key, self.replicas):
+            try:
+                results.append((yield NodeCall(node, command, args, key)))
+            except NodeDown:
+                continue
+        if not results:
+            raise StoreUnavailable(f"no replica of {key!r} answered")
+        return results
+
+    def _copy_to_replicas_steps(self, key: str, command: str, args: tuple[Any, ...]) -> Steps[None]:
+        for node in self._route(key, self.replicas)[1:]:
+            try:
+                yield NodeCall(node, command, args, key)
+            except NodeDown:
+                continue
+
+    def _grouped_steps(
+        self,
+        keys: Iterable[str],
+        command: str,
+        args_for: Callable[[list[str]], tuple[Any, ...]],
+        rank: int = 0,
+    ) -> Steps[list[tuple[list[str], Any]]]:
+        """Run ``command`` once per server on the keys whose ``rank``-th replica it is."""
+        pending = list(keys)
+        done: list[tuple[list[str], Any]] = []
+        for _attempt in range(self._attempts):
+            groups: dict[Node, list[str]] = defaultdict(list)
+            for key in pending:
+                nodes = self._route(key, rank + 1)
+                if len(nodes) > rank:
+                    groups[nodes[rank]].append(key)
+            pending = []
+            for node, group in groups.items():
+                try:
+                    done.append((group, (yield NodeCall(node, command, args_for(group)))))
+                except NodeDown:
+                    pending += group
+            if not pending:
+                return done
+        raise StoreUnavailable("no memcached server answered for a multi-key call")
+
+    def _everywhere_steps(self, command: str, args: tuple[Any, ...]) -> Steps[dict[Server, Any]]:
+        results: dict[Server, Any] = {}
+        for server, node in self._nodes.items():
+            if node.usable():
+                try:
+                    results[server] = yield NodeCall(node, command, args)
+                except NodeDown:
+                    continue
+        return results
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get_steps(self, key: str) -> Steps[bytes | NoValueType]:
+        validate_store_key(key)
+        if self.replicas > 1 or self._dead:
+            return (yield from self.get_many_steps([key])).get(key, NO_VALUE)
+        try:
+            found = yield NodeCall(self._owner(key), "get_many", ([key],), key)
+        except NodeDown:
+            return (yield from self.get_many_steps([key])).get(key, NO_VALUE)
+        return found.get(key, NO_VALUE)  # type: ignore[no-any-return]
+
+    def get_many_steps(self, keys: Iterable[str]) -> Steps[dict[str, bytes]]:
+        """With replicas, keys missing on their owner are looked up on the next replica,
+        so a rejoined (empty) owner does not hide a replicated value."""
+        if self.replicas == 1 and not self._dead:
+            groups = self._owner_groups(keys)
+            if not groups:
+                return {}
+            found, missing = yield FetchOwners(groups)
+        else:
+            found, missing = {}, self._wanted(keys)
+        return (yield from self._replicas_fetch_steps(found, missing))
+
+    def _wanted(self, keys: Iterable[str]) -> list[str]:
+        """Return ``keys`` once each, every one checked."""
+        wanted = list(dict.fromkeys(keys))
+        for key in wanted:
+            validate_store_key(key)
+        return wanted
+
+    def _owner_groups(self, keys: Iterable[str]) -> dict[Node, list[str]]:
+        """Group ``keys`` (checked, once each) by owner, every server up and one replica.
+
+        The groups of recent key sets are remembered: a tagged hit asks for the
+        same entry and tag-copy keys every time, and checking and placing them
+        again cost more than the rest of the store's part of the hit.
+        """
+        wanted = tuple(keys)
+        try:
+            groups = self._groups.get(wanted)
+        except TypeError:  # something unhashable: _wanted says what is wrong with it
+            groups = None
+        if groups is None:
+            groups = defaultdict(list)
+            for key in self._wanted(wanted):
+                groups[self._owner(key)].append(key)
+            if len(self._groups) >= OWNER_CACHE_SIZE:
+                self._groups.clear()
+            self._groups[wanted] = groups
+        return groups
+
+    def _replicas_fetch_steps(
+        self, found: dict[str, bytes], missing: list[str]
+    ) -> Steps[dict[str, bytes]]:
+        """Add to ``found`` the ``missing`` keys, asking each rank of replicas in turn."""
+        for rank in range(self.replicas):
+            if not missing:
+                break
+            fetched = yield from self._grouped_steps(missing, "get_many", _keys_only, rank)
+            for _group, values in fetched:
+                found.update(values)
+            missing = [k for k in missing if k not in found]
+        return found
+
+    def gets_steps(self, key: str) -> Steps[tuple[bytes | NoValueType, CasToken | None]]:
+        validate_store_key(key)
+        value, token = yield from self._on_owner_steps(key, "gets", (key,))
+        return (NO_VALUE, None) if value is None else (value, token)
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def _check_size(self, key: str, value: bytes) -> None:
+        if len(value) > self.max_value_size:
+            message = too_large_message(key, len(value), self.max_value_size)
+            raise ValueTooLarge(f"{message}; memcached's own limit is its -I setting")
+
+    def set_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[None]:
+        validate_store_key(key)
+        if len(value) > self.max_value_size:
+            yield from self.delete_steps(key)
+            self._check_size(key, value)
+        args = (key, value, expire_of(ttl))
+        if self.replicas == 1:
+            yield from self._on_owner_steps(key, "set", args)
+        else:
+            yield from self._on_replicas_steps(key, "set", args)
+
+    def set_many_steps(self, items: Mapping[str, bytes], ttl: int = 0) -> Steps[list[str]]:
+        too_large = [k for k, v in items.items() if len(v) > self.max_value_size]
+        if too_large:
+            yield from self.delete_many_steps(too_large)
+        expire = expire_of(ttl)
+        failed = set(too_large)
+        fitting = [k for k in items if k not in too_large]
+        for rank in range(self.replicas):
+            outcome = yield from self._grouped_steps(
+                fitting, "set_many", lambda group: ({k: items[k] for k in group}, expire), rank
+            )
+            if rank == 0:
+                failed.update(k for _group, not_stored in outcome for k in not_stored)
+        return [k for k in items if k in failed]
+
+    def add_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
+        validate_store_key(key)
+        self._check_size(key, value)
+        args = (key, value, expire_of(ttl))
+        won = yield from self._on_owner_steps(key, "add", args)
+        if won and self.replicas > 1:
+            yield from self._copy_to_replicas_steps(key, "set", args)
+        return bool(won)
+
+    def append_steps(self, key: str, value: bytes) -> Steps[bool]:
+        validate_store_key(key)
+        self._check_size(key, value)
+        return any((yield from self._on_replicas_steps(key, "append", (key, value))))
+
+    def incr_steps(self, key: str, delta: int, command: str = "incr") -> Steps[int | None]:
+        """``incr`` (wrapping at 2**64) or ``decr`` (flooring at 0) on the owner.
+
+        Replicas apply the same delta rather than copy the owner's result, so
+        concurrent increments converge on every replica; one that lost the key
+        (a rejoined server) is seeded with the owner's count, without a TTL.
+        """
+        validate_store_key(key)
+        check_delta(delta)
+        number = yield from self._on_owner_steps(key, command, (key, delta))
+        if number is not None and self.replicas > 1:
+            for node in self._route(key, self.replicas)[1:]:
+                try:
+                    if (yield NodeCall(node, command, (key, delta), key)) is None:
+                        yield NodeCall(node, "add", (key, b"%d" % number, 0), key)
+                except NodeDown:
+                    continue
+        return number  # type: ignore[no-any-return]
+
+    def incr_many_steps(self, deltas: Mapping[str, int]) -> Steps[dict[str, int | None]]:
+        """One pipelined batch of ``incr`` per server; a replica that lost a key is seeded
+        with the owner's result, so a failover never reads an old count."""
+        for key, delta in deltas.items():
+            validate_store_key(key)
+            check_delta(delta)
+        results: dict[str, int | None] = {}
+        for rank in range(self.replicas):
+            batches = yield from self._grouped_steps(
+                deltas, "incr_many", lambda group: (group, deltas), rank
+            )
+            for group, replies in batches:
+                for key, reply in zip(group, replies, strict=True):
+                    if rank == 0:
+                        results[key] = reply
+                    elif reply is None and results.get(key) is not None:
+                        yield from self._seed_replica_steps(key, results[key], rank)  # type: ignore[arg-type]
+        return results
+
+    def _seed_replica_steps(self, key: str, number: int, rank: int) -> Steps[None]:
+        nodes = self._route(key, rank + 1)
+        if len(nodes) > rank:
+            with contextlib.suppress(NodeDown):
+                yield NodeCall(nodes[rank], "set", (key, b"%d" % number, 0), key)
+
+    def cas_steps(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> Steps[bool]:
+        validate_store_key(key)
+        self._check_size(key, value)
+        if not isinstance(token, bytes):
+            return False
+        expire = expire_of(ttl)
+        stored = bool((yield from self._on_owner_steps(key, "cas", (key, value, token, expire))))
+        if stored and self.replicas > 1:
+            yield from self._copy_to_replicas_steps(key, "set", (key, value, expire))
+        return stored
+
+    def delete_steps(self, key: str) -> Steps[bool]:
+        validate_store_key(key)
+        if self.replicas == 1:
+            return bool((yield from self._on_owner_steps(key, "delete", (key,))))
+        return any((yield from self._everywhere_steps("delete", (key,))).values())
+
+    def delete_many_steps(self, keys: Iterable[str]) -> Steps[None]:
+        keys = list(keys)
+        for key in keys:
+            validate_store_key(key)
+        if self.replicas == 1:
+            yield from self._grouped_steps(keys, "delete_many", _keys_only)
+        elif keys:
+            yield from self._everywhere_steps("delete_many", (keys,))
+
+    def touch_steps(self, key: str, ttl: int) -> Steps[bool]:
+        validate_store_key(key)
+        return any((yield from self._on_replicas_steps(key, "touch", (key, expire_of(ttl)))))
+
+    def flush_steps(self) -> Steps[None]:
+        if not (yield from self._everywhere_steps("flush_all", ())):
+            raise StoreUnavailable("no memcached server of the pool answered flush_all")
+
+    def stats_of_all_steps(self, kind: str) -> Steps[dict[Server, object]]:
+        """Each server's ``stats`` (of ``kind``); a dead or silent one reports so."""
+        report: dict[Server, object] = {}
+        for server, node in self._nodes.items():
+            if not node.usable():
+                report[server] = {"error": "marked dead", "dead": 1}
+                continue
+            try:
+                report[server] = yield NodeCall(node, "stats", (kind,) if kind else ())
+            except NodeDown as error:
+                report[server] = {"error": str(error), "dead": 1}
+        return report
+
+
+def _keys_only(group: list[str]) -> tuple[Any, ...]:
+    return (group,)
+
+
+def expire_of(ttl: int) -> int:
+    """Translate a relative TTL to memcached's exptime (absolute beyond 30 days)."""
+    if ttl < 0:
+        return -1
+    if ttl > THIRTY_DAYS:
+        return int(time.time()) + ttl
+    return int(ttl)

@@ -1,0 +1,1 @@
+"""The in-process store and its async twin."""

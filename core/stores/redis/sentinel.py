@@ -1,0 +1,143 @@
+"""Redis behind Sentinel: the primary found through the sentinels, and followed across failovers.
+
+``redis+sentinel://[:password@]s1:26379,s2:26379/<service>/<db>?replica_reads=true``
+
+redis-py's ``Sentinel`` asks the sentinels for the service's primary each time
+it opens a connection, so once a replica is promoted the store's new
+connections go to it. A connection still open to the old primary fails once
+(the cache degrades as with any store failure: reads miss, writes drop, one log
+line per interval) and is replaced; one to an old primary that came back as a
+replica is dropped on its ``READONLY`` answer. Nothing retries or waits inside
+a request: a cache that is failing over answers "miss" at once.
+
+With ``replica_reads``, plain reads (``get``, ``get_many``: hits) go to the
+replicas the sentinels list, in turn, or to the primary when none answers.
+Everything that decides or writes (locks, leases' ``gets``/``cas``, tag bumps,
+counters, sessions' writes) stays on the primary. A replica lags its primary by
+what replication has not sent yet: a read there may miss an entry written, or
+a tag bumped, a moment ago.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from redis.sentinel import Sentinel
+
+from mcache.contract.store_helpers import MiB
+from mcache.errors import ConfigError
+from mcache.stores.redis.hosts import parse_hosts_url
+from mcache.stores.redis.store import RedisStore, _redacted, role_stats
+
+if TYPE_CHECKING:
+    from mcache.stores.redis.async_store import AsyncRedisStore
+
+__all__ = ["SentinelAddress", "SentinelRedisStore", "parse_sentinel_url"]
+
+DEFAULT_SENTINEL_PORT = 26379
+EXAMPLE = "redis+sentinel://:secret@10.0.0.1:26379,10.0.0.2:26379/mymaster/0"
+
+
+@dataclass(frozen=True)
+class SentinelAddress:
+    """What a ``redis+sentinel://`` URL names."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int
+    username: str | None
+    password: str | None
+
+
+def parse_sentinel_url(url: str) -> SentinelAddress:
+    """Read the sentinels, the service and the database out of ``url`` (no query string)."""
+    parsed = parse_hosts_url(url, "sentinel", DEFAULT_SENTINEL_PORT, EXAMPLE)
+    service, _, db = parsed.path.partition("/")
+    if not service:
+        raise ConfigError(f"no service (the primary's name) in {_redacted(url)!r}; e.g. {EXAMPLE}")
+    if db and not db.isdigit():
+        raise ConfigError(f"redis database must be a number, got {db!r}; e.g. {EXAMPLE}")
+    return SentinelAddress(
+        parsed.hosts, unquote(service), int(db or 0), parsed.username, parsed.password
+    )
+
+
+class SentinelRedisStore(RedisStore):
+    """A :class:`RedisStore` on the primary a set of sentinels names (and its replicas)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        socket_timeout: float = 1.0,
+        socket_connect_timeout: float = 0.5,
+        max_connections: int | None = None,
+        max_value_size: int = 1 * MiB,
+        replica_reads: bool = False,
+        sentinel_password: str | None = None,
+    ) -> None:
+        self.address = address = parse_sentinel_url(url)
+        connection = {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": socket_connect_timeout,
+            "retry": Retry(NoBackoff(), 0),  # a failing cache answers "miss" now, not later
+        }
+        self.sentinel = Sentinel(
+            list(address.sentinels),
+            sentinel_kwargs={**connection, "password": sentinel_password},
+            **connection,
+        )
+        servers = {
+            "db": address.db,
+            "username": address.username,
+            "password": address.password,
+            "max_connections": max_connections,
+        }
+        primary = self.sentinel.master_for(address.service, **servers)
+        replica = self.sentinel.slave_for(address.service, **servers) if replica_reads else None
+        super().__init__(
+            url,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_connect_timeout,
+            max_value_size=max_value_size,
+            client=primary,
+            replica=replica,
+        )
+        self._servers = {**servers, **connection}
+        self.max_connections = max_connections
+        self.replica_reads = replica_reads
+        self.sentinel_password = sentinel_password
+        self.timeouts = {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": socket_connect_timeout,
+        }
+
+    def has_twin(self) -> bool:
+        return True
+
+    def new_twin(self) -> AsyncRedisStore:
+        """The twin on redis.asyncio's Sentinel client (see :mod:`.redis_sentinel_async`)."""
+        from mcache.stores.redis.sentinel_async import AsyncSentinelRedisStore
+
+        return AsyncSentinelRedisStore(self)
+
+    def stats(self) -> dict[str, dict[str, int | float | str]]:
+        """Return every server of the service with its role: the primary, then each replica."""
+        service = self.address.service
+        nodes = [("primary", self._run(lambda: self.sentinel.discover_master(service)))]
+        replicas = self._run(lambda: self.sentinel.discover_slaves(service))
+        nodes += [("replica", node) for node in replicas]
+        report: dict[str, dict[str, int | float | str]] = {}
+        for role, (host, port) in nodes:
+            client = redis.Redis(host=host, port=port, **self._servers)
+            name = f"{host}:{port}/{self.address.db}"
+            try:
+                report.update(role_stats(client, role, name, self._run))
+            finally:
+                client.close()
+        return report

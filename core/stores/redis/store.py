@@ -1,0 +1,319 @@
+"""The Redis store, over redis-py, with memcached's semantics.
+
+Where Redis and memcached disagree, memcached wins, because the cache logic is
+written against memcached: ``incr`` never creates a key and ``decr`` floors at 0
+(small Lua scripts), ``append`` never creates either, a TTL of 0 means "no
+expiry", and ``flush`` empties only this store's database.
+
+``gets``/``cas`` compare *content*: the token is the SHA-1 of the value read, and a
+Lua script writes only if the value still hashes to it. Unlike memcached's cas
+unique, this cannot see a write that put back the very bytes that were read (the
+ABA case); for a cache that is harmless, since the state is the one the caller
+saw. Locks use compare-and-delete on their own random token, which is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import redis
+from redis.commands.core import Script
+from redis.exceptions import RedisError, ResponseError
+
+from mcache.contract.store import CasToken, NoValueType, StaleClaim, StoreTraits
+from mcache.contract.store_helpers import MiB, twin_made_once
+from mcache.errors import ConfigError, NotNumeric, StoreUnavailable
+from mcache.sansio.steps import run_steps
+from mcache.stores.redis import lua
+from mcache.stores.redis.steps import Command, Pipelined, RedisSteps, Scripted
+from mcache.stores.redis.tracking import InvalidationFeed, Listener
+
+if TYPE_CHECKING:
+    from mcache.stores.redis.async_store import AsyncRedisStore
+
+__all__ = ["RedisStore"]
+
+T = TypeVar("T")
+
+
+class RedisStore(RedisSteps):
+    """One Redis database behind the :class:`~mcache.contract.store.Store` contract.
+
+    Each operation is written once, as steps that yield the commands they need
+    (:mod:`mcache.sansio.steps`); this class performs them with redis-py's blocking
+    client, :class:`~mcache.stores.redis.async_store.AsyncRedisStore` with its
+    asyncio client.
+    """
+
+    traits = StoreTraits(
+        async_twin=True,
+        incr_many=True,
+        hyperloglog=True,
+        pushes_invalidations=True,
+        tells_time_left=True,
+        claims_stale=True,
+    )
+    connection_options: dict[str, Any] | None = None
+    """How the client was made from ``url``; None when it was given (no async twin)."""
+    _twin: AsyncRedisStore | None = None
+
+    _FAILURES: tuple[type[BaseException], ...] = (RedisError, OSError, asyncio.TimeoutError)
+    """What the client raises when the server cannot answer (a cluster adds its own)."""
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        socket_timeout: float = 1.0,
+        socket_connect_timeout: float = 0.5,
+        max_connections: int | None = None,
+        max_value_size: int = 1 * MiB,
+        client: redis.Redis | None = None,
+        replica: redis.Redis | None = None,
+    ) -> None:
+        """``client`` replaces the one ``url`` would make (a Sentinel's primary, say);
+        ``replica`` serves plain reads (``get``, ``get_many``), everything else the client.
+        """
+        check_options(socket_timeout, socket_connect_timeout, max_value_size)
+        self.url = url
+        self.max_value_size = max_value_size
+        self.max_connections = max_connections
+        if client is None:
+            self.connection_options = {
+                "socket_timeout": socket_timeout,
+                "socket_connect_timeout": socket_connect_timeout,
+                "max_connections": max_connections,
+            }
+            pool = redis.ConnectionPool.from_url(url, **self.connection_options)
+            client = redis.Redis(connection_pool=pool)
+        self._redis = client
+        self._reader = replica or client
+        self._scripts: dict[str, Script] = {}
+
+    def _script(self, source: str) -> Script:
+        """Return the Lua script ``source`` bound to the client, registered on first use."""
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = self._redis.register_script(source)
+        return script
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({_redacted(self.url)!r})"
+
+    def _run(self, call: Callable[[], T], key: str = "") -> T:
+        try:
+            return call()
+        except self._FAILURES as error:
+            raise self.translated(error, key) from error
+
+    def translated(self, error: BaseException, key: str = "") -> Exception:
+        """Return the contract's exception for a client's ``error`` (see :class:`Store`)."""
+        if isinstance(error, ResponseError) and "not an integer" in str(error):
+            return NotNumeric(f"cannot incr/decr {key!r}: not a decimal integer")
+        if isinstance(error, ResponseError):
+            return StoreUnavailable(f"redis {_redacted(self.url)}: {error}")
+        return StoreUnavailable(f"redis {_redacted(self.url)}: {type(error).__name__}: {error}")
+
+    def _perform(self, operation: Command | Scripted | Pipelined) -> Any:
+        """Perform one operation of the steps with the blocking client."""
+        if type(operation) is Command:
+            client = self._reader if operation.reader else self._redis
+            return self._run(lambda: operation.call(client), operation.key)
+        if type(operation) is Scripted:
+            script = self._script(operation.source)
+            return self._run(lambda: script(operation.keys, operation.args), operation.key)
+        pipe = (self._reader if operation.reader else self._redis).pipeline(transaction=False)
+        operation.fill(pipe)
+        return self._run(pipe.execute)
+
+    # -- the Store contract, performed --------------------------------------------------------
+
+    def get(self, key: str) -> bytes | NoValueType:
+        """Return the value stored under ``key``, or ``NO_VALUE``."""
+        return run_steps(self.get_steps(key), self._perform)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return the values of the keys that exist, in one ``MGET``."""
+        return run_steps(self.get_many_steps(keys), self._perform)
+
+    @property
+    def claims_in_read(self) -> bool:
+        """Reads claim stale entries unless they go to a replica (see :class:`ClaimsStale`)."""
+        return self._reader is self._redis
+
+    def get_many_claiming(self, keys: list[str], claim: StaleClaim) -> dict[str, bytes]:
+        """``get_many`` and, for an entry in its stale window, its lock: one ``EVALSHA``."""
+        return run_steps(self.get_many_claiming_steps(keys, claim), self._perform)
+
+    def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
+        """Return ``{key: (value, seconds left)}`` for the keys that exist, in one round trip."""
+        return run_steps(self.get_many_expiring_steps(keys), self._perform)
+
+    def set(self, key: str, value: bytes, ttl: int = 0) -> None:
+        """Store ``value``; an oversize value raises and leaves the key empty."""
+        run_steps(self.set_steps(key, value, ttl), self._perform)
+
+    def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
+        """Store several values in one pipeline; return the keys not stored."""
+        return run_steps(self.set_many_steps(items, ttl), self._perform)
+
+    def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        """Store only if absent (``SET NX``)."""
+        return run_steps(self.add_steps(key, value, ttl), self._perform)
+
+    def append(self, key: str, value: bytes) -> bool:
+        """Append to an existing value; ``False`` when missing."""
+        return run_steps(self.append_steps(key, value), self._perform)
+
+    def incr(self, key: str, delta: int = 1) -> int | None:
+        """Add ``delta``; ``None`` when missing (never creates)."""
+        return run_steps(self.incr_steps(key, delta, lua.INCR), self._perform)
+
+    def decr(self, key: str, delta: int = 1) -> int | None:
+        """Subtract ``delta``, flooring at 0; ``None`` when missing."""
+        return run_steps(self.incr_steps(key, delta, lua.DECR), self._perform)
+
+    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
+        """Increment several keys in one pipelined round trip; ``None`` for missing ones."""
+        return run_steps(self.incr_many_steps(deltas), self._perform)
+
+    def pfadd(self, key: str, member: bytes, ttl: int) -> bool:
+        """Add ``member`` to the HyperLogLog ``key`` (TTL set on creation); True if it changed."""
+        return run_steps(self.pfadd_steps(key, member, ttl), self._perform)
+
+    def pfcount(self, keys: list[str]) -> int:
+        """Return the estimated number of distinct members across HyperLogLogs ``keys``."""
+        return run_steps(self.pfcount_steps(keys), self._perform)
+
+    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
+        """Return ``(value, sha1 of value)``; ``(NO_VALUE, None)`` when missing."""
+        return run_steps(self.gets_steps(key), self._perform)
+
+    def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
+        """Store only if the value still hashes to ``token``."""
+        return run_steps(self.cas_steps(key, value, token, ttl), self._perform)
+
+    def delete(self, key: str) -> bool:
+        """Delete ``key``; ``True`` when it existed."""
+        return run_steps(self.delete_steps(key), self._perform)
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Delete several keys in one ``DEL``."""
+        run_steps(self.delete_many_steps(keys), self._perform)
+
+    def touch(self, key: str, ttl: int) -> bool:
+        """Give an existing key a new TTL (0: no expiry)."""
+        return run_steps(self.touch_steps(key, ttl), self._perform)
+
+    def flush(self) -> None:
+        """Empty this store's database (``FLUSHDB``), not the whole server."""
+        self._run(self._redis.flushdb)
+
+    def stats(self) -> dict[str, dict[str, int | float | str]]:
+        """Return ``INFO`` mapped to memcached's field names, keyed by ``host:port/db``."""
+        return info_stats(self._redis, self._run)
+
+    def close(self) -> None:
+        """Close pooled connections; the store reconnects on next use."""
+        self._redis.connection_pool.disconnect()
+        if self._reader is not self._redis:
+            self._reader.connection_pool.disconnect()
+
+    def invalidation_feed(self, prefixes: list[str], listener: Listener) -> InvalidationFeed:
+        """Return a feed of the invalidations Redis pushes for keys under ``prefixes``
+        (for a near cache: see :mod:`.redis_tracking`), on the server reads go to."""
+        pool = self._reader.connection_pool
+        options = {**pool.connection_kwargs, "protocol": 2}
+        return InvalidationFeed(lambda: pool.connection_class(**options), prefixes, listener)
+
+    def asynchronous(self) -> AsyncRedisStore | None:
+        """Return this store's async twin on the same servers (see :mod:`.redis_async`).
+
+        None for a store given its client: async callers reach it through a
+        worker thread (the twin cannot copy a client it did not make).
+        """
+        if self._twin is None and not self.has_twin():
+            return None
+        return twin_made_once(self, self.new_twin)
+
+    def has_twin(self) -> bool:
+        """Whether the store knows how to make its own clients on an event loop."""
+        return self.connection_options is not None
+
+    def new_twin(self) -> AsyncRedisStore:
+        """Make the async twin (Sentinel and Cluster stores make their own kinds)."""
+        from mcache.stores.redis.async_store import AsyncRedisStore
+
+        return AsyncRedisStore(self)
+
+
+def check_options(
+    socket_timeout: float, socket_connect_timeout: float, max_value_size: int
+) -> None:
+    """Refuse timeouts and sizes no Redis store can work with, at start-up."""
+    if socket_timeout <= 0 or socket_connect_timeout <= 0:
+        raise ConfigError("redis: socket_timeout and socket_connect_timeout must be > 0")
+    if max_value_size < 1:
+        raise ConfigError(f"redis: max_value_size must be >= 1, got {max_value_size!r}")
+
+
+def _redacted(url: str) -> str:
+    """Hide a password in a URL before it reaches a log line or an error message."""
+    scheme, sep, rest = url.partition("://")
+    if "@" not in rest:
+        return url
+    return f"{scheme}{sep}***@{rest.rpartition('@')[2]}"
+
+
+def info_stats(
+    client: Any, run: Callable[[Callable[[], Any]], Any] = lambda call: call()
+) -> dict[str, dict[str, int | float | str]]:
+    """Return a redis-py client's ``INFO`` in memcached's field names, keyed by ``host:port/db``.
+
+    Shared with the store over another Django cache, which may sit on django-redis.
+    """
+    return stats_from_info(run(client.info), client.connection_pool.connection_kwargs)
+
+
+def stats_from_info(
+    info: dict[str, Any], kwargs: dict[str, Any]
+) -> dict[str, dict[str, int | float | str]]:
+    """Map one server's ``INFO`` reply to memcached's field names, keyed by ``host:port/db``."""
+    db = kwargs.get("db", 0)
+    name = f"{kwargs.get('host', kwargs.get('path', 'redis'))}:{kwargs.get('port', '')}/{db}"
+    keyspace = info.get(f"db{db}", {})
+    mapped: dict[str, int | float | str] = {
+        "pid": info.get("process_id", 0),
+        "uptime": info.get("uptime_in_seconds", 0),
+        "version": str(info.get("redis_version", "")),
+        "curr_connections": info.get("connected_clients", 0),
+        "curr_items": keyspace.get("keys", 0) if isinstance(keyspace, dict) else 0,
+        "bytes": info.get("used_memory", 0),
+        "limit_maxbytes": info.get("maxmemory", 0),
+        "get_hits": info.get("keyspace_hits", 0),
+        "get_misses": info.get("keyspace_misses", 0),
+        "evictions": info.get("evicted_keys", 0),
+        "reclaimed": info.get("expired_keys", 0),
+        "total_connections": info.get("total_connections_received", 0),
+    }
+    return {name: mapped}
+
+
+def role_stats(
+    client: Any | None, role: str, name: str, run: Callable[[Callable[[], Any]], Any]
+) -> dict[str, dict[str, int | float | str]]:
+    """Return one server of a topology as ``{"<name> <role>": fields + role}``.
+
+    ``name`` stands for a server that cannot answer (or is known failed: no
+    ``client``), which is reported ``dead``.
+    """
+    dead: dict[str, dict[str, int | float | str]] = {f"{name} {role}": {"dead": 1, "role": role}}
+    if client is None:
+        return dead
+    try:
+        fields_of = info_stats(client, run)
+    except StoreUnavailable:
+        return dead
+    return {f"{label} {role}": {**fields, "role": role} for label, fields in fields_of.items()}

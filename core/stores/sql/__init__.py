@@ -1,0 +1,1 @@
+"""The durable tier on PostgreSQL (psycopg 3) and SQLite."""

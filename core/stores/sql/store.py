@@ -1,0 +1,231 @@
+"""A durable store: one table of PostgreSQL or SQLite, with memcached's semantics.
+
+Every operation is one statement in autocommit, so each is atomic on its own
+and visible to every process at once: ``add`` is an insert that replaces only
+an expired row (``ON CONFLICT … DO UPDATE … WHERE``: of racing callers one
+wins), ``incr`` an update that never creates, ``gets``/``cas`` compare the
+random version every write sets (so a delete and a re-insert never pass for
+the same value). Expired rows are invisible at once and deleted later, in
+bounded batches, by :class:`~mcache.stores.sql.upkeep.Upkeep`, which also
+keeps the table under ``max_bytes`` by evicting the least recently used rows.
+The table is created on first use (see :mod:`mcache.stores.sql.dialects`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mcache.clock import Clock, system_clock
+from mcache.contract.store import CasToken, NoValueType, StoreTraits
+from mcache.contract.store_helpers import MiB, twin_made_once
+from mcache.errors import ConfigError, StoreUnavailable
+from mcache.sansio.steps import Pause, run_steps
+from mcache.stores.sql.connections import Connections, Connector
+from mcache.stores.sql.steps import SqlSteps, Statement, answered
+from mcache.stores.sql.upkeep import Upkeep
+
+if TYPE_CHECKING:
+    from mcache.stores.sql.async_store import AsyncSqlStore
+
+__all__ = ["SqlStore"]
+
+
+class SqlStore(SqlSteps):
+    """One table of a relational database behind the :class:`~mcache.contract.store.Store` contract.
+
+    The contract is :class:`~mcache.stores.sql.steps.SqlSteps`' steps, run here on
+    one connection per thread.
+    """
+
+    traits = StoreTraits(async_twin=True, incr_many=True, tells_time_left=True)
+
+    def __init__(
+        self,
+        connector: Connector,
+        *,
+        max_value_size: int = 1 * MiB,
+        max_bytes: int = 1024 * MiB,
+        dead_timeout: float = 2.0,
+        sweep_interval: float = 60.0,
+        sweep_batch: int = 500,
+        sweep_thread: bool = True,
+        clock: Clock = system_clock,
+    ) -> None:
+        name = connector.dialect.name
+        if max_value_size < 1:
+            raise ConfigError(f"{name}: max_value_size must be >= 1, got {max_value_size!r}")
+        if max_bytes < 0:
+            raise ConfigError(f"{name}: max_bytes must be >= 0 (0: no bound), got {max_bytes!r}")
+        if dead_timeout < 0 or sweep_interval <= 0 or sweep_batch < 1:
+            raise ConfigError(
+                f"{name}: dead_timeout must be >= 0, sweep_interval > 0 and sweep_batch >= 1"
+            )
+        self.connector = connector
+        self.dialect = connector.dialect
+        self.max_value_size = max_value_size
+        self.max_bytes = max_bytes
+        self.clock = clock
+        self.connections = Connections(connector, dead_timeout)
+        self.upkeep = Upkeep(self, sweep_interval, sweep_batch, sweep_thread)
+        self._ready_in: int | None = None  # the process that checked the table
+        self._ready_lock = threading.Lock()
+        self._started = time.time()
+        self._twin: AsyncSqlStore | None = None
+        self.counts = {"get_hits": 0, "get_misses": 0, "cmd_get": 0, "cmd_set": 0}
+
+    def __repr__(self) -> str:
+        return f"SqlStore({self.connector.location!r}, max_bytes={self.max_bytes})"
+
+    # -- running statements ----------------------------------------------------------------
+
+    @property
+    def table_ready(self) -> bool:
+        """Whether this process made (or checked) the table. Either driver unsets it when
+        a statement fails, so a table dropped meanwhile is made again by the next call."""
+        return self._ready_in == os.getpid()
+
+    @table_ready.setter
+    def table_ready(self, ready: bool) -> None:
+        self._ready_in = os.getpid() if ready else None
+
+    def run(self, sql: str, params: Sequence[object] = ()) -> Any:
+        """Run one statement (the table made ready first); return the cursor."""
+        if not self.table_ready:
+            self.ensure_table()
+        try:
+            return self.connections.execute(sql, params)
+        except StoreUnavailable:
+            self.table_ready = False
+            raise
+
+    def ensure_table(self) -> None:
+        """Create the table and its indexes if missing; refuse a table of another layout."""
+        with self._ready_lock:
+            if self.table_ready:
+                return
+            run_steps(self.ensure_table_steps(), self._perform_unready)
+            self.table_ready = True
+
+    def _perform(self, operation: Statement | Pause) -> Any:
+        """Perform one operation of the steps on this thread's connection."""
+        if type(operation) is Statement:
+            return answered(operation, self.run(operation.sql, operation.params))
+        return operation.run()
+
+    def _perform_unready(self, operation: Statement | Pause) -> Any:
+        """:meth:`_perform` while the table is being made (it need not be ready)."""
+        if type(operation) is Statement:
+            return answered(operation, self.connections.execute(operation.sql, operation.params))
+        return operation.run()
+
+    def asynchronous(self) -> AsyncSqlStore | None:
+        """Return the async twin (PostgreSQL's, see :mod:`.sql_async`), or None.
+
+        SQLite and a Django ``db:`` alias have none: async callers reach them
+        through a worker thread.
+        """
+        if self._twin is None and not hasattr(self.connector, "aconnect"):
+            return None
+        return twin_made_once(self, self._new_twin)
+
+    def _new_twin(self) -> AsyncSqlStore:
+        from mcache.stores.sql.async_store import AsyncSqlStore
+
+        return AsyncSqlStore(self)
+
+    # -- the Store contract: the steps, performed ---------------------------------------------
+
+    def get(self, key: str) -> bytes | NoValueType:
+        """Return the value stored under ``key``, or ``NO_VALUE``."""
+        return run_steps(self.get_steps(key), self._perform)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """Return the values of the keys that exist."""
+        return run_steps(self.get_many_steps(keys), self._perform)
+
+    def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int]]:
+        """Return ``{key: (value, seconds left)}`` for the keys that exist (0: no expiry)."""
+        return run_steps(self.get_many_expiring_steps(keys), self._perform)
+
+    def set(self, key: str, value: bytes, ttl: int = 0) -> None:
+        """Store ``value``; an oversize value raises and leaves the key empty."""
+        run_steps(self.set_steps(key, value, ttl), self._perform)
+
+    def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
+        """Store several values, a few hundred per statement; return the keys not stored."""
+        return run_steps(self.set_many_steps(items, ttl), self._perform)
+
+    def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        """Store only if absent (or expired): of racing callers exactly one wins."""
+        return run_steps(self.add_steps(key, value, ttl), self._perform)
+
+    def append(self, key: str, value: bytes) -> bool:
+        """Append to an existing value; ``False`` when missing (or past the size limit)."""
+        return run_steps(self.append_steps(key, value), self._perform)
+
+    def incr(self, key: str, delta: int = 1) -> int | None:
+        """Add ``delta`` (wrapping at 2**64); ``None`` when missing (never creates)."""
+        return run_steps(self.incr_steps(key, delta, "incr"), self._perform)
+
+    def decr(self, key: str, delta: int = 1) -> int | None:
+        """Subtract ``delta``, flooring at 0; ``None`` when missing."""
+        return run_steps(self.incr_steps(key, delta, "decr"), self._perform)
+
+    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
+        """Increment several keys; ``None`` for the missing ones."""
+        return run_steps(self.incr_many_steps(deltas), self._perform)
+
+    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
+        """Return ``(value, version)``; ``(NO_VALUE, None)`` when missing."""
+        return run_steps(self.gets_steps(key), self._perform)
+
+    def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
+        """Store only if the row still has the version :meth:`gets` returned."""
+        return run_steps(self.cas_steps(key, value, token, ttl), self._perform)
+
+    def delete(self, key: str) -> bool:
+        """Delete ``key``; ``True`` when it existed (and had not expired)."""
+        return run_steps(self.delete_steps(key), self._perform)
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Delete several keys, a few hundred per statement."""
+        run_steps(self.delete_many_steps(keys), self._perform)
+
+    def touch(self, key: str, ttl: int) -> bool:
+        """Give an existing key a new TTL (0: no expiry, negative: expire it now)."""
+        return run_steps(self.touch_steps(key, ttl), self._perform)
+
+    def flush(self) -> None:
+        """Delete every row but the schema's."""
+        run_steps(self.flush_steps(), self._perform)
+
+    def stats(self) -> dict[str, dict[str, int | float | str]]:
+        """Return memcached's fields for the table (sizes estimated on a large table).
+
+        ``get_hits``/``get_misses`` count this process's reads; ``evictions`` and
+        ``reclaimed`` this process's sweeps.
+        """
+        rows, size, exact = self.upkeep.estimate()
+        fields: dict[str, int | float | str] = {
+            "engine": self.dialect.name,
+            "table": self.dialect.table,
+            "pid": os.getpid(),
+            "uptime": int(time.time() - self._started),
+            "curr_items": rows,
+            "bytes": size,
+            "estimated": int(not exact),
+            "limit_maxbytes": self.max_bytes,
+            "evictions": self.upkeep.counts["evicted"],
+            "reclaimed": self.upkeep.counts["expired"],
+            **self.counts,
+        }
+        return {self.connector.location: fields}
+
+    def close(self) -> None:
+        """Stop the sweep and close this thread's connection; both restart on next use."""
+        self.upkeep.stop()
+        self.connections.close()

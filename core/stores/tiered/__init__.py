@@ -1,0 +1,1 @@
+"""Nested tiers (a fast store over a durable one) and the async twin."""

@@ -1,0 +1,54 @@
+"""Tiers on an event loop: the tiered store's steps, each tier's call awaited on its own twin.
+
+:class:`AsyncTieredStore` performs :class:`~mcache.stores.tiered.store.TieredStore`'s
+steps with the async driver: a tier with an async twin (memory, memcached,
+Redis) is awaited on the loop, and one without (the durable tier) is called in
+a worker thread, one hop per call to that tier alone. A hit in a hot tier
+that has a twin therefore never leaves the loop, however slow the cold tier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from mcache.contract.stepped_twin import SteppedTwin
+from mcache.sansio.steps import aperform, arun_steps, twin_of
+
+if TYPE_CHECKING:
+    from mcache.stores.tiered.store import Expiring, TieredStore
+
+__all__ = ["AsyncTieredStore"]
+
+
+class AsyncTieredStore(SteppedTwin):
+    """:class:`~mcache.contract.store.AsyncStore` over the async twins of a
+    :class:`TieredStore`'s tiers."""
+
+    def __init__(self, store: TieredStore) -> None:
+        self.store = store
+        self.max_value_size = store.max_value_size
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store!r})"
+
+    _perform = staticmethod(aperform)  # each tier's call: on its twin, or in a thread
+
+    async def get_many_expiring(self, keys: Iterable[str]) -> Expiring:
+        return await arun_steps(self.store.get_many_expiring_steps(keys), aperform)
+
+    async def incr(self, key: str, delta: int = 1) -> int | None:
+        return await arun_steps(self.store.incr_steps(key, delta), aperform)
+
+    async def decr(self, key: str, delta: int = 1) -> int | None:
+        return await arun_steps(self.store.decr_steps(key, delta), aperform)
+
+    async def stats(self) -> dict[str, dict[str, int | float | str]]:
+        return await arun_steps(self.store.stats_steps(), aperform)
+
+    async def close(self) -> None:
+        """Close the running loop's connections of every tier that has a twin."""
+        for tier in (self.store.hot, self.store.cold):
+            twin = twin_of(tier)
+            if twin is not None:
+                await twin.close()

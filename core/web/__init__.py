@@ -1,0 +1,3 @@
+"""Framework-neutral cached pages and what a cached view reports; the Django and Flask adapters
+share them.
+"""

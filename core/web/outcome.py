@@ -1,0 +1,87 @@
+"""What a cached view tells its visitor about the page: HIT, MISS, STALE or BYPASS, and why.
+
+Both adapters answer with the same two headers (``X-Cache`` unless the view
+names another, and the same name with ``-Reason`` appended):
+
+- ``X-Cache: HIT`` / ``MISS`` / ``STALE``: the page came from the cache, was
+  rendered and stored, or is a stale copy served while one request re-renders it;
+- ``X-Cache: BYPASS`` with ``X-Cache-Reason: <reason>``: the view ran and its
+  response was not stored, for the reason named (one of :data:`REASONS`);
+- ``X-Cache: MISS`` with ``X-Cache-Reason: store-down``: the cache could not be
+  read, so the page was rendered for this request alone (nothing stored).
+
+A site whose hit ratio is low can read the reason in the browser, or in the
+DEBUG log of the ``mcache.views`` logger: one line per view and reason, at most
+once a minute, so a busy site's log does not fill with it.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextvars import ContextVar
+from typing import Final
+
+from mcache.logs import FailureLog
+
+__all__ = [
+    "BYPASS",
+    "REASONS",
+    "STORE_FAILED",
+    "UNCACHED",
+    "log_bypass",
+    "reason_header",
+]
+
+BYPASS: Final = "BYPASS"
+
+REASONS: Final[dict[str, str]] = {
+    "method": "not a GET or HEAD request",
+    "authorization": "the request carries an Authorization header",
+    "signed-in": "a signed-in visitor, and the view is not keyed per_user",
+    "session": "the view wrote the session, or read it for a visitor who has one",
+    "csrf": "the page holds this visitor's CSRF token",
+    "messages": "the view read or queued flash messages",
+    "status": "the response's status is not 200",
+    "streaming": "a streamed response",
+    "set-cookie": "the response sets a cookie",
+    "private": "Cache-Control: private, no-cache, no-store or max-age=0",
+    "vary": "Vary: * or a Vary header the page's key does not cover",
+    "head": "a HEAD request with no page stored yet (HEAD never stores one)",
+    "disabled": "the cache's TIMEOUT is 0 and the view gives no ttl",
+    "unless": "the view's unless= callable returned true",
+    "foreign": "the page's key held a value that is no page, twice (another client's?)",
+    "store-down": "the cache could not be read (X-Cache: MISS; nothing stored)",
+}
+"""Every reason an adapter may give, with what it means."""
+
+STORE_FAILED: ContextVar[bool] = ContextVar("mcache_store_failed", default=False)
+"""Set when a store call failed in the current context and the cache carried on without
+it. Adapters set it to False before ``get_or_build`` and read it after (see
+:func:`mcache.web.page.get_page`)."""
+
+UNCACHED: ContextVar[str] = ContextVar("mcache_uncached", default="")
+"""The reason (:attr:`mcache.errors.Uncacheable.reason`) of the value ``get_or_build``
+last handed back to the current context without storing it. Adapters set it to ""
+before the call and read it after, as :data:`STORE_FAILED`."""
+
+_views_log = logging.getLogger("mcache.views")
+_bypasses = FailureLog(_views_log, interval=60.0, level=logging.DEBUG)
+
+
+def log_bypass(view: str, reason: str, method: str, path: str) -> None:
+    """Log at DEBUG that ``view`` did not cache a page, at most once a minute per reason."""
+    if _views_log.isEnabledFor(logging.DEBUG):
+        _bypasses.log(
+            f"{view}:{reason}",
+            "page of %s not cached (%s: %s), e.g. %s %s",
+            view,
+            reason,
+            REASONS.get(reason, reason),
+            method,
+            path,
+        )
+
+
+def reason_header(header: str) -> str:
+    """Return the name of the header that carries the reason next to ``header``."""
+    return f"{header}-Reason"

@@ -245,7 +245,7 @@ class Cache(PlainOperations, CounterFactories):
     def raw(self) -> RawKeys:
         """Keys exactly as given and values as bare bytes, for data another program shares
         (see :mod:`mcache.features.raw_keys`): no namespace, no codec, no tags."""
-        return RawKeys(self)
+        return RawKeys(self.parts)
 
     def key(self, *parts: object, **named: object) -> str:
         """Return the store key for these parameters under this cache's namespace."""

@@ -103,7 +103,7 @@ class Uncacheable(Exception):
     ``get_or_build`` returns ``value`` to the caller whose build raised it and
     stores nothing; callers that were waiting for that build run their own, since
     the value was meant for one caller only (a page that sets a cookie, say).
-    ``reason`` says why, for the adapters' reports (see :mod:`mcache.web.outcome`).
+    ``reason`` says why, for the adapters' reports (see :mod:`mcache.observe.outcome`).
     """
 
     def __init__(self, value: object, reason: str = "") -> None:

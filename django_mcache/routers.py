@@ -57,7 +57,8 @@ class FreshReadRouter:
         if read_primary() or not tracked(model):
             return self.primary
         core = getattr(caches[cache_alias()], "mcache", None)
-        if self.changes.changed_within_lag(core, model_tag(model)):
+        tags = core.tags if core is not None else None
+        if self.changes.changed_within_lag(tags, model_tag(model)):
             return self.primary
         return self.replica
 

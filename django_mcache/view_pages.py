@@ -30,7 +30,7 @@ from django.utils.cache import (
 from django.utils.http import http_date
 
 from mcache.errors import Uncacheable
-from mcache.web.outcome import reason_header
+from mcache.observe.outcome import reason_header
 from mcache.web.page import as_page
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def _has_session_cookie(request: HttpRequest) -> bool:
 
 def bypass_reason(request: HttpRequest, options: ViewOptions) -> str | None:
     """Return why a response to this request may neither come from nor go to the shared
-    cache (a reason of :mod:`mcache.web.outcome`), or None when it may."""
+    cache (a reason of :mod:`mcache.observe.outcome`), or None when it may."""
     reason = anyones_reason(request)
     if reason is None and not options.per_user and signed_in(request):
         return "signed-in"

@@ -29,7 +29,7 @@ from django.utils import translation
 
 from mcache import Cache
 from mcache.model.jobs import in_process
-from mcache.web.outcome import BYPASS, log_bypass
+from mcache.observe.outcome import BYPASS, log_bypass
 from mcache.web.page import PAGES_STAY, PageRead, aget_page, get_page
 
 from .config import cache_alias, check_alias

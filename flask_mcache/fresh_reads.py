@@ -104,7 +104,7 @@ class FreshReadSession(Session):
         if transaction is not None and self.info.get(_WROTE) is transaction:
             return primary  # this session's own uncommitted (or just flushed) writes
         if mapper is not None and routing.changes.changed_within_lag(
-            routing.cache, f"model:{mapper.local_table.name}"
+            routing.cache.tags, f"model:{mapper.local_table.name}"
         ):
             return primary
         return routing.replica

@@ -29,7 +29,7 @@ from mcache.errors import Uncacheable
 from mcache.features.memoize import refuse_instances_of
 from mcache.model.dependencies import carried
 from mcache.model.jobs import in_process
-from mcache.web.outcome import BYPASS, log_bypass, reason_header
+from mcache.observe.outcome import BYPASS, log_bypass, reason_header
 from mcache.web.page import PAGES_STAY, as_page, get_page
 
 from .view_order import remember
@@ -210,7 +210,7 @@ def _key(name: str, settings: ViewSettings, view_args: dict[str, Any]) -> tuple:
 
 
 def _refusal(response: Response, vary: tuple[str, ...]) -> str | None:
-    """Return why ``response`` may not be stored (a reason of :mod:`mcache.web.outcome`), or
+    """Return why ``response`` may not be stored (a reason of :mod:`mcache.observe.outcome`), or
     None."""
     if response.is_streamed:
         return "streaming"

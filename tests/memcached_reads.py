@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcache.stores.memcached.store import store as memcached_module
+from mcache.stores.memcached import store as memcached_module
 
 
 def record_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, int]]:

@@ -59,7 +59,7 @@ def _run_elsewhere(code: str) -> str:
 
 def test_core_imports_without_frameworks() -> None:
     out = _run_elsewhere(
-        "import sys, mcache, mcache.stores, mcache.contract.testing;"
+        "import sys, mcache, mcache.stores, mcache.testing.store_contract;"
         "print(mcache.__file__);"
         "optional = ('django', 'flask', 'werkzeug', 'jinja2', 'asgiref', 'pymemcache',"
         " 'redis', 'hiredis', 'psycopg', 'sqlalchemy', 'msgpack', 'celery', 'rq',"

@@ -2,7 +2,7 @@
 
 Every store (in-process, memcached, Redis, or a third party's) implements
 :class:`Store` with memcached's semantics, and passes the one contract suite in
-:mod:`mcache.contract.testing`. Keys are ASCII text that memcached accepts (at most 250
+:mod:`mcache.testing.store_contract`. Keys are ASCII text that memcached accepts (at most 250
 bytes, no whitespace or control characters); values are bytes; TTLs are whole
 seconds where 0 means "no expiry" and a negative TTL means "already expired".
 """
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Final, Protocol, runtime_checkable
 
 __all__ = [
+    "MAX_KEY_BYTES",
     "NO_VALUE",
     "AsyncStore",
     "CasToken",
@@ -29,6 +30,10 @@ __all__ = [
     "TellsTimeLeft",
     "stale_hold_ttl",
 ]
+
+
+MAX_KEY_BYTES: Final = 250
+"""The longest key a store must accept, in bytes: memcached's limit, which every store keeps."""
 
 
 class NoValueType:
@@ -67,7 +72,7 @@ class StoreTraits:
     A :class:`Cache` reads its store's ``traits`` when it is built and takes
     each path by them: no call site asks a store whether it has a method. Each
     true trait promises the methods named beside it (the contract suite,
-    :class:`mcache.contract.testing.StoreContract`, checks that what a store declares is
+    :class:`mcache.testing.store_contract.StoreContract`, checks that what a store declares is
     what it does; a trait left undeclared is never used, whatever methods the
     store has). A third-party store declares ``traits = StoreTraits()`` and gets
     the portable paths, which every store keeps.
@@ -201,7 +206,7 @@ class AsyncStore(Protocol):
     """:class:`Store`'s contract for an event loop: the same operations, awaited.
 
     The same semantics and exceptions as :class:`Store`, checked by the same
-    contract suite (:class:`mcache.contract.testing.AsyncStoreContract` drives it). An
+    contract suite (:class:`mcache.testing.store_contract.AsyncStoreContract` drives it). An
     async store never hands work to a thread: it waits on its own sockets (or,
     in-process, does not wait at all), so a hit costs an ASGI server no hop.
     """

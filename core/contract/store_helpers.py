@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from mcache.model.keys import MAX_KEY_BYTES
+from mcache.contract.store import MAX_KEY_BYTES
 
 __all__ = [
     "COPY_SEARCH_PER_OWNER",

@@ -52,6 +52,7 @@ from mcache.errors import Uncacheable
 from mcache.model.dependencies import inside_build, report
 from mcache.model.entry import Entry
 from mcache.model.near import NearCopy
+from mcache.observe.outcome import UNCACHED
 from mcache.sansio.steps import (
     Pause,
     Shielded,
@@ -62,7 +63,6 @@ from mcache.sansio.steps import (
     perform,
     run_steps,
 )
-from mcache.web.outcome import UNCACHED
 
 if TYPE_CHECKING:
     from mcache.engine.parts import CacheParts

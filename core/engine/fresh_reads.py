@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from mcache.clock import Clock, system_clock
 
 if TYPE_CHECKING:
-    from mcache.cache import Cache
+    from mcache.model.tags import Tags
 
 __all__ = ["ChangeTimes", "newest_version", "note_bumps", "read_primary", "reading_primary_after"]
 
@@ -116,13 +116,13 @@ class ChangeTimes:
         self._known: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
 
-    def changed_within_lag(self, cache: Cache | None, tag: str) -> bool:
-        """Whether ``tag`` was bumped within the lag; True when that cannot be known
-        (no cache, or it is down): reading the primary is always correct."""
-        version = self.version(cache, tag)
+    def changed_within_lag(self, tags: Tags | None, tag: str) -> bool:
+        """Whether ``tag`` was bumped within the lag, as ``tags`` (a cache's) tell; True when
+        that cannot be known (no cache, or it is down): reading the primary is always correct."""
+        version = self.version(tags, tag)
         return version is None or self.clock.time_ms() - version < self.lag_ms
 
-    def version(self, cache: Cache | None, tag: str) -> int | None:
+    def version(self, tags: Tags | None, tag: str) -> int | None:
         """Return the tag's version: this process's own bump, a recent read, or the store's."""
         mine = _bumped.get(tag, 0)
         now = time.monotonic()
@@ -130,10 +130,10 @@ class ChangeTimes:
             known = self._known.get(tag)
         if known is not None and known[1] > now:
             return max(known[0], mine)
-        if cache is None:
+        if tags is None:
             return None
         try:
-            version = cache.tags.read([tag], cache.tags.key(tag)).get(tag)
+            version = tags.read([tag], tags.key(tag)).get(tag)
         except Exception:  # the cache is down: the caller reads the primary
             return None
         if version is None:

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from mcache.errors import StoreUnavailable, ValueTooLarge
 from mcache.model.keys import MAX_KEY_BYTES, make_key
-from mcache.web.outcome import STORE_FAILED
+from mcache.observe.outcome import STORE_FAILED
 
 if TYPE_CHECKING:
     from mcache.clock import Clock
+    from mcache.contract.refresher import Refresher
     from mcache.contract.store import Store
     from mcache.logs import FailureLog
     from mcache.model.codec import Codec
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from mcache.model.tags import Tags
     from mcache.observe.stats import CacheStats
     from mcache.observe.trace import Tracer
-    from mcache.refreshers import Refresher
     from mcache.sansio.steps import Steps
 
 __all__ = ["CacheParts"]

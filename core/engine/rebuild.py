@@ -22,7 +22,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcache.engine.call import BuildOptions, Call
 from mcache.engine.lock import Lock, pauses
@@ -35,7 +35,6 @@ from mcache.model.jobs import Job, address_of, plain_function, resolve
 from mcache.sansio.steps import settled
 
 if TYPE_CHECKING:
-    from mcache.cache import Cache
     from mcache.engine.build import Builder
 
 __all__ = ["Rebuild", "Rebuilds", "named", "register", "run"]
@@ -216,16 +215,24 @@ class Rebuilds:
             self.builder.build_and_store(call, lock, None)
 
 
-_NAMED: weakref.WeakValueDictionary[str, Cache] = weakref.WeakValueDictionary()
+class BuildsHere(Protocol):
+    """What a worker needs of the cache a job names: the builder that rebuilds its entries
+    (a :class:`mcache.Cache` has one)."""
+
+    @property
+    def builder(self) -> Builder: ...
 
 
-def register(name: str, cache: Cache) -> str:
+_NAMED: weakref.WeakValueDictionary[str, BuildsHere] = weakref.WeakValueDictionary()
+
+
+def register(name: str, cache: BuildsHere) -> str:
     """Make ``cache`` findable by ``name`` in this process; return its locator."""
     _NAMED[name] = cache
     return f"mcache.rebuild:named:{name}"
 
 
-def named(name: str) -> Cache:
+def named(name: str) -> BuildsHere:
     """Return the cache registered as ``name`` (the worker must have created it)."""
     try:
         return _NAMED[name]
@@ -236,7 +243,7 @@ def named(name: str) -> Cache:
         ) from None
 
 
-def find_cache(locator: str) -> Cache:
+def find_cache(locator: str) -> BuildsHere:
     """Return the cache a locator names: ``"module:function:argument"`` called."""
     module, _, rest = locator.partition(":")
     function, _, argument = rest.partition(":")
@@ -253,16 +260,16 @@ def run(payload: str) -> str:
     """
     job = Job.from_json(payload)
     function = plain_function(resolve(job.builder))  # imports its module: it may create the cache
-    cache = find_cache(job.cache)
-    args, kwargs = cache.codec.loads(job.arguments(), job.key)  # type: ignore[misc]
+    rebuilds = find_cache(job.cache).builder.rebuilds
+    args, kwargs = rebuilds.parts.codec.loads(job.arguments(), job.key)  # type: ignore[misc]
     build: Any = functools.partial(function, *args, **kwargs)
     if inspect.iscoroutinefunction(function):
         coroutine = build
         build = functools.partial(_run_coroutine, coroutine)
     try:
-        return cache.builder.rebuilds.run_job(job, build)
+        return rebuilds.run_job(job, build)
     finally:
-        cache.metrics.flush()  # a worker's builds and failures show in mcache_stats at once
+        rebuilds.parts.metrics.flush()  # a worker's builds and failures show in stats at once
 
 
 def _run_coroutine(coroutine: Any) -> Any:

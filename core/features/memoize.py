@@ -13,18 +13,37 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcache.errors import NotMemoizable
 
 if TYPE_CHECKING:
-    from mcache.cache import Cache
+    from mcache.observe.stats import CacheStats
 
 __all__ = ["LateBound", "Memoized", "check_options", "memoize", "refuse_instances_of"]
 
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str | None] | None
 Refusal = Callable[[Any], str | None]
 """Given a result, say why it must not be memoized (a framework's response), or None."""
+
+
+class Cache(Protocol):
+    """What a memoized function asks of its cache: the public calls of a :class:`mcache.Cache`
+    (named by this protocol, so this module need not import the cache that imports it)."""
+
+    metrics: CacheStats
+
+    def key(self, *parts: object, **named: object) -> str: ...
+
+    def get_or_build(self, key: str, build: Callable[[], Any], **options: Any) -> Any: ...
+
+    def aget_or_build(
+        self, key: str, build: Callable[[], Any], **options: Any
+    ) -> Awaitable[Any]: ...
+
+    def refresh(self, key: str, build: Callable[[], Any], **options: Any) -> Any: ...
+
+    def delete(self, key: str) -> bool: ...
 
 
 class Memoized:

@@ -28,7 +28,7 @@ from mcache.errors import StoreUnavailable, ValueTooLarge
 from mcache.model.keys import validate_store_key
 
 if TYPE_CHECKING:
-    from mcache.cache import Cache
+    from mcache.engine.parts import CacheParts
 
 __all__ = ["RawKeys"]
 
@@ -38,16 +38,16 @@ RawValue = bytes | str | int
 class RawKeys:
     """Un-namespaced keys and unframed values on a cache's store (``cache.raw``)."""
 
-    def __init__(self, cache: Cache) -> None:
-        self._cache = cache
+    def __init__(self, parts: CacheParts) -> None:
+        self._parts = parts
 
     def get(self, key: str, default: Any = None) -> bytes | Any:
         """Return the bytes stored under exactly ``key``, or ``default``."""
         validate_store_key(key)
         try:
-            data = self._cache.store.get(key)
+            data = self._parts.store.get(key)
         except StoreUnavailable as error:
-            self._cache.store_failed("raw.get", error)
+            self._parts.store_failed("raw.get", error)
             return default
         return default if data is NO_VALUE else bytes(data)
 
@@ -57,9 +57,9 @@ class RawKeys:
         for key in keys:
             validate_store_key(key)
         try:
-            return {k: bytes(v) for k, v in self._cache.store.get_many(keys).items()}
+            return {k: bytes(v) for k, v in self._parts.store.get_many(keys).items()}
         except StoreUnavailable as error:
-            self._cache.store_failed("raw.get_many", error)
+            self._parts.store_failed("raw.get_many", error)
             return {}
 
     def set(self, key: str, value: RawValue, ttl: float = 0) -> bool:
@@ -74,18 +74,18 @@ class RawKeys:
         """Remove ``key``; ``True`` when it was there."""
         validate_store_key(key)
         try:
-            return bool(self._cache.store.delete(key))
+            return bool(self._parts.store.delete(key))
         except StoreUnavailable as error:
-            self._cache.store_failed("raw.delete", error)
+            self._parts.store_failed("raw.delete", error)
             return False
 
     def incr(self, key: str, delta: int = 1) -> int | None:
         """Add ``delta`` to the decimal number under ``key``; None when the key is absent."""
         validate_store_key(key)
         try:
-            return self._cache.store.incr(key, delta)
+            return self._parts.store.incr(key, delta)
         except StoreUnavailable as error:
-            self._cache.store_failed("raw.incr", error)
+            self._parts.store_failed("raw.incr", error)
             return None
 
     def set_many(self, items: Mapping[str, RawValue], ttl: float = 0) -> list[str]:
@@ -95,22 +95,22 @@ class RawKeys:
             validate_store_key(key)
             encoded[key] = _bare(value)
         try:
-            return list(self._cache.store.set_many(encoded, seconds(ttl, "ttl")))
+            return list(self._parts.store.set_many(encoded, seconds(ttl, "ttl")))
         except StoreUnavailable as error:
-            self._cache.store_failed("raw.set_many", error)
+            self._parts.store_failed("raw.set_many", error)
             return list(encoded)
 
     def _write(self, operation: str, key: str, value: RawValue, ttl: float) -> bool:
         validate_store_key(key)
         data, store_ttl = _bare(value), seconds(ttl, "ttl")
-        store = self._cache.store
+        store = self._parts.store
         try:
             if operation == "add":
                 return bool(store.add(key, data, store_ttl))
             store.set(key, data, store_ttl)
             return True
         except (StoreUnavailable, ValueTooLarge) as error:
-            self._cache.store_failed(f"raw.{operation}", error)
+            self._parts.store_failed(f"raw.{operation}", error)
             return False
 
 

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePath, PureWindowsPath
 from typing import Any, Final
 
+from mcache.contract.store import MAX_KEY_BYTES
 from mcache.errors import InvalidKey
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
     "validate_store_key",
 ]
 
-MAX_KEY_BYTES: Final = 250  # memcached's limit
 MAX_NAMESPACE_CHARS: Final = 100
 _MAX_READABLE: Final = 80
 _DIGEST_BYTES: Final = 16  # 128 bits: 32 hex characters

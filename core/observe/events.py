@@ -20,11 +20,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
 from mcache.logs import FailureLog
+from mcache.sansio.call_record import CURRENT_CALL, CallRecord
 
 __all__ = [
     "CURRENT_CALL",
@@ -109,35 +108,6 @@ class Observer:
 
     def called(self, origin: Origin, call: CallRecord) -> None:
         """A call of the cache's API (``get_or_build``, ``get``, ``set``, …) returned."""
-
-
-@dataclass
-class CallRecord:
-    """One call of a cache's API as observers see it."""
-
-    operation: str
-    key: str
-    tags: list[str] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
-    round_trips: int = 0
-    """Store requests the call made; a pipelined read of several keys counts one."""
-    seconds: float = 0.0
-
-    @property
-    def outcome(self) -> str:
-        """``HIT``, ``STALE``, ``MISS``, ``BYPASS`` (its builder said ``Uncacheable``), or ``-``."""
-        events = self.events
-        if "uncached" in events:
-            return "BYPASS"
-        if "stale" in events:
-            return "STALE"
-        if "misses" in events or "builds" in events:
-            return "MISS"
-        return "HIT" if "hits" in events else "-"
-
-
-CURRENT_CALL: ContextVar[CallRecord | None] = ContextVar("mcache_current_call", default=None)
-"""The observed call in progress in this context, which counts its events and round trips."""
 
 
 class BuildWatch:

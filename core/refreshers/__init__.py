@@ -13,9 +13,9 @@ By name, as ``Cache(refresher=…)``, Django's ``OPTIONS["refresher"]`` and Flas
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from mcache.contract.refresher import Refresher
 from mcache.errors import ConfigError
 from mcache.refreshers.thread import ThreadPoolRefresher
 
@@ -38,18 +38,6 @@ __all__ = [
 NAMES = ("thread", "celery", "rq", "tasks")
 PACKAGES = {"celery": "celery[redis]", "rq": "rq", "tasks": "django-tasks"}
 FALLBACKS = ("thread", "none")
-
-
-class Refresher(Protocol):
-    """Runs a background rebuild; returns whether it accepted the job.
-
-    The job rebuilds in this process when called. A refresher that sends it
-    elsewhere calls ``job.hand_off(seconds)`` for the worker's payload instead
-    (None: the job must stay here), and ``job.take_back()`` or ``job.give_up()``
-    if the send fails.
-    """
-
-    def __call__(self, job: Callable[[], object]) -> bool: ...
 
 
 def refresher_named(name: str, queue: str | None = None, fallback: str = "thread") -> Refresher:

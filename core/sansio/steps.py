@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from operator import methodcaller
 from typing import Any, Protocol, TypeVar
 
-from mcache.observe.events import CURRENT_CALL
+from mcache.sansio.call_record import CURRENT_CALL
 
 __all__ = [
     "CallBuilder",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mcache.engine.build import STALE_SERVED
 from mcache.model.codec import Codec
-from mcache.web.outcome import STORE_FAILED, UNCACHED
+from mcache.observe.outcome import STORE_FAILED, UNCACHED
 
 if TYPE_CHECKING:
     from mcache.cache import Cache

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from mcache import NO_VALUE, Cache
-from mcache.contract.testing import run_together
+from mcache.testing.store_contract import run_together
 from tests.core import workers
 from tests.core.test_async_stores import forbid_thread_hops
 from tests.core.test_get_or_build import BUILD, PROCESSES, builds, put_stale, run_stampede

@@ -14,7 +14,7 @@ from uhashring import HashRing
 from mcache import NO_VALUE
 from mcache.model.ring import KetamaRing, ModuloRing, Server
 from mcache.stores import MemcachedStore, MemoryStore, TieredStore
-from mcache.stores.memcached.store import store as memcached_module
+from mcache.stores.memcached import store as memcached_module
 from tests.memcached_reads import record_reads
 from tests.servers import ServerProcess
 

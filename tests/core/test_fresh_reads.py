@@ -175,7 +175,7 @@ def test_change_times_know_this_process_bumps_at_once_and_cache_the_rest() -> No
     changes = ChangeTimes(2000, clock)
     cache.invalidate("model:a")
     clock.advance(3)
-    assert not changes.changed_within_lag(cache, "model:a")
+    assert not changes.changed_within_lag(cache.tags, "model:a")
     note_bumps(cache.invalidate("model:a"))
-    assert changes.changed_within_lag(cache, "model:a"), "its own bump, despite the local copy"
+    assert changes.changed_within_lag(cache.tags, "model:a"), "its own bump, despite the local copy"
     assert changes.changed_within_lag(None, "model:b"), "unknown: the primary"

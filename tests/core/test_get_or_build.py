@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from mcache import NO_VALUE, Cache, Entry, FakeClock, Lock
-from mcache.contract.testing import run_together
 from mcache.stores import MemoryStore
+from mcache.testing.store_contract import run_together
 from tests.core import workers
 
 PROCESSES = 8

@@ -6,10 +6,10 @@ import pytest
 import redis
 
 from mcache import Cache
-from mcache.contract.testing_async import driven
 from mcache.errors import StoreUnavailable
 from mcache.stores import from_url
 from mcache.stores.redis.cluster import ClusterRedisStore
+from mcache.testing.async_driver import driven
 from tests.redis_groups import ClusterGroup
 from tests.servers import HOST, free_port
 

@@ -8,9 +8,9 @@ from urllib.parse import urlencode
 import pytest
 
 from mcache.clock import FakeClock
-from mcache.contract.testing import StoreContract
-from mcache.contract.testing_async import AsyncStoreContract, BlockingDriver, driven
 from mcache.stores import MemoryStore, from_url
+from mcache.testing import StoreContract
+from mcache.testing.async_driver import AsyncStoreContract, BlockingDriver, driven
 
 
 class TestMemoryStore(StoreContract):

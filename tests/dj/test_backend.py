@@ -20,9 +20,9 @@ from django.test import override_settings
 
 from django_mcache.django_store import DjangoCacheStore
 from mcache import Entry
-from mcache.contract.testing import StoreContract, run_together
 from mcache.errors import NotNumeric
 from mcache.stores import from_url
+from mcache.testing.store_contract import StoreContract, run_together
 from tests.dj import workers
 
 BACKEND = "django_mcache.backend.MCacheBackend"

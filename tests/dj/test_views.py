@@ -13,7 +13,7 @@ from django.http.response import HttpResponseBase
 from django.test import Client, RequestFactory, override_settings
 from django.utils import translation
 
-from mcache.web import outcome
+from mcache.observe import outcome
 from tests.dj import views
 from tests.dj.blog.models import Post
 from tests.memcached_reads import record_reads

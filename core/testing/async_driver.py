@@ -1,6 +1,6 @@
 """The store contract suite, driven through an async store.
 
-One suite, two drivers: :class:`mcache.contract.testing.StoreContract` calls a store's
+One suite, two drivers: :class:`mcache.testing.store_contract.StoreContract` calls a store's
 methods; here each call is awaited on an event loop instead, through
 :class:`BlockingDriver`, so an :class:`~mcache.contract.store.AsyncStore` is held to the
 very same tests (atomic races across processes and threads included)::
@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from mcache.contract.store import AsyncStore, CasToken, HasAsyncTwin, NoValueType, StoreTraits
-from mcache.contract.testing import StoreContract
+from mcache.testing.store_contract import StoreContract
 
 __all__ = ["AsyncStoreContract", "BlockingDriver", "driven"]
 

@@ -32,8 +32,8 @@ from typing import Any, Protocol
 import pytest
 
 from mcache.contract.store import NO_VALUE, Store
-from mcache.contract.testing_traits import TraitsContract
 from mcache.errors import InvalidKey, NotNumeric, ValueTooLarge
+from mcache.testing.traits_contract import TraitsContract
 
 __all__ = ["StoreContract", "race", "run_together"]
 

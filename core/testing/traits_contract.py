@@ -1,6 +1,6 @@
 """The store contract's check of a store's declared traits: each one does what it says.
 
-Part of :class:`mcache.contract.testing.StoreContract` (every store's suite runs it). A
+Part of :class:`mcache.testing.store_contract.StoreContract` (every store's suite runs it). A
 :class:`~mcache.contract.store.StoreTraits` field set to true promises methods the core
 then calls without asking; here each declared trait is exercised once on the
 store under test, so a store cannot declare what it does not do.
@@ -16,7 +16,7 @@ __all__ = ["TraitsContract"]
 
 
 class TraitsContract:
-    """Mixed into :class:`~mcache.contract.testing.StoreContract` (which provides the
+    """Mixed into :class:`~mcache.testing.store_contract.StoreContract` (which provides the
     ``store`` fixture)."""
 
     def test_declared_traits_do_what_they_say(self, store: Store) -> None:

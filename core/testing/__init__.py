@@ -1,0 +1,10 @@
+"""The suites a store must pass: subclass one with a ``store`` fixture and pytest runs the
+contract on your store (see docs/reference/stores.md).
+
+Imports pytest: import this package from tests only.
+"""
+
+from mcache.testing.async_driver import AsyncStoreContract
+from mcache.testing.store_contract import StoreContract
+
+__all__ = ["AsyncStoreContract", "StoreContract"]

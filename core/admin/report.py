@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mcache.cache import Cache
+from mcache.observe.trace import LEGEND
 
 __all__ = [
     "collect",
@@ -183,9 +184,6 @@ def _cell(field: str, value: Any) -> str:
     if field == "limit_maxbytes" and value in (0, None, ""):
         return "no limit"
     return _number(value)
-
-
-LEGEND = "M miss, L lock, W write, U unlock, H hit, S stale, E error"
 
 
 def traced(

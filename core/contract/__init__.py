@@ -1,3 +1,3 @@
-"""The contract between the cache and its stores: the Store protocol and its declared traits,
-what every store shares, and the suites a store must pass.
+"""What the engine asks of its plug-ins: the Store protocol with its declared traits, what
+every store shares, the twin machinery of async stores, and the Refresher protocol.
 """

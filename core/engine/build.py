@@ -95,16 +95,11 @@ class Builder(Building):
 
     # -- the two drivers --------------------------------------------------------------------------
 
-    def get_or_build(
-        self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions
-    ) -> Any:
-        """Return the cached value for ``key``, building it at most once across callers."""
-        return run_steps(self.get_or_build_steps(key, build, tags, o), perform)
-
     async def aget_or_build(
         self, key: str, build: Callable[[], Awaitable[Any]], tags: list[str], o: BuildOptions
     ) -> Any:
-        """:meth:`get_or_build` with a coroutine builder, awaited on the caller's loop."""
+        """The read path with a coroutine builder, awaited on the caller's loop (the sync one
+        runs the same steps through the facade, which observes the call)."""
         return await arun_steps(self.get_or_build_steps(key, build, tags, o), aperform)
 
     def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:

@@ -40,21 +40,16 @@ class Reader:
         self.others: dict[str, tuple[str, ...]] = {}  # key -> labels beyond the declared ones
         self.plans: dict[str, _Plan] = {}  # key -> what its last read with its tags fetched
 
-    def read(
+    def read_steps(
         self, key: str, tags: list[str], claim: StaleClaim | LeaseBid | None = None
-    ) -> tuple[Entry | None, dict[str, int], dict[str, int]]:
-        """Return the entry, the versions of the declared tags, and of the entry's other tags.
+    ) -> Steps[tuple[Entry | None, dict[str, int], dict[str, int]]]:
+        """Return the entry, the versions of the declared tags, and of the entry's other tags,
+        as steps (the sync driver calls the store, the async one awaits it).
 
         With a ``claim`` (only for a store that :class:`ClaimsStale` or
         :class:`LeasesInRead`), the read also bids for the entry's rebuild, and
         the claim says how that went.
         """
-        return run_steps(self.read_steps(key, tags, claim), perform)
-
-    def read_steps(
-        self, key: str, tags: list[str], claim: StaleClaim | LeaseBid | None = None
-    ) -> Steps[tuple[Entry | None, dict[str, int], dict[str, int]]]:
-        """:meth:`read`, as steps: the sync driver calls the store, the async one awaits it."""
         parts = self.parts
         known = self.others.get(key)
         if not tags and not known:
@@ -182,14 +177,10 @@ class Reader:
 
     # -- plain reads (get, get_many): no building, no stale values -----------------------
 
-    def plain(self, store_key: str, data: bytes) -> Any:
+    def plain_steps(self, store_key: str, data: bytes) -> Steps[Any]:
         """Return what a plain ``get`` reads in ``data``: an entry's value while it is
         fresh and current, a plain value as it is, else ``NO_VALUE`` (a stale entry, a
-        build's placeholder, undecodable bytes)."""
-        return run_steps(self.plain_steps(store_key, data), perform)
-
-    def plain_steps(self, store_key: str, data: bytes) -> Steps[Any]:
-        """:meth:`plain`, as steps (see :mod:`mcache.sansio.steps`)."""
+        build's placeholder, undecodable bytes); as steps (see :mod:`mcache.sansio.steps`)."""
         values = yield from self.plain_many_steps({store_key: data})
         return values.get(store_key, NO_VALUE)
 

@@ -229,7 +229,7 @@ _NAMED: weakref.WeakValueDictionary[str, BuildsHere] = weakref.WeakValueDictiona
 def register(name: str, cache: BuildsHere) -> str:
     """Make ``cache`` findable by ``name`` in this process; return its locator."""
     _NAMED[name] = cache
-    return f"mcache.rebuild:named:{name}"
+    return f"mcache.engine.rebuild:named:{name}"
 
 
 def named(name: str) -> BuildsHere:

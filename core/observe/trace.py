@@ -27,9 +27,23 @@ import re
 import threading
 from pathlib import Path
 
-__all__ = ["EVENTS", "Tracer"]
+__all__ = ["LEGEND", "LETTERS", "Tracer"]
 
-EVENTS = frozenset("MLWUHSE")
+LETTERS = {
+    "M": "miss or stale read",
+    "L": "lock attempt",
+    "W": "freshly built entry written",
+    "U": "unlock",
+    "H": "hit",
+    "S": "stale value served",
+    "E": "build error",
+    "X": "built entry not written: its key changed during the build",
+    "B": "a background rebuild failed: its lock is kept for a back-off",
+}
+"""Every event letter a trace holds, and what it means (docs/reference/trace-letters.md)."""
+LEGEND = ", ".join(f"{letter} {meaning.split(':')[0]}" for letter, meaning in LETTERS.items())
+"""The letters in one line, as the stats commands print them beside a trace."""
+
 logger = logging.getLogger("mcache.trace")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]")
 

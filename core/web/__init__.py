@@ -1,3 +1,1 @@
-"""Framework-neutral cached pages and what a cached view reports; the Django and Flask adapters
-share them.
-"""
+"""Framework-neutral cached pages: the format the Django and Flask adapters both store."""

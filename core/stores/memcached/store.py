@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pymemcache.client.base import Client
 
-from mcache.contract.store import CasToken, LeaseBid, NoValueType, StoreTraits
+from mcache.contract.stepped_store import SteppedStore
+from mcache.contract.store import LeaseBid, StoreTraits
 from mcache.contract.store_helpers import MiB, twin_made_once
 from mcache.errors import ConfigError
 from mcache.logs import FailureLog
@@ -43,7 +44,7 @@ ITEM_HEADROOM = 512
 """Bytes of memcached's 1 MiB item limit taken by the item header, key and flags."""
 
 
-class MemcachedStore(MemcachedLeases, MemcachedSteps):
+class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
     """A pool of memcached servers with failover and optional replication.
 
     ``protocol``: ``auto`` (the meta commands where every server speaks them,
@@ -150,10 +151,6 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps):
 
     # -- the Store contract: the steps, performed ---------------------------------------------
 
-    def get(self, key: str) -> bytes | NoValueType:
-        """Return the value stored under ``key``, or ``NO_VALUE``."""
-        return run_steps(self.get_steps(key), self._perform)
-
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist, one request per server.
 
@@ -222,62 +219,6 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps):
     def incr_creating(self, key: str, delta: int, ttl: int = 0) -> int:
         """Add ``delta``, creating a missing counter at ``delta``, in one ``ma``."""
         return run_steps(self.incr_creating_steps(key, delta, ttl), self._perform)
-
-    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
-        """Return ``(value, cas unique)`` from the owner; ``(NO_VALUE, None)`` when missing."""
-        return run_steps(self.gets_steps(key), self._perform)
-
-    def set(self, key: str, value: bytes, ttl: int = 0) -> None:
-        """Store ``value`` on the key's replicas; an oversize value empties the key."""
-        run_steps(self.set_steps(key, value, ttl), self._perform)
-
-    def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
-        """Store several values, one request per server; return the keys not stored."""
-        return run_steps(self.set_many_steps(items, ttl), self._perform)
-
-    def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
-        """Store only if absent; the owner decides atomically, replicas then copy."""
-        return run_steps(self.add_steps(key, value, ttl), self._perform)
-
-    def append(self, key: str, value: bytes) -> bool:
-        """Append to an existing value on every replica; ``False`` when missing."""
-        return run_steps(self.append_steps(key, value), self._perform)
-
-    def incr(self, key: str, delta: int = 1) -> int | None:
-        """Add ``delta`` on the owner (wrapping at 2**64); ``None`` when missing."""
-        return run_steps(self.incr_steps(key, delta, "incr"), self._perform)
-
-    def decr(self, key: str, delta: int = 1) -> int | None:
-        """Subtract ``delta`` on the owner, flooring at 0; ``None`` when missing."""
-        return run_steps(self.incr_steps(key, delta, "decr"), self._perform)
-
-    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
-        """Increment several keys with one pipelined request per server (owners only).
-
-        Every ``incr`` of a server's batch is sent before any reply is read. Keys
-        missing from the store come back as ``None``.
-        """
-        return run_steps(self.incr_many_steps(deltas), self._perform)
-
-    def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
-        """Store only if the owner's cas unique is still ``token``; replicas then copy."""
-        return run_steps(self.cas_steps(key, value, token, ttl), self._perform)
-
-    def delete(self, key: str) -> bool:
-        """Delete ``key`` (from every server of the pool when replicated)."""
-        return run_steps(self.delete_steps(key), self._perform)
-
-    def delete_many(self, keys: Iterable[str]) -> None:
-        """Delete several keys, one request per server."""
-        run_steps(self.delete_many_steps(keys), self._perform)
-
-    def touch(self, key: str, ttl: int) -> bool:
-        """Give an existing key a new TTL on its replicas."""
-        return run_steps(self.touch_steps(key, ttl), self._perform)
-
-    def flush(self) -> None:
-        """Flush every server that answers."""
-        run_steps(self.flush_steps(), self._perform)
 
     # -- statistics ---------------------------------------------------------------------------
 

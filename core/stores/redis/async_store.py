@@ -27,7 +27,6 @@ from mcache.contract.loop_local import LoopLocal
 from mcache.contract.stepped_twin import SteppedTwin
 from mcache.errors import ConfigError
 from mcache.sansio.steps import arun_steps
-from mcache.stores.redis import lua
 from mcache.stores.redis.steps import Command, Pipelined, Scripted
 from mcache.stores.redis.store import stats_from_info
 
@@ -155,12 +154,6 @@ class AsyncRedisStore(SteppedTwin):
 
     async def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
         return await arun_steps(self.store.get_many_expiring_steps(keys), self._perform)
-
-    async def incr(self, key: str, delta: int = 1) -> int | None:
-        return await arun_steps(self.store.incr_steps(key, delta, lua.INCR), self._perform)
-
-    async def decr(self, key: str, delta: int = 1) -> int | None:
-        return await arun_steps(self.store.incr_steps(key, delta, lua.DECR), self._perform)
 
     async def pfadd(self, key: str, member: bytes, ttl: int) -> bool:
         return await arun_steps(self.store.pfadd_steps(key, member, ttl), self._perform)

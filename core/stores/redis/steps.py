@@ -37,7 +37,8 @@ class Command:
 
 @dataclass(slots=True)
 class Scripted:
-    """One of :mod:`redis_lua`'s scripts, run with ``keys`` and ``args`` (``EVALSHA``)."""
+    """One of :mod:`mcache.stores.redis.lua`'s scripts, run with ``keys`` and ``args``
+    (``EVALSHA``)."""
 
     source: str
     keys: list[Any]
@@ -149,10 +150,12 @@ class RedisSteps:
             raise ValueTooLarge(f"appending to {key!r} would exceed max_value_size")
         return outcome == 1
 
-    def incr_steps(self, key: str, delta: int, source: str) -> Steps[int | None]:
+    def incr_steps(self, key: str, delta: int, kind: str = "incr") -> Steps[int | None]:
+        """Count ``key`` up (``kind`` "incr") or down ("decr") with the script that keeps
+        memcached's semantics."""
         validate_store_key(key)
         check_delta(delta)
-        return (yield Scripted(source, [key], [delta], key))
+        return (yield Scripted(lua.DECR if kind == "decr" else lua.INCR, [key], [delta], key))
 
     def incr_many_steps(self, deltas: Mapping[str, int]) -> Steps[dict[str, int | None]]:
         for key, delta in deltas.items():

@@ -15,18 +15,18 @@ saw. Locks use compare-and-delete on their own random token, which is exact.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 from redis.commands.core import Script
 from redis.exceptions import RedisError, ResponseError
 
-from mcache.contract.store import CasToken, NoValueType, StaleClaim, StoreTraits
+from mcache.contract.stepped_store import SteppedStore
+from mcache.contract.store import StaleClaim, StoreTraits
 from mcache.contract.store_helpers import MiB, twin_made_once
 from mcache.errors import ConfigError, NotNumeric, StoreUnavailable
 from mcache.sansio.steps import run_steps
-from mcache.stores.redis import lua
 from mcache.stores.redis.steps import Command, Pipelined, RedisSteps, Scripted
 from mcache.stores.redis.tracking import InvalidationFeed, Listener
 
@@ -38,7 +38,7 @@ __all__ = ["RedisStore"]
 T = TypeVar("T")
 
 
-class RedisStore(RedisSteps):
+class RedisStore(RedisSteps, SteppedStore):
     """One Redis database behind the :class:`~mcache.contract.store.Store` contract.
 
     Each operation is written once, as steps that yield the commands they need
@@ -130,14 +130,6 @@ class RedisStore(RedisSteps):
 
     # -- the Store contract, performed --------------------------------------------------------
 
-    def get(self, key: str) -> bytes | NoValueType:
-        """Return the value stored under ``key``, or ``NO_VALUE``."""
-        return run_steps(self.get_steps(key), self._perform)
-
-    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        """Return the values of the keys that exist, in one ``MGET``."""
-        return run_steps(self.get_many_steps(keys), self._perform)
-
     @property
     def claims_in_read(self) -> bool:
         """Reads claim stale entries unless they go to a replica (see :class:`ClaimsStale`)."""
@@ -151,34 +143,6 @@ class RedisStore(RedisSteps):
         """Return ``{key: (value, seconds left)}`` for the keys that exist, in one round trip."""
         return run_steps(self.get_many_expiring_steps(keys), self._perform)
 
-    def set(self, key: str, value: bytes, ttl: int = 0) -> None:
-        """Store ``value``; an oversize value raises and leaves the key empty."""
-        run_steps(self.set_steps(key, value, ttl), self._perform)
-
-    def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
-        """Store several values in one pipeline; return the keys not stored."""
-        return run_steps(self.set_many_steps(items, ttl), self._perform)
-
-    def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
-        """Store only if absent (``SET NX``)."""
-        return run_steps(self.add_steps(key, value, ttl), self._perform)
-
-    def append(self, key: str, value: bytes) -> bool:
-        """Append to an existing value; ``False`` when missing."""
-        return run_steps(self.append_steps(key, value), self._perform)
-
-    def incr(self, key: str, delta: int = 1) -> int | None:
-        """Add ``delta``; ``None`` when missing (never creates)."""
-        return run_steps(self.incr_steps(key, delta, lua.INCR), self._perform)
-
-    def decr(self, key: str, delta: int = 1) -> int | None:
-        """Subtract ``delta``, flooring at 0; ``None`` when missing."""
-        return run_steps(self.incr_steps(key, delta, lua.DECR), self._perform)
-
-    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
-        """Increment several keys in one pipelined round trip; ``None`` for missing ones."""
-        return run_steps(self.incr_many_steps(deltas), self._perform)
-
     def pfadd(self, key: str, member: bytes, ttl: int) -> bool:
         """Add ``member`` to the HyperLogLog ``key`` (TTL set on creation); True if it changed."""
         return run_steps(self.pfadd_steps(key, member, ttl), self._perform)
@@ -186,26 +150,6 @@ class RedisStore(RedisSteps):
     def pfcount(self, keys: list[str]) -> int:
         """Return the estimated number of distinct members across HyperLogLogs ``keys``."""
         return run_steps(self.pfcount_steps(keys), self._perform)
-
-    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
-        """Return ``(value, sha1 of value)``; ``(NO_VALUE, None)`` when missing."""
-        return run_steps(self.gets_steps(key), self._perform)
-
-    def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
-        """Store only if the value still hashes to ``token``."""
-        return run_steps(self.cas_steps(key, value, token, ttl), self._perform)
-
-    def delete(self, key: str) -> bool:
-        """Delete ``key``; ``True`` when it existed."""
-        return run_steps(self.delete_steps(key), self._perform)
-
-    def delete_many(self, keys: Iterable[str]) -> None:
-        """Delete several keys in one ``DEL``."""
-        run_steps(self.delete_many_steps(keys), self._perform)
-
-    def touch(self, key: str, ttl: int) -> bool:
-        """Give an existing key a new TTL (0: no expiry)."""
-        return run_steps(self.touch_steps(key, ttl), self._perform)
 
     def flush(self) -> None:
         """Empty this store's database (``FLUSHDB``), not the whole server."""

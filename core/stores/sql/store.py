@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcache.clock import Clock, system_clock
-from mcache.contract.store import CasToken, NoValueType, StoreTraits
+from mcache.contract.stepped_store import SteppedStore
+from mcache.contract.store import StoreTraits
 from mcache.contract.store_helpers import MiB, twin_made_once
 from mcache.errors import ConfigError, StoreUnavailable
 from mcache.sansio.steps import Pause, run_steps
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["SqlStore"]
 
 
-class SqlStore(SqlSteps):
+class SqlStore(SqlSteps, SteppedStore):
     """One table of a relational database behind the :class:`~mcache.contract.store.Store` contract.
 
     The contract is :class:`~mcache.stores.sql.steps.SqlSteps`' steps, run here on
@@ -139,69 +140,9 @@ class SqlStore(SqlSteps):
 
     # -- the Store contract: the steps, performed ---------------------------------------------
 
-    def get(self, key: str) -> bytes | NoValueType:
-        """Return the value stored under ``key``, or ``NO_VALUE``."""
-        return run_steps(self.get_steps(key), self._perform)
-
-    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        """Return the values of the keys that exist."""
-        return run_steps(self.get_many_steps(keys), self._perform)
-
     def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int]]:
         """Return ``{key: (value, seconds left)}`` for the keys that exist (0: no expiry)."""
         return run_steps(self.get_many_expiring_steps(keys), self._perform)
-
-    def set(self, key: str, value: bytes, ttl: int = 0) -> None:
-        """Store ``value``; an oversize value raises and leaves the key empty."""
-        run_steps(self.set_steps(key, value, ttl), self._perform)
-
-    def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
-        """Store several values, a few hundred per statement; return the keys not stored."""
-        return run_steps(self.set_many_steps(items, ttl), self._perform)
-
-    def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
-        """Store only if absent (or expired): of racing callers exactly one wins."""
-        return run_steps(self.add_steps(key, value, ttl), self._perform)
-
-    def append(self, key: str, value: bytes) -> bool:
-        """Append to an existing value; ``False`` when missing (or past the size limit)."""
-        return run_steps(self.append_steps(key, value), self._perform)
-
-    def incr(self, key: str, delta: int = 1) -> int | None:
-        """Add ``delta`` (wrapping at 2**64); ``None`` when missing (never creates)."""
-        return run_steps(self.incr_steps(key, delta, "incr"), self._perform)
-
-    def decr(self, key: str, delta: int = 1) -> int | None:
-        """Subtract ``delta``, flooring at 0; ``None`` when missing."""
-        return run_steps(self.incr_steps(key, delta, "decr"), self._perform)
-
-    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
-        """Increment several keys; ``None`` for the missing ones."""
-        return run_steps(self.incr_many_steps(deltas), self._perform)
-
-    def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
-        """Return ``(value, version)``; ``(NO_VALUE, None)`` when missing."""
-        return run_steps(self.gets_steps(key), self._perform)
-
-    def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
-        """Store only if the row still has the version :meth:`gets` returned."""
-        return run_steps(self.cas_steps(key, value, token, ttl), self._perform)
-
-    def delete(self, key: str) -> bool:
-        """Delete ``key``; ``True`` when it existed (and had not expired)."""
-        return run_steps(self.delete_steps(key), self._perform)
-
-    def delete_many(self, keys: Iterable[str]) -> None:
-        """Delete several keys, a few hundred per statement."""
-        run_steps(self.delete_many_steps(keys), self._perform)
-
-    def touch(self, key: str, ttl: int) -> bool:
-        """Give an existing key a new TTL (0: no expiry, negative: expire it now)."""
-        return run_steps(self.touch_steps(key, ttl), self._perform)
-
-    def flush(self) -> None:
-        """Delete every row but the schema's."""
-        run_steps(self.flush_steps(), self._perform)
 
     def stats(self) -> dict[str, dict[str, int | float | str]]:
         """Return memcached's fields for the table (sizes estimated on a large table).

@@ -37,12 +37,6 @@ class AsyncTieredStore(SteppedTwin):
     async def get_many_expiring(self, keys: Iterable[str]) -> Expiring:
         return await arun_steps(self.store.get_many_expiring_steps(keys), aperform)
 
-    async def incr(self, key: str, delta: int = 1) -> int | None:
-        return await arun_steps(self.store.incr_steps(key, delta), aperform)
-
-    async def decr(self, key: str, delta: int = 1) -> int | None:
-        return await arun_steps(self.store.decr_steps(key, delta), aperform)
-
     async def stats(self) -> dict[str, dict[str, int | float | str]]:
         return await arun_steps(self.store.stats_steps(), aperform)
 

@@ -38,6 +38,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from mcache.contract.stepped_store import SteppedStore
 from mcache.contract.store import NO_VALUE, CasToken, NoValueType, Store, StoreTraits
 from mcache.contract.store_helpers import stored_count, twin_made_once
 from mcache.errors import ConfigError, StoreUnavailable, ValueTooLarge
@@ -57,7 +58,7 @@ PRIVATE_HOT_TTL = 5
 Expiring = dict[str, tuple[bytes, "int | None"]]
 
 
-class TieredStore:
+class TieredStore(SteppedStore):
     """A hot store in front of a cold one; either may itself be tiered."""
 
     def __init__(self, hot: Store, cold: Store, *, hot_ttl: int | None = None) -> None:
@@ -263,8 +264,12 @@ class TieredStore:
         yield from self._drop_steps(key)
         return (yield StoreCall(self.cold, "append", (key, value)))
 
-    def incr_steps(self, key: str, delta: int = 1) -> Steps[int | None]:
-        """Count in the cold tier; a shared hot copy is raised to the count."""
+    def incr_steps(self, key: str, delta: int = 1, kind: str = "incr") -> Steps[int | None]:
+        """Count in the cold tier; a shared hot copy is raised to the count. Counting down
+        drops the hot copy instead (it is only ever raised)."""
+        if kind == "decr":
+            yield from self._drop_steps(key)
+            return (yield StoreCall(self.cold, "decr", (key, delta)))  # type: ignore[no-any-return]
         count = yield StoreCall(self.cold, "incr", (key, delta))
         yield from self._counted_steps({key: count})
         return count  # type: ignore[no-any-return]
@@ -274,11 +279,6 @@ class TieredStore:
         counts = yield from incr_many_steps(self.cold, deltas)
         yield from self._counted_steps(counts)
         return counts
-
-    def decr_steps(self, key: str, delta: int = 1) -> Steps[int | None]:
-        """Count down in the cold tier; the hot copy is dropped (it is only ever raised)."""
-        yield from self._drop_steps(key)
-        return (yield StoreCall(self.cold, "decr", (key, delta)))
 
     def delete_steps(self, key: str) -> Steps[bool]:
         """Delete from every tier, cold first; ``True`` when the cold tier had it."""
@@ -311,53 +311,11 @@ class TieredStore:
 
     # -- the Store contract: the steps, performed by calling each tier ------------------------
 
-    def get(self, key: str) -> bytes | NoValueType:
-        return run_steps(self.get_steps(key), perform)
-
-    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        return run_steps(self.get_many_steps(keys), perform)
-
     def get_many_expiring(self, keys: Iterable[str]) -> Expiring:
         return run_steps(self.get_many_expiring_steps(keys), perform)
 
     def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
         return self.cold.gets(key)
-
-    def set(self, key: str, value: bytes, ttl: int = 0) -> None:
-        run_steps(self.set_steps(key, value, ttl), perform)
-
-    def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
-        return run_steps(self.set_many_steps(items, ttl), perform)
-
-    def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
-        return run_steps(self.add_steps(key, value, ttl), perform)
-
-    def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
-        return run_steps(self.cas_steps(key, value, token, ttl), perform)
-
-    def append(self, key: str, value: bytes) -> bool:
-        return run_steps(self.append_steps(key, value), perform)
-
-    def incr(self, key: str, delta: int = 1) -> int | None:
-        return run_steps(self.incr_steps(key, delta), perform)
-
-    def incr_many(self, deltas: Mapping[str, int]) -> dict[str, int | None]:
-        return run_steps(self.incr_many_steps(deltas), perform)
-
-    def decr(self, key: str, delta: int = 1) -> int | None:
-        return run_steps(self.decr_steps(key, delta), perform)
-
-    def delete(self, key: str) -> bool:
-        return run_steps(self.delete_steps(key), perform)
-
-    def delete_many(self, keys: Iterable[str]) -> None:
-        run_steps(self.delete_many_steps(keys), perform)
-
-    def touch(self, key: str, ttl: int) -> bool:
-        return run_steps(self.touch_steps(key, ttl), perform)
-
-    def flush(self) -> None:
-        run_steps(self.flush_steps(), perform)
 
     def stats(self) -> dict[str, dict[str, int | float | str]]:
         return run_steps(self.stats_steps(), perform)

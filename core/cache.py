@@ -47,6 +47,7 @@ from mcache.features.counters import ViewCounter
 from mcache.features.memoize import Memoized, memoize
 from mcache.features.raw_keys import RawKeys
 from mcache.logs import FailureLog
+from mcache.memo import BoundedMemo
 from mcache.model.codec import Codec
 from mcache.model.keys import make_key
 from mcache.model.near import Coherence, Invalidations, NearCache
@@ -179,7 +180,7 @@ class Cache(PlainOperations, CounterFactories):
             coherence.follow_store(self.store, namespace)
         if name is not None:
             self.locator = register(name, self)
-        self._keys: dict[str, str] = {}
+        self._keys: BoundedMemo[str, str] = BoundedMemo(_KEYS_REMEMBERED)
         self._view_counters: dict[str, ViewCounter] = {}
         self._registry_lock = threading.Lock()
         self.reader = Reader(self.parts)
@@ -255,9 +256,7 @@ class Cache(PlainOperations, CounterFactories):
         if type(key) is str:  # the usual key: derived once, then looked up
             store_key = self._keys.get(key)
             if store_key is None:
-                if len(self._keys) >= _KEYS_REMEMBERED:
-                    self._keys.clear()
-                store_key = self._keys[key] = make_key(self.namespace, key)
+                store_key = self._keys.remember(key, make_key(self.namespace, key))
             return store_key
         if isinstance(key, tuple):
             return make_key(self.namespace, *key)

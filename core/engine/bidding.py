@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from mcache.contract.store import LeaseBid, StaleClaim
 from mcache.engine.call import BuildOptions
 from mcache.engine.lock import Lock
+from mcache.memo import BoundedMemo
 from mcache.model.entry import Entry
 from mcache.sansio.steps import Steps, StoreCall, one
 
@@ -44,8 +45,10 @@ class Bidding:
         # Whether it may lease: whether it does is ``leases_in_read``, which asks servers.
         self.leasing = parts.shared is store and traits.leases
         self.bids = self.claims or self.leasing
-        self._stale_at: dict[str, int] = {}  # key -> when the entry this process saw goes stale
-        self._build_ms: dict[str, int] = {}  # key -> how long its last build took (leasing)
+        self._stale_at: BoundedMemo[str, int] = BoundedMemo(
+            65536
+        )  # key -> when what it saw goes stale
+        self._build_ms: BoundedMemo[str, int] = BoundedMemo(65536)  # key -> its last build's ms
 
     def leases_now(self) -> bool:
         """Whether builds take the server's lease (the store speaks memcached's meta protocol)."""
@@ -145,10 +148,6 @@ class Bidding:
         if entry is None or not entry.fresh_until_ms:
             return
         if self.leasing and self._build_ms.get(key) != entry.build_ms:
-            if len(self._build_ms) >= 65536:
-                self._build_ms.clear()
-            self._build_ms[key] = entry.build_ms
+            self._build_ms.remember(key, entry.build_ms)
         if self._stale_at.get(key) != entry.fresh_until_ms:
-            if len(self._stale_at) >= 65536:
-                self._stale_at.clear()
-            self._stale_at[key] = entry.fresh_until_ms
+            self._stale_at.remember(key, entry.fresh_until_ms)

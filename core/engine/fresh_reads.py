@@ -32,6 +32,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, NamedTuple
 
 from mcache.clock import Clock, system_clock
+from mcache.memo import BoundedMemo
 
 if TYPE_CHECKING:
     from mcache.model.tags import Tags
@@ -113,7 +114,7 @@ class ChangeTimes:
         self.lag_ms = lag_ms
         self.local_ms = min(100, lag_ms // 10)
         self.clock = clock
-        self._known: dict[str, tuple[int, float]] = {}
+        self._known: BoundedMemo[str, tuple[int, float]] = BoundedMemo(65536)
         self._lock = threading.Lock()
 
     def changed_within_lag(self, tags: Tags | None, tag: str) -> bool:
@@ -139,7 +140,5 @@ class ChangeTimes:
         if version is None:
             return None
         with self._lock:
-            if len(self._known) >= 65536:
-                self._known.clear()
-            self._known[tag] = (version, now + self.local_ms / 1000)
+            self._known.remember(tag, (version, now + self.local_ms / 1000))
         return max(version, mine)

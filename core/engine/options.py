@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from mcache.engine.call import BuildOptions
 from mcache.errors import ConfigError
+from mcache.memo import BoundedMemo
 
 __all__ = [
     "Jitter",
@@ -109,7 +110,7 @@ def build_options(
     )
 
 
-_CHECKED_TAGS: dict[tuple[str, ...], list[str]] = {}
+_CHECKED_TAGS: BoundedMemo[tuple[str, ...], list[str]] = BoundedMemo(4096)
 
 
 def tag_list(tags: TagsArg) -> list[str]:
@@ -128,9 +129,7 @@ def tag_list(tags: TagsArg) -> list[str]:
             return _checked_tag_list(tags)
         if names is None:
             names = _checked_tag_list(tags)
-            if len(_CHECKED_TAGS) >= 4096:
-                _CHECKED_TAGS.clear()
-            _CHECKED_TAGS[key] = names
+            _CHECKED_TAGS.remember(key, names)
         return names
     return _checked_tag_list(tags)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import NO_VALUE, LeaseBid, NoValueType, StaleClaim
 from mcache.errors import MCacheError
+from mcache.memo import BoundedMemo
 from mcache.model.dependencies import report
 from mcache.model.entry import Entry, is_placeholder
 from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
@@ -37,8 +38,10 @@ class Reader:
 
     def __init__(self, parts: CacheParts) -> None:
         self.parts = parts
-        self.others: dict[str, tuple[str, ...]] = {}  # key -> labels beyond the declared ones
-        self.plans: dict[str, _Plan] = {}  # key -> what its last read with its tags fetched
+        self.others: BoundedMemo[str, tuple[str, ...]] = BoundedMemo(
+            _REMEMBERED
+        )  # undeclared labels
+        self.plans: BoundedMemo[str, _Plan] = BoundedMemo(_REMEMBERED)  # key -> its read's plan
 
     def read_steps(
         self, key: str, tags: list[str], claim: StaleClaim | LeaseBid | None = None
@@ -99,9 +102,7 @@ class Reader:
         wanted = [*slots, *self.parts.tags.slots_of(known)] if known else slots
         plan = (tags, slots, wanted, [key, *[k for _, k in wanted]])
         if not known:
-            if len(self.plans) >= _REMEMBERED:
-                self.plans.clear()
-            self.plans[key] = plan
+            self.plans.remember(key, plan)
         return plan
 
     def _get_steps(
@@ -125,9 +126,7 @@ class Reader:
         if strays:  # recorded before the pool changed: no bump moves them any more
             found = {**found, **dict.fromkeys(strays, -1)}
         if self.others.get(key) != labels:
-            if len(self.others) >= _REMEMBERED:
-                self.others.clear()
-            self.others[key] = labels
+            self.others.remember(key, labels)
         return {label: found[label] for label in labels}
 
     def is_current_steps(self, entry: Entry, declared: dict[str, int]) -> Steps[bool]:

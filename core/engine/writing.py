@@ -22,6 +22,7 @@ from mcache.engine.lock import Lock
 from mcache.engine.renewal import renewer
 from mcache.engine.server_lease import ServerLease, holder_gone
 from mcache.errors import StoreUnavailable, Unserializable, ValueTooLarge
+from mcache.memo import BoundedMemo
 from mcache.model.entry import Entry
 from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
 
@@ -42,7 +43,9 @@ class Writer(Bidding):
         self.parts = parts
         self.reader = reader
         self.rng = rng
-        self._busy: dict[str, float] = {}  # key -> until when its lock is known held
+        self._busy: BoundedMemo[str, float] = BoundedMemo(
+            65536
+        )  # key -> until when its lock is held
         self.start_bidding(parts)
 
     def drop_claim_steps(self, key: str, claim: StaleClaim | LeaseBid | None) -> Steps[None]:
@@ -101,9 +104,7 @@ class Writer(Bidding):
 
     def _mark_busy(self, key: str, now: float) -> None:
         """Note that ``key``'s lock is held, so this process's readers leave it alone a while."""
-        if len(self._busy) >= 65536:
-            self._busy.clear()
-        self._busy[key] = now + BUSY_SECONDS
+        self._busy.remember(key, now + BUSY_SECONDS)
 
     def try_lock(self, call: Call) -> Lock | None:
         """Try the key's distributed lock once; return it (renewed while held) if won."""

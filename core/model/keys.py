@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from mcache.contract.store import MAX_KEY_BYTES
 from mcache.errors import InvalidKey
+from mcache.memo import BoundedMemo
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -351,7 +352,7 @@ _NO_NAMED: Final = b"d0:"
 
 _FLAT_KINDS: Final = frozenset({str, int})
 _MEMO_SIZE: Final = 2048
-_memo: dict[tuple[object, ...], str] = {}
+_memo: BoundedMemo[tuple[object, ...], str] = BoundedMemo(_MEMO_SIZE)
 
 
 def make_key(namespace: str, *parts: object, **named: object) -> str:
@@ -368,9 +369,7 @@ def make_key(namespace: str, *parts: object, **named: object) -> str:
     key = _memo.get(memo_key)
     if key is None:
         key = _make_key(namespace, parts, named)
-        if len(_memo) >= _MEMO_SIZE:
-            _memo.clear()
-        _memo[memo_key] = key
+        _memo.remember(memo_key, key)
     return key
 
 

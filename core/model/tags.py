@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping
 from mcache.clock import Clock
 from mcache.contract.store import NO_VALUE, Colocating, Store
 from mcache.contract.store_helpers import stored_count
+from mcache.memo import BoundedMemo
 from mcache.model.keys import MAX_KEY_BYTES, make_key
 from mcache.model.near import Invalidations
 from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
@@ -79,9 +80,9 @@ class Tags:
         self._placing: Colocating | None = store if store.traits.colocates else None  # type: ignore[assignment]
         self._prefix = f"{namespace}:t:" if namespace else "t:"
         self._local: dict[str, tuple[int, float]] = {}
-        self._keys: dict[str, str] = {}
+        self._keys: BoundedMemo[str, str] = BoundedMemo(4096)
         self._created: dict[str, int] = {}
-        self._stray: dict[str, bool] = {}
+        self._stray: BoundedMemo[str, bool] = BoundedMemo(_REMEMBERED)
         self._lock = threading.Lock()
         # Caches on one store and namespace share tags: what one reads, another can check.
         self.scope = (id(store), namespace)
@@ -95,9 +96,7 @@ class Tags:
                 key = prefix + name
             else:
                 key = prefix + "#" + make_key("", name).rsplit(":", 1)[-1]
-            if len(self._keys) >= 4096:
-                self._keys.clear()
-            self._keys[name] = key
+            self._keys.remember(name, key)
         return key
 
     def near(self, names: Iterable[str], key: str) -> list[Slot]:
@@ -236,9 +235,7 @@ class Tags:
             base = self._prefix + label.split("~", 1)[0]
             copies = self._placing.spread(base)  # type: ignore[union-attr]
             known = self._prefix + label not in copies
-            if len(self._stray) >= _REMEMBERED:
-                self._stray.clear()
-            self._stray[label] = known
+            self._stray.remember(label, known)
         return known
 
     def of_labels(self, labels: Iterable[str]) -> dict[str, int]:

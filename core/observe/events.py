@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from mcache.logs import FailureLog
+from mcache.memo import BoundedMemo
 from mcache.sansio.call_record import CURRENT_CALL, CallRecord
 
 __all__ = [
@@ -52,7 +53,7 @@ class Origin:
         self.label = label
         """The cache's name in metrics: its Django alias or Flask name, else its namespace."""
         self.functions: set[str] = set()
-        self._families: dict[str, str] = {}
+        self._families: BoundedMemo[str, str] = BoundedMemo(_FAMILY_MEMO)
 
     def add_function(self, readable: str) -> None:
         """Label the entries of a ``@cached`` function (its key's readable prefix) by its name."""
@@ -73,9 +74,7 @@ class Origin:
         family = self._families.get(key)
         if family is None:
             family = self._family_of(self.readable(key))
-            if len(self._families) >= _FAMILY_MEMO:
-                self._families.clear()
-            self._families[key] = family
+            self._families.remember(key, family)
         return family
 
     def _family_of(self, readable: str) -> str:

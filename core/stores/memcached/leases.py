@@ -29,6 +29,7 @@ from mcache.contract.store import LeaseBid, stale_hold_ttl
 from mcache.contract.store_helpers import check_delta
 from mcache.errors import ConfigError
 from mcache.logs import FailureLog, logger
+from mcache.memo import BoundedMemo
 from mcache.model.keys import validate_store_key
 from mcache.model.ring import Server
 from mcache.sansio.steps import Steps
@@ -59,7 +60,7 @@ class MemcachedLeases:
     _meta: bool | None
     _meta_asked: float
     _asking: threading.Lock
-    _lease_plans: dict[tuple[object, ...], LeasePlan]
+    _lease_plans: BoundedMemo[tuple[object, ...], LeasePlan]
 
     def _init_protocol(self, protocol: str) -> None:
         if protocol not in PROTOCOLS:
@@ -71,7 +72,7 @@ class MemcachedLeases:
         self._meta = False if protocol == "text" else None
         self._meta_asked = -ASK_AGAIN_SECONDS
         self._asking = threading.Lock()
-        self._lease_plans = {}
+        self._lease_plans = BoundedMemo(PLANS_KEPT)
 
     # -- which protocol -----------------------------------------------------------------------
 
@@ -175,9 +176,7 @@ class MemcachedLeases:
             if beside:  # on the same connection, answered right after the mg
                 request += b"get " + " ".join(beside).encode() + b"\r\n"
             plan = (lead, request, beside, elsewhere)
-            if len(self._lease_plans) >= PLANS_KEPT:
-                self._lease_plans.clear()
-            self._lease_plans[wanted] = plan
+            self._lease_plans.remember(wanted, plan)
         return plan
 
     def claim_stale_steps(self, key: str, token: int, bid: LeaseBid) -> Steps[None]:

@@ -83,9 +83,7 @@ class MemcachedSteps:
         node = self._owners.get(key)
         if node is None:
             node = self._single or self._nodes[self.ring.server_for(key)]
-            if len(self._owners) >= OWNER_CACHE_SIZE:
-                self._owners.clear()
-            self._owners[key] = node
+            self._owners.remember(key, node)
         return node
 
     def _route(self, key: str, count: int = 1) -> list[Node]:
@@ -133,9 +131,7 @@ class MemcachedSteps:
         copies = self._placed.get(base)
         if copies is None:
             copies = copies_per_owner(base, self.ring.server_for, self._placeable)
-            if len(self._placed) >= PLACEMENT_CACHE_SIZE:
-                self._placed.clear()
-            self._placed[base] = copies
+            self._placed.remember(base, copies)
         return copies
 
     # -- sending commands ---------------------------------------------------------------------
@@ -252,9 +248,7 @@ class MemcachedSteps:
             groups = defaultdict(list)
             for key in self._wanted(wanted):
                 groups[self._owner(key)].append(key)
-            if len(self._groups) >= OWNER_CACHE_SIZE:
-                self._groups.clear()
-            self._groups[wanted] = groups
+            self._groups.remember(wanted, groups)
         return groups
 
     def _replicas_fetch_steps(

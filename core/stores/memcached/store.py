@@ -25,6 +25,7 @@ from mcache.contract.store import LeaseBid, StoreTraits
 from mcache.contract.store_helpers import MiB, twin_made_once
 from mcache.errors import ConfigError
 from mcache.logs import FailureLog
+from mcache.memo import BoundedMemo
 from mcache.model.ring import LIBKETAMA_POINTS, Server, make_ring
 from mcache.sansio.steps import run_steps
 from mcache.stores.memcached import meta
@@ -32,7 +33,13 @@ from mcache.stores.memcached.dump import Item, metadump
 from mcache.stores.memcached.leases import MemcachedLeases, leased
 from mcache.stores.memcached.node import Node, NodeOptions
 from mcache.stores.memcached.stats import parse_detail
-from mcache.stores.memcached.steps import FetchOwners, MemcachedSteps, NodeCall
+from mcache.stores.memcached.steps import (
+    OWNER_CACHE_SIZE,
+    PLACEMENT_CACHE_SIZE,
+    FetchOwners,
+    MemcachedSteps,
+    NodeCall,
+)
 from mcache.stores.memcached.wire import read_parsed, read_values, send_get, socket_of
 
 if TYPE_CHECKING:
@@ -100,9 +107,11 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         self._dead_lock = threading.Lock()
         self._nodes = {s: Node(s, options, self._health_changed) for s in self.servers}
         self._single = self._nodes[self.servers[0]] if len(self.servers) == 1 else None
-        self._owners: dict[str, Node] = {}
-        self._groups: dict[tuple[str, ...], dict[Node, list[str]]] = {}
-        self._placed: dict[str, dict[Server, str]] = {}
+        self._owners: BoundedMemo[str, Node] = BoundedMemo(OWNER_CACHE_SIZE)
+        self._groups: BoundedMemo[tuple[str, ...], dict[Node, list[str]]] = BoundedMemo(
+            OWNER_CACHE_SIZE
+        )
+        self._placed: BoundedMemo[str, dict[Server, str]] = BoundedMemo(PLACEMENT_CACHE_SIZE)
         self._placeable = len(self.ring.owning_servers())  # a 0-point server owns no key
         self._attempts = retry_attempts * len(self.servers) + 1
         self._twin: AsyncMemcachedStore | None = None

@@ -42,6 +42,7 @@ from redis.retry import Retry
 from mcache.contract.store import StoreTraits
 from mcache.contract.store_helpers import MiB, copies_per_owner
 from mcache.errors import ConfigError, StoreUnavailable
+from mcache.memo import BoundedMemo
 from mcache.model.keys import validate_store_key
 from mcache.sansio.steps import Steps
 from mcache.stores.redis.hosts import HostsURL, parse_hosts_url
@@ -125,7 +126,7 @@ class ClusterRedisStore(RedisStore):
         self._connecting = threading.Lock()
         self._next_attempt = 0.0
         self._scripts = {}
-        self._copies: dict[str, tuple[tuple[str, int], ...]] = {}
+        self._copies: BoundedMemo[str, tuple[tuple[str, int], ...]] = BoundedMemo(65536)
 
     @property  # type: ignore[override]
     def _redis(self) -> RedisCluster:
@@ -275,9 +276,7 @@ class ClusterRedisStore(RedisStore):
                 base, lambda key: self._range(key_slot(key.encode())), self.tag_copies
             )
             placed = tuple((key, key_slot(key.encode())) for key in ranges.values())
-            if len(self._copies) >= 65536:
-                self._copies.clear()
-            self._copies[base] = placed
+            self._copies.remember(base, placed)
         return placed
 
     def _range(self, slot: int) -> int:

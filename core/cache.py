@@ -238,7 +238,7 @@ class Cache(PlainOperations, CounterFactories):
         ``add`` (every other store, and memcached on the text protocol). It may
         ask a memcached pool which protocol its servers speak, once.
         """
-        return "lease" if self.builder.writer.leases_now() else "lock"
+        return "lease" if self.builder.writer.bidding.leases_now() else "lock"
 
     # -- keys, tracing and the fail-open policy --------------------------------------------
 

@@ -1,7 +1,7 @@
 """What a read bids for the rebuild it may have to do: a lock claimed in the read, or
 the server's lease.
 
-:class:`Bidding` is the part of :class:`~mcache.engine.writing.Writer` that decides,
+:class:`Bidding`, held by :class:`~mcache.engine.writing.Writer`, decides,
 before a ``get_or_build`` read, whether the read carries a bid: a claim of
 the key's lock on a store that :class:`~mcache.contract.store.ClaimsStale` (Redis, by
 Lua), or a bid for the server's lease on one that
@@ -14,6 +14,7 @@ it took to build) is kept here to decide that.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcache.contract.store import LeaseBid, StaleClaim
@@ -32,22 +33,20 @@ __all__ = ["Bidding"]
 class Bidding:
     """Bids made with reads, for :class:`~mcache.engine.writing.Writer` (see the module)."""
 
-    parts: CacheParts
-
-    def rebuild_under_way(self, key: str, now: float | None = None) -> bool:
-        raise NotImplementedError
-
-    def start_bidding(self, parts: CacheParts) -> None:
-        """Decide, by the store, which bids reads may carry."""
+    def __init__(
+        self, parts: CacheParts, rebuild_under_way: Callable[[str, float | None], bool]
+    ) -> None:
+        """Decide, by the store, which bids reads may carry; ``rebuild_under_way`` is the
+        writer's note of the keys whose lock this process knows to be held."""
+        self.parts = parts
+        self.rebuild_under_way = rebuild_under_way
         store = parts.store
         traits = parts.traits
         self.claims = parts.shared is store and traits.claims_stale and store.claims_in_read  # type: ignore[attr-defined]
         # Whether it may lease: whether it does is ``leases_in_read``, which asks servers.
         self.leasing = parts.shared is store and traits.leases
         self.bids = self.claims or self.leasing
-        self._stale_at: BoundedMemo[str, int] = BoundedMemo(
-            65536
-        )  # key -> when what it saw goes stale
+        self._stale_at: BoundedMemo[str, int] = BoundedMemo(65536)  # key -> when it goes stale
         self._build_ms: BoundedMemo[str, int] = BoundedMemo(65536)  # key -> its last build's ms
 
     def leases_now(self) -> bool:

@@ -80,7 +80,7 @@ call, read it after.
 """
 
 
-class Builder(Building):
+class Builder:
     """Runs a cache's read path on its :class:`~mcache.engine.parts.CacheParts`: one algorithm
     (steps), two drivers."""
 
@@ -89,6 +89,7 @@ class Builder(Building):
         self.reader = reader
         self.rng = random.Random()
         self.writer = Writer(parts, reader, self.rng)
+        self.building = Building(parts, reader, self.writer, self.serve_stale)
         self.rebuilds = Rebuilds(self)
         self.flights = SingleFlight()  # callers that found nothing: followers get the value
         self.refreshes = SingleFlight()  # stale rebuilds: the others serve stale meanwhile
@@ -104,7 +105,7 @@ class Builder(Building):
 
     def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
         """Build, store the entry and free the lock, now (a refresher's, or a forced, rebuild)."""
-        return run_steps(self.build_and_store_steps(call, lock, stale), perform)
+        return run_steps(self.building.build_and_store_steps(call, lock, stale), perform)
 
     # -- the algorithm ------------------------------------------------------------------------
 
@@ -126,8 +127,10 @@ class Builder(Building):
                     if value is not NO_VALUE:
                         return value
                 mark = parts.tags.invalidations.mark()
-            native = self.writer.leasing and self.writer.leases_now()
-            claim = self.writer.bid_for(key, o, native) if self.writer.bids else None
+            native = self.writer.bidding.leasing and self.writer.bidding.leases_now()
+            claim = (
+                self.writer.bidding.bid_for(key, o, native) if self.writer.bidding.bids else None
+            )
             while True:
                 try:
                     entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
@@ -136,12 +139,16 @@ class Builder(Building):
                     parts.metrics.add("misses", key=key)
                     call = Call(key, build, tags, o, {})
                     return (yield from self.build_alone_steps(call, unread=True))
-                if self.writer.bids:
-                    self.writer.saw(key, entry)
+                if self.writer.bidding.bids:
+                    self.writer.bidding.saw(key, entry)
                 now = parts.clock.time_ms()
                 leased = type(claim) is LeaseBid
-                if leased and entry is not None and not self.writer.lease_due(entry, claim, now, o):  # type: ignore[arg-type]
-                    yield from self.writer.hand_back_steps(key, entry, claim)  # type: ignore[arg-type]
+                if (
+                    leased
+                    and entry is not None
+                    and not self.writer.bidding.lease_due(entry, claim, now, o)
+                ):  # type: ignore[arg-type]
+                    yield from self.writer.bidding.hand_back_steps(key, entry, claim)  # type: ignore[arg-type]
                 if leased and entry is not None and (claim.outcome or claim.marked_stale):  # type: ignore[union-attr]
                     # The server leased this reader an early rebuild, or an invalidation
                     # marked the entry stale: not a hit, whatever the entry's own times say.
@@ -157,7 +164,7 @@ class Builder(Building):
                 if claim is None and native:
                     # Read plainly as an entry known fresh, and found otherwise: again,
                     # bidding for the server's lease (see Bidding.bid_for).
-                    claim = self.writer.lease_bid(key, o)
+                    claim = self.writer.bidding.lease_bid(key, o)
                     continue
                 break
             parts.trace(key, "M")
@@ -234,7 +241,7 @@ class Builder(Building):
         ``unread``: the store could not be read (it is down), so what the value
         depends on is unknown: an enclosing build must not store it as fresh.
         """
-        value = yield from self.run_build_steps(call, None)
+        value = yield from self.building.run_build_steps(call, None)
         report(self.parts.tags.scope, call.depends, call.stale or unread)
         return value
 
@@ -280,14 +287,16 @@ class Builder(Building):
 
     def rebuild_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
         """As the one caller here of a stale key: rebuild, hand over, or wait and serve stale."""
-        lock = yield Shielded(self.writer.try_stale_lock_steps(call), self._let_go(call, None))
+        lock = yield Shielded(
+            self.writer.try_stale_lock_steps(call), self.building.let_go(call, None)
+        )
         if lock is None:
             return (yield from self.fresh_or_stale_steps(call, entry))
         if call.options.refresh == "background" and not inside_build():
             yield HandOver(self.rebuilds, call, lock)
             return (yield from self.fresh_or_stale_steps(call, entry))
         self.parts.metrics.add("misses", key=call.key)
-        return (yield from self.build_and_store_steps(call, lock, entry))
+        return (yield from self.building.build_and_store_steps(call, lock, entry))
 
     def fresh_or_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
         """While another rebuilds: its new value if it comes within ``stale_wait``, else stale."""
@@ -317,7 +326,7 @@ class Builder(Building):
         try:
             value = flight.outcome()
         except NotShared:
-            return (yield from self.build_and_store_steps(call, None, None))
+            return (yield from self.building.build_and_store_steps(call, None, None))
         call.depends, call.stale = flight.depends, flight.stale
         return value
 
@@ -335,7 +344,7 @@ class Builder(Building):
             # (which waits for whoever holds the lease): it builds, and the leader
             # finds its entry.
             lease = self.writer.server_lease(call)
-            return (yield from self.build_and_store_steps(call, lease, None))
+            return (yield from self.building.build_and_store_steps(call, lease, None))
         if not leader:
             self.parts.metrics.add("coalesced", key=call.key)
             if (yield Wait(flight, call.options.wait)) and flight.answered():
@@ -345,10 +354,10 @@ class Builder(Building):
             if not leader:
                 if (yield Wait(flight, call.options.lock_timeout)) and flight.answered():
                     return (yield from self.outcome_of_steps(flight, call))
-                return (yield from self.build_and_store_steps(call, None, None))
+                return (yield from self.building.build_and_store_steps(call, None, None))
             return (
                 yield from self.lead_steps(
-                    flight, call, self.build_and_store_steps(call, None, None)
+                    flight, call, self.building.build_and_store_steps(call, None, None)
                 )
             )
         return (yield from self.lead_steps(flight, call, self.lead_missing_steps(call)))
@@ -372,10 +381,10 @@ class Builder(Building):
 
     def lead_missing_steps(self, call: Call) -> Steps[Any]:
         """Build under the lock, or wait (bounded) for the process that holds it."""
-        let_go = self._let_go(call, None)
+        let_go = self.building.let_go(call, None)
         lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
         if lock is not None:
-            return (yield from self.build_and_store_steps(call, lock, None))
+            return (yield from self.building.build_and_store_steps(call, lock, None))
         self.parts.metrics.add("lock_waits", key=call.key)
         # Waiters in other processes poll the store: a short cap lets them see the
         # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
@@ -388,9 +397,9 @@ class Builder(Building):
             # The holder may have died and its lock expired.
             lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
             if lock is not None:
-                return (yield from self.build_and_store_steps(call, lock, None))
+                return (yield from self.building.build_and_store_steps(call, lock, None))
         self.parts.metrics.add("wait_timeouts", key=call.key)
-        return (yield from self.build_and_store_steps(call, None, None))
+        return (yield from self.building.build_and_store_steps(call, None, None))
 
     def take_peeked(self, call: Call, entry: Entry) -> Any:
         """Return the entry another process just wrote, with what it depends on."""

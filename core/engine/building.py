@@ -1,7 +1,7 @@
 """One build of ``get_or_build``: under the lock, over a lease, with what every build needs.
 
-:class:`Building` is the part of :class:`~mcache.engine.build.Builder` that runs a
-build once the read path has decided one is due: it takes the lease (the
+:class:`Building` runs a build for :class:`~mcache.engine.build.Builder` once the read
+path has decided one is due: it takes the lease (the
 entry is written only over what the key held when the build began), checks
 whether another process rebuilt the key meanwhile, calls the builder while
 collecting what it reads (:mod:`mcache.model.dependencies`), serves the stale value
@@ -37,12 +37,16 @@ __all__ = ["Building"]
 class Building:
     """Runs one build for the read path: lease, build, write, release (see the module)."""
 
-    parts: CacheParts
-    reader: Reader
-    writer: Writer
-
-    def serve_stale(self, call: Call, entry: Entry) -> Any:
-        raise NotImplementedError
+    def __init__(
+        self,
+        parts: CacheParts,
+        reader: Reader,
+        writer: Writer,
+        serve_stale: Callable[[Call, Entry], Any],
+    ) -> None:
+        self.parts, self.reader, self.writer = parts, reader, writer
+        self.serve_stale = serve_stale
+        """The read path's answer with a stale entry (stale-if-error serves it)."""
 
     def built_meanwhile_steps(self, call: Call, found: object | None) -> Steps[Entry | None]:
         """After winning the lock, return an entry someone else just rebuilt, if any.
@@ -127,7 +131,7 @@ class Building:
         lease = None
         try:
             lease = yield Shielded(
-                self.writer.take_lease_steps(call, lock), self._let_go(call, lock)
+                self.writer.take_lease_steps(call, lock), self.let_go(call, lock)
             )
             if lock is not None and lease is not None and not (lease.native and call.claim):
                 # A server lease won by this call's own read comes with what the read saw;
@@ -151,7 +155,7 @@ class Building:
                 back_off = call.failed and call.background
                 yield Shielded(self.writer.settle_steps(call.key, lease, lock, back_off))
 
-    def _let_go(self, call: Call, lock: Lock | None) -> Callable[[Any], Steps[None]]:
+    def let_go(self, call: Call, lock: Lock | None) -> Callable[[Any], Steps[None]]:
         """Return what frees a lock or lease won for an async caller cancelled meanwhile."""
         return lambda won: self.writer.let_go(call.key, won, lock)
 

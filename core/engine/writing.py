@@ -36,17 +36,15 @@ BUSY_SECONDS = 0.25
 """How long a process trusts that a stale key's lock, found held, is still held."""
 
 
-class Writer(Bidding):
+class Writer:
     """Takes and frees a ``Cache``'s build locks and leases, and stores built entries."""
 
     def __init__(self, parts: CacheParts, reader: Reader, rng: random.Random) -> None:
         self.parts = parts
         self.reader = reader
         self.rng = rng
-        self._busy: BoundedMemo[str, float] = BoundedMemo(
-            65536
-        )  # key -> until when its lock is held
-        self.start_bidding(parts)
+        self._busy: BoundedMemo[str, float] = BoundedMemo(65536)  # key -> until when it is held
+        self.bidding = Bidding(parts, self.rebuild_under_way)
 
     def drop_claim_steps(self, key: str, claim: StaleClaim | LeaseBid | None) -> Steps[None]:
         """Free a lock the read claimed for a rebuild that is not needed after all.
@@ -320,6 +318,6 @@ class Writer(Bidding):
             return False
         parts.wrote((call.key,))
         parts.trace(call.key, "W" if stored else "X")  # X: a delete or newer write won
-        if stored and self.bids:
-            self.saw(call.key, entry)
+        if stored and self.bidding.bids:
+            self.bidding.saw(call.key, entry)
         return stored

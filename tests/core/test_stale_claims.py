@@ -70,7 +70,7 @@ def test_stores_that_cannot_write_where_they_read_do_not_claim(
     assert Cache(sentinel_url).store.claims_in_read
     cluster = Cache(cluster_url)
     assert not cluster.store.claims_in_read, "an entry and its lock share no slot"
-    assert not cluster.builder.writer.claims
+    assert not cluster.builder.writer.bidding.claims
 
 
 def test_stale_by_time_stampede_claims_in_the_read(redis_url: str) -> None:

@@ -24,11 +24,11 @@ def test_counters_survive_a_flushed_memcached(memcached_url: str, sqlite_url: st
     for _ in range(5):
         client.get("/posts/3")
     with app.app_context():
-        assert isinstance(mcache.features.counters.store, SqlStore)
+        assert isinstance(mcache.counters.store, SqlStore)
         mcache.cache.store.flush()  # memcached restarted
         assert mcache.view_counter("views").value(3) == 5
         online = mcache.online_counter()
-        filling = mcache.features.counters.store.get(online.slot_key(online._slot()))
+        filling = mcache.counters.store.get(online.slot_key(online._slot()))
         assert filling == b"1", "the visitors online are counted there too"
         assert mcache.counter("signups").incr() == 1
 

@@ -227,10 +227,10 @@ def test_function_caching_and_extras() -> None:
         mcache.invalidate("n:3")
         assert square(3) == 9 and calls == [3, 3, 3]
         assert mcache.get_or_build("k", lambda: "v", tags=["t"]) == "v"
-        with mcache.engine.lock("job", timeout=5):
-            assert mcache.engine.lock("job").try_acquire() is False
+        with mcache.lock("job", timeout=5):
+            assert mcache.lock("job").try_acquire() is False
         assert mcache.counter("c").incr() == 1
-        assert mcache.observe.stats()["cache"]["hits"] >= 1
+        assert mcache.stats()["cache"]["hits"] >= 1
 
 
 def test_metrics_config_exports_the_apps_pages_to_prometheus(redis_url: str) -> None:

@@ -25,8 +25,7 @@ from django.conf import settings
 from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.exceptions import ImproperlyConfigured
 
-from mcache import Cache
-from mcache.engine.lock import Lock
+from mcache import Cache, Lock
 from mcache.errors import ConfigError
 from mcache.features.counters import Counter, ViewCounter
 from mcache.features.visitors import OnlineCounter

@@ -22,10 +22,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mcache.contract.store import NO_VALUE, CasToken, NoValueType, StoreTraits
-from mcache.contract.store_helpers import MiB, check_delta, too_large_message
 from mcache.errors import NotNumeric, StoreUnavailable, ValueTooLarge
 from mcache.model.keys import validate_store_key
+from mcache.stores import (
+    NO_VALUE,
+    CasToken,
+    MiB,
+    NoValueType,
+    StoreTraits,
+    check_delta,
+    too_large_message,
+)
 
 __all__ = ["DjangoCacheStore"]
 

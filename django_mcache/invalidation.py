@@ -26,8 +26,8 @@ from django.core.cache import caches
 from django.db import connections, models, router, transaction
 from django.db.models.base import ModelState
 
-from mcache.engine.fresh_reads import note_bumps
 from mcache.logs import FailureLog
+from mcache.web import note_bumps
 
 from .config import cache_alias
 from .tags import model_tag, obj_tag

@@ -26,7 +26,8 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import caches
 
-from mcache.engine.fresh_reads import ChangeTimes, read_primary
+from mcache import read_primary
+from mcache.web import ChangeTimes
 
 from .config import cache_alias, replication_lag
 from .tags import model_tag

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-from mcache.engine.rebuild import run
+from mcache.refreshers import run_job
 
 if find_spec("django.tasks") is not None:  # Django 6.0 and later
     from django.tasks import task
@@ -22,4 +22,4 @@ __all__ = ["rebuild"]
 @task()
 def rebuild(payload: str) -> str:
     """Rebuild the entry a job describes (in a task worker)."""
-    return run(payload)
+    return run_job(payload)

@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 
 from flask import Flask, current_app
 
-from mcache import Cache
-from mcache.engine.lock import Lock
+from mcache import Cache, Lock
 from mcache.errors import MCacheWarning
 from mcache.features.counters import Counter, ViewCounter
 from mcache.features.memoize import LateBound, Memoized

@@ -31,9 +31,9 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Select
 
-from mcache import Cache
-from mcache.engine.fresh_reads import ChangeTimes, read_primary
+from mcache import Cache, read_primary
 from mcache.errors import ConfigError
+from mcache.web import ChangeTimes
 
 __all__ = ["FreshReadSession", "FreshReads", "fresh_reads_of"]
 

@@ -23,7 +23,7 @@ from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session
 
 from mcache import Cache
-from mcache.engine.fresh_reads import note_bumps
+from mcache.web import note_bumps
 
 from .fresh_reads import FreshReadSession
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcache.contract.refresher import Refresher
+from mcache.engine.rebuild import run as run_job
 from mcache.errors import ConfigError
 from mcache.refreshers.thread import ThreadPoolRefresher
 
@@ -33,6 +34,7 @@ __all__ = [
     "TasksRefresher",
     "ThreadPoolRefresher",
     "refresher_named",
+    "run_job",
 ]
 
 NAMES = ("thread", "celery", "rq", "tasks")

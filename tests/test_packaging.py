@@ -42,7 +42,7 @@ RUNTIME_EXTRAS = {
 """Each runtime extra and exactly the distributions it installs."""
 TOOL_EXTRAS = {
     "docs": {"mkdocs", "mkdocs-material", "mkdocstrings"},
-    "dev": {"nox", "build", "twine"},
+    "dev": {"nox", "build", "twine", "import-linter"},
 }
 
 
@@ -193,3 +193,16 @@ def test_the_readmes_wheel_installs_where_no_clone_is(tmp_path: Path) -> None:
     ran = subprocess.run([python, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.startswith("lock ") and str(venv) in ran.stdout, ran.stdout
+    packages = sorted(
+        ".".join(("mcache", *init.parent.relative_to(REPO / "core").parts))
+        for init in (REPO / "core").rglob("__init__.py")
+    )
+    code = (
+        "import importlib.util, sys;"
+        " print([p for p in sys.argv[1:] if importlib.util.find_spec(p) is None])"
+    )
+    found = subprocess.run(
+        [python, "-c", code, *packages], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "[]", f"packages the wheel leaves out: {found.stdout}"

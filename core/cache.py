@@ -152,7 +152,7 @@ class Cache(PlainOperations, CounterFactories):
         tag_ttl = tag_ttl if near is None else max(tag_ttl, near.ttl)
         self.tags = Tags(self.shared, namespace, clock, tag_ttl, invalidations)
         coherence = Coherence(invalidations, near, self.tags)
-        self.metrics = CacheStats(self.shared, namespace, stats_interval, self.failures, name)
+        self.counts = CacheStats(self.shared, namespace, stats_interval, self.failures, name)
         for observer in observers_named(metrics):
             self.observe(observer)
         try:
@@ -168,7 +168,7 @@ class Cache(PlainOperations, CounterFactories):
             self.codec,
             clock,
             self.tags,
-            self.metrics,
+            self.counts,
             self.tracer,
             self.failures,
             refresher or ThreadPoolRefresher(),
@@ -262,18 +262,6 @@ class Cache(PlainOperations, CounterFactories):
             return make_key(self.namespace, *key)
         return make_key(self.namespace, key)
 
-    def derived_key(self, kind: str, key: str) -> str:
-        """Return the key of a companion record (``l`` lock, …) of ``key``, within 250 bytes."""
-        return self.parts.derived_key(kind, key)
-
-    def store_failed(self, operation: str, error: BaseException) -> None:
-        """Count and log (once per interval) a store failure the caller never sees."""
-        self.parts.store_failed(operation, error)
-
-    def store_call(self, operation: str, call: Callable[[], T], fallback: T) -> T:
-        """Run a store call; on a store failure log once per interval and return ``fallback``."""
-        return self.parts.store_call(operation, call, fallback)
-
     def _ttl(self, ttl: float | None) -> int:
         if ttl is None:
             return self.default_ttl
@@ -312,8 +300,8 @@ class Cache(PlainOperations, CounterFactories):
         )  # fmt: skip
         store_key, names = self._store_key(key), tag_list(tags)
         steps = self.builder.get_or_build_steps(store_key, build, names, options)
-        if self.metrics.observers:
-            return run_observed(self.metrics, "get_or_build", store_key, names, steps)
+        if self.counts.observers:
+            return run_observed(self.counts, "get_or_build", store_key, names, steps)
         return run_steps(steps, perform)
 
     async def aget_or_build(
@@ -343,9 +331,9 @@ class Cache(PlainOperations, CounterFactories):
             early_refresh, stale_wait,
         )  # fmt: skip
         store_key, names = self._store_key(key), tag_list(tags)
-        if self.metrics.observers:
+        if self.counts.observers:
             steps = self.builder.get_or_build_steps(store_key, build, names, options)
-            return await arun_observed(self.metrics, "aget_or_build", store_key, names, steps)
+            return await arun_observed(self.counts, "aget_or_build", store_key, names, steps)
         return await self.builder.aget_or_build(store_key, build, names, options)
 
     def get_or_build_steps(
@@ -399,18 +387,18 @@ class Cache(PlainOperations, CounterFactories):
         Returns the new versions, or ``{}`` when the store could not be reached
         (logged: the caller's write must not fail because the cache is down).
         """
-        return run_steps(self.invalidate_steps(tags), perform)
+        return run_steps(self._invalidate_steps(tags), perform)
 
     async def ainvalidate(self, *tags: str) -> dict[str, int]:
         """:meth:`invalidate`, awaited on the store's async twin (no thread hop)."""
-        return await arun_steps(self.invalidate_steps(tags), aperform)
+        return await arun_steps(self._invalidate_steps(tags), aperform)
 
-    def invalidate_steps(self, tags: tuple[str, ...]) -> Steps[dict[str, int]]:
+    def _invalidate_steps(self, tags: tuple[str, ...]) -> Steps[dict[str, int]]:
         """:meth:`invalidate`, as steps (see :mod:`mcache.sansio.steps`)."""
         try:
             return (yield from self.tags.bump_steps(tags))
         except MCacheError as error:
-            self.store_failed("invalidate", error)
+            self.parts.store_failed("invalidate", error)
             return {}
 
     def lock(self, name: str, timeout: int | None = None, wait: float = 0.0) -> Lock:
@@ -426,8 +414,8 @@ class Cache(PlainOperations, CounterFactories):
 
     def observe(self, observer: Observer) -> None:
         """Tell ``observer`` this cache's events, builds and calls from now on (once)."""
-        if observer not in self.metrics.observers:
-            self.metrics.observers.append(observer)
+        if observer not in self.counts.observers:
+            self.counts.observers.append(observer)
 
     def stats(self, flush: bool = True) -> dict[str, Any]:
         """Return every process's counters (hits, stale, builds, …, hit_ratio) and server stats.
@@ -437,9 +425,9 @@ class Cache(PlainOperations, CounterFactories):
         every cache it opens would only write to the store.
         """
         if flush:
-            self.metrics.flush()
-        totals = functools.partial(self.metrics.totals, pending=flush)
-        counters = self.store_call("stats", totals, self.metrics.local())
+            self.counts.flush()
+        totals = functools.partial(self.counts.totals, pending=flush)
+        counters = self.parts.store_call("stats", totals, self.counts.local())
         return {"cache": counters, "servers": self.server_stats()}
 
     def server_stats(self) -> dict[str, Any]:
@@ -449,7 +437,7 @@ class Cache(PlainOperations, CounterFactories):
         under its own name as down, so a report never shows an empty pool.
         """
         unreachable: dict[str, Any] = {}
-        servers = self.store_call("stats", self.store.stats, unreachable)
+        servers = self.parts.store_call("stats", self.store.stats, unreachable)
         if servers is unreachable:
             return {repr(self.store): {"error": "unreachable", "dead": 1}}
         return servers

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-__all__ = ["BoundedMemo"]
+__all__ = ["PER_KEY_LIMIT", "BoundedMemo"]
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+PER_KEY_LIMIT = 65536
+"""Keys a per-key memo (when a key goes stale, who holds it…) keeps: a hot set fits, and a
+stream of distinct keys costs at most a few megabytes."""
 
 
 class BoundedMemo(dict[K, V]):

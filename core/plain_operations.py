@@ -38,7 +38,7 @@ class PlainOperations:
     if TYPE_CHECKING:
         store: Store
         codec: Codec
-        metrics: CacheStats
+        counts: CacheStats
         reader: Reader
         builder: Builder
         failures: FailureLog
@@ -51,14 +51,14 @@ class PlainOperations:
     # -- driving, observed when something watches ---------------------------------------------
 
     def _run(self, operation: str, key: Key | None, steps: Steps[T]) -> T:
-        if not self.metrics.observers:
+        if not self.counts.observers:
             return run_steps(steps, perform)
-        return run_observed(self.metrics, operation, self._named(key), [], steps)
+        return run_observed(self.counts, operation, self._named(key), [], steps)
 
     async def _arun(self, operation: str, key: Key | None, steps: Steps[T]) -> T:
-        if not self.metrics.observers:
+        if not self.counts.observers:
             return await arun_steps(steps, aperform)
-        return await arun_observed(self.metrics, operation, self._named(key), [], steps)
+        return await arun_observed(self.counts, operation, self._named(key), [], steps)
 
     def _named(self, key: Key | None) -> str:
         """Return the store key an observer is told of (``*`` for a call on several keys)."""
@@ -96,10 +96,10 @@ class PlainOperations:
         store_key = self._store_key(key)
         value = yield from self._read_steps(store_key)
         if value is not NO_VALUE:
-            self.metrics.add("hits", key=store_key)
+            self.counts.add("hits", key=store_key)
             return value
         if count_miss:
-            self.metrics.add("misses", key=store_key)
+            self.counts.add("misses", key=store_key)
         return default
 
     def _read_steps(self, store_key: str) -> Steps[Any]:
@@ -121,8 +121,8 @@ class PlainOperations:
         by_store_key = {self._store_key(key): key for key in keys}
         found = yield from self._guarded_steps("get_many", "get_many", (list(by_store_key),), {})
         values = yield from self.reader.plain_many_steps(found)
-        self.metrics.add("hits", len(values))
-        self.metrics.add("misses", len(by_store_key) - len(values))
+        self.counts.add("hits", len(values))
+        self.counts.add("misses", len(by_store_key) - len(values))
         return {by_store_key[store_key]: value for store_key, value in values.items()}
 
     # -- writes ---------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ class PlainOperations:
             replace = self.builder.writer.replace_unreadable_steps(store_key, data, seconds)
             return (yield from replace)
         except (StoreUnavailable, ValueTooLarge) as error:
-            self.store_failed("add", error)
+            self.parts.store_failed("add", error)
             return False
 
     def unwrap(self, key: Key, ttl: float | None = None) -> bool:
@@ -203,7 +203,7 @@ class PlainOperations:
         try:
             return (yield from self.builder.writer.unwrap_steps(store_key, seconds))
         except (StoreUnavailable, ValueTooLarge) as error:
-            self.store_failed("set", error)
+            self.parts.store_failed("set", error)
             return False
         finally:
             self.parts.wrote((store_key,))  # after the write: a read racing it keeps nothing
@@ -265,13 +265,18 @@ class PlainOperations:
         arguments = (store_key, seconds)
         return (yield from self._guarded_steps("touch", "touch", arguments, False, (store_key,)))
 
-    def clear(self) -> None:
-        """Flush the whole store (every namespace on it), as Django's ``cache.clear()`` does."""
-        self._run("clear", None, self._guarded_steps("clear", "flush", (), None, None))
+    def clear(self) -> bool:
+        """Flush the whole store (every namespace on it), as Django's ``cache.clear()`` does;
+        return whether it did (False: the store could not be reached, which is logged)."""
+        return self._run("clear", None, self._clear_steps())
 
-    async def aclear(self) -> None:
+    async def aclear(self) -> bool:
         """Await :meth:`clear`."""
-        await self._arun("aclear", None, self._guarded_steps("clear", "flush", (), None, None))
+        return await self._arun("aclear", None, self._clear_steps())
+
+    def _clear_steps(self) -> Steps[bool]:
+        # a store's flush returns None; the fallback says it failed
+        return (yield from self._guarded_steps("clear", "flush", (), False, None)) is not False
 
     # -- the fail-open policy -------------------------------------------------------------------
 
@@ -289,7 +294,7 @@ class PlainOperations:
         try:
             return (yield StoreCall(self.store, method, arguments))
         except (StoreUnavailable, ValueTooLarge) as error:
-            self.store_failed(operation, error)
+            self.parts.store_failed(operation, error)
             return fallback
         finally:
             if writes is not False:
@@ -297,17 +302,17 @@ class PlainOperations:
 
 
 def run_observed(
-    metrics: CacheStats, operation: str, store_key: str, tags: list[str], steps: Steps[T]
+    counts: CacheStats, operation: str, store_key: str, tags: list[str], steps: Steps[T]
 ) -> T:
     """Run ``steps`` as one call its cache's observers are told of (see
     :mod:`mcache.observe.events`)."""
-    with observed_call(metrics.observers, metrics.origin, operation, store_key, tags):
+    with observed_call(counts.observers, counts.origin, operation, store_key, tags):
         return run_steps(steps, perform)
 
 
 async def arun_observed(
-    metrics: CacheStats, operation: str, store_key: str, tags: list[str], steps: Steps[T]
+    counts: CacheStats, operation: str, store_key: str, tags: list[str], steps: Steps[T]
 ) -> T:
     """:func:`run_observed`, awaited."""
-    with observed_call(metrics.observers, metrics.origin, operation, store_key, tags):
+    with observed_call(counts.observers, counts.origin, operation, store_key, tags):
         return await arun_steps(steps, aperform)

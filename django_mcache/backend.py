@@ -55,7 +55,7 @@ def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
     """Return this process's core cache for a configuration, building it once.
 
     The configuration is the ``CACHES`` entry and the replica-lag settings the
-    core is built with (see :func:`~django_mcache.config.replication_lag`).
+    core is built with (see :func:`~django_mcache.aliases.replication_lag`).
     """
     lag_settings = [
         getattr(settings, name, None) for name in ("MCACHE_REPLICATION_LAG", "DATABASE_ROUTERS")
@@ -77,7 +77,7 @@ def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
                 alias = _alias_of(location, params)
                 if alias is not None:  # how a task worker finds it: see core_cache_of
                     cache.locator = f"django_mcache.backend:core_cache_of:{alias}"
-                    cache.metrics.origin.label = alias  # its name in metrics
+                    cache.counts.origin.label = alias  # its name in metrics
                 _shared[signature] = cache
     return cache
 

@@ -23,7 +23,8 @@ from django.core.exceptions import ImproperlyConfigured
 from mcache.admin.report import servers_down
 from mcache.errors import MCacheError
 
-from .config import BACKEND, cache_alias, cache_from_settings, check_alias
+from .aliases import BACKEND, cache_alias, check_alias
+from .config import cache_from_settings
 
 SESSION_ENGINE = "django_mcache.sessions"
 SHARED_STORES = "'memcached://127.0.0.1:11211' or 'redis://127.0.0.1:6379/0'"

@@ -15,8 +15,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from mcache import Cache
@@ -27,16 +25,14 @@ from mcache.refreshers import NAMES as REFRESHER_NAMES
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
 from mcache.stores.url import SQL_STORE_OPTIONS, checked_options
 
+from .aliases import replication_lag
 from .db_store import DB_SCHEME
 
 __all__ = [
     "ALIAS_SCHEME",
-    "BACKEND",
     "CACHE_OPTIONS",
     "CODEC_OPTIONS",
-    "cache_alias",
     "cache_from_settings",
-    "check_alias",
 ]
 
 ALIAS_SCHEME = "alias:"
@@ -66,88 +62,6 @@ DJANGO_CULL_OPTIONS = frozenset({"MAX_ENTRIES", "CULL_FREQUENCY"})
 """Django's local-memory culling knobs: memcached and Redis evict by LRU instead."""
 
 _SAFE_NAMESPACE = re.compile(r"[!-~]{1,60}")
-
-
-def cache_alias(explicit: str | None = None) -> str:
-    """Return the cache alias to use: ``explicit``, else ``MCACHE_CACHE``, else "default".
-
-    Pages, blocks, counters, ORM bumps and the router all default to the same
-    cache, so a site that moves mcache to another alias moves all of them.
-    """
-    return explicit or getattr(settings, "MCACHE_CACHE", "default")
-
-
-BACKEND = "django_mcache.backend.MCacheBackend"
-
-
-def check_alias(alias: str, where: str) -> None:
-    """Refuse a cache alias that ``settings.CACHES`` lacks or that is not an mcache cache.
-
-    Called where the alias is written (a decorator, a setting read at start-up),
-    so a typo fails when the module is imported, not at the first request.
-    """
-    if not settings.configured:
-        return  # settings come later (a module imported before setup): the first use says
-    caches_setting = getattr(settings, "CACHES", {})
-    if alias not in caches_setting:
-        known = ", ".join(map(repr, caches_setting)) or "none"
-        raise ImproperlyConfigured(
-            f"{where}: there is no cache {alias!r} in settings.CACHES (it has {known});"
-            f" name one of those, or add CACHES[{alias!r}] = {{'BACKEND': {BACKEND!r},"
-            " 'LOCATION': 'memcached://127.0.0.1:11211'}"
-        )
-    backend = caches_setting[alias].get("BACKEND", "")
-    if not _is_mcache_backend(backend):
-        raise ImproperlyConfigured(
-            f"{where}: CACHES[{alias!r}] is {backend!r}, not an mcache cache; set its"
-            f" BACKEND to {BACKEND!r} or name an mcache cache"
-        )
-
-
-def _is_mcache_backend(path: object) -> bool:
-    if path == BACKEND:
-        return True
-    try:
-        backend = import_string(path) if isinstance(path, str) else None
-    except ImportError:
-        return False
-    from .backend import MCacheBackend
-
-    return isinstance(backend, type) and issubclass(backend, MCacheBackend)
-
-
-ROUTER = "django_mcache.routers.FreshReadRouter"
-
-
-def replication_lag(routed: bool | None = None) -> float:
-    """Return ``MCACHE_REPLICATION_LAG``: seconds the replica may be behind the primary.
-
-    Unset, it is 2 s where :class:`~django_mcache.routers.FreshReadRouter` routes
-    reads (``routed``: known to; None: look at ``DATABASE_ROUTERS``) and 0 (off)
-    elsewhere, so a site without a replica pays nothing for it.
-    """
-    if routed is None:
-        routed = any(
-            router == ROUTER or type(router).__name__ == "FreshReadRouter"
-            for router in getattr(settings, "DATABASE_ROUTERS", ())
-        )
-    value = getattr(settings, "MCACHE_REPLICATION_LAG", 2.0 if routed else 0.0)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ConfigError(
-            "settings.MCACHE_REPLICATION_LAG must be the seconds a replica may be behind"
-            f" its primary, such as 2.0 (0: off), got {value!r}"
-        )
-    return float(value)
-
-
-def counters_alias(explicit: str | None = None) -> str:
-    """Return the cache counters live in: ``explicit``, else ``MCACHE_COUNTERS_CACHE``, else
-    the cache everything else uses.
-
-    Counts that must outlive a flushed memcached (view counts not yet written
-    back, visitors online) go to a durable cache (``LOCATION "db:default"``) this way.
-    """
-    return explicit or getattr(settings, "MCACHE_COUNTERS_CACHE", None) or cache_alias()
 
 
 def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:

@@ -10,7 +10,7 @@ from django.db.models import Model
 
 from mcache.features.counters import ViewCounter
 
-from .config import counters_alias
+from .aliases import counters_alias
 
 __all__ = ["view_counter"]
 

@@ -18,7 +18,7 @@ from django.http import HttpResponseBase
 from mcache import Cache
 from mcache.features.memoize import LateBound, refuse_instances_of
 
-from .config import cache_alias, check_alias
+from .aliases import cache_alias, check_alias
 from .tags import Dependencies, DependsOn
 
 __all__ = ["cached", "refused"]

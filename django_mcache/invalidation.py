@@ -29,7 +29,7 @@ from django.db.models.base import ModelState
 from mcache.logs import FailureLog
 from mcache.web import note_bumps
 
-from .config import cache_alias
+from .aliases import cache_alias
 from .tags import model_tag, obj_tag
 
 __all__ = [

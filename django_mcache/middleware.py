@@ -25,7 +25,7 @@ from django.http import HttpRequest, HttpResponse
 
 from mcache.features.counters import ROBOTS, is_robot
 
-from .config import counters_alias
+from .aliases import counters_alias
 
 __all__ = ["OnlineVisitorsMiddleware", "count_online", "online_counter"]
 

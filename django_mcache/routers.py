@@ -29,7 +29,7 @@ from django.core.cache import caches
 from mcache import read_primary
 from mcache.web import ChangeTimes
 
-from .config import cache_alias, replication_lag
+from .aliases import cache_alias, replication_lag
 from .tags import model_tag
 
 __all__ = ["FreshReadRouter"]

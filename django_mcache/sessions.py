@@ -21,8 +21,8 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.contrib.sessions.backends.cache import SessionStore as CacheSessionStore
 from django.core.exceptions import ImproperlyConfigured
 
+from .aliases import BACKEND
 from .backend import MCacheBackend
-from .config import BACKEND
 
 __all__ = ["SessionStore"]
 

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
@@ -34,14 +35,13 @@ from mcache.observe.outcome import reason_header
 from mcache.web.page import as_page
 
 if TYPE_CHECKING:
-    from .views import ViewOptions
+    from .view_options import ViewOptions
 
 __all__ = [
     "Render",
     "Snapshot",
     "View",
     "anyones_reason",
-    "bypass_reason",
     "marked",
     "page_key",
     "restore",
@@ -61,15 +61,6 @@ _LIST_ITEMS = re.compile(r"\s*,\s*")
 
 def _has_session_cookie(request: HttpRequest) -> bool:
     return settings.SESSION_COOKIE_NAME in request.COOKIES
-
-
-def bypass_reason(request: HttpRequest, options: ViewOptions) -> str | None:
-    """Return why a response to this request may neither come from nor go to the shared
-    cache (a reason of :mod:`mcache.observe.outcome`), or None when it may."""
-    reason = anyones_reason(request)
-    if reason is None and not options.per_user and signed_in(request):
-        return "signed-in"
-    return reason
 
 
 def anyones_reason(request: HttpRequest) -> str | None:
@@ -136,11 +127,9 @@ class Render:
     session (for them its content cannot depend on one).
     """
 
-    def __init__(
-        self, request: HttpRequest, options: ViewOptions, signed_in: bool | None = None
-    ) -> None:
+    def __init__(self, request: HttpRequest, options: ViewOptions, signed_in: bool) -> None:
         self.request, self.options = request, options
-        self.signed_in = signed_in  # None: asked when needed (an async view asks beforehand)
+        self.signed_in = signed_in
         self.built = False
         self.session = getattr(request, "session", None)
         self._accessed = False
@@ -166,6 +155,18 @@ class Render:
         finally:
             set_urlconf(None)
             close_old_connections()
+
+    async def abuild(self, view: View, args: tuple, kwargs: dict) -> Snapshot:
+        """:meth:`build` for an ``async def`` view (its checks, which may touch the
+        session's database, in a thread)."""
+        if threading.get_ident() != self.thread:  # a background refresh on a refresher
+            with translation.override(self.language):
+                response = await view(self.request, *args, **kwargs)
+                return await sync_to_async(self.after)(response, False)
+        self.built = True
+        self.before()
+        response = await view(self.request, *args, **kwargs)
+        return await sync_to_async(self.after)(response)
 
     def before(self) -> None:
         if self.session is not None:
@@ -198,9 +199,7 @@ class Render:
         return _refusal(response, self.options, keyed_by_user)
 
     def _keyed_by_user(self) -> bool:
-        if not self.options.per_user:
-            return False
-        return signed_in(self.request) if self.signed_in is None else self.signed_in
+        return self.options.per_user and self.signed_in
 
     def serves(self, snapshot: Any) -> bool:
         """Return whether a stored page may answer this request without running the view."""

@@ -16,30 +16,34 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.core.cache import caches
-from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
-from django.utils import translation
 
-from mcache import Cache
 from mcache.model.jobs import in_process
 from mcache.observe.outcome import BYPASS, log_bypass
-from mcache.web.page import PAGES_STAY, PageRead, aget_page, get_page
+from mcache.sansio.steps import (
+    BlockingOrAwaited,
+    CallBuilder,
+    Steps,
+    aperform,
+    arun_steps,
+    perform,
+    run_steps,
+)
+from mcache.web.page import PAGES_STAY, PageRead, check_view_ttl, page_steps
 
-from .config import cache_alias, check_alias
+from .aliases import check_alias
 from .tags import Dependencies, DependsOn
+from .view_options import TagsSpec, ViewOptions
 from .view_pages import (
     Render,
-    Snapshot,
     View,
     anyones_reason,
-    bypass_reason,
     marked,
     page_key,
     restore,
@@ -49,8 +53,6 @@ from .view_pages import (
 )
 
 __all__ = ["cached_view"]
-
-TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
 
 
 def cached_view(
@@ -88,11 +90,7 @@ def cached_view(
     """
     if callable(ttl) and not isinstance(ttl, int | float):
         return cached_view()(ttl)  # @cached_view without parentheses
-    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
-        raise TypeError(
-            f"cached_view: ttl must be a number of seconds or None, got {ttl!r};"
-            " write @cached_view(300) or @cached_view()"
-        )
+    check_view_ttl(ttl, "cached_view")
     dependencies = Dependencies(depends_on, "cached_view")
     if cache is not None:
         check_alias(cache, "cached_view(cache=...)")
@@ -119,141 +117,76 @@ def cached_view(
 
             @functools.wraps(view)
             async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-                return await _aserve(options, name, view, request, args, kwargs)
+                steps = _serve_steps(options, name, view, request, args, kwargs, True)
+                return await arun_steps(steps, aperform)
 
             return async_wrapper
 
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-            return _serve(options, name, view, request, args, kwargs)
+            return run_steps(
+                _serve_steps(options, name, view, request, args, kwargs, False), perform
+            )
 
         return wrapper
 
     return decorate
 
 
-class ViewOptions:
-    """The decorator's arguments, checked once."""
-
-    __slots__ = (
-        "cache",
-        "depends_on",
-        "header",
-        "key_prefix",
-        "per_user",
-        "refresh",
-        "stale_ttl",
-        "stale_wait",
-        "tags",
-        "ttl",
-        "vary",
-    )
-
-    def __init__(
-        self,
-        ttl: float | None,
-        stale_ttl: float | None,
-        tags: TagsSpec,
-        depends_on: Dependencies,
-        vary: tuple[str, ...],
-        per_user: bool,
-        cache: str | None,
-        key_prefix: str | None,
-        refresh: str | None,
-        header: str | None,
-        stale_wait: float | None,
-    ) -> None:
-        self.ttl, self.stale_ttl, self.tags, self.depends_on = ttl, stale_ttl, tags, depends_on
-        self.vary = tuple(sorted({h.lower() for h in vary}))
-        self.per_user, self.cache, self.key_prefix = per_user, cache, key_prefix
-        self.refresh, self.header, self.stale_wait = refresh, header, stale_wait
-
-    def backend(self) -> Any:
-        """Return the Django cache pages go to (``cache``, else ``MCACHE_CACHE``)."""
-        return caches[cache_alias(self.cache)]
-
-    def caches_nothing(self, backend: Any) -> bool:
-        """Return whether pages must not be cached: no ttl given and the cache's TIMEOUT is 0.
-
-        Django's rule (a ``TIMEOUT`` of 0 or less stores nothing) is how sites turn
-        caching off in development; ``cache_page`` without a timeout follows it too.
-        """
-        if self.ttl is not None:
-            return False
-        timeout = backend.default_timeout
-        return timeout is not None and timeout <= 0
-
-    def core(self, backend: Any = None) -> Cache:
-        """Return the core cache of ``backend`` (by default the one pages go to)."""
-        core = getattr(backend if backend is not None else self.backend(), "mcache", None)
-        if not isinstance(core, Cache):
-            alias = cache_alias(self.cache)
-            raise ImproperlyConfigured(
-                f"cached_view(cache={alias!r}) needs an mcache cache: set"
-                f" CACHES[{alias!r}]['BACKEND'] = 'django_mcache.backend.MCacheBackend'"
-            )
-        return core
-
-    def tag_list(self, request: HttpRequest, args: tuple, kwargs: dict) -> list[str]:
-        tags = self.tags(request, *args, **kwargs) if callable(self.tags) else self.tags
-        return self._with_models(tags)
-
-    def _with_models(self, tags: Iterable[str] | str | None) -> list[str]:
-        names = [tags] if isinstance(tags, str) else list(tags or ())
-        return list(dict.fromkeys([*names, *self.depends_on.tags()]))
-
-    def build_options(self, request: HttpRequest, args: tuple, kwargs: dict) -> dict[str, Any]:
-        return self._options(self.tag_list(request, args, kwargs))
-
-    async def abuild_options(
-        self, request: HttpRequest, args: tuple, kwargs: dict
-    ) -> dict[str, Any]:
-        """:meth:`build_options` with ``tags`` a coroutine function (awaited) or no callable."""
-        tags = await self.tags(request, *args, **kwargs) if callable(self.tags) else self.tags
-        return self._options(self._with_models(tags))
-
-    def _options(self, tags: list[str]) -> dict[str, Any]:
-        return {
-            "ttl": self.ttl,
-            "stale_ttl": self.stale_ttl,
-            "tags": tags,
-            "refresh": self.refresh,
-            "stale_wait": self.stale_wait,
-        }
+# -- serving: one path, as steps the sync view's wrapper calls and the async one awaits ---------
 
 
-# -- serving -----------------------------------------------------------------------------------
+def _serve_steps(
+    options: ViewOptions,
+    name: str,
+    view: View,
+    request: HttpRequest,
+    args: tuple,
+    kwargs: dict,
+    on_loop: bool,
+) -> Steps[Any]:
+    """Serve one request: bypassed, from the store, or rendered and stored.
 
-
-def _serve(
-    options: ViewOptions, name: str, view: View, request: HttpRequest, args: tuple, kwargs: dict
-) -> Any:
+    ``on_loop``: an ``async def`` view, on the event loop. Nothing on the way to
+    its hit hops to a thread: the user comes from ``request.auser()`` (no I/O
+    without a session cookie), the page from the store's async twin; a render (a
+    miss) hands its session and CSRF checks to a thread, as Django runs sync code
+    from async views.
+    """
+    the_view = CallBuilder(partial(view, request, *args, **kwargs))
     backend = options.backend()
-    reason = "disabled" if options.caches_nothing(backend) else bypass_reason(request, options)
+    reason = "disabled" if options.caches_nothing(backend) else anyones_reason(request)
+    user = None
+    if reason is None:
+        user = yield BlockingOrAwaited(
+            partial(_signed_in_user, request), partial(_asigned_in_user, request)
+        )
+        if user is not None and not options.per_user:
+            reason = "signed-in"
     if reason is not None:
-        return _bypassed(view(request, *args, **kwargs), reason, name, request, options)
+        return _bypassed((yield the_view), reason, name, request, options)
     core = options.core(backend)
-    user = request.user if options.per_user and signed_in(request) else None
     key = page_key(name, request, options, user)
-    render = Render(request, options)
+    render = Render(request, options, user is not None)
     if request.method == "HEAD":  # served from the GET entry, never stored from a HEAD
-        found = snapshot_of(core.peek(key, None))
+        peek = BlockingOrAwaited(partial(core.peek, key, None), partial(core.apeek, key, None))
+        found = snapshot_of((yield peek))
         if found is None or not render.serves(found):
             reason = "head" if found is None else "session"
-            return _bypassed(view(request, *args, **kwargs), reason, name, request, options)
+            return _bypassed((yield the_view), reason, name, request, options)
         return restore(found, "HIT", options)
-
-    def build() -> Snapshot:
-        return render.build(view, args, kwargs)
-
-    build_options = options.build_options(request, args, kwargs)
+    build_options = yield BlockingOrAwaited(
+        partial(options.build_options, request, args, kwargs),
+        partial(_abuild_options, options, request, args, kwargs),
+    )
+    build = partial(render.abuild if on_loop else render.build, view, args, kwargs)
     local = in_process(build, PAGES_STAY)
-    read = get_page(core, key, local, 1, HttpResponseBase, **build_options)
+    read = yield from page_steps(core, key, local, 1, HttpResponseBase, build_options)
     if isinstance(read.result, HttpResponseBase):  # this request's own, uncacheable response
         return _bypassed(read.result, read.refused, name, request, options)
     if read.page is None or not render.serves(read.page):
         reason = "session" if read.page is not None else "foreign"
-        return _bypassed(view(request, *args, **kwargs), reason, name, request, options)
+        return _bypassed((yield the_view), reason, name, request, options)
     return _restored(read, render, options)
 
 
@@ -274,57 +207,18 @@ def _bypassed(
     return marked(response, BYPASS, reason, options)
 
 
-async def _aserve(
-    options: ViewOptions, name: str, view: View, request: HttpRequest, args: tuple, kwargs: dict
-) -> Any:
-    """:func:`_serve` for an ``async def`` view: a hit runs on the event loop alone.
-
-    Nothing on the way to a hit hops to a thread: the user comes from
-    ``request.auser()`` (no I/O without a session cookie), the page from the
-    store's async twin. A render (a miss) hands its session and CSRF checks to a
-    thread, as Django runs sync code from async views.
-    """
-    backend = options.backend()
-    reason = "disabled" if options.caches_nothing(backend) else anyones_reason(request)
-    user = None if reason is not None else await _asigned_in_user(request)
-    if user is not None and not options.per_user:
-        reason = "signed-in"
-    if reason is not None:
-        return _bypassed(await view(request, *args, **kwargs), reason, name, request, options)
-    core = options.core(backend)
-    key = page_key(name, request, options, user)
-    render = Render(request, options, user is not None)
-    if request.method == "HEAD":
-        found = snapshot_of(await core.apeek(key, None))
-        if found is None or not render.serves(found):
-            reason = "head" if found is None else "session"
-            response = await view(request, *args, **kwargs)
-            return _bypassed(response, reason, name, request, options)
-        return restore(found, "HIT", options)
-
-    async def build() -> Snapshot:
-        if threading.get_ident() != render.thread:  # a background refresh on a refresher
-            with translation.override(render.language):
-                response = await view(request, *args, **kwargs)
-                return await sync_to_async(render.after)(response, False)
-        render.built = True
-        render.before()
-        response = await view(request, *args, **kwargs)
-        return await sync_to_async(render.after)(response)
-
+async def _abuild_options(
+    options: ViewOptions, request: HttpRequest, args: tuple, kwargs: dict
+) -> dict[str, Any]:
+    """The page's ``get_or_build`` options; a sync ``tags`` callable runs in a thread."""
     if callable(options.tags) and not inspect.iscoroutinefunction(options.tags):
-        build_options = await sync_to_async(options.build_options)(request, args, kwargs)
-    else:
-        build_options = await options.abuild_options(request, args, kwargs)
-    local = in_process(build, PAGES_STAY)
-    read = await aget_page(core, key, local, 1, HttpResponseBase, **build_options)
-    if isinstance(read.result, HttpResponseBase):
-        return _bypassed(read.result, read.refused, name, request, options)
-    if read.page is None or not render.serves(read.page):
-        reason = "session" if read.page is not None else "foreign"
-        response = await view(request, *args, **kwargs)
-        return _bypassed(response, reason, name, request, options)
-    return _restored(read, render, options)
+        return await sync_to_async(options.build_options)(request, args, kwargs)
+    return await options.abuild_options(request, args, kwargs)
+
+
+def _signed_in_user(request: HttpRequest) -> Any:
+    """Return the signed-in user, or None (see :func:`.view_pages.signed_in`)."""
+    return request.user if signed_in(request) else None
 
 
 async def _asigned_in_user(request: HttpRequest) -> Any:

@@ -22,6 +22,7 @@ from mcache.features.counters import Counter, ViewCounter
 from mcache.features.memoize import LateBound, Memoized
 from mcache.features.raw_keys import RawKeys
 from mcache.features.visitors import OnlineCounter
+from mcache.web.page import check_view_ttl
 
 from .config import cache_from_config, counters_cache
 from .view_order import check_app, check_on_first_request
@@ -143,11 +144,7 @@ class MCache:
         """
         if callable(ttl):
             return self.cached_view()(ttl)  # written bare, without parentheses
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
-            raise TypeError(
-                f"cached_view: ttl must be a number of seconds or None, got {ttl!r};"
-                " write @mcache.cached_view(300) or @mcache.cached_view()"
-            )
+        check_view_ttl(ttl, "mcache.cached_view")
         settings = ViewSettings(
             ttl,
             stale_ttl,

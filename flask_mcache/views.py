@@ -128,7 +128,7 @@ def cached_view(
                 stale_wait=settings.stale_wait,
             )
             local = in_process(build, PAGES_STAY)
-            read = get_page(cache, key, local, 0, Response, **options)
+            read = get_page(cache, key, local, 0, Response, options)
             if isinstance(read.result, Response):  # this request's own response, never stored
                 return bypassed(read.result, read.refused)
             if read.page is None:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from django_mcache.config import BACKEND, cache_from_settings
+from django_mcache.aliases import BACKEND
+from django_mcache.config import cache_from_settings
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 TITLED = re.compile(r'^( *)```python title="([^"]+)"\n(.*?)^\1```', re.S | re.M)

@@ -41,7 +41,7 @@ def hot_keys(cache: Cache, top: int) -> list[dict[str, Any]]:
     entry = re.compile(
         (re.escape(cache.namespace) + ":" if cache.namespace else "") + r"(?:[^:]*:)?[0-9a-f]{32}$"
     )
-    origin, now = cache.metrics.origin, time.time()
+    origin, now = cache.counts.origin, time.time()
     rows = []
     for server, items in cache.shared.metadump().items():  # type: ignore[attr-defined]
         if isinstance(items, str):

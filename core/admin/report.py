@@ -81,7 +81,7 @@ def collect(cache: Cache, previous: Mapping[str, Any] | None = None) -> dict[str
     flushed = report["cache"].pop("flushed_at", None)
     report["scope"] = "every process"
     report["counts_age"] = None if flushed is None else max(0.0, time.time() - flushed)
-    report["flush_interval"] = cache.metrics.interval
+    report["flush_interval"] = cache.counts.interval
     for fields in report["servers"].values():
         hits, misses = fields.get("get_hits", 0), fields.get("get_misses", 0)
         looked_up = hits + misses if isinstance(hits, int) and isinstance(misses, int) else 0

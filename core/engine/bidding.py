@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from mcache.contract.store import LeaseBid, StaleClaim
 from mcache.engine.call import BuildOptions
 from mcache.engine.lock import Lock
-from mcache.memo import BoundedMemo
+from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 from mcache.model.entry import Entry
 from mcache.sansio.steps import Steps, StoreCall, one
 
@@ -46,8 +46,8 @@ class Bidding:
         # Whether it may lease: whether it does is ``leases_in_read``, which asks servers.
         self.leasing = parts.shared is store and traits.leases
         self.bids = self.claims or self.leasing
-        self._stale_at: BoundedMemo[str, int] = BoundedMemo(65536)  # key -> when it goes stale
-        self._build_ms: BoundedMemo[str, int] = BoundedMemo(65536)  # key -> its last build's ms
+        self._stale_at: BoundedMemo[str, int] = BoundedMemo(PER_KEY_LIMIT)  # when it goes stale
+        self._build_ms: BoundedMemo[str, int] = BoundedMemo(PER_KEY_LIMIT)  # its last build's ms
 
     def leases_now(self) -> bool:
         """Whether builds take the server's lease (the store speaks memcached's meta protocol)."""

@@ -17,7 +17,7 @@ The read path (``docs/explanation/dog-pile.md`` tells it for users):
    and re-raises otherwise. The lock is renewed while the build runs
    (:mod:`mcache.engine.renewal`), always released, and only by its owner.
 7. The entry is written only over what the key held when the build began
-   (:mod:`mcache.engine.lease`): a delete or a newer write meanwhile wins.
+   (:mod:`mcache.engine.write_lease`): a delete or a newer write meanwhile wins.
 
 The algorithm is written once, as steps (:mod:`mcache.sansio.steps`): every method
 named ``*_steps`` yields the I/O it needs. ``get_or_build`` runs them by
@@ -136,7 +136,7 @@ class Builder:
                     entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
                 except Exception as error:
                     parts.store_failed("get_or_build", error)
-                    parts.metrics.add("misses", key=key)
+                    parts.counts.add("misses", key=key)
                     call = Call(key, build, tags, o, {})
                     return (yield from self.build_alone_steps(call, unread=True))
                 if self.writer.bidding.bids:
@@ -180,12 +180,12 @@ class Builder:
                 value = yield from self.refresh_stale_steps(call, entry)
             else:
                 yield from self.writer.drop_claim_steps(key, claim)
-                parts.metrics.add("misses", key=key)
+                parts.counts.add("misses", key=key)
                 value = yield from self.build_missing_steps(call)
             report(self.parts.tags.scope, call.depends, call.stale)
             return value
         except Uncacheable as own:  # this caller's own build: followers got NotShared
-            parts.metrics.add("uncached", key=key)
+            parts.counts.add("uncached", key=key)
             UNCACHED.set(own.reason)
             return own.value
 
@@ -214,7 +214,7 @@ class Builder:
         ):
             if self.parts.tracer.enabled:
                 self.parts.tracer.event(key, "H")
-            self.parts.metrics.add("hits", key=key)
+            self.parts.counts.add("hits", key=key)
             return True
         return False
 
@@ -249,7 +249,7 @@ class Builder:
         """Return the stale value, counted and traced."""
         STALE_SERVED.set(True)
         self.parts.trace(call.key, "S")
-        self.parts.metrics.add("stale", key=call.key)
+        self.parts.counts.add("stale", key=call.key)
         call.depends, call.stale = entry.tags, not call.seen_fresh
         return entry.value
 
@@ -269,7 +269,7 @@ class Builder:
             # Its read won the lock: it alone may rebuild.
             return (yield from self.rebuild_stale_steps(call, entry))
         if not leader:
-            self.parts.metrics.add("coalesced", key=call.key)
+            self.parts.counts.add("coalesced", key=call.key)
             if not call.seen_fresh and (yield Wait(flight, call.options.stale_wait)):
                 answer = flight.outcome()
                 if answer is not NO_VALUE:
@@ -295,7 +295,7 @@ class Builder:
         if call.options.refresh == "background" and not inside_build():
             yield HandOver(self.rebuilds, call, lock)
             return (yield from self.fresh_or_stale_steps(call, entry))
-        self.parts.metrics.add("misses", key=call.key)
+        self.parts.counts.add("misses", key=call.key)
         return (yield from self.building.build_and_store_steps(call, lock, entry))
 
     def fresh_or_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
@@ -346,10 +346,10 @@ class Builder:
             lease = self.writer.server_lease(call)
             return (yield from self.building.build_and_store_steps(call, lease, None))
         if not leader:
-            self.parts.metrics.add("coalesced", key=call.key)
+            self.parts.counts.add("coalesced", key=call.key)
             if (yield Wait(flight, call.options.wait)) and flight.answered():
                 return (yield from self.outcome_of_steps(flight, call))
-            self.parts.metrics.add("wait_timeouts", key=call.key)
+            self.parts.counts.add("wait_timeouts", key=call.key)
             flight, leader = self.flights.take_over(call.key, flight)
             if not leader:
                 if (yield Wait(flight, call.options.lock_timeout)) and flight.answered():
@@ -385,7 +385,7 @@ class Builder:
         lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
         if lock is not None:
             return (yield from self.building.build_and_store_steps(call, lock, None))
-        self.parts.metrics.add("lock_waits", key=call.key)
+        self.parts.counts.add("lock_waits", key=call.key)
         # Waiters in other processes poll the store: a short cap lets them see the
         # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
         # waiters within ~10% of it), for a few gets a second per waiting process.
@@ -398,7 +398,7 @@ class Builder:
             lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
             if lock is not None:
                 return (yield from self.building.build_and_store_steps(call, lock, None))
-        self.parts.metrics.add("wait_timeouts", key=call.key)
+        self.parts.counts.add("wait_timeouts", key=call.key)
         return (yield from self.building.build_and_store_steps(call, None, None))
 
     def take_peeked(self, call: Call, entry: Entry) -> Any:

@@ -87,7 +87,7 @@ class Building:
         """
         started = time.monotonic()
         parts = self.parts
-        watch = parts.metrics.watch_build(call.key)
+        watch = parts.counts.watch_build(call.key)
         newest = call.newest_version() if parts.replication_lag_ms else 0
         try:
             with (
@@ -113,7 +113,7 @@ class Building:
             _ended(watch, "cancelled")
             raise
         _ended(watch, "built")
-        self.parts.metrics.add("builds", key=call.key)
+        self.parts.counts.add("builds", key=call.key)
         call.built = True
         call.build_ms = int((time.monotonic() - started) * 1000)
         call.depends = merged(call.versions, found.versions)
@@ -121,7 +121,7 @@ class Building:
 
     def build_failed(self, key: str, error: Exception) -> None:
         """Count and trace a build that raised."""
-        self.parts.metrics.add("build_errors", key=key)
+        self.parts.counts.add("build_errors", key=key)
         self.parts.trace(key, "E")
 
     def build_and_store_steps(

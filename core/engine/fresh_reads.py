@@ -32,7 +32,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, NamedTuple
 
 from mcache.clock import Clock, system_clock
-from mcache.memo import BoundedMemo
+from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 
 if TYPE_CHECKING:
     from mcache.model.tags import Tags
@@ -114,7 +114,7 @@ class ChangeTimes:
         self.lag_ms = lag_ms
         self.local_ms = min(100, lag_ms // 10)
         self.clock = clock
-        self._known: BoundedMemo[str, tuple[int, float]] = BoundedMemo(65536)
+        self._known: BoundedMemo[str, tuple[int, float]] = BoundedMemo(PER_KEY_LIMIT)
         self._lock = threading.Lock()
 
     def changed_within_lag(self, tags: Tags | None, tag: str) -> bool:

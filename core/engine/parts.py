@@ -49,7 +49,7 @@ class CacheParts:
         codec: Codec,
         clock: Clock,
         tags: Tags,
-        metrics: CacheStats,
+        counts: CacheStats,
         tracer: Tracer,
         failures: FailureLog,
         refresher: Refresher,
@@ -66,7 +66,7 @@ class CacheParts:
         self.codec = codec
         self.clock = clock
         self.tags = tags
-        self.metrics = metrics
+        self.counts = counts
         self.tracer = tracer
         self.failures = failures
         self.refresher = refresher
@@ -108,7 +108,7 @@ class CacheParts:
     def store_failed(self, operation: str, error: BaseException) -> None:
         """Count and log (once per interval) a store failure the caller never sees."""
         STORE_FAILED.set(True)
-        self.metrics.add("store_errors")
+        self.counts.add("store_errors")
         if isinstance(error, ValueTooLarge):
             self.failures.warning("store.too_large", "value not cached: %s", error)
         else:

@@ -187,7 +187,7 @@ class Rebuilds:
             lock = self.builder.writer.try_lock(call)
             if lock is not None:
                 break
-        self.parts.metrics.add("misses", key=call.key)
+        self.parts.counts.add("misses", key=call.key)
         value = self.builder.build_and_store(call, lock, None)
         report(self.parts.tags.scope, call.depends, call.stale)
         return value
@@ -269,7 +269,7 @@ def run(payload: str) -> str:
     try:
         return rebuilds.run_job(job, build)
     finally:
-        rebuilds.parts.metrics.flush()  # a worker's builds and failures show in stats at once
+        rebuilds.parts.counts.flush()  # a worker's builds and failures show in stats at once
 
 
 def _run_coroutine(coroutine: Any) -> Any:

@@ -15,7 +15,7 @@ renewal that finds the lock gone or taken over (it expired while the process
 was stalled longer than the timeout, or its server restarted) stops renewing
 it and logs once; the
 build still finishes, and what it writes is guarded by its lease (see
-:mod:`mcache.engine.lease`), never by the lock.
+:mod:`mcache.engine.write_lease`), never by the lock.
 """
 
 from __future__ import annotations

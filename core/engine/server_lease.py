@@ -22,7 +22,7 @@ worker treat both alike:
   stale value still there to serve;
 - *release* after a build that stored nothing hands a stale entry's rebuild to
   the next reader (``md … I C``); a placeholder goes with its lease
-  (:func:`mcache.engine.lease.abandon_steps`).
+  (:func:`mcache.engine.write_lease.abandon_steps`).
 
 Where the server cannot know that an entry is stale (a tag it recorded was
 bumped), the reader that saw it marks it stale and bids again in one request
@@ -35,8 +35,8 @@ from __future__ import annotations
 import time
 
 from mcache.contract.store import NO_VALUE, LeaseBid, Store, stale_hold_ttl
-from mcache.engine.lease import Lease
 from mcache.engine.lock import Lock
+from mcache.engine.write_lease import Lease
 from mcache.sansio.steps import Steps, StoreCall
 
 __all__ = ["JOB_TOKEN_PREFIX", "ServerLease", "holder_gone", "lock_for_job"]

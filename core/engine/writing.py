@@ -2,7 +2,7 @@
 
 The build lock (``add`` with an owner token, renewed while held: see
 :mod:`mcache.engine.lock`, :mod:`mcache.engine.renewal`) decides who builds; the lease
-(:mod:`mcache.engine.lease`) decides whether what was built may still be stored.
+(:mod:`mcache.engine.write_lease`) decides whether what was built may still be stored.
 Every store failure here is logged and absorbed: a build never fails because
 the cache could not be reached.
 """
@@ -15,14 +15,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import NO_VALUE, LeaseBid, StaleClaim
-from mcache.engine import lease as leases
+from mcache.engine import write_lease as leases
 from mcache.engine.bidding import Bidding
 from mcache.engine.call import Call
 from mcache.engine.lock import Lock
 from mcache.engine.renewal import renewer
 from mcache.engine.server_lease import ServerLease, holder_gone
 from mcache.errors import StoreUnavailable, Unserializable, ValueTooLarge
-from mcache.memo import BoundedMemo
+from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 from mcache.model.entry import Entry
 from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
 
@@ -43,7 +43,7 @@ class Writer:
         self.parts = parts
         self.reader = reader
         self.rng = rng
-        self._busy: BoundedMemo[str, float] = BoundedMemo(65536)  # key -> until when it is held
+        self._busy: BoundedMemo[str, float] = BoundedMemo(PER_KEY_LIMIT)  # until when it is held
         self.bidding = Bidding(parts, self.rebuild_under_way)
 
     def drop_claim_steps(self, key: str, claim: StaleClaim | LeaseBid | None) -> Steps[None]:

@@ -27,11 +27,11 @@ Refusal = Callable[[Any], str | None]
 """Given a result, say why it must not be memoized (a framework's response), or None."""
 
 
-class Cache(Protocol):
+class MemoizingCache(Protocol):
     """What a memoized function asks of its cache: the public calls of a :class:`mcache.Cache`
     (named by this protocol, so this module need not import the cache that imports it)."""
 
-    metrics: CacheStats
+    counts: CacheStats
 
     def key(self, *parts: object, **named: object) -> str: ...
 
@@ -51,7 +51,7 @@ class Memoized:
 
     def __init__(
         self,
-        cache: Cache,
+        cache: MemoizingCache,
         function: Callable[..., Any],
         ttl: float | None,
         tags: TagsSpec,
@@ -92,9 +92,8 @@ class Memoized:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key = self.key(*args, **kwargs)
         tags = self._tags(args, kwargs)
-        build = functools.partial(
-            self.uncached, *args, **kwargs
-        )  # addressable: see mcache.model.jobs
+        # a partial of the function, so a queue worker can name it (see mcache.model.jobs)
+        build = functools.partial(self.uncached, *args, **kwargs)
         if self.is_async:
             read = self.cache.aget_or_build(key, build, ttl=self.ttl, tags=tags, **self.options)
             return read if self.refuse is None else self._checked_later(key, read)
@@ -175,7 +174,7 @@ def refuse_instances_of(response_class: type, cached_view: str) -> Refusal:
 
 
 def memoize(
-    cache: Cache,
+    cache: MemoizingCache,
     ttl: float | None,
     tags: TagsSpec,
     key_prefix: str | None,
@@ -193,7 +192,7 @@ def memoize(
 
     def decorate(function: Callable[..., Any]) -> Memoized:
         memoized = Memoized(cache, function, ttl, tags, key_prefix, options, refuse)
-        origin = cache.metrics.origin  # its entries are labelled by the function's name
+        origin = cache.counts.origin  # its entries are labelled by the function's name
         origin.add_function(origin.readable(cache.key(memoized.name, ())))
         return memoized
 
@@ -225,7 +224,7 @@ class LateBound:
     def __init__(
         self,
         function: Callable[..., Any],
-        current_cache: Callable[[], Cache],
+        current_cache: Callable[[], MemoizingCache],
         ttl: float | None,
         tags: TagsSpec,
         key_prefix: str | None,

@@ -10,7 +10,7 @@ The envelope is a plain list so that every codec (pickle, JSON, msgpack) can
 carry it: ``["mc1", value, fresh_until_ms, build_ms, {tag: version}]``.
 
 While the first build of a missing key runs, the key holds a *placeholder*,
-``["mc1p", token]`` (see :mod:`mcache.engine.lease`): no value, so every reader treats
+``["mc1p", token]`` (see :mod:`mcache.engine.write_lease`): no value, so every reader treats
 it as a miss, but something the build's write can be compared against.
 """
 

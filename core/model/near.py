@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from mcache.errors import ConfigError
+from mcache.memo import PER_KEY_LIMIT
 
 if TYPE_CHECKING:
     from mcache.model.codec import Serializer
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Coherence", "Invalidations", "NearCache", "NearCopy"]
 
-_REMEMBERED = 65536  # dropped keys kept track of before counting every read as too old
 _AS_THEY_ARE = (str, bytes, int, float, bool, type(None))
 
 
@@ -87,7 +87,7 @@ class Invalidations:
         """Record that ``keys`` changed now."""
         with self._lock:
             self._seq += 1
-            if len(self._dropped) >= _REMEMBERED:
+            if len(self._dropped) >= PER_KEY_LIMIT:  # then every read counts as too old
                 self._dropped.clear()
                 self._floor = self._seq
             for key in keys:

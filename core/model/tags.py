@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from mcache.clock import Clock
 from mcache.contract.store import NO_VALUE, Colocating, Store
 from mcache.contract.store_helpers import stored_count
-from mcache.memo import BoundedMemo
+from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 from mcache.model.keys import MAX_KEY_BYTES, make_key
 from mcache.model.near import Invalidations
 from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
@@ -55,7 +55,6 @@ __all__ = ["Slot", "Tags"]
 # tag's key or copy. Anything else is hashed.
 _SAFE_NAME = re.compile(r"(?!#)[!-}]{1,150}")
 _COPY_ROOM = 8  # bytes kept free after a tag key for a copy's ``~n`` suffix
-_REMEMBERED = 65536  # tags (copies) a process keeps track of before starting afresh
 
 Slot = tuple[str, str]
 """One copy of a tag's version: (label recorded in entries, store key)."""
@@ -82,7 +81,7 @@ class Tags:
         self._local: dict[str, tuple[int, float]] = {}
         self._keys: BoundedMemo[str, str] = BoundedMemo(4096)
         self._created: dict[str, int] = {}
-        self._stray: BoundedMemo[str, bool] = BoundedMemo(_REMEMBERED)
+        self._stray: BoundedMemo[str, bool] = BoundedMemo(PER_KEY_LIMIT)
         self._lock = threading.Lock()
         # Caches on one store and namespace share tags: what one reads, another can check.
         self.scope = (id(store), namespace)
@@ -154,7 +153,7 @@ class Tags:
             until = time.monotonic() + self.local_ttl
             unchanged, prefix = self.invalidations.unchanged, self._prefix
             with self._lock:
-                if len(self._local) > _REMEMBERED:
+                if len(self._local) > PER_KEY_LIMIT:
                     self._local.clear()
                 for label, version in versions.items():
                     if mark is not None and not unchanged(prefix + label, mark):
@@ -283,7 +282,7 @@ class Tags:
                     yield StoreCall(store, "set", (key, b"%d" % start, 0))
                     current = start
             versions[label] = current
-            if len(self._created) > _REMEMBERED:
+            if len(self._created) > PER_KEY_LIMIT:
                 self._created.clear()
             self._created[key] = current
         return versions
@@ -357,7 +356,7 @@ class Tags:
             ahead = {key: max(1, targets[key] - results[key]) for _, key in behind}
             moved = yield from incr_many_steps(self.store, ahead)
             versions.update({label: moved[key] or targets[key] for label, key in behind})  # type: ignore[misc]
-        if len(self._created) > _REMEMBERED:
+        if len(self._created) > PER_KEY_LIMIT:
             self._created.clear()
         for label, key in missing:
             self._created[key] = versions[label]

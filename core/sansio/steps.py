@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 from mcache.sansio.call_record import CURRENT_CALL
 
 __all__ = [
+    "BlockingOrAwaited",
     "CallBuilder",
     "Operation",
     "Pause",
@@ -257,6 +258,21 @@ class CallBuilder:
 
     async def arun(self) -> Any:
         return await settled(self.build())
+
+
+@dataclass(slots=True)
+class BlockingOrAwaited:
+    """A call written twice by the library it calls (``get``/``aget``): the sync driver
+    calls ``blocking()``, the async one awaits ``awaited()``."""
+
+    blocking: Callable[[], Any]
+    awaited: Callable[[], Awaitable[Any]]
+
+    def run(self) -> Any:
+        return self.blocking()
+
+    def arun(self) -> Awaitable[Any]:
+        return self.awaited()
 
 
 async def settled(result: Any) -> Any:

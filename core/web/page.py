@@ -10,12 +10,14 @@ bytes written by hand) is no page, and ``None``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mcache.engine.build import STALE_SERVED
 from mcache.model.codec import Codec
 from mcache.observe.outcome import STORE_FAILED, UNCACHED
+from mcache.sansio.steps import BlockingOrAwaited, Steps, perform, run_steps
 
 if TYPE_CHECKING:
     from mcache.cache import Cache
@@ -24,10 +26,10 @@ __all__ = [
     "FRAGMENTS_STAY",
     "PAGES_STAY",
     "PageRead",
-    "aget_page",
     "as_page",
-    "drop_foreign",
+    "check_view_ttl",
     "get_page",
+    "page_steps",
 ]
 
 PAGES_STAY = "cached pages re-render in the web process: they need their request"
@@ -49,16 +51,19 @@ def as_page(found: Any, flags: int = 0) -> tuple | None:
     return (status, [tuple(header) for header in headers], Codec.bytes_of(body), *rest)
 
 
+def check_view_ttl(ttl: object, decorator: str) -> None:
+    """Refuse a ``cached_view`` ttl that is no number of seconds, saying how to write one."""
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)):
+        raise TypeError(
+            f"cached_view: ttl must be a number of seconds or None, got {ttl!r};"
+            f" write @{decorator}(300) or @{decorator}()"
+        )
+
+
 def _is_header(header: Any) -> bool:
     return (
         type(header) in (tuple, list) and len(header) == 2 and all(type(p) is str for p in header)
     )
-
-
-def drop_foreign(cache: Cache, key: tuple[Any, ...]) -> None:
-    """Drop a value under a page's key that is no page, so the page is built anew; log it once."""
-    _log_foreign(cache, key)
-    cache.delete(key)
 
 
 def _log_foreign(cache: Cache, key: tuple[Any, ...]) -> None:
@@ -66,7 +71,7 @@ def _log_foreign(cache: Cache, key: tuple[Any, ...]) -> None:
 
 
 class PageRead(NamedTuple):
-    """What :func:`get_page` found: the value, it as a page, and how it was served."""
+    """What :func:`page_steps` found: the value, it as a page, and how it was served."""
 
     result: Any
     """What came back: a page, or the caller's own uncacheable response."""
@@ -96,47 +101,49 @@ def _read(result: Any, page: tuple | None) -> PageRead:
     return PageRead(result, page, STALE_SERVED.get(), STORE_FAILED.get(), UNCACHED.get())
 
 
-def get_page(
+def page_steps(
     cache: Cache,
     key: tuple[Any, ...],
     build: Callable[[], Any],
     flags: int,
     own: type,
-    **options: Any,
-) -> PageRead:
-    """``get_or_build`` a page; return what came back and how (see :class:`PageRead`).
+    options: dict[str, Any],
+) -> Steps[PageRead]:
+    """``get_or_build`` a page, as steps either driver runs; return what came back and how
+    (see :class:`PageRead`). ``build`` is a coroutine function for the async driver.
 
     What came back is the caller's own uncacheable response when it is an
     ``own``; anything else that is no page (another client's value under the
     key) is dropped, logged, and the page built once more.
     """
     with _reports_cleared():
-        result = cache.get_or_build(key, build, **options)
-        page = as_page(result, flags)
-        if page is None and not isinstance(result, own):
-            drop_foreign(cache, key)
-            STALE_SERVED.set(False)  # what the first read said is not about this page
-            result = cache.get_or_build(key, build, **options)
-            page = as_page(result, flags)
-        return _read(result, page)
-
-
-async def aget_page(
-    cache: Cache,
-    key: tuple[Any, ...],
-    build: Callable[[], Awaitable[Any]],
-    flags: int,
-    own: type,
-    **options: Any,
-) -> PageRead:
-    """:func:`get_page` with a coroutine builder."""
-    with _reports_cleared():
-        result = await cache.aget_or_build(key, build, **options)
+        result = yield _get_or_build(cache, key, build, options)
         page = as_page(result, flags)
         if page is None and not isinstance(result, own):
             _log_foreign(cache, key)
-            await cache.adelete(key)
-            STALE_SERVED.set(False)
-            result = await cache.aget_or_build(key, build, **options)
+            yield BlockingOrAwaited(partial(cache.delete, key), partial(cache.adelete, key))
+            STALE_SERVED.set(False)  # what the first read said is not about this page
+            result = yield _get_or_build(cache, key, build, options)
             page = as_page(result, flags)
         return _read(result, page)
+
+
+def _get_or_build(
+    cache: Cache, key: tuple[Any, ...], build: Callable[[], Any], options: dict[str, Any]
+) -> BlockingOrAwaited:
+    return BlockingOrAwaited(
+        partial(cache.get_or_build, key, build, **options),
+        partial(cache.aget_or_build, key, build, **options),
+    )
+
+
+def get_page(
+    cache: Cache,
+    key: tuple[Any, ...],
+    build: Callable[[], Any],
+    flags: int,
+    own: type,
+    options: dict[str, Any],
+) -> PageRead:
+    """:func:`page_steps`, run by calling (for an adapter that serves pages in sync code only)."""
+    return run_steps(page_steps(cache, key, build, flags, own, options), perform)

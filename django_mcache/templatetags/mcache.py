@@ -18,7 +18,7 @@ from mcache.model.jobs import in_process
 from mcache.model.keys import keyable
 from mcache.web.page import FRAGMENTS_STAY
 
-from ..config import cache_alias, check_alias
+from ..aliases import cache_alias, check_alias
 from ..counters import view_counter
 from ..middleware import online_counter
 from ..tags import Dependencies

@@ -116,4 +116,4 @@ def test_awaited_operations_fail_open_when_the_store_is_down() -> None:
         ]
 
     assert run(cache, work) == ["default", False, False, None, False, {}, ["k"]]
-    assert cache.metrics.local()["store_errors"] >= 7
+    assert cache.counts.local()["store_errors"] >= 7

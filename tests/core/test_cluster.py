@@ -306,7 +306,7 @@ def test_a_tagged_hit_is_one_request_to_one_server(trio, monkeypatch, protocol: 
         requests.clear()
         assert cache.get_or_build(page, lambda: "rebuilt", tags=["posts", "users"]) == page
         assert [n for _server, n in requests] == [3], "entry and both tag versions, one request"
-    assert cache.metrics.local()["hits"] == 30
+    assert cache.counts.local()["hits"] == 30
 
 
 def test_invalidate_moves_the_copies_on_every_server(trio) -> None:

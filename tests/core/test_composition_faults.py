@@ -137,9 +137,9 @@ def test_a_near_tier_does_not_keep_another_builds_placeholder(
     release.set()
     builder.join()
     assert b.get("k") == "built by a", "B's near tier still showed the placeholder"
-    hits = b.metrics.local()["hits"]
+    hits = b.counts.local()["hits"]
     assert b.get_or_build("k", lambda: "never", ttl=60) == "built by a"
-    assert b.metrics.local()["hits"] == hits + 1
+    assert b.counts.local()["hits"] == hits + 1
 
 
 def test_a_fragment_from_another_cache_passes_on_staleness_not_tags(url: str) -> None:

@@ -178,7 +178,7 @@ def test_a_nested_entry_only_had_stale_leaves_the_outer_entry_stored_stale(url: 
 def test_an_early_refresh_lost_to_another_process_is_no_staleness() -> None:
     cache = Cache("memory://", namespace="dep")
     cache.get_or_build("inner", lambda: "i1", ttl=60, tags=["t"])
-    lock = Lock(cache.shared, cache.derived_key("l", cache.key("inner")), 30)
+    lock = Lock(cache.shared, cache.parts.derived_key("l", cache.key("inner")), 30)
     assert lock.try_acquire()
 
     def outer() -> str:
@@ -245,7 +245,7 @@ def test_threads_following_a_leader_inherit_what_its_value_depends_on() -> None:
     threading.Timer(0.3, release.set).start()  # once every thread waits on the inner build
     for thread in threads:
         thread.join()
-    assert cache.metrics.local()["coalesced"] >= 1, "some threads followed the inner leader"
+    assert cache.counts.local()["coalesced"] >= 1, "some threads followed the inner leader"
     cache.invalidate("inner")
     for n in range(4):
         assert cache.get(("outer", n)) is NO_VALUE, f"outer {n} recorded the inner tag"

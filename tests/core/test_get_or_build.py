@@ -108,12 +108,12 @@ def test_dead_lock_holder_is_replaced_after_lock_timeout(url: str) -> None:
 
 def test_waiter_builds_anyway_when_wait_runs_out() -> None:
     cache = Cache(MemoryStore(), namespace="w")
-    lock = Lock(cache.shared, cache.derived_key("l", cache.key("k")), 60)
+    lock = Lock(cache.shared, cache.parts.derived_key("l", cache.key("k")), 60)
     assert lock.try_acquire()  # someone else is "building" and never finishes
     started = time.monotonic()
     assert cache.get_or_build("k", lambda: "mine", wait=0.3) == "mine"
     assert time.monotonic() - started < 2.0
-    assert cache.metrics.local()["wait_timeouts"] == 1
+    assert cache.counts.local()["wait_timeouts"] == 1
     assert lock.release() is True, "the waiter never touched the other owner's lock"
 
 
@@ -139,7 +139,7 @@ def test_threads_of_one_process_share_one_call() -> None:
         thread.join()
     assert calls == [1]
     assert results == ["v"] * 16
-    assert cache.metrics.local()["coalesced"] == 15
+    assert cache.counts.local()["coalesced"] == 15
 
 
 def test_followers_share_the_leaders_exception() -> None:
@@ -164,7 +164,7 @@ def test_followers_share_the_leaders_exception() -> None:
     for thread in threads:
         thread.join()
     assert len(errors) == 4
-    assert cache.metrics.local()["build_errors"] == 1
+    assert cache.counts.local()["build_errors"] == 1
 
 
 # -- tags -------------------------------------------------------------------------------------
@@ -441,7 +441,7 @@ def test_exit_waits_about_a_second_for_a_hung_server() -> None:
         script = (
             "from mcache import Cache\n"
             f"cache = Cache({url!r}, namespace='hung', stats_interval=3600)\n"
-            "cache.metrics.add('hits')\n"
+            "cache.counts.add('hits')\n"
         )
         started = time.monotonic()
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
@@ -457,7 +457,7 @@ def test_a_forked_child_does_not_flush_its_parents_counts_again(memcached_url: s
     if child == 0:  # the child exits as a worker does: sys.exit runs atexit
         os._exit(_exit_child())
     os.waitpid(child, 0)
-    cache.metrics.flush()
+    cache.counts.flush()
     assert Cache(memcached_url, namespace="forked").stats()["cache"]["misses"] == 1
 
 
@@ -617,8 +617,8 @@ def test_uncacheable_value_is_returned_and_not_stored(url: str) -> None:
     assert cache.get_or_build("k", private) == "for this caller only"
     assert cache.store.get(cache.key("k")) is NO_VALUE
     assert cache.get_or_build("k", lambda: "public") == "public"
-    cache.metrics.flush()
-    assert cache.metrics.totals()["uncached"] == 1
+    cache.counts.flush()
+    assert cache.counts.totals()["uncached"] == 1
 
 
 def test_waiting_threads_build_their_own_when_the_leaders_value_is_uncacheable() -> None:

@@ -144,7 +144,7 @@ def test_stale_wait_threads_wait_for_the_rebuild_of_their_process() -> None:
     assert cache.get_or_build("page", lambda: "never") == "new"
     leader.join()
     assert results == ["new"]
-    assert cache.metrics.local()["builds"] == 1
+    assert cache.counts.local()["builds"] == 1
 
 
 @pytest.mark.parametrize("stale_wait", [0, 5])

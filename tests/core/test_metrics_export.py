@@ -128,10 +128,10 @@ def test_opentelemetry_gets_counters_and_a_span_per_build(redis_url: str) -> Non
 
 def test_metrics_by_name_and_what_is_refused() -> None:
     cache = Cache("memory://", metrics=["prometheus", "opentelemetry"])
-    kinds = sorted(type(o).__name__ for o in cache.metrics.observers)
+    kinds = sorted(type(o).__name__ for o in cache.counts.observers)
     assert kinds == ["OpenTelemetryMetrics", "PrometheusMetrics"]
     again = Cache("memory://", metrics=["prometheus"])
-    assert again.metrics.observers[0] in cache.metrics.observers  # one per process's registry
+    assert again.counts.observers[0] in cache.counts.observers  # one per process's registry
     with pytest.raises(ConfigError, match=r"metrics: unknown 'statsd'; write 'prometheus'"):
         Cache("memory://", metrics=["statsd"])
     with pytest.raises(ConfigError, match=r"metrics must be a list"):

@@ -49,7 +49,7 @@ def test_a_job_goes_through_json_and_is_run_by_a_worker_of_the_same_cache() -> N
     key = cache.key(*price.key("a1"))
     entry = Entry("old", cache.clock.time_ms() - 1000, 10, {})
     cache.store.set(key, cache.codec.dumps(entry.to_wire(), key), 600)
-    lock = Lock(cache.shared, cache.derived_key("l", key), 5)
+    lock = Lock(cache.shared, cache.parts.derived_key("l", key), 5)
     assert lock.try_acquire()
     arguments = Job.encode_arguments(cache.codec.dumps([["a1"], {"currency": "EUR"}], key))
     options = {name: getattr(cache.defaults, name) for name in cache.defaults.__dataclass_fields__}
@@ -90,7 +90,7 @@ def test_refresh_of_a_key_and_its_builder() -> None:
 def test_refresh_waits_for_a_rebuild_under_way_then_builds_its_own() -> None:
     local = Cache("memory://", namespace="rw", wait=0.5)
     local.get_or_build("k", lambda: "v1")
-    other = Lock(local.shared, local.derived_key("l", local.key("k")), 30)
+    other = Lock(local.shared, local.parts.derived_key("l", local.key("k")), 30)
     assert other.try_acquire()
     threading.Timer(0.2, other.release).start()
     assert local.refresh("k", lambda: "v2") == "v2"

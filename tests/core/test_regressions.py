@@ -110,7 +110,9 @@ def test_refresher_that_raises_frees_the_lock_and_serves_stale() -> None:
     cache.get_or_build("k", lambda: "old", ttl=10)
     clock.advance(11)
     assert cache.get_or_build("k", lambda: "new", ttl=10) == "old"
-    assert cache.store.get(cache.derived_key("l", cache.key("k"))) is cache.store.get("absent")
+    assert cache.store.get(cache.parts.derived_key("l", cache.key("k"))) is cache.store.get(
+        "absent"
+    )
 
 
 def test_local_tag_copy_never_moves_backwards() -> None:

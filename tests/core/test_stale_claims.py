@@ -106,7 +106,7 @@ def test_stale_by_time_stampede_claims_in_the_read(redis_url: str) -> None:
     assert int(cache.store.get(workers.BUILDS_KEY)) == 2 * KEYS, "each key rebuilt once"
     for number in range(KEYS):
         key = cache.key(("report", number))
-        assert cache.store.get(cache.derived_key("l", key)) is NO_VALUE, "every lock freed"
+        assert cache.store.get(cache.parts.derived_key("l", key)) is NO_VALUE, "every lock freed"
         assert cache.get_or_build(("report", number), build).startswith("built by pid")
 
 
@@ -120,4 +120,4 @@ def test_a_claim_the_entry_did_not_need_is_released(redis_url: str) -> None:
     fresh = Entry("rebuilt elsewhere", cache.clock.time_ms() + 30_000, 10, {})
     cache.store.set(key, cache.codec.dumps(fresh.to_wire(), key), 35)  # fresh, 35 s left
     assert cache.get_or_build("k", lambda: "unused", ttl=1, stale_ttl=600) == "rebuilt elsewhere"
-    assert cache.store.get(cache.derived_key("l", key)) is NO_VALUE
+    assert cache.store.get(cache.parts.derived_key("l", key)) is NO_VALUE

@@ -80,7 +80,7 @@ def stampede(
 
     run_together(call, threads, ready)
     time.sleep(linger)  # let a background refresh finish before the process ends
-    cache.metrics.flush()
+    cache.counts.flush()
     results.put(outcomes)
 
 
@@ -117,7 +117,7 @@ def astampede_on(
     go.wait()
     outcomes = asyncio.run(together())
     time.sleep(linger)
-    cache.metrics.flush()
+    cache.counts.flush()
     results.put(outcomes)
 
 
@@ -144,7 +144,7 @@ def build_lock_held(cache: Cache, key: str) -> bool:
     Asking memcached about a stale item wins it (``W``) when nobody holds it: the
     win is handed straight back (``md … I``), as a build that stored nothing does.
     """
-    if cache.store.get(cache.derived_key("l", cache.key(key))) is not NO_VALUE:
+    if cache.store.get(cache.parts.derived_key("l", cache.key(key))) is not NO_VALUE:
         return True  # (on a meta pool too: a call made while it asked its servers)
     if not server_leases(cache):
         return False
@@ -161,7 +161,7 @@ def hold_build_lock(cache: Cache, key: str, timeout: int) -> Callable[[], bool]:
     back, as that process would after building nothing."""
     store_key = cache.key(key)
     if not server_leases(cache):
-        lock = Lock(cache.shared, cache.derived_key("l", store_key), timeout)
+        lock = Lock(cache.shared, cache.parts.derived_key("l", store_key), timeout)
         assert lock.try_acquire()
         return lock.release
     ttl = timeout + cache.store.traits.expiry_slack  # as a lock's would be
@@ -196,7 +196,7 @@ def count_events(url: str, namespace: str, hits: int, misses: int) -> None:
         cache.get_or_build(("miss", os.getpid(), i), lambda: 1)
     for _ in range(hits):
         cache.get_or_build(("miss", os.getpid(), 0), lambda: 1)
-    cache.metrics.flush()
+    cache.counts.flush()
 
 
 def count_up(url: str, namespace: str, name: str, times: int, go: Any) -> None:

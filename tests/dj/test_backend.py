@@ -359,12 +359,12 @@ def test_get_or_set_with_timeout_zero_returns_what_is_there(cache) -> None:
 
 def test_plain_reads_count_in_the_stats(cache) -> None:
     cache.set("a", 1)
-    cache.mcache.metrics.flush()  # and no flush for stats_interval: local() counts all that follows
-    before = cache.mcache.metrics.local()
+    cache.mcache.counts.flush()  # and no flush for stats_interval: local() counts all that follows
+    before = cache.mcache.counts.local()
     cache.get("a")
     cache.get("missing")
     cache.get_many(["a", "b", "c"])
-    after = cache.mcache.metrics.local()
+    after = cache.mcache.counts.local()
     assert after["hits"] - before["hits"] == 2
     assert after["misses"] - before["misses"] == 3
 

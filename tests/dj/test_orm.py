@@ -358,8 +358,8 @@ def test_mcache_cache_moves_pages_blocks_and_bumps_together() -> None:
         post = Post.objects.create(title="first")
         assert state(f"/posts/{post.pk}/") == "MISS"
         assert state(f"/posts/{post.pk}/") == "HIT"
-        assert caches["pages"].mcache.metrics.local()["hits"] == 1, "the page lives in 'pages'"
-        assert caches["default"].mcache.metrics.local()["hits"] == 0
+        assert caches["pages"].mcache.counts.local()["hits"] == 1, "the page lives in 'pages'"
+        assert caches["default"].mcache.counts.local()["hits"] == 0
         post.title = "edited"
         post.save()  # the bump goes to the same cache as the page
         assert Client().get(f"/posts/{post.pk}/").content == b"post edited"

@@ -39,7 +39,7 @@ def test_json_report_matches_known_activity(cluster) -> None:
     for _ in range(4):
         cluster.get_or_set("page", lambda: "x" * 5000, 60)
     cluster.get_or_build("sidebar", lambda: "s", tags=["posts"])
-    cluster.mcache.metrics.flush()  # what the site's processes do every stats_interval
+    cluster.mcache.counts.flush()  # what the site's processes do every stats_interval
     report = json.loads(run("--json"))
     counters = report["cache"]
     assert (counters["misses"], counters["hits"], counters["builds"]) == (2, 3, 2)
@@ -62,9 +62,9 @@ def test_the_command_flushes_nothing_and_says_how_old_the_counts_are(cluster) ->
     cluster.get_or_set("page", lambda: "v", 60)
     report = json.loads(run("--json"))
     assert report["cache"]["misses"] == 0 and report["counts_age"] is None
-    assert cluster.mcache.metrics.local()["misses"] == 1, "the command flushed a process's counts"
+    assert cluster.mcache.counts.local()["misses"] == 1, "the command flushed a process's counts"
     assert "counts: no process has added its counts yet" in run()
-    cluster.mcache.metrics.flush()
+    cluster.mcache.counts.flush()
     report = json.loads(run("--json"))
     assert report["cache"]["misses"] == 1 and 0 <= report["counts_age"] < 5
     said = "counts as of 0 s ago (each process adds its counts on its first call 3600 s after"

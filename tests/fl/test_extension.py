@@ -286,7 +286,7 @@ def test_cli_stats_invalidate_and_flush(memcached_cluster_url: str) -> None:
     runner = app.test_cli_runner()
     report = json.loads(runner.invoke(args=["mcache", "stats", "--json"]).output)
     assert report["cache"]["hits"] == 0 and report["counts_age"] is None, "the command flushed"
-    app.extensions["mcache"].metrics.flush()  # what the app's processes do every interval
+    app.extensions["mcache"].counts.flush()  # what the app's processes do every interval
     report = json.loads(runner.invoke(args=["mcache", "stats", "--json"]).output)
     assert report["cache"]["hits"] == 1 and report["cache"]["misses"] == 1
     assert len(report["servers"]) == 3

@@ -53,7 +53,7 @@ def fresh(cache: Cache, number: int, seconds: float = 30) -> Any:
 
 
 def lock_key(cache: Cache, number: int) -> str:
-    return cache.derived_key("l", cache.key(f"{MODULE}.report", (number,), {}))
+    return cache.parts.derived_key("l", cache.key(f"{MODULE}.report", (number,), {}))
 
 
 def builder_pid(report: str) -> int:
@@ -211,7 +211,7 @@ def test_a_queue_that_refuses_falls_back(redis_url: str, fallback: str) -> None:
     value = cache.get_or_build(key, _module_level_report, ttl=60)
     assert value == "old", "stale served while the send fails"
     assert refresher.wait_idle(10)
-    assert cache.store.get(cache.derived_key("l", cache.key(*key))) is NO_VALUE, "lock freed"
+    assert cache.store.get(cache.parts.derived_key("l", cache.key(*key))) is NO_VALUE, "lock freed"
     if fallback == "thread":
         assert cache.get(key) == "rebuilt here"
     else:

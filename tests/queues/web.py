@@ -76,7 +76,7 @@ def serve(env: dict[str, str], keys: int, threads: int, orders: Any, go: Any, re
         start.wait()
         done.wait()
         module.cache.refresher.wait_idle(30)
-        module.cache.metrics.flush()
+        module.cache.counts.flush()
         results.put((list(values), os.getpid()))
     running = False
     start.wait()

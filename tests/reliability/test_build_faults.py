@@ -88,10 +88,10 @@ def test_a_failing_backend_serves_stale_or_raises_and_leaves_no_lock(
         core.store.flush()  # no stale page left at all: the error is the caller's
         with pytest.raises(RuntimeError, match="the database is down"):
             page(client)
-        waits = core.metrics.local()["lock_waits"]
+        waits = core.counts.local()["lock_waits"]
         site.CATALOG["fail"] = False
         assert page(client) == (200, "catalog v1", "MISS"), "built at once: no lock was left"
-        assert core.metrics.local()["lock_waits"] == waits
+        assert core.counts.local()["lock_waits"] == waits
 
 
 def wait_for_renders(count: int, timeout: float = 10) -> None:
@@ -113,11 +113,11 @@ def test_a_backend_hanging_past_wait_costs_the_others_wait_seconds_not_the_hang(
         first.start()
         wait_for_renders(1)  # the first visitor holds the lock, building for 1.5 s
         site.CATALOG["sleep"] = 0.0
-        timeouts = core.metrics.local()["wait_timeouts"]
+        timeouts = core.counts.local()["wait_timeouts"]
         status, body, state = mcache_page(Client())
         first.join()
         assert (status, body, state) == (200, "catalog v1", "MISS")
-        assert core.metrics.local()["wait_timeouts"] == timeouts + 1, "it waited, then built"
+        assert core.counts.local()["wait_timeouts"] == timeouts + 1, "it waited, then built"
         assert site.renders.count("django") == 2
         time.sleep(1.1)  # stale now; a hung rebuild must not hold anyone up
         site.CATALOG["sleep"] = 1.5

@@ -71,7 +71,7 @@ def test_a_working_set_four_times_the_memory(small_memcached: ServerProcess) -> 
         with cache.lock("nightly", timeout=5):  # a held lock still excludes others
             assert cache.lock("nightly", timeout=5).acquire() is False
 
-        cache.mcache.metrics.flush()  # as the site's processes do every stats_interval
+        cache.mcache.counts.flush()  # as the site's processes do every stats_interval
         out = io.StringIO()
         call_command("mcache_stats", "--json", stdout=out)
         reported = json.loads(out.getvalue())["cache"]

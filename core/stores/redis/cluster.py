@@ -42,7 +42,7 @@ from redis.retry import Retry
 from mcache.contract.store import StoreTraits
 from mcache.contract.store_helpers import MiB, copies_per_owner
 from mcache.errors import ConfigError, StoreUnavailable
-from mcache.memo import BoundedMemo
+from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 from mcache.model.keys import validate_store_key
 from mcache.sansio.steps import Steps
 from mcache.stores.redis.hosts import HostsURL, parse_hosts_url
@@ -126,7 +126,7 @@ class ClusterRedisStore(RedisStore):
         self._connecting = threading.Lock()
         self._next_attempt = 0.0
         self._scripts = {}
-        self._copies: BoundedMemo[str, tuple[tuple[str, int], ...]] = BoundedMemo(65536)
+        self._copies: BoundedMemo[str, tuple[tuple[str, int], ...]] = BoundedMemo(PER_KEY_LIMIT)
 
     @property  # type: ignore[override]
     def _redis(self) -> RedisCluster:

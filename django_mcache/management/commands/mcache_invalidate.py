@@ -13,7 +13,7 @@ from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_mcache.config import cache_alias, check_alias
+from django_mcache.aliases import cache_alias, check_alias
 from django_mcache.tags import Dependencies
 
 

@@ -91,8 +91,6 @@ def _counted(key: Any, value: int | None) -> int:
 
 def _alias_of(location: str, params: Mapping[str, Any]) -> str | None:
     """Return the ``CACHES`` alias configured with this LOCATION and these params."""
-    from django.conf import settings
-
     for alias, entry in getattr(settings, "CACHES", {}).items():
         rest = {k: v for k, v in entry.items() if k not in ("BACKEND", "LOCATION")}
         if entry.get("LOCATION", "") == location and rest == dict(params):
@@ -260,14 +258,6 @@ class MCacheBackend(BaseCache):
         """Await :meth:`incr`."""
         return _counted(key, await self.mcache.aincr(self._key(key, version), delta))
 
-    def decr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
-        """Subtract ``delta`` atomically (memcached floors at 0); ``ValueError`` when missing."""
-        return self.incr(key, -delta, version)
-
-    async def adecr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
-        """Await :meth:`decr`."""
-        return await self.aincr(key, -delta, version)
-
     def clear(self) -> None:
         """Flush the whole store, as Django's memcached and Redis backends do."""
         self.mcache.clear()
@@ -275,12 +265,6 @@ class MCacheBackend(BaseCache):
     async def aclear(self) -> None:
         """Await :meth:`clear`."""
         await self.mcache.aclear()
-
-    def close(self, **kwargs: Any) -> None:
-        """Keep the pooled connections: they outlive a request by design."""
-
-    async def aclose(self, **kwargs: Any) -> None:
-        """Keep the pooled connections (one pool per event loop: see mcache.stores)."""
 
     def get_or_set(
         self,

@@ -18,7 +18,13 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from mcache import Cache
-from mcache.admin.config_problems import ProblemList, named_with_guesses, option_problems
+from mcache.admin.config_problems import (
+    CACHE_OPTIONS,
+    CODEC_OPTIONS,
+    ProblemList,
+    named_with_guesses,
+    option_problems,
+)
 from mcache.errors import ConfigError
 from mcache.model.codec import Codec
 from mcache.refreshers import NAMES as REFRESHER_NAMES
@@ -36,28 +42,6 @@ __all__ = [
 ]
 
 ALIAS_SCHEME = "alias:"
-CACHE_OPTIONS = frozenset(
-    {
-        "namespace",
-        "stale_ttl",
-        "lock_timeout",
-        "wait",
-        "stale_wait",
-        "refresh",
-        "early_refresh",
-        "jitter",
-        "tag_cache_ttl",
-        "near_ttl",
-        "near_size",
-        "refresher",
-        "refresh_queue",
-        "refresh_fallback",
-        "trace_dir",
-        "stats_interval",
-        "metrics",
-    }
-)
-CODEC_OPTIONS = frozenset({"serializer", "compress_threshold", "signing_key"})
 DJANGO_CULL_OPTIONS = frozenset({"MAX_ENTRIES", "CULL_FREQUENCY"})
 """Django's local-memory culling knobs: memcached and Redis evict by LRU instead."""
 
@@ -158,12 +142,6 @@ def _store(location: str, options: dict[str, Any]) -> Any:
 
 
 def _new_store(location: str, options: dict[str, Any]) -> Any:
-    if not isinstance(location, str) or not location:
-        raise ConfigError(
-            "LOCATION must be a store URL such as 'memcached://127.0.0.1:11211',"
-            " 'redis://127.0.0.1:6379/0', 'memory://', 'db:<database alias>' or"
-            " 'alias:<another cache alias>'"
-        )
     if location.startswith(ALIAS_SCHEME):
         from .django_store import DjangoCacheStore
 
@@ -207,19 +185,14 @@ def _default_ttl(params: Mapping[str, Any]) -> int:
 def _refresher(spec: object) -> Callable[[Callable[[], object]], bool] | str:
     if isinstance(spec, str) and spec in REFRESHER_NAMES:
         return spec  # Cache builds it, with refresh_queue and refresh_fallback
-    if isinstance(spec, str) and "." not in spec:
-        raise ConfigError(
-            "OPTIONS['refresher'] must be 'thread', 'celery', 'rq', 'tasks', a callable taking"
-            f" a job, or its dotted path; got {spec!r}"
-        )
-    if isinstance(spec, str):
+    if isinstance(spec, str) and "." in spec:
         try:
             spec = import_string(spec)
         except ImportError as error:
             raise ConfigError(f"OPTIONS['refresher']: cannot import {spec!r}: {error}") from None
     if isinstance(spec, type):
         spec = spec()
-    if not callable(spec):
+    if isinstance(spec, str) or not callable(spec):
         raise ConfigError(
             "OPTIONS['refresher'] must be 'thread', 'celery', 'rq', 'tasks', a callable taking"
             f" a job, or its dotted path; got {spec!r}"

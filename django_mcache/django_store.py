@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from mcache.errors import NotNumeric, StoreUnavailable, ValueTooLarge
+from mcache.errors import ConfigError, NotNumeric, StoreUnavailable, ValueTooLarge
 from mcache.model.keys import validate_store_key
 from mcache.stores import (
     NO_VALUE,
@@ -47,9 +47,9 @@ class DjangoCacheStore:
         from django.conf import settings
 
         if alias not in getattr(settings, "CACHES", {}):
-            raise _config_error(f"LOCATION 'alias:{alias}' names no cache in settings.CACHES")
+            raise ConfigError(f"LOCATION 'alias:{alias}' names no cache in settings.CACHES")
         if settings.CACHES[alias].get("BACKEND") == "django_mcache.backend.MCacheBackend":
-            raise _config_error(
+            raise ConfigError(
                 f"LOCATION 'alias:{alias}' names another mcache cache; point it at the"
                 " Django cache whose connection settings mcache should use (e.g. django-redis)"
             )
@@ -264,9 +264,3 @@ def _redis_client(cache: Any) -> Any:
             if hasattr(client, "info"):
                 return client
     return None
-
-
-def _config_error(message: str) -> Exception:
-    from mcache.errors import ConfigError
-
-    return ConfigError(message)

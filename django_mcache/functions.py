@@ -16,7 +16,7 @@ from django.core.cache import caches
 from django.http import HttpResponseBase
 
 from mcache import Cache
-from mcache.features.memoize import LateBound, refuse_instances_of
+from mcache.features.memoize import LateBound, refuse_instances_of, tags_with
 
 from .aliases import cache_alias, check_alias
 from .tags import Dependencies, DependsOn
@@ -64,10 +64,7 @@ def cached(
     def current_cache() -> Cache:
         return caches[cache_alias(cache)].mcache  # type: ignore[no-any-return]
 
-    def all_tags(*args: Any, **kwargs: Any) -> list[str]:
-        named = tags(*args, **kwargs) if callable(tags) else tags
-        names = [named] if isinstance(named, str) else list(named or ())
-        return list(dict.fromkeys([*names, *dependencies.tags()]))
+    all_tags = tags_with(tags, dependencies.tags)
 
     def decorate(function: Callable[..., T]) -> LateBound:
         return LateBound(function, current_cache, ttl, all_tags, key_prefix, options, refused)

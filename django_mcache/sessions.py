@@ -11,8 +11,7 @@ semantics apply: expiry through the store's TTL, ``cycle_key`` on login, and
 
 from __future__ import annotations
 
-import os
-import threading
+import functools
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,23 +25,18 @@ from .backend import MCacheBackend
 
 __all__ = ["SessionStore"]
 
-_caches: dict[tuple[int, str, int, str], MCacheBackend] = {}
-_lock = threading.Lock()
-
 
 def session_cache() -> MCacheBackend:
     """Return this process's session cache: the alias's, with replicas on a memcached pool."""
     alias = getattr(settings, "SESSION_CACHE_ALIAS", "default")
     replicas = int(getattr(settings, "MCACHE_SESSION_REPLICAS", 2))
-    signature = (os.getpid(), alias, replicas, repr(settings.CACHES.get(alias)))
-    with _lock:
-        cache = _caches.get(signature)
-        if cache is None:
-            cache = _caches[signature] = _build(alias, replicas)
-    return cache
+    return _build(alias, replicas, repr(settings.CACHES.get(alias)))
 
 
-def _build(alias: str, replicas: int) -> MCacheBackend:
+@functools.lru_cache(maxsize=16)
+def _build(alias: str, replicas: int, entry: str) -> MCacheBackend:
+    """Build the session cache (``entry``: the alias's settings, so a changed one is rebuilt;
+    a forked worker's backend builds its own core cache, see ``MCacheBackend.mcache``)."""
     params = settings.CACHES.get(alias)
     if params is None or params.get("BACKEND") != BACKEND:
         raise ImproperlyConfigured(

@@ -6,14 +6,20 @@ read the options without importing the decorator that calls them.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 
 from mcache import Cache
+from mcache.sansio.steps import BlockingOrAwaited, Steps
+from mcache.web.page import PageSettings
 
 from .aliases import cache_alias
 from .tags import Dependencies
@@ -23,41 +29,14 @@ __all__ = ["TagsSpec", "ViewOptions"]
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
 
 
-class ViewOptions:
+@dataclass(frozen=True)
+class ViewOptions(PageSettings):
     """The decorator's arguments, checked once."""
 
-    __slots__ = (
-        "cache",
-        "depends_on",
-        "header",
-        "key_prefix",
-        "per_user",
-        "refresh",
-        "stale_ttl",
-        "stale_wait",
-        "tags",
-        "ttl",
-        "vary",
-    )
-
-    def __init__(
-        self,
-        ttl: float | None,
-        stale_ttl: float | None,
-        tags: TagsSpec,
-        depends_on: Dependencies,
-        vary: tuple[str, ...],
-        per_user: bool,
-        cache: str | None,
-        key_prefix: str | None,
-        refresh: str | None,
-        header: str | None,
-        stale_wait: float | None,
-    ) -> None:
-        self.ttl, self.stale_ttl, self.tags, self.depends_on = ttl, stale_ttl, tags, depends_on
-        self.vary = tuple(sorted({h.lower() for h in vary}))
-        self.per_user, self.cache, self.key_prefix = per_user, cache, key_prefix
-        self.refresh, self.header, self.stale_wait = refresh, header, stale_wait
+    depends_on: Dependencies | None = None
+    per_user: bool = False
+    cache: str | None = None
+    key_prefix: str | None = None
 
     def backend(self) -> Any:
         """Return the Django cache pages go to (``cache``, else ``MCACHE_CACHE``)."""
@@ -85,29 +64,13 @@ class ViewOptions:
             )
         return core
 
-    def tag_list(self, request: HttpRequest, args: tuple, kwargs: dict) -> list[str]:
-        tags = self.tags(request, *args, **kwargs) if callable(self.tags) else self.tags
-        return self._with_models(tags)
-
-    def _with_models(self, tags: Iterable[str] | str | None) -> list[str]:
-        names = [tags] if isinstance(tags, str) else list(tags or ())
-        return list(dict.fromkeys([*names, *self.depends_on.tags()]))
-
-    def build_options(self, request: HttpRequest, args: tuple, kwargs: dict) -> dict[str, Any]:
-        return self._options(self.tag_list(request, args, kwargs))
-
-    async def abuild_options(
-        self, request: HttpRequest, args: tuple, kwargs: dict
-    ) -> dict[str, Any]:
-        """:meth:`build_options` with ``tags`` a coroutine function (awaited) or no callable."""
-        tags = await self.tags(request, *args, **kwargs) if callable(self.tags) else self.tags
-        return self._options(self._with_models(tags))
-
-    def _options(self, tags: list[str]) -> dict[str, Any]:
-        return {
-            "ttl": self.ttl,
-            "stale_ttl": self.stale_ttl,
-            "tags": tags,
-            "refresh": self.refresh,
-            "stale_wait": self.stale_wait,
-        }
+    def options_steps(self, request: HttpRequest, args: tuple, kwargs: dict) -> Steps[dict]:
+        """The page's ``get_or_build`` options. A ``tags`` callable is called with the
+        view's arguments: awaited if a coroutine function, in a thread if a sync one under
+        the async driver (it may query the database)."""
+        tags = self.tags
+        if callable(tags):
+            call = partial(tags, request, *args, **kwargs)
+            awaited = call if inspect.iscoroutinefunction(tags) else sync_to_async(call)
+            tags = yield BlockingOrAwaited(call, awaited)
+        return self.options(tags, self.depends_on.tags())  # type: ignore[union-attr]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -32,7 +32,7 @@ from django.utils.http import http_date
 
 from mcache.errors import Uncacheable
 from mcache.observe.outcome import reason_header
-from mcache.web.page import as_page
+from mcache.web.page import PageBuild
 
 if TYPE_CHECKING:
     from .view_options import ViewOptions
@@ -47,7 +47,6 @@ __all__ = [
     "restore",
     "session_untouched",
     "signed_in",
-    "snapshot_of",
 ]
 
 View = Callable[..., Any]
@@ -130,43 +129,45 @@ class Render:
     def __init__(self, request: HttpRequest, options: ViewOptions, signed_in: bool) -> None:
         self.request, self.options = request, options
         self.signed_in = signed_in
-        self.built = False
         self.session = getattr(request, "session", None)
         self._accessed = False
-        self.thread = threading.get_ident()
         # A refresher thread sees none of the request's thread-bound state (asgiref
         # hides it from other threads), so what a render depends on is carried over.
         self.language = translation.get_language()
         self._script_prefix = get_script_prefix()
         self._urlconf = get_urlconf()
 
-    def build(self, view: View, args: tuple, kwargs: dict) -> Snapshot:
-        """Render in the request's thread, or (a background refresh) in a refresher's."""
-        if threading.get_ident() == self.thread:
-            self.built = True
-            self.before()
-            return self.after(view(self.request, *args, **kwargs))
+    def build(self, view: View, args: tuple, kwargs: dict, on_loop: bool) -> PageBuild:
+        """The page's build: in the request's thread, or (a background refresh) in a
+        refresher's; an ``async def`` view's (``on_loop``) hands its checks, which may
+        touch the session's database, to a thread."""
+        call = partial(view, self.request, *args, **kwargs)
+        if on_loop:
+            return PageBuild(partial(self._arender, call), partial(self._arerender, call))
+        return PageBuild(partial(self._render, call), partial(self._rerender, call))
+
+    def _render(self, call: Callable[[], Any]) -> Snapshot:
+        self.before()
+        return self.after(call())
+
+    def _rerender(self, call: Callable[[], Any]) -> Snapshot:
         close_old_connections()  # a refresher thread keeps no request cycle of its own
         set_script_prefix(self._script_prefix)
         set_urlconf(self._urlconf)
         try:
             with translation.override(self.language):
-                return self.after(view(self.request, *args, **kwargs), watch_session=False)
+                return self.after(call(), watch_session=False)
         finally:
             set_urlconf(None)
             close_old_connections()
 
-    async def abuild(self, view: View, args: tuple, kwargs: dict) -> Snapshot:
-        """:meth:`build` for an ``async def`` view (its checks, which may touch the
-        session's database, in a thread)."""
-        if threading.get_ident() != self.thread:  # a background refresh on a refresher
-            with translation.override(self.language):
-                response = await view(self.request, *args, **kwargs)
-                return await sync_to_async(self.after)(response, False)
-        self.built = True
+    async def _arender(self, call: Callable[[], Any]) -> Snapshot:
         self.before()
-        response = await view(self.request, *args, **kwargs)
-        return await sync_to_async(self.after)(response)
+        return await sync_to_async(self.after)(await call())
+
+    async def _arerender(self, call: Callable[[], Any]) -> Snapshot:
+        with translation.override(self.language):
+            return await sync_to_async(self.after)(await call(), False)
 
     def before(self) -> None:
         if self.session is not None:
@@ -203,8 +204,6 @@ class Render:
 
     def serves(self, snapshot: Any) -> bool:
         """Return whether a stored page may answer this request without running the view."""
-        if type(snapshot) is not tuple or len(snapshot) != 4:
-            return False  # not a page this version stored: render instead
         return not (snapshot[3] and _has_session_cookie(self.request) and not self._keyed_by_user())
 
 
@@ -222,11 +221,6 @@ def page_key(name: str, request: HttpRequest, options: ViewOptions, user: Any) -
     user_id = user.pk if options.per_user and user is not None else None
     where = (request.scheme, request.get_host(), request.path)
     return ("view", name, *where, query, headers, language, user_id)
-
-
-def snapshot_of(found: Any) -> Snapshot | None:
-    """Return ``found`` as a stored page, or None when it is none (see ``mcache.web.page``)."""
-    return as_page(found, 1)  # type: ignore[return-value]
 
 
 def _snapshot(response: HttpResponseBase, options: ViewOptions, reads_session: bool) -> Snapshot:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -24,7 +23,6 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 
-from mcache.model.jobs import in_process
 from mcache.observe.outcome import BYPASS, log_bypass
 from mcache.sansio.steps import (
     BlockingOrAwaited,
@@ -35,7 +33,7 @@ from mcache.sansio.steps import (
     perform,
     run_steps,
 )
-from mcache.web.page import PAGES_STAY, PageRead, check_view_ttl, page_steps
+from mcache.web.page import check_view_ttl, serve_steps
 
 from .aliases import check_alias
 from .tags import Dependencies, DependsOn
@@ -49,7 +47,6 @@ from .view_pages import (
     restore,
     session_untouched,
     signed_in,
-    snapshot_of,
 )
 
 __all__ = ["cached_view"]
@@ -100,14 +97,14 @@ def cached_view(
         ttl,
         stale_ttl,
         tags,
-        dependencies,
-        tuple(vary_on_headers),
-        per_user,
-        cache,
-        key_prefix,
+        tuple(sorted({h.lower() for h in vary_on_headers})),
         refresh,
         header,
         stale_wait,
+        dependencies,
+        per_user,
+        cache,
+        key_prefix,
     )
 
     def decorate(view: View) -> View:
@@ -168,35 +165,22 @@ def _serve_steps(
     core = options.core(backend)
     key = page_key(name, request, options, user)
     render = Render(request, options, user is not None)
-    if request.method == "HEAD":  # served from the GET entry, never stored from a HEAD
-        peek = BlockingOrAwaited(partial(core.peek, key, None), partial(core.apeek, key, None))
-        found = snapshot_of((yield peek))
-        if found is None or not render.serves(found):
-            reason = "head" if found is None else "session"
-            return _bypassed((yield the_view), reason, name, request, options)
-        return restore(found, "HIT", options)
-    build_options = yield BlockingOrAwaited(
-        partial(options.build_options, request, args, kwargs),
-        partial(_abuild_options, options, request, args, kwargs),
+    build_options = options.options_steps(request, args, kwargs)
+    build = render.build(view, args, kwargs, on_loop)
+    served = yield from serve_steps(
+        core,
+        key,
+        request.method == "HEAD",
+        build_options,
+        build,
+        1,
+        HttpResponseBase,
+        render.serves,
     )
-    build = partial(render.abuild if on_loop else render.build, view, args, kwargs)
-    local = in_process(build, PAGES_STAY)
-    read = yield from page_steps(core, key, local, 1, HttpResponseBase, build_options)
-    if isinstance(read.result, HttpResponseBase):  # this request's own, uncacheable response
-        return _bypassed(read.result, read.refused, name, request, options)
-    if read.page is None or not render.serves(read.page):
-        reason = "session" if read.page is not None else "foreign"
-        return _bypassed((yield the_view), reason, name, request, options)
-    return _restored(read, render, options)
-
-
-def _restored(read: PageRead, render: Render, options: ViewOptions) -> Any:
-    """The page, marked STALE when the stale page was served (its rebuild may have
-    started), MISS when built (``store-down`` when the store failed), else HIT."""
-    if read.store_down and render.built:
-        return restore(read.page, "MISS", options, "store-down")  # type: ignore[arg-type]
-    state = "STALE" if read.stale else "MISS" if render.built else "HIT"
-    return restore(read.page, state, options)  # type: ignore[arg-type]
+    if served.state != BYPASS:
+        return restore(served.page, served.state, options, served.reason)  # type: ignore[arg-type]
+    response = served.response if served.response is not None else (yield the_view)
+    return _bypassed(response, served.reason, name, request, options)
 
 
 def _bypassed(
@@ -205,15 +189,6 @@ def _bypassed(
     """Return the view's own response marked BYPASS with ``reason`` (logged at DEBUG)."""
     log_bypass(name, reason, request.method or "", request.path)
     return marked(response, BYPASS, reason, options)
-
-
-async def _abuild_options(
-    options: ViewOptions, request: HttpRequest, args: tuple, kwargs: dict
-) -> dict[str, Any]:
-    """The page's ``get_or_build`` options; a sync ``tags`` callable runs in a thread."""
-    if callable(options.tags) and not inspect.iscoroutinefunction(options.tags):
-        return await sync_to_async(options.build_options)(request, args, kwargs)
-    return await options.abuild_options(request, args, kwargs)
 
 
 def _signed_in_user(request: HttpRequest) -> Any:

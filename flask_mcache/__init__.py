@@ -19,7 +19,7 @@ from flask import Flask, current_app
 from mcache import Cache, Lock
 from mcache.errors import MCacheWarning
 from mcache.features.counters import Counter, ViewCounter
-from mcache.features.memoize import LateBound, Memoized
+from mcache.features.memoize import LateBound, Memoized, tags_with
 from mcache.features.raw_keys import RawKeys
 from mcache.features.visitors import OnlineCounter
 from mcache.web.page import check_view_ttl
@@ -149,12 +149,12 @@ class MCache:
             ttl,
             stale_ttl,
             tags,
-            _dependency_tags(depends_on, "cached_view"),
             tuple(sorted({h.lower() for h in vary_on_headers})),
-            per_user,
             refresh,
             header,
             stale_wait,
+            _dependency_tags(depends_on, "cached_view"),
+            per_user,
             unless,
             key,
         )
@@ -177,8 +177,7 @@ class MCache:
             return self.cached()(ttl)  # type: ignore[return-value]
         dependencies = _dependency_tags(depends_on, "cached")
         if dependencies:
-            names = [tags] if isinstance(tags, str) else list(tags or ())
-            tags = list(dict.fromkeys([*names, *dependencies]))
+            tags = tags_with(tags, lambda: dependencies)
         key_prefix = options.pop("key_prefix", None)
 
         def decorate(function: Callable[..., T]) -> Memoized:

@@ -11,38 +11,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcache import Cache
-from mcache.admin.config_problems import ProblemList, named_with_guesses, option_problems
+from mcache.admin.config_problems import (
+    CACHE_OPTIONS,
+    CODEC_OPTIONS,
+    ProblemList,
+    named_with_guesses,
+    option_problems,
+)
 from mcache.model.codec import Codec
 from mcache.stores import from_url
 
 __all__ = ["KEYS", "cache_from_config", "counters_cache"]
 
 CACHE_KEYS = {
-    "MCACHE_NAMESPACE": "namespace",
-    "MCACHE_DEFAULT_TTL": "default_ttl",
-    "MCACHE_STALE_TTL": "stale_ttl",
-    "MCACHE_LOCK_TIMEOUT": "lock_timeout",
-    "MCACHE_WAIT": "wait",
-    "MCACHE_STALE_WAIT": "stale_wait",
-    "MCACHE_REFRESH": "refresh",
-    "MCACHE_EARLY_REFRESH": "early_refresh",
-    "MCACHE_JITTER": "jitter",
-    "MCACHE_TAG_CACHE_TTL": "tag_cache_ttl",
-    "MCACHE_NEAR_TTL": "near_ttl",
-    "MCACHE_NEAR_SIZE": "near_size",
-    "MCACHE_TRACE_DIR": "trace_dir",
-    "MCACHE_STATS_INTERVAL": "stats_interval",
-    "MCACHE_REFRESHER": "refresher",
-    "MCACHE_REFRESH_QUEUE": "refresh_queue",
-    "MCACHE_REFRESH_FALLBACK": "refresh_fallback",
-    "MCACHE_METRICS": "metrics",
-    "MCACHE_REPLICATION_LAG": "replication_lag",
+    f"MCACHE_{name.upper()}": name for name in (*CACHE_OPTIONS, "default_ttl", "replication_lag")
 }
-CODEC_KEYS = {
-    "MCACHE_SERIALIZER": "serializer",
-    "MCACHE_SIGNING_KEY": "signing_key",
-    "MCACHE_COMPRESS_THRESHOLD": "compress_threshold",
-}
+CODEC_KEYS = {f"MCACHE_{name.upper()}": name for name in CODEC_OPTIONS}
 STORE_KEYS = {"MCACHE_REPLICAS": "replicas", "MCACHE_STORE_OPTIONS": ""}
 ONLINE_KEYS = frozenset(
     {"MCACHE_ONLINE", "MCACHE_ONLINE_WINDOW", "MCACHE_ONLINE_SLOTS", "MCACHE_ROBOTS"}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import io
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +27,9 @@ from mcache import Cache
 from mcache.errors import Uncacheable
 from mcache.features.memoize import refuse_instances_of
 from mcache.model.dependencies import carried
-from mcache.model.jobs import in_process
 from mcache.observe.outcome import BYPASS, log_bypass, reason_header
-from mcache.web.page import PAGES_STAY, as_page, get_page
+from mcache.sansio.steps import CallBuilder, one, perform, run_steps
+from mcache.web.page import PageBuild, PageSettings, serve_steps
 
 from .view_order import remember
 
@@ -41,25 +40,17 @@ TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
 
 
 @dataclass(frozen=True)
-class ViewSettings:
+class ViewSettings(PageSettings):
     """What ``MCache.cached_view`` was given, checked once at decoration."""
 
-    ttl: float | None
-    stale_ttl: float | None = None
-    tags: TagsSpec = None
     dependencies: tuple[str, ...] = ()
-    vary: tuple[str, ...] = ()
     per_user: Callable[[], Any] | None = None
-    refresh: str | None = None
-    header: str | None = "X-Cache"
-    stale_wait: float | None = None
     unless: Callable[[], Any] | None = None
     key: Callable[..., Any] | None = None
 
-    def tag_list(self, view_args: dict[str, Any]) -> list[str]:
+    def page_options(self, view_args: dict[str, Any]) -> dict[str, Any]:
         tags = self.tags(**view_args) if callable(self.tags) else self.tags
-        names = [tags] if isinstance(tags, str) else list(tags or ())
-        return list(dict.fromkeys([*names, *self.dependencies]))
+        return self.options(tags, self.dependencies)
 
 
 def cached_view(
@@ -89,54 +80,27 @@ def cached_view(
             reason = _bypass_reason(settings)
             if reason is not None:
                 return bypassed(make_response(view(**view_args)), reason)
-            cache = core()
             key = _key(name, settings, view_args)
-            if request.method == "HEAD":
-                found = _page(cache.peek(key, None))
-                if found is None:
-                    return bypassed(make_response(view(**view_args)), "head")
-                return _restore(found, "HIT", header, ttl)
-            built: list[bool] = []
-            thread = threading.get_ident()
             app = current_app._get_current_object()  # type: ignore[attr-defined]
-            environ = request.environ  # copied only if a background refresh needs it
-
-            def build() -> Snapshot:
-                if threading.get_ident() == thread:
-                    built.append(True)
-                    return _snapshot(view(**view_args), settings.vary)
-                # A background refresh: the request is over, so the view runs in a
-                # context of its own, in an empty set of context variables (the copy
-                # the refresher carries still holds the ended request's contexts),
-                # without the visitor's cookies or credentials; its teardown runs. The
-                # build it is part of is carried over, so its fragments' tags reach it.
-                render = functools.partial(
-                    _render_detached,
-                    app,
-                    _detached_environ(environ),
-                    view,
-                    view_args,
-                    settings.vary,
-                )
-                return contextvars.Context().run(carried(render))
-
-            options = dict(
-                ttl=ttl,
-                stale_ttl=settings.stale_ttl,
-                tags=settings.tag_list(view_args),
-                refresh=settings.refresh,
-                stale_wait=settings.stale_wait,
+            # A background refresh: the request is over, so the view runs in a context of
+            # its own, in an empty set of context variables (the copy the refresher carries
+            # still holds the ended request's contexts), without the visitor's cookies or
+            # credentials; its teardown runs. The build it is part of is carried over, so
+            # its fragments' tags reach it.
+            detached = functools.partial(
+                _render_detached, app, request.environ, view, view_args, settings.vary
             )
-            local = in_process(build, PAGES_STAY)
-            read = get_page(cache, key, local, 0, Response, options)
-            if isinstance(read.result, Response):  # this request's own response, never stored
-                return bypassed(read.result, read.refused)
-            if read.page is None:
-                return bypassed(make_response(view(**view_args)), "foreign")
-            if read.store_down and built:
-                return _restore(read.page, "MISS", header, ttl, "store-down")  # type: ignore[arg-type]
-            state = "STALE" if read.stale else "MISS" if built else "HIT"
-            return _restore(read.page, state, header, ttl)  # type: ignore[arg-type]
+            build = PageBuild(
+                lambda: _snapshot(view(**view_args), settings.vary),
+                lambda: contextvars.Context().run(carried(detached)),
+            )
+            options = one(CallBuilder(functools.partial(settings.page_options, view_args)))
+            steps = serve_steps(core(), key, request.method == "HEAD", options, build, 0, Response)
+            served = run_steps(steps, perform)
+            if served.state != BYPASS:
+                return _restore(served.page, served.state, header, ttl, served.reason)  # type: ignore[arg-type]
+            response = served.response or make_response(view(**view_args))
+            return bypassed(response, served.reason)
 
         remember(async_or_sync_view)
         check_routes()
@@ -181,7 +145,7 @@ def _detached_environ(environ: dict[str, Any]) -> dict[str, Any]:
 def _render_detached(
     app: Any, environ: dict[str, Any], view: Callable[..., Any], view_args: dict, vary: tuple
 ) -> Snapshot:
-    with app.request_context(environ):
+    with app.request_context(_detached_environ(environ)):
         return _snapshot(view(**view_args), vary)
 
 
@@ -223,11 +187,6 @@ def _refusal(response: Response, vary: tuple[str, ...]) -> str | None:
         return "private"
     varied = {v.strip().lower() for v in response.headers.get("Vary", "").split(",") if v.strip()}
     return None if "*" not in varied and varied <= set(vary) else "vary"
-
-
-def _page(found: Any) -> Snapshot | None:
-    """Return ``found`` as a stored page, or None when it is none (see ``mcache.web.page``)."""
-    return as_page(found, 0)  # type: ignore[return-value]
 
 
 def _marked(response: Response, state: str, reason: str, header: str | None) -> Response:

@@ -17,7 +17,32 @@ from typing import Any
 
 from mcache.errors import ConfigError, MCacheError, named_with_guesses
 
-__all__ = ["ProblemList", "named_with_guesses", "option_problems"]
+__all__ = ["CACHE_OPTIONS", "CODEC_OPTIONS", "ProblemList", "named_with_guesses", "option_problems"]
+
+CACHE_OPTIONS = frozenset(
+    {
+        "namespace",
+        "stale_ttl",
+        "lock_timeout",
+        "wait",
+        "stale_wait",
+        "refresh",
+        "early_refresh",
+        "jitter",
+        "tag_cache_ttl",
+        "near_ttl",
+        "near_size",
+        "refresher",
+        "refresh_queue",
+        "refresh_fallback",
+        "trace_dir",
+        "stats_interval",
+        "metrics",
+    }
+)
+"""``Cache``'s options a settings file sets by name (its TTL and replica lag each adapter
+reads from a setting of its framework's)."""
+CODEC_OPTIONS = frozenset({"serializer", "compress_threshold", "signing_key"})
 
 CHECK_ERRORS = (MCacheError, TypeError, ValueError, ImportError)
 """What a bad option raises: a ``ConfigError`` mostly; a wrong type or a missing extra too."""

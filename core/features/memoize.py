@@ -199,6 +199,17 @@ def memoize(
     return decorate
 
 
+def tags_with(tags: TagsSpec, extra: Callable[[], Iterable[str]]) -> Callable[..., list[str]]:
+    """A memoized function's tags: its own (names, or a callable of its arguments) and
+    ``extra()`` (the tags of the models it depends on), for a decorator that takes both."""
+
+    def all_tags(*args: Any, **kwargs: Any) -> list[str]:
+        named = tags(*args, **kwargs) if callable(tags) else tags
+        return [*([named] if isinstance(named, str) else (named or ())), *extra()]
+
+    return all_tags
+
+
 def check_options(options: dict[str, Any]) -> None:
     """Refuse a ``cached()`` option that is not one, where the decorator is written."""
     allowed = {"stale_ttl", "wait", "lock_timeout", "refresh", "early_refresh", "stale_wait"}

@@ -57,7 +57,7 @@ REASONS: Final[dict[str, str]] = {
 STORE_FAILED: ContextVar[bool] = ContextVar("mcache_store_failed", default=False)
 """Set when a store call failed in the current context and the cache carried on without
 it. Adapters set it to False before ``get_or_build`` and read it after (see
-:func:`mcache.web.page.get_page`)."""
+the page path, :func:`mcache.web.page.serve_steps`)."""
 
 UNCACHED: ContextVar[str] = ContextVar("mcache_uncached", default="")
 """The reason (:attr:`mcache.errors.Uncacheable.reason`) of the value ``get_or_build``

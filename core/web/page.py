@@ -10,14 +10,17 @@ bytes written by hand) is no page, and ``None``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mcache.engine.build import STALE_SERVED
 from mcache.model.codec import Codec
-from mcache.observe.outcome import STORE_FAILED, UNCACHED
-from mcache.sansio.steps import BlockingOrAwaited, Steps, perform, run_steps
+from mcache.model.jobs import in_process
+from mcache.observe.outcome import BYPASS, STORE_FAILED, UNCACHED
+from mcache.sansio.steps import BlockingOrAwaited, Steps
 
 if TYPE_CHECKING:
     from mcache.cache import Cache
@@ -25,11 +28,12 @@ if TYPE_CHECKING:
 __all__ = [
     "FRAGMENTS_STAY",
     "PAGES_STAY",
-    "PageRead",
+    "PageBuild",
+    "PageSettings",
+    "Served",
     "as_page",
     "check_view_ttl",
-    "get_page",
-    "page_steps",
+    "serve_steps",
 ]
 
 PAGES_STAY = "cached pages re-render in the web process: they need their request"
@@ -60,6 +64,33 @@ def check_view_ttl(ttl: object, decorator: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class PageSettings:
+    """What a ``cached_view`` decorator was given, checked once; each adapter adds its own."""
+
+    ttl: float | None
+    stale_ttl: float | None = None
+    tags: Any = None
+    """Tag names, or a callable of the view's arguments returning them."""
+    vary: tuple[str, ...] = ()
+    """The lower-cased names of the request headers the page's key covers."""
+    refresh: str | None = None
+    header: str | None = "X-Cache"
+    stale_wait: float | None = None
+
+    def options(self, tags: Any, dependencies: Iterable[str]) -> dict[str, Any]:
+        """The page's ``get_or_build`` options: ``tags`` (the view's, resolved) and the
+        ``dependencies``' tags."""
+        names = [tags] if isinstance(tags, str) else list(tags or ())
+        return {
+            "ttl": self.ttl,
+            "stale_ttl": self.stale_ttl,
+            "tags": [*names, *dependencies],  # repeats dropped by get_or_build
+            "refresh": self.refresh,
+            "stale_wait": self.stale_wait,
+        }
+
+
 def _is_header(header: Any) -> bool:
     return (
         type(header) in (tuple, list) and len(header) == 2 and all(type(p) is str for p in header)
@@ -68,21 +99,6 @@ def _is_header(header: Any) -> bool:
 
 def _log_foreign(cache: Cache, key: tuple[Any, ...]) -> None:
     cache.failures.warning("view.foreign", "a page's key held no page; rendered anew: %r", key[:5])
-
-
-class PageRead(NamedTuple):
-    """What :func:`page_steps` found: the value, it as a page, and how it was served."""
-
-    result: Any
-    """What came back: a page, or the caller's own uncacheable response."""
-    page: tuple | None
-    stale: bool
-    """A stale page was served (its rebuild may have started)."""
-    store_down: bool
-    """The store failed during the read: the page was rendered for this request alone."""
-    refused: str
-    """Why ``result`` is the caller's own response, not stored (its ``Uncacheable``'s
-    reason); "" otherwise."""
 
 
 @contextlib.contextmanager
@@ -97,37 +113,6 @@ def _reports_cleared() -> Iterator[None]:
         UNCACHED.reset(uncached)
 
 
-def _read(result: Any, page: tuple | None) -> PageRead:
-    return PageRead(result, page, STALE_SERVED.get(), STORE_FAILED.get(), UNCACHED.get())
-
-
-def page_steps(
-    cache: Cache,
-    key: tuple[Any, ...],
-    build: Callable[[], Any],
-    flags: int,
-    own: type,
-    options: dict[str, Any],
-) -> Steps[PageRead]:
-    """``get_or_build`` a page, as steps either driver runs; return what came back and how
-    (see :class:`PageRead`). ``build`` is a coroutine function for the async driver.
-
-    What came back is the caller's own uncacheable response when it is an
-    ``own``; anything else that is no page (another client's value under the
-    key) is dropped, logged, and the page built once more.
-    """
-    with _reports_cleared():
-        result = yield _get_or_build(cache, key, build, options)
-        page = as_page(result, flags)
-        if page is None and not isinstance(result, own):
-            _log_foreign(cache, key)
-            yield BlockingOrAwaited(partial(cache.delete, key), partial(cache.adelete, key))
-            STALE_SERVED.set(False)  # what the first read said is not about this page
-            result = yield _get_or_build(cache, key, build, options)
-            page = as_page(result, flags)
-        return _read(result, page)
-
-
 def _get_or_build(
     cache: Cache, key: tuple[Any, ...], build: Callable[[], Any], options: dict[str, Any]
 ) -> BlockingOrAwaited:
@@ -137,13 +122,73 @@ def _get_or_build(
     )
 
 
-def get_page(
+class PageBuild:
+    """A page's build: ``here()`` in the request's thread (this request built the page),
+    ``elsewhere()`` in a refresher's (a background refresh, after the response)."""
+
+    def __init__(self, here: Callable[[], Any], elsewhere: Callable[[], Any]) -> None:
+        self.here, self.elsewhere = here, elsewhere
+        self.thread = threading.get_ident()
+        self.built = False
+
+    def __call__(self) -> Any:
+        if threading.get_ident() != self.thread:
+            return self.elsewhere()
+        self.built = True
+        return self.here()
+
+
+class Served(NamedTuple):
+    """How :func:`serve_steps` answers: a page to restore marked ``state`` (HIT, MISS,
+    STALE), or BYPASS with the caller's own ``response`` (None: run the view again)."""
+
+    state: str
+    reason: str = ""
+    page: tuple | None = None
+    response: Any = None
+
+
+def serve_steps(
     cache: Cache,
     key: tuple[Any, ...],
-    build: Callable[[], Any],
+    head: bool,
+    options: Steps[dict[str, Any]],
+    build: PageBuild,
     flags: int,
     own: type,
-    options: dict[str, Any],
-) -> PageRead:
-    """:func:`page_steps`, run by calling (for an adapter that serves pages in sync code only)."""
-    return run_steps(page_steps(cache, key, build, flags, own, options), perform)
+    serves: Callable[[tuple], bool] = lambda page: True,
+) -> Steps[Served]:
+    """Serve a page, as steps either driver runs: HEAD from the GET entry (never stored
+    from a HEAD), else ``get_or_build`` with the options ``options`` return (``build`` a
+    coroutine function for the async driver). ``serves(page)`` says whether a stored
+    page may answer this request.
+
+    What came back is the caller's own uncacheable response when it is an
+    ``own``; anything else that is no page (another client's value under the
+    key) is dropped, logged, and the page built once more.
+    """
+    if head:
+        peek = BlockingOrAwaited(partial(cache.peek, key, None), partial(cache.apeek, key, None))
+        found = as_page((yield peek), flags)
+        if found is None or not serves(found):
+            return Served(BYPASS, "head" if found is None else "session")
+        return Served("HIT", page=found)
+    read = _get_or_build(cache, key, in_process(build, PAGES_STAY), (yield from options))
+    with _reports_cleared():
+        result = yield read
+        page = as_page(result, flags)
+        if page is None and not isinstance(result, own):
+            _log_foreign(cache, key)
+            yield BlockingOrAwaited(partial(cache.delete, key), partial(cache.adelete, key))
+            STALE_SERVED.set(False)  # what the first read said is not about this page
+            result = yield read
+            page = as_page(result, flags)
+        if isinstance(result, own):  # this request's own, uncacheable response
+            return Served(BYPASS, UNCACHED.get(), response=result)
+        if page is None or not serves(page):
+            return Served(BYPASS, "session" if page is not None else "foreign")
+        if STORE_FAILED.get() and build.built:
+            return Served("MISS", "store-down", page)
+        return Served(
+            "STALE" if STALE_SERVED.get() else "MISS" if build.built else "HIT", page=page
+        )

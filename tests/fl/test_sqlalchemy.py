@@ -208,3 +208,26 @@ def test_flask_sqlalchemy_db(memcached_url: str) -> None:
         db.session.add(Note(text="hello"))
         db.session.commit()
     assert client.get("/notes").data == b"hello"
+
+
+def test_a_memoized_function_takes_tags_of_its_arguments_and_models_it_depends_on(site) -> None:
+    app, mcache, Sessions = site
+    calls: list[int] = []
+
+    @mcache.cached(ttl=60, tags=lambda pk: [f"blog:{pk}"], depends_on=Post)
+    def titles(pk: int) -> str:
+        calls.append(pk)
+        with Sessions() as session:
+            return ",".join(session.scalars(select(Post.title).where(Post.blog_id == pk)))
+
+    with app.app_context():
+        assert titles(1) == titles(1) == ""
+        assert calls == [1], "built once"
+        mcache.invalidate("blog:2")
+        assert titles(1) == "" and calls == [1], "another blog's tag leaves it"
+        mcache.invalidate("blog:1")
+        assert titles(1) == "" and calls == [1, 1], "its own tag makes it stale"
+        with Sessions() as session, session.begin():
+            session.add(Blog(id=1, name="b"))
+            session.add(Post(title="new", blog_id=1))
+        assert titles(1) == "new", "a commit of the model it depends on makes it stale"

@@ -20,7 +20,6 @@ __all__ = [
     "CasToken",
     "ClaimsStale",
     "Colocating",
-    "HasAsyncTwin",
     "LeaseBid",
     "LeasesInRead",
     "NoValueType",
@@ -206,7 +205,7 @@ class AsyncStore(Protocol):
     """:class:`Store`'s contract for an event loop: the same operations, awaited.
 
     The same semantics and exceptions as :class:`Store`, checked by the same
-    contract suite (:class:`mcache.testing.store_contract.AsyncStoreContract` drives it). An
+    contract suite (:class:`mcache.testing.async_driver.AsyncStoreContract` drives it). An
     async store never hands work to a thread: it waits on its own sockets (or,
     in-process, does not wait at all), so a hit costs an ASGI server no hop.
     """
@@ -245,16 +244,6 @@ class AsyncStore(Protocol):
 
     async def close(self) -> None:
         """Release the running event loop's connections (call it before the loop closes)."""
-        ...
-
-
-@runtime_checkable
-class HasAsyncTwin(Protocol):
-    """A store with an async form on the same data (the same server, or the same memory)."""
-
-    def asynchronous(self) -> AsyncStore | None:
-        """Return this store's async twin (one per store, made on first use), or None
-        where this instance has none (async callers then reach it through a thread)."""
         ...
 
 

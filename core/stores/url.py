@@ -149,14 +149,12 @@ _VALKEY = {
 
 
 def _query_options(scheme: str, query: str, url: str) -> dict[str, object]:
-    parsed: dict[str, object] = {}
-    for name, raw in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
-        parser = _option_parser(scheme, name, url)
-        try:
-            parsed[name] = parser(raw)
-        except ValueError as error:
-            raise ConfigError(f"store option {name}={raw!r} in {url!r}: {error}") from None
-    return parsed
+    """The query string's options, checked and parsed as keyword options are."""
+    options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=False))
+    try:
+        return checked_options(scheme, options, allowed=set(OPTIONS[scheme]))
+    except ConfigError as error:
+        raise ConfigError(f"{error} (in {url!r})") from None
 
 
 _KINDS: dict[Parser, tuple[tuple[type, ...], str]] = {  # parser: Python types taken, in words
@@ -169,12 +167,15 @@ _KINDS: dict[Parser, tuple[tuple[type, ...], str]] = {  # parser: Python types t
 }
 
 
-def checked_options(scheme: str, options: Mapping[str, object]) -> dict[str, object]:
+def checked_options(
+    scheme: str, options: Mapping[str, object], allowed: set[str] | None = None
+) -> dict[str, object]:
     """Check keyword options as the query string's are: a string is parsed ('64m').
 
     Also what Django's ``OPTIONS`` of a ``db:`` LOCATION go through (as ``sqlite``'s).
     """
-    allowed = {*OPTIONS[scheme], "clock"} if scheme == "memory" else set(OPTIONS[scheme])
+    if allowed is None:
+        allowed = {*OPTIONS[scheme], "clock"} if scheme == "memory" else set(OPTIONS[scheme])
     checked: dict[str, object] = {}
     for name, value in options.items():
         if name not in allowed:
@@ -204,17 +205,6 @@ def checked_options(scheme: str, options: Mapping[str, object]) -> dict[str, obj
         else:
             checked[name] = value
     return checked
-
-
-def _option_parser(scheme: str, name: str, url: str) -> Parser:
-    try:
-        return OPTIONS[scheme][name]
-    except KeyError:
-        valid = ", ".join(sorted(OPTIONS[scheme]))
-        raise ConfigError(
-            f"unknown {scheme} store option {named_with_guesses([name], OPTIONS[scheme])}"
-            f" in {url!r}; valid options: {valid}"
-        ) from None
 
 
 def _memory(netloc: str, path: str, options: dict[str, object], url: str) -> Store:

@@ -22,7 +22,8 @@ import threading
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from mcache.contract.store import AsyncStore, CasToken, HasAsyncTwin, NoValueType, StoreTraits
+from mcache.contract.store import AsyncStore, CasToken, NoValueType, StoreTraits
+from mcache.sansio.steps import twin_of
 from mcache.testing.store_contract import StoreContract
 
 __all__ = ["AsyncStoreContract", "BlockingDriver", "driven"]
@@ -120,7 +121,7 @@ def driven(url: str) -> BlockingDriver:
     from mcache.stores import from_url
 
     store: Any = from_url(url)
-    twin = store.asynchronous() if isinstance(store, HasAsyncTwin) else None
+    twin = twin_of(store)
     if twin is None:
         raise TypeError(f"{store!r} has no async twin")
     return BlockingDriver(twin)

@@ -4,9 +4,9 @@ The blocking store talks through pymemcache; there is no asyncio client that
 keeps its ketama ring, its replicas and its failover (emcache routes by
 rendezvous hashing, so a key would live on another server than the blocking
 store's; aiomcache has one server and no pipelining). So the async twin routes
-with the very steps the blocking store runs (:mod:`.memcached_steps`) and only
+with the very steps the blocking store runs (:mod:`mcache.stores.memcached.steps`) and only
 the wire is asyncio's: an :class:`asyncio.Protocol` per connection, fed to the
-parsers the blocking reader uses (:mod:`.memcached_wire`). The benchmark
+parsers the blocking reader uses (:mod:`mcache.stores.memcached.wire`). The benchmark
 ``python -m tests.benchmarks memcached_async`` measures it against emcache.
 
 Each command returns what pymemcache's method of the same name returns, and
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcache.stores.memcached import meta
 from mcache.stores.memcached.wire import (
@@ -27,6 +27,10 @@ from mcache.stores.memcached.wire import (
     parse_values,
     replied_error,
 )
+
+if TYPE_CHECKING:
+    from mcache.model.ring import Server
+    from mcache.stores.memcached.node import NodeOptions
 
 __all__ = ["AioConnection", "AioPool"]
 
@@ -197,14 +201,11 @@ class AioPool:
     server than the pool's size.
     """
 
-    def __init__(
-        self, host: str, port: int, *, size: int, connect_timeout: float, timeout: float
-    ) -> None:
-        self.host, self.port = host, port
-        self.connect_timeout = connect_timeout
-        self.timeout = timeout
+    def __init__(self, server: Server, options: NodeOptions) -> None:
+        self.host, self.port = server.host, server.port
+        self.connect_timeout, self.timeout = options.connect_timeout, options.timeout
         self.idle: list[AioConnection] = []
-        self.slots = asyncio.Semaphore(size)
+        self.slots = asyncio.Semaphore(options.max_pool_size)
 
     async def run(self, command: str, args: tuple[Any, ...]) -> Any:
         """Run ``command(*args)`` on a connection; one that failed or was cancelled is dropped."""

@@ -2,9 +2,9 @@
 
 :class:`AsyncMemcachedStore` is a :class:`~mcache.stores.memcached.store.MemcachedStore`'s
 async twin. It performs the very steps the blocking store performs
-(:mod:`.memcached_steps`: the same ring, replicas, failover and server
+(:mod:`mcache.stores.memcached.steps`: the same ring, replicas, failover and server
 health, shared with the blocking store), sending each command on an asyncio
-connection (:mod:`.memcached_aio`) instead of blocking a thread. A
+connection (:mod:`mcache.stores.memcached.aio_connection`) instead of blocking a thread. A
 multi-server read sends every server its ``get`` at once and awaits them
 together.
 
@@ -47,14 +47,7 @@ class _LoopPools:
     def of(self, node: Node) -> AioPool:
         pool = self.pools.get(node)
         if pool is None:
-            options = node.options
-            pool = self.pools[node] = AioPool(
-                node.server.host,
-                node.server.port,
-                size=options.max_pool_size,
-                connect_timeout=options.connect_timeout,
-                timeout=options.timeout,
-            )
+            pool = self.pools[node] = AioPool(node.server, node.options)
         return pool
 
     async def close(self) -> None:

@@ -7,6 +7,7 @@ connections stay free for requests). The stats commands use it for ``--top``.
 
 from __future__ import annotations
 
+import itertools
 import socket
 import time
 from collections.abc import Iterator
@@ -38,17 +39,12 @@ def metadump(host: str, port: int, timeout: float = 10.0, limit: int = 1_000_000
                 continue
             if first.startswith((b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR")):
                 raise RuntimeError(f"{host}:{port} refused lru_crawler metadump: {first.decode()}")
-            for count, line in enumerate(_chain(first, lines)):
+            for count, line in enumerate(itertools.chain([first], lines)):
                 if line == b"END" or count >= limit:
                     return
                 yield _item(line)
             return
     raise RuntimeError(f"{host}:{port}: the LRU crawler stayed busy; try again")
-
-
-def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield first
-    yield from rest
 
 
 def _lines(connection: socket.socket) -> Iterator[bytes]:

@@ -3,11 +3,11 @@
 With the text protocol a build takes its lock with an ``add`` of a lock key,
 reads again, writes with ``gets`` + ``cas`` and frees the lock with another
 ``gets`` + ``cas``. memcached 1.6 does the same in the read and the write
-(:mod:`.memcached_meta`): ``mg … N R`` leases a miss or a stale item to one
+(:mod:`mcache.stores.memcached.meta`): ``mg … N R`` leases a miss or a stale item to one
 reader, ``ms … C`` stores only under that lease, ``md … I`` marks an item stale
 and hands its rebuild to the next reader, ``ma … N J`` creates a counter as it
 counts. This mixin is the :class:`~mcache.contract.store.LeasesInRead` capability of
-:class:`~.memcached.MemcachedStore`, written as steps like the rest of it.
+:class:`~mcache.stores.memcached.store.MemcachedStore`, written as steps like the rest of it.
 
 Which protocol a pool speaks is decided once, on first need: ``protocol=auto``
 (the default) asks every server with ``mn`` and uses the meta commands when all
@@ -80,7 +80,7 @@ class MemcachedLeases:
         """Whether every server answers the meta commands (asked once, on first need;
         while another thread asks, this waits for its answer)."""
         known = self._meta
-        return known if known is not None else self._ask_servers(wait=True)
+        return known if known is not None else self._ask_servers()
 
     @property
     def leases_in_read(self) -> bool:
@@ -88,20 +88,15 @@ class MemcachedLeases:
         protocol, and one copy of each key (a lease lives on one server). A call made
         while another thread asks the servers waits for the answer: a build on the
         text path's lock and one on the server's lease would not exclude each other."""
-        if self.replicas != 1:
-            return False
-        known = self._meta
-        return known if known is not None else self._ask_servers(wait=True)
+        return self.replicas == 1 and self.speaks_meta()
 
     @property
     def creates_counters(self) -> bool:
         """Whether :meth:`incr_creating` counts and creates in one command."""
         return self.leases_in_read
 
-    def _ask_servers(self, wait: bool) -> bool:
-        if not self._asking.acquire(blocking=wait):
-            return False
-        try:
+    def _ask_servers(self) -> bool:
+        with self._asking:
             if self._meta is not None:
                 return self._meta
             now = time.monotonic()
@@ -109,8 +104,6 @@ class MemcachedLeases:
                 return False
             self._meta_asked = now
             return self._answered()
-        finally:
-            self._asking.release()
 
     def _answered(self) -> bool:
         answers = {s.name: meta.probe(s.host, s.port, self.connect_timeout) for s in self.servers}

@@ -10,7 +10,7 @@ gets the stale value with a win (``X`` and ``W``); ``ms <key> … C<cas>`` store
 only if the item is unchanged since that read. Together, the server's own leases
 (Facebook's, NSDI 2013): no herd, and no stale set.
 
-As :mod:`.memcached_wire`, the parser is pure: given the bytes received so far it
+As :mod:`mcache.stores.memcached.wire`, the parser is pure: given the bytes received so far it
 returns the reply and where it ended, or how many bytes it needs before it is
 worth trying again, so the blocking and the asyncio clients feed it alike;
 :func:`read_reply` and :func:`speaks_meta` are the blocking socket's side.

@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pymemcache.client.base import Client
@@ -26,7 +27,7 @@ from pymemcache.exceptions import (
     MemcacheUnexpectedCloseError,
 )
 
-from mcache.errors import InvalidKey, NotNumeric, StoreUnavailable, ValueTooLarge
+from mcache.errors import ConfigError, InvalidKey, NotNumeric, StoreUnavailable, ValueTooLarge
 from mcache.logs import FailureLog
 from mcache.model.ring import Server
 from mcache.stores.memcached.wire import ProtocolError
@@ -41,37 +42,31 @@ class NodeDown(StoreUnavailable):
     """A server did not answer; the caller may fail over to the next one."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeOptions:
-    """Connection and failover settings shared by every node of a store."""
+    """Connection and failover settings shared by every node of a store, checked at start-up."""
 
-    __slots__ = (
-        "connect_timeout",
-        "dead_timeout",
-        "failures",
-        "flush_on_rejoin",
-        "max_pool_size",
-        "retry_attempts",
-        "timeout",
-    )
+    connect_timeout: float
+    timeout: float
+    max_pool_size: int
+    retry_attempts: int
+    dead_timeout: float
+    flush_on_rejoin: bool
+    failures: FailureLog
 
-    def __init__(
-        self,
-        *,
-        connect_timeout: float,
-        timeout: float,
-        max_pool_size: int,
-        retry_attempts: int,
-        dead_timeout: float,
-        flush_on_rejoin: bool,
-        failures: FailureLog,
-    ) -> None:
-        self.connect_timeout = connect_timeout
-        self.timeout = timeout
-        self.max_pool_size = max_pool_size
-        self.retry_attempts = retry_attempts
-        self.dead_timeout = dead_timeout
-        self.flush_on_rejoin = flush_on_rejoin
-        self.failures = failures
+    def __post_init__(self) -> None:
+        if self.connect_timeout <= 0 or self.timeout <= 0:
+            raise ConfigError("memcached: connect_timeout and timeout must be > 0 seconds")
+        if self.max_pool_size < 1:
+            raise ConfigError(f"memcached: max_pool_size must be >= 1, got {self.max_pool_size!r}")
+        if self.retry_attempts < 1:
+            raise ConfigError(
+                f"memcached: retry_attempts must be >= 1, got {self.retry_attempts!r}"
+            )
+        if self.dead_timeout < 0:
+            raise ConfigError(
+                f"memcached: dead_timeout must be >= 0 seconds, got {self.dead_timeout!r}"
+            )
 
 
 class Node:

@@ -4,10 +4,10 @@ Each ``*_steps`` method validates its arguments, picks servers on the ring
 (the owner, its replicas, every server), and yields the commands it sends
 them as :class:`NodeCall` (one command on one server) or :class:`FetchOwners`
 (one pipelined ``get`` per server). A server that does not answer raises
-:class:`~.memcached_node.NodeDown` where the command was yielded, so failover
-is plain ``try``/``except`` in the steps. :class:`~.memcached.MemcachedStore`
+:class:`~mcache.stores.memcached.node.NodeDown` where the command was yielded, so failover
+is plain ``try``/``except`` in the steps. :class:`~mcache.stores.memcached.store.MemcachedStore`
 performs the commands with pymemcache's blocking clients,
-:class:`~.memcached_async.AsyncMemcachedStore` on asyncio connections (see
+:class:`~mcache.stores.memcached.async_store.AsyncMemcachedStore` on asyncio connections (see
 :mod:`mcache.sansio.steps`): one ring, one failover, one replication scheme.
 """
 

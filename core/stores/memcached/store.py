@@ -2,11 +2,11 @@
 
 Keys are placed by a ring (:mod:`mcache.model.ring`); multi-key calls are grouped so
 each server gets one request. Servers that stop answering are routed around
-(:mod:`.memcached_node`), and keys that must not be lost can be written to
+(:mod:`mcache.stores.memcached.node`), and keys that must not be lost can be written to
 several servers (``replicas``): the replicas of a key are the servers that
 follow its owner on the ring, which are also where its reads fail over to.
 
-The routing and the commands are steps (:mod:`.memcached_steps`) that this
+The routing and the commands are steps (:mod:`mcache.stores.memcached.steps`) that this
 store performs with pymemcache's blocking clients and its async twin
 (:meth:`MemcachedStore.asynchronous`) on asyncio connections.
 """
@@ -55,7 +55,7 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
     """A pool of memcached servers with failover and optional replication.
 
     ``protocol``: ``auto`` (the meta commands where every server speaks them,
-    see :mod:`.memcached_leases`), ``meta`` or ``text``.
+    see :mod:`mcache.stores.memcached.leases`), ``meta`` or ``text``.
     """
 
     traits = StoreTraits(
@@ -84,16 +84,8 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         protocol: str = "auto",
     ) -> None:
         self._init_protocol(protocol)
-        _check_options(
-            connect_timeout, timeout, max_pool_size, max_value_size, retry_attempts, dead_timeout
-        )
-        self.ring = make_ring([_as_server(s) for s in servers], hashing, ketama_points)
-        self.servers = self.ring.servers
-        self.max_value_size = max_value_size
-        self.connect_timeout = connect_timeout
-        self.timeout = timeout
-        self.replicas = _checked_replicas(replicas, len(self.servers))
-        self.failures = FailureLog()
+        if max_value_size < 1:
+            raise ConfigError(f"memcached: max_value_size must be >= 1, got {max_value_size!r}")
         options = NodeOptions(
             connect_timeout=connect_timeout,
             timeout=timeout,
@@ -101,8 +93,15 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
             retry_attempts=retry_attempts,
             dead_timeout=dead_timeout,
             flush_on_rejoin=flush_on_rejoin,
-            failures=self.failures,
+            failures=FailureLog(),
         )
+        self.ring = make_ring([_as_server(s) for s in servers], hashing, ketama_points)
+        self.servers = self.ring.servers
+        self.max_value_size = max_value_size
+        self.connect_timeout = connect_timeout
+        self.timeout = timeout
+        self.replicas = _checked_replicas(replicas, len(self.servers))
+        self.failures = options.failures
         self._dead: set[Node] = set()
         self._dead_lock = threading.Lock()
         self._nodes = {s: Node(s, options, self._health_changed) for s in self.servers}
@@ -323,26 +322,6 @@ def _meta_batch(client: Client, requests: list[bytes]) -> list[meta.MetaReply]:
     sock = socket_of(client)
     sock.sendall(b"".join(requests))
     return read_parsed(sock, lambda buf: meta.parse_replies(buf, len(requests)))  # type: ignore[return-value]
-
-
-def _check_options(
-    connect_timeout: float,
-    timeout: float,
-    max_pool_size: int,
-    max_value_size: int,
-    retry_attempts: int,
-    dead_timeout: float,
-) -> None:
-    if connect_timeout <= 0 or timeout <= 0:
-        raise ConfigError("memcached: connect_timeout and timeout must be > 0 seconds")
-    if max_pool_size < 1:
-        raise ConfigError(f"memcached: max_pool_size must be >= 1, got {max_pool_size!r}")
-    if max_value_size < 1:
-        raise ConfigError(f"memcached: max_value_size must be >= 1, got {max_value_size!r}")
-    if retry_attempts < 1:
-        raise ConfigError(f"memcached: retry_attempts must be >= 1, got {retry_attempts!r}")
-    if dead_timeout < 0:
-        raise ConfigError(f"memcached: dead_timeout must be >= 0 seconds, got {dead_timeout!r}")
 
 
 def _checked_replicas(replicas: int, servers: int) -> int:

@@ -10,7 +10,7 @@ send every server its request before reading any reply.
 The parsers are pure: given the bytes received so far, each returns the reply
 and where it ended, or how many bytes it needs before it is worth trying again.
 The blocking reader (:func:`read_values`) and the asyncio connection
-(:mod:`.memcached_aio`) feed them as bytes arrive, so a reply split at any
+(:mod:`mcache.stores.memcached.aio_connection`) feed them as bytes arrive, so a reply split at any
 boundary parses the same way in both.
 """
 

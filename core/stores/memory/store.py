@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING
 
 from mcache.clock import Clock, system_clock
 from mcache.contract.store import NO_VALUE, CasToken, NoValueType, StoreTraits
-from mcache.contract.store_helpers import MiB, check_delta, counted, too_large_message
+from mcache.contract.store_helpers import (
+    MiB,
+    check_delta,
+    counted,
+    too_large_message,
+    twin_made_once,
+)
 from mcache.errors import ConfigError, NotNumeric, ValueTooLarge
 from mcache.model.keys import validate_store_key
 
@@ -327,16 +333,11 @@ class MemoryStore:
         """Do nothing: there is no connection to release."""
 
     def asynchronous(self) -> AsyncMemoryStore:
-        """Return this store's async twin, on the same items (see :mod:`.memory_async`)."""
-        twin = self._twin
-        if twin is not None:  # every awaited store call asks: no lock once it exists
-            return twin
+        """Return this store's async twin, on the same items
+        (see :mod:`mcache.stores.memory.async_store`)."""
         from mcache.stores.memory.async_store import AsyncMemoryStore
 
-        with self._lock:
-            if self._twin is None:
-                self._twin = AsyncMemoryStore(self)
-            return self._twin
+        return twin_made_once(self, lambda: AsyncMemoryStore(self))
 
 
 _COUNTER_NAMES = (

@@ -2,7 +2,7 @@
 
 :class:`AsyncRedisStore` is a :class:`~mcache.stores.redis.store.RedisStore`'s
 async twin. It performs the very steps the sync store performs
-(:mod:`.redis_steps`: the same validation, Lua scripts and reply handling),
+(:mod:`mcache.stores.redis.steps`: the same validation, Lua scripts and reply handling),
 awaiting each command on the running loop instead of blocking a thread.
 
 An asyncio connection belongs to the loop that opened it, so the twin keeps
@@ -160,9 +160,6 @@ class AsyncRedisStore(SteppedTwin):
 
     async def pfcount(self, keys: list[str]) -> int:
         return await arun_steps(self.store.pfcount_steps(keys), self._perform)
-
-    async def flush(self) -> None:
-        await self._perform(Command(lambda client: client.flushdb()))
 
     async def stats(self) -> dict[str, dict[str, int | float | str]]:
         info = await self._perform(Command(lambda client: client.info()))

@@ -85,6 +85,7 @@ class ClusterRedisStore(RedisStore):
         # entry's lock and tags do not.
     )
     _FAILURES = (*RedisStore._FAILURES, RedisClusterException)
+    _flush_options = {"target_nodes": RedisCluster.PRIMARIES}  # every primary: replicas follow
 
     def __init__(
         self,
@@ -219,10 +220,6 @@ class ClusterRedisStore(RedisStore):
             )
         return (yield from super().pfcount_steps(keys))
 
-    def flush(self) -> None:
-        """Empty every primary (their replicas follow)."""
-        self._run(lambda: self._redis.flushdb(target_nodes=RedisCluster.PRIMARIES))
-
     def stats(self) -> dict[str, dict[str, int | float | str]]:
         """Return every node of the cluster with its role; a failed node as ``dead``."""
         nodes = self._run(self._redis.cluster_nodes)
@@ -246,7 +243,8 @@ class ClusterRedisStore(RedisStore):
         return True
 
     def new_twin(self) -> AsyncRedisStore:
-        """The twin on redis.asyncio's cluster client (see :mod:`.redis_cluster_async`)."""
+        """The twin on redis.asyncio's cluster client
+        (see :mod:`mcache.stores.redis.cluster_async`)."""
         from mcache.stores.redis.cluster_async import AsyncClusterRedisStore
 
         return AsyncClusterRedisStore(self)

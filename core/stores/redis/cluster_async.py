@@ -28,7 +28,6 @@ from redis.backoff import NoBackoff
 from redis.cluster import LoadBalancingStrategy
 
 from mcache.stores.redis.async_store import AsyncRedisStore, LoopClient
-from mcache.stores.redis.steps import Command
 
 if TYPE_CHECKING:
     from mcache.stores.redis.cluster import ClusterRedisStore
@@ -64,12 +63,6 @@ class AsyncClusterRedisStore(AsyncRedisStore):
                 await reader.initialize()
 
         return LoopClient(primary, reader, self.max_connections, opening=opening)
-
-    async def flush(self) -> None:
-        """Empty every primary (their replicas follow)."""
-        await self._perform(
-            Command(lambda client: client.flushdb(target_nodes=RedisCluster.PRIMARIES))
-        )
 
     async def stats(self) -> dict[str, dict[str, int | float | str]]:
         """Every node with its role (an operator's call: made in a thread)."""

@@ -104,12 +104,12 @@ class SentinelRedisStore(RedisStore):
             url,
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_connect_timeout,
+            max_connections=max_connections,
             max_value_size=max_value_size,
             client=primary,
             replica=replica,
         )
         self._servers = {**servers, **connection}
-        self.max_connections = max_connections
         self.replica_reads = replica_reads
         self.sentinel_password = sentinel_password
         self.timeouts = {
@@ -121,7 +121,8 @@ class SentinelRedisStore(RedisStore):
         return True
 
     def new_twin(self) -> AsyncRedisStore:
-        """The twin on redis.asyncio's Sentinel client (see :mod:`.redis_sentinel_async`)."""
+        """The twin on redis.asyncio's Sentinel client
+        (see :mod:`mcache.stores.redis.sentinel_async`)."""
         from mcache.stores.redis.sentinel_async import AsyncSentinelRedisStore
 
         return AsyncSentinelRedisStore(self)

@@ -58,6 +58,7 @@ class RedisSteps:
     """The :class:`~mcache.contract.store.Store` contract on Redis, as steps (see the module)."""
 
     max_value_size: int
+    _flush_options: dict[str, Any] = {}
 
     def _check_size(self, key: str, value: bytes) -> None:
         if len(value) > self.max_value_size:
@@ -215,3 +216,8 @@ class RedisSteps:
         if ttl == 0:
             return bool((yield Scripted(lua.PERSIST, [key], [], key)))
         return bool((yield Command(lambda client: client.expire(key, ttl), key)))
+
+    def flush_steps(self) -> Steps[None]:
+        """Empty this store's database (``FLUSHDB``), not the whole server; a cluster's
+        every primary (their replicas follow)."""
+        yield Command(lambda client: client.flushdb(**self._flush_options))

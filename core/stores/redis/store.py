@@ -151,10 +151,6 @@ class RedisStore(RedisSteps, SteppedStore):
         """Return the estimated number of distinct members across HyperLogLogs ``keys``."""
         return run_steps(self.pfcount_steps(keys), self._perform)
 
-    def flush(self) -> None:
-        """Empty this store's database (``FLUSHDB``), not the whole server."""
-        self._run(self._redis.flushdb)
-
     def stats(self) -> dict[str, dict[str, int | float | str]]:
         """Return ``INFO`` mapped to memcached's field names, keyed by ``host:port/db``."""
         return info_stats(self._redis, self._run)
@@ -167,13 +163,14 @@ class RedisStore(RedisSteps, SteppedStore):
 
     def invalidation_feed(self, prefixes: list[str], listener: Listener) -> InvalidationFeed:
         """Return a feed of the invalidations Redis pushes for keys under ``prefixes``
-        (for a near cache: see :mod:`.redis_tracking`), on the server reads go to."""
+        (for a near cache: see :mod:`mcache.stores.redis.tracking`), on the server reads go to."""
         pool = self._reader.connection_pool
         options = {**pool.connection_kwargs, "protocol": 2}
         return InvalidationFeed(lambda: pool.connection_class(**options), prefixes, listener)
 
     def asynchronous(self) -> AsyncRedisStore | None:
-        """Return this store's async twin on the same servers (see :mod:`.redis_async`).
+        """Return this store's async twin on the same servers
+        (see :mod:`mcache.stores.redis.async_store`).
 
         None for a store given its client: async callers reach it through a
         worker thread (the twin cannot copy a client it did not make).

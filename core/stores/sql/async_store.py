@@ -2,7 +2,7 @@
 
 :class:`AsyncSqlStore` is a PostgreSQL :class:`~mcache.stores.sql.store.SqlStore`'s
 async twin. It performs the very steps the sync store performs
-(:mod:`.sql_steps`: the same statements, validation and answers), awaiting each
+(:mod:`mcache.stores.sql.steps`: the same statements, validation and answers), awaiting each
 statement on the running loop instead of blocking a thread.
 
 An asyncio connection belongs to the loop that opened it, so the twin keeps

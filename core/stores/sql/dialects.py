@@ -68,6 +68,11 @@ def check_table_name(name: str) -> str:
     return name
 
 
+def _statement(sql: str) -> functools.cached_property[str]:
+    """A statement of :class:`Dialect`, written with ``%s``: its own, made on first use."""
+    return functools.cached_property(lambda dialect: dialect._(sql))
+
+
 @dataclasses.dataclass(frozen=True)
 class Dialect:
     """Every statement the store runs, for one database and one table.
@@ -89,30 +94,24 @@ class Dialect:
         sql = sql.format(t=self.table, live=_LIVE, columns=_COLUMNS)
         return sql if self.placeholder == "%s" else sql.replace("%s", self.placeholder)
 
-    @functools.cached_property
-    def get(self) -> str:
-        return self._("SELECT value FROM {t} WHERE key = %s AND {live}")
+    get = _statement("SELECT value FROM {t} WHERE key = %s AND {live}")
 
     def get_many(self, count: int) -> str:
         return self._(
             f"SELECT key, value, expires_at FROM {{t}} WHERE key IN ({_marks(count)}) AND {{live}}"
         )
 
-    @functools.cached_property
-    def gets(self) -> str:
-        return self._("SELECT value, version FROM {t} WHERE key = %s AND {live}")
+    gets = _statement("SELECT value, version FROM {t} WHERE key = %s AND {live}")
 
     def upsert(self, count: int) -> str:
         rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * count)
         return self._(_UPSERT.replace("{rows}", rows))
 
-    @functools.cached_property
-    def add(self) -> str:
-        """Insert, or replace a row that has expired: one winner among racing callers."""
-        return self._(
-            _UPSERT.replace("{rows}", "(%s, %s, %s, %s, %s, %s)")
-            + " WHERE {t}.expires_at <> 0 AND {t}.expires_at <= %s"
-        )
+    # Insert, or replace a row that has expired: one winner among racing callers.
+    add = _statement(
+        _UPSERT.replace("{rows}", "(%s, %s, %s, %s, %s, %s)")
+        + " WHERE {t}.expires_at <> 0 AND {t}.expires_at <= %s"
+    )
 
     @functools.cached_property
     def append(self) -> str:
@@ -126,74 +125,52 @@ class Dialect:
     def decr(self) -> str:
         return self._(self.decr_sql)
 
-    @functools.cached_property
-    def exists(self) -> str:
-        return self._("SELECT 1 FROM {t} WHERE key = %s AND {live}")
+    exists = _statement("SELECT 1 FROM {t} WHERE key = %s AND {live}")
 
-    @functools.cached_property
-    def cas(self) -> str:
-        return self._(
-            "UPDATE {t} SET value = %s, version = %s, expires_at = %s, used_at = %s, size = %s"
-            " WHERE key = %s AND version = %s AND {live}"
-        )
+    cas = _statement(
+        "UPDATE {t} SET value = %s, version = %s, expires_at = %s, used_at = %s, size = %s"
+        " WHERE key = %s AND version = %s AND {live}"
+    )
 
-    @functools.cached_property
-    def cas_delete(self) -> str:
-        return self._("DELETE FROM {t} WHERE key = %s AND version = %s AND {live}")
+    cas_delete = _statement("DELETE FROM {t} WHERE key = %s AND version = %s AND {live}")
 
-    @functools.cached_property
-    def delete(self) -> str:
-        return self._("DELETE FROM {t} WHERE key = %s RETURNING expires_at")
+    delete = _statement("DELETE FROM {t} WHERE key = %s RETURNING expires_at")
 
     def delete_many(self, count: int) -> str:
         return self._(f"DELETE FROM {{t}} WHERE key IN ({_marks(count)})")
 
-    @functools.cached_property
-    def touch(self) -> str:
-        return self._("UPDATE {t} SET expires_at = %s WHERE key = %s AND {live}")
+    touch = _statement("UPDATE {t} SET expires_at = %s WHERE key = %s AND {live}")
 
-    @functools.cached_property
-    def flush(self) -> str:
-        return self._(f"DELETE FROM {{t}} WHERE key <> '{SCHEMA_KEY}'")
+    flush = _statement(f"DELETE FROM {{t}} WHERE key <> '{SCHEMA_KEY}'")
 
     # -- upkeep -------------------------------------------------------------------------
 
-    @functools.cached_property
-    def schema(self) -> str:
-        return self._(f"SELECT {_COLUMNS} FROM {{t}} WHERE key = %s")
+    schema = _statement(f"SELECT {_COLUMNS} FROM {{t}} WHERE key = %s")
 
-    @functools.cached_property
-    def sweep_expired(self) -> str:
-        return self._(
-            "DELETE FROM {t} WHERE key IN (SELECT key FROM {t}"
-            " WHERE expires_at > 0 AND expires_at <= %s ORDER BY expires_at LIMIT %s)"
-        )
+    sweep_expired = _statement(
+        "DELETE FROM {t} WHERE key IN (SELECT key FROM {t}"
+        " WHERE expires_at > 0 AND expires_at <= %s ORDER BY expires_at LIMIT %s)"
+    )
 
     def mark_used(self, count: int) -> str:
         return self._(
             f"UPDATE {{t}} SET used_at = %s WHERE key IN ({_marks(count)}) AND used_at < %s"
         )
 
-    @functools.cached_property
-    def evict(self) -> str:
-        return self._(
-            "DELETE FROM {t} WHERE key IN (SELECT key FROM {t}"
-            f" WHERE used_at < {RESERVED_USE} ORDER BY used_at LIMIT %s)"
-        )
+    evict = _statement(
+        "DELETE FROM {t} WHERE key IN (SELECT key FROM {t}"
+        f" WHERE used_at < {RESERVED_USE} ORDER BY used_at LIMIT %s)"
+    )
 
-    @functools.cached_property
-    def sample(self) -> str:
-        """Rows and bytes among the rows whose random version is below a bound."""
-        return self._(
-            f"SELECT count(*), coalesce(sum(size), 0) FROM {{t}}"
-            f" WHERE version < %s AND used_at < {RESERVED_USE}"
-        )
+    # Rows and bytes among the rows whose random version is below a bound.
+    sample = _statement(
+        f"SELECT count(*), coalesce(sum(size), 0) FROM {{t}}"
+        f" WHERE version < %s AND used_at < {RESERVED_USE}"
+    )
 
-    @functools.cached_property
-    def count_all(self) -> str:
-        return self._(
-            f"SELECT count(*), coalesce(sum(size), 0) FROM {{t}} WHERE used_at < {RESERVED_USE}"
-        )
+    count_all = _statement(
+        f"SELECT count(*), coalesce(sum(size), 0) FROM {{t}} WHERE used_at < {RESERVED_USE}"
+    )
 
 
 def _marks(count: int) -> str:

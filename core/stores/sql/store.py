@@ -124,7 +124,7 @@ class SqlStore(SqlSteps, SteppedStore):
         return operation.run()
 
     def asynchronous(self) -> AsyncSqlStore | None:
-        """Return the async twin (PostgreSQL's, see :mod:`.sql_async`), or None.
+        """Return the async twin (PostgreSQL's, see :mod:`mcache.stores.sql.async_store`), or None.
 
         SQLite and a Django ``db:`` alias have none: async callers reach them
         through a worker thread.

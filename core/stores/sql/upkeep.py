@@ -58,7 +58,7 @@ class Upkeep:
         self.batch = batch
         self.thread = thread
         self._sweeping = threading.Lock()
-        self.counts = {"expired": 0, "evicted": 0, "sweeps": 0, "batches": 0}
+        self.counts = {"expired": 0, "evicted": 0}
         self._read: set[str] = set()
         self._writes = 0
         self._wake = threading.Event()
@@ -138,7 +138,6 @@ class Upkeep:
         done.update(expired=expired, batches=batches)
         evicted, batches = self._evict()
         done["evicted"], done["batches"] = evicted, done["batches"] + batches
-        self.counts["sweeps"] += 1
         return done
 
     def _mark_used(self) -> int:
@@ -166,7 +165,6 @@ class Upkeep:
             params = (self.store.now_ms(), self.batch) if expired else (self.batch,)
             count = self.store.run(sql, params).rowcount
             deleted, batches = deleted + count, batches + 1
-            self.counts["batches"] += 1
             self.counts["expired" if expired else "evicted"] += count
             if count < self.batch:
                 break

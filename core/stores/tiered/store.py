@@ -29,7 +29,7 @@ Two kinds of hot tier:
 
 Every operation is written once, as steps that yield each tier's calls
 (:class:`~mcache.sansio.steps.StoreCall`): the store calls its tiers, its async twin
-(:mod:`.tiered_async`) awaits each tier's own twin.
+(:mod:`mcache.stores.tiered.async_store`) awaits each tier's own twin.
 """
 
 from __future__ import annotations
@@ -180,11 +180,6 @@ class TieredStore(SteppedStore):
         except StoreUnavailable:
             value = NO_VALUE
         if value is not NO_VALUE:
-            return value  # type: ignore[no-any-return]
-        if not self._cold_tells_time:
-            value = yield StoreCall(self.cold, "get", (key,))
-            if value is not NO_VALUE:
-                yield from self._copy_steps(key, value, None, filling=True)
             return value  # type: ignore[no-any-return]
         found = (yield from self._from_cold_steps([key])).get(key)
         return NO_VALUE if found is None else found[0]

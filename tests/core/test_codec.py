@@ -54,6 +54,9 @@ class Point:
     def __init__(self, x: int, y: int) -> None:
         self.x, self.y = x, y
 
+    def __repr__(self) -> str:  # a test id, the same in every process (pytest -n)
+        return f"Point({self.x}, {self.y})"
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Point) and (self.x, self.y) == (other.x, other.y)
 
@@ -466,7 +469,7 @@ def test_msgpack_missing_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"serializer": object()},
+        {"serializer": Point(1, 2)},  # no serializer
         {"compress_threshold": -1},
         {"compress_threshold": "1k"},
         {"compress_level": 10},

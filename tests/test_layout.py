@@ -88,3 +88,60 @@ def test_every_dotted_name_the_docs_give_exists(page: str, name: str) -> None:
     if method != name and hasattr(Cache, method):
         return  # Flask's extension, conventionally named mcache: its .cache is a Cache
     assert resolves(name), f"{page} names {name}, which does not import"
+
+
+ROLE = re.compile(r":(?:mod|class|func|meth|attr|data|exc):`~?([\w.]+)`")
+PACKAGES = {"mcache": ROOT / "core", "django_mcache": ROOT / "django_mcache"}
+PACKAGES["flask_mcache"] = ROOT / "flask_mcache"
+
+
+def module_names() -> list[str]:
+    names = []
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = [package, *path.relative_to(folder).with_suffix("").parts]
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return sorted(names)
+
+
+def cross_references() -> list[tuple[str, str]]:
+    found = set()
+    for folder in PACKAGES.values():
+        for path in sorted(folder.rglob("*.py")):
+            for target in ROLE.findall(path.read_text(encoding="utf-8")):
+                if target.startswith(".") or target.split(".")[0] in PACKAGES:
+                    found.add((str(path.relative_to(ROOT)), target))
+    return sorted(found)
+
+
+def resolves_or_declared(name: str) -> bool:
+    """:func:`resolves`, where an attribute may also be declared only (a dataclass field,
+    a protocol's annotation, a slot) and have no value on the class."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(found, attribute):
+                declared = {
+                    *getattr(found, "__annotations__", {}),
+                    *getattr(found, "__slots__", ()),
+                }
+                return attribute in declared
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+@pytest.mark.parametrize(("path", "target"), cross_references())
+def test_every_cross_reference_in_a_docstring_resolves(path: str, target: str) -> None:
+    """``:mod:`mcache.x``` names a module that exists; ``:class:`.x.Y``` one of some module
+    whose name ends so (as Sphinx resolves a relative reference)."""
+    if target.startswith("."):
+        assert any(resolves_or_declared(m + target) for m in module_names()), (
+            f"{path} refers to {target}, which no module has"
+        )
+    else:
+        assert resolves_or_declared(target), f"{path} refers to {target}, which does not import"

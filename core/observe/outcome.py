@@ -60,7 +60,7 @@ it. Adapters set it to False before ``get_or_build`` and read it after (see
 the page path, :func:`mcache.web.page.serve_steps`)."""
 
 UNCACHED: ContextVar[str] = ContextVar("mcache_uncached", default="")
-"""The reason (:attr:`mcache.errors.Uncacheable.reason`) of the value ``get_or_build``
+"""The reason (the ``reason`` of :class:`mcache.errors.Uncacheable`) of the value ``get_or_build``
 last handed back to the current context without storing it. Adapters set it to ""
 before the call and read it after, as :data:`STORE_FAILED`."""
 

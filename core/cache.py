@@ -17,6 +17,7 @@ tags in :mod:`mcache.model.tags`, locks in :mod:`mcache.engine.lock`.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Iterable
@@ -24,7 +25,6 @@ from typing import Any, TypeVar
 
 from mcache.clock import Clock, system_clock
 from mcache.contract.store import Store
-from mcache.counter_factories import CounterFactories
 from mcache.engine.build import Builder, BuildOptions
 from mcache.engine.lock import Lock
 from mcache.engine.options import (
@@ -43,9 +43,10 @@ from mcache.engine.reading import Reader
 from mcache.engine.rebuild import register
 from mcache.engine.renewal import renewer
 from mcache.errors import ConfigError, InvalidKey, MCacheError
-from mcache.features.counters import ViewCounter
+from mcache.features.counters import Counter, ViewCounter
 from mcache.features.memoize import Memoized, memoize
 from mcache.features.raw_keys import RawKeys
+from mcache.features.visitors import OnlineCounter, VisitorCounter
 from mcache.logs import FailureLog
 from mcache.memo import BoundedMemo
 from mcache.model.codec import Codec
@@ -55,7 +56,7 @@ from mcache.model.tags import Tags
 from mcache.observe.events import Observer, observers_named
 from mcache.observe.stats import CacheStats
 from mcache.observe.trace import Tracer
-from mcache.plain_operations import PlainOperations, arun_observed, run_observed
+from mcache.plain_operations import PlainOperations
 from mcache.refreshers import Refresher, ThreadPoolRefresher, refresher_named
 from mcache.sansio.steps import Steps, aperform, arun_steps, perform, run_steps
 from mcache.stores.url import from_url
@@ -68,12 +69,11 @@ Key = str | tuple[Any, ...]
 """A cache key: a string, or a tuple of call parameters."""
 
 
-class Cache(PlainOperations, CounterFactories):
+class Cache(PlainOperations):
     """A namespace of cached values on one store.
 
     The plain operations (``get``, ``set``, ``add``, … and their awaitable
-    ``aget``, ``aset``, …) come from :class:`~mcache.plain_operations.PlainOperations`,
-    the counters from :class:`~mcache.counter_factories.CounterFactories`.
+    ``aget``, ``aset``, …) come from :class:`~mcache.plain_operations.PlainOperations`.
     """
 
     def __init__(
@@ -174,8 +174,8 @@ class Cache(PlainOperations, CounterFactories):
             refresher or ThreadPoolRefresher(),
             may_store or _always,
             coherence,
+            int(duration(replication_lag, "replication_lag") * 1000),
         )
-        self.parts.replication_lag_ms = int(duration(replication_lag, "replication_lag") * 1000)
         if near is not None and self.shared is self.store:
             coherence.follow_store(self.store, namespace)
         if name is not None:
@@ -298,11 +298,9 @@ class Cache(PlainOperations, CounterFactories):
             self.defaults, self._stale_ttl, ttl, stale_ttl, wait, lock_timeout, refresh,
             early_refresh, stale_wait,
         )  # fmt: skip
-        store_key, names = self._store_key(key), tag_list(tags)
-        steps = self.builder.get_or_build_steps(store_key, build, names, options)
-        if self.counts.observers:
-            return run_observed(self.counts, "get_or_build", store_key, names, steps)
-        return run_steps(steps, perform)
+        names = tag_list(tags)
+        steps = self.builder.get_or_build_steps(self._store_key(key), build, names, options)
+        return self._run("get_or_build", key, steps, names)
 
     async def aget_or_build(
         self,
@@ -330,11 +328,9 @@ class Cache(PlainOperations, CounterFactories):
             self.defaults, self._stale_ttl, ttl, stale_ttl, wait, lock_timeout, refresh,
             early_refresh, stale_wait,
         )  # fmt: skip
-        store_key, names = self._store_key(key), tag_list(tags)
-        if self.counts.observers:
-            steps = self.builder.get_or_build_steps(store_key, build, names, options)
-            return await arun_observed(self.counts, "aget_or_build", store_key, names, steps)
-        return await self.builder.aget_or_build(store_key, build, names, options)
+        names = tag_list(tags)
+        steps = self.builder.get_or_build_steps(self._store_key(key), build, names, options)
+        return await self._arun("aget_or_build", key, steps, names)
 
     def get_or_build_steps(
         self, key: Key, build: Callable[[], Any], options: BuildOptions, tags: TagsArg = None
@@ -409,6 +405,40 @@ class Cache(PlainOperations, CounterFactories):
         """
         key = make_key(self.namespace, "lock", name)
         return Lock(self.shared, key, timeout or self.defaults.lock_timeout, wait, renewer)
+
+    # -- counters, built on the cache's parts: its store, namespace and fail-open policy --
+
+    def counter(self, name: str, ttl: int = 0) -> Counter:
+        """Return the atomic counter ``name``."""
+        return Counter(self.parts, name, ttl)
+
+    def view_counter(
+        self, name: str, initial: Callable[[Any], int] | None = None, ttl: int = 0
+    ) -> ViewCounter:
+        """Return view counts per object, seeded by ``initial(ident)`` from the database.
+
+        One instance per name and cache, so the objects it counted are recorded
+        for ``flush`` however often it is asked for; what it holds is also
+        recorded when the process exits.
+        """
+        with self._registry_lock:
+            counter = self._view_counters.get(name)
+            if counter is None:
+                counter = self._view_counters[name] = ViewCounter(self.parts, name, initial, ttl)
+                atexit.register(counter.push)
+            elif initial is not None:
+                counter.initial = initial
+            return counter
+
+    def online_counter(
+        self, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
+    ) -> OnlineCounter:
+        """Return the count of visitors seen in the last ``window`` seconds."""
+        return OnlineCounter(self.parts, name, window, slots, unique)
+
+    def visitor_counter(self, name: str, period: int = 3600) -> VisitorCounter:
+        """Return visits per ``period`` (current and previous period)."""
+        return VisitorCounter(self.parts, name, period)
 
     # -- reports --------------------------------------------------------------------------------
 

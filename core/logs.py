@@ -32,14 +32,9 @@ class FailureLog:
         self._last: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
 
-    def warning(
-        self, kind: str, message: str, *args: object, exc: BaseException | None = None
-    ) -> bool:
-        """Log ``message`` unless ``kind`` was logged within the interval; return whether it was."""
-        return self.log(kind, message, *args, exc=exc)
-
     def log(self, kind: str, message: str, *args: object, exc: BaseException | None = None) -> bool:
-        """:meth:`warning`, at this log's level."""
+        """Log ``message`` at this log's level unless ``kind`` was logged within the interval;
+        return whether it was."""
         now = time.monotonic()
         with self._lock:
             last = self._last.get(kind)
@@ -53,6 +48,8 @@ class FailureLog:
             args = (*args, suppressed)
         self._log.log(self._level, message, *args, exc_info=exc)
         return True
+
+    warning = log  # the default level is WARNING
 
     def reset(self) -> None:
         """Forget what was logged, so the next failure of each kind is logged again."""

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from mcache.model.codec import Codec
     from mcache.observe.stats import CacheStats
 
-__all__ = ["PlainOperations", "arun_observed", "run_observed"]
+__all__ = ["PlainOperations"]
+
+_NO_TAGS: list[str] = []  # read-only
 
 T = TypeVar("T")
 Key = str | tuple[Any, ...]
@@ -46,19 +48,26 @@ class PlainOperations:
 
         def _store_key(self, key: Key) -> str: ...
         def _ttl(self, ttl: float | None) -> int: ...
-        def store_failed(self, operation: str, error: BaseException) -> None: ...
 
     # -- driving, observed when something watches ---------------------------------------------
 
-    def _run(self, operation: str, key: Key | None, steps: Steps[T]) -> T:
-        if not self.counts.observers:
+    def _run(
+        self, operation: str, key: Key | None, steps: Steps[T], tags: list[str] = _NO_TAGS
+    ) -> T:
+        counts = self.counts
+        if not counts.observers:
             return run_steps(steps, perform)
-        return run_observed(self.counts, operation, self._named(key), [], steps)
+        with observed_call(counts.observers, counts.origin, operation, self._named(key), tags):
+            return run_steps(steps, perform)
 
-    async def _arun(self, operation: str, key: Key | None, steps: Steps[T]) -> T:
-        if not self.counts.observers:
+    async def _arun(
+        self, operation: str, key: Key | None, steps: Steps[T], tags: list[str] = _NO_TAGS
+    ) -> T:
+        counts = self.counts
+        if not counts.observers:
             return await arun_steps(steps, aperform)
-        return await arun_observed(self.counts, operation, self._named(key), [], steps)
+        with observed_call(counts.observers, counts.origin, operation, self._named(key), tags):
+            return await arun_steps(steps, aperform)
 
     def _named(self, key: Key | None) -> str:
         """Return the store key an observer is told of (``*`` for a call on several keys)."""
@@ -176,12 +185,8 @@ class PlainOperations:
         arguments = (store_key, data, seconds)
         if (yield from self._guarded_steps("add", "add", arguments, False, (store_key,))):
             return True
-        try:
-            replace = self.builder.writer.replace_unreadable_steps(store_key, data, seconds)
-            return (yield from replace)
-        except (StoreUnavailable, ValueTooLarge) as error:
-            self.parts.store_failed("add", error)
-            return False
+        replace = self.builder.writer.replace_unreadable_steps(store_key, data, seconds)
+        return (yield from self.parts.store_steps("add", replace, False))
 
     def unwrap(self, key: Key, ttl: float | None = None) -> bool:
         """Store an entry's int value plainly, so ``incr`` can count it; ``True`` if done.
@@ -201,10 +206,8 @@ class PlainOperations:
         """:meth:`unwrap`, as steps: for an adapter that composes it into steps of its own."""
         store_key, seconds = self._store_key(key), self._ttl(ttl)
         try:
-            return (yield from self.builder.writer.unwrap_steps(store_key, seconds))
-        except (StoreUnavailable, ValueTooLarge) as error:
-            self.parts.store_failed("set", error)
-            return False
+            unwrap = self.builder.writer.unwrap_steps(store_key, seconds)
+            return (yield from self.parts.store_steps("set", unwrap, False))
         finally:
             self.parts.wrote((store_key,))  # after the write: a read racing it keeps nothing
 
@@ -299,20 +302,3 @@ class PlainOperations:
         finally:
             if writes is not False:
                 self.parts.wrote(writes)
-
-
-def run_observed(
-    counts: CacheStats, operation: str, store_key: str, tags: list[str], steps: Steps[T]
-) -> T:
-    """Run ``steps`` as one call its cache's observers are told of (see
-    :mod:`mcache.observe.events`)."""
-    with observed_call(counts.observers, counts.origin, operation, store_key, tags):
-        return run_steps(steps, perform)
-
-
-async def arun_observed(
-    counts: CacheStats, operation: str, store_key: str, tags: list[str], steps: Steps[T]
-) -> T:
-    """:func:`run_observed`, awaited."""
-    with observed_call(counts.observers, counts.origin, operation, store_key, tags):
-        return await arun_steps(steps, aperform)

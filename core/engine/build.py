@@ -36,7 +36,7 @@ enclosing entry be stored already stale.
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -58,8 +58,6 @@ from mcache.sansio.steps import (
     Shielded,
     Steps,
     Wait,
-    aperform,
-    arun_steps,
     perform,
     run_steps,
 )
@@ -95,13 +93,6 @@ class Builder:
         self.refreshes = SingleFlight()  # stale rebuilds: the others serve stale meanwhile
 
     # -- the two drivers --------------------------------------------------------------------------
-
-    async def aget_or_build(
-        self, key: str, build: Callable[[], Awaitable[Any]], tags: list[str], o: BuildOptions
-    ) -> Any:
-        """The read path with a coroutine builder, awaited on the caller's loop (the sync one
-        runs the same steps through the facade, which observes the call)."""
-        return await arun_steps(self.get_or_build_steps(key, build, tags, o), aperform)
 
     def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
         """Build, store the entry and free the lock, now (a refresher's, or a forced, rebuild)."""
@@ -350,7 +341,7 @@ class Builder:
             if (yield Wait(flight, call.options.wait)) and flight.answered():
                 return (yield from self.outcome_of_steps(flight, call))
             self.parts.counts.add("wait_timeouts", key=call.key)
-            flight, leader = self.flights.take_over(call.key, flight)
+            flight, leader = self.flights.join(call.key, flight)
             if not leader:
                 if (yield Wait(flight, call.options.lock_timeout)) and flight.answered():
                     return (yield from self.outcome_of_steps(flight, call))

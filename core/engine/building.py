@@ -12,9 +12,8 @@ read path (see :mod:`mcache.sansio.steps`).
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mcache.engine.call import Call, ServedStale
@@ -23,7 +22,6 @@ from mcache.engine.lock import Lock
 from mcache.errors import Uncacheable
 from mcache.model.dependencies import collecting, merged, report
 from mcache.model.entry import Entry
-from mcache.observe.events import BuildWatch
 from mcache.sansio.steps import CallBuilder, Shielded, Steps, StoreCall
 
 if TYPE_CHECKING:
@@ -74,16 +72,10 @@ class Building:
         return None
 
     def run_build_steps(self, call: Call, stale: Entry | None) -> Steps[Any]:
-        """Call the builder, collecting what it reads; on an error serve ``stale`` or re-raise."""
-        with self.building(call, stale):
-            return (yield CallBuilder(call.build))
+        """Call the builder, with what every build needs around it.
 
-    @contextlib.contextmanager
-    def building(self, call: Call, stale: Entry | None) -> Iterator[None]:
-        """Run a build in the block, with what every build needs around it.
-
-        What the block reads is collected into ``call.depends`` and ``call.stale``;
-        an exception serves ``stale`` (as :class:`ServedStale`) or goes on up.
+        What it reads is collected into ``call.depends`` and ``call.stale``; an
+        exception serves ``stale`` (as :class:`ServedStale`) or goes on up.
         """
         started = time.monotonic()
         parts = self.parts
@@ -94,35 +86,32 @@ class Building:
                 collecting(parts.tags.scope) as found,
                 reading_primary_after(parts.clock, newest, parts.replication_lag_ms),
             ):
-                yield
+                value = yield CallBuilder(call.build)
         except Uncacheable:
-            _ended(watch, "uncacheable")
-            report(self.parts.tags.scope, merged(call.versions, found.versions), found.stale)
+            watch.end("uncacheable")
+            report(parts.tags.scope, merged(call.versions, found.versions), found.stale)
             raise  # not a failure: the builder's value is for its caller alone
         except Exception as error:
-            _ended(watch, "error" if stale is None else "stale-served")
-            self.build_failed(call.key, error)
+            watch.end("error" if stale is None else "stale-served")
+            parts.counts.add("build_errors", key=call.key)
+            parts.trace(call.key, "E")
             call.failed = True
             if stale is None:
                 raise
-            self.parts.failures.warning(
+            parts.failures.warning(
                 "build.error", "building %r failed, serving its stale value: %r", call.key, error
             )
             raise ServedStale(self.serve_stale(call, stale)) from error
         except BaseException:
-            _ended(watch, "cancelled")
+            watch.end("cancelled")
             raise
-        _ended(watch, "built")
-        self.parts.counts.add("builds", key=call.key)
+        watch.end("built")
+        parts.counts.add("builds", key=call.key)
         call.built = True
         call.build_ms = int((time.monotonic() - started) * 1000)
         call.depends = merged(call.versions, found.versions)
         call.stale = found.stale
-
-    def build_failed(self, key: str, error: Exception) -> None:
-        """Count and trace a build that raised."""
-        self.parts.counts.add("build_errors", key=key)
-        self.parts.trace(key, "E")
+        return value
 
     def build_and_store_steps(
         self, call: Call, lock: Lock | None, stale: Entry | None
@@ -158,8 +147,3 @@ class Building:
     def let_go(self, call: Call, lock: Lock | None) -> Callable[[Any], Steps[None]]:
         """Return what frees a lock or lease won for an async caller cancelled meanwhile."""
         return lambda won: self.writer.let_go(call.key, won, lock)
-
-
-def _ended(watch: BuildWatch | None, outcome: str) -> None:
-    if watch is not None:
-        watch.end(outcome)

@@ -42,14 +42,11 @@ class Flight:
 
     def fail(self, error: BaseException) -> None:
         """Publish a leader's exception; a cancellation or interrupt means "take over"."""
-        self.finish(error=error if isinstance(error, Exception) else LeaderGone())
+        self.future.set_exception(error if isinstance(error, Exception) else LeaderGone())
 
-    def finish(self, value: Any = None, error: BaseException | None = None) -> None:
-        """Publish the outcome and wake the waiters."""
-        if error is not None:
-            self.future.set_exception(error)
-        else:
-            self.future.set_result(value)
+    def finish(self, value: Any) -> None:
+        """Publish the leader's value and wake the waiters."""
+        self.future.set_result(value)
 
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; return whether the outcome is there."""
@@ -79,21 +76,12 @@ class SingleFlight:
         self._flights: dict[str, Flight] = {}
         self._lock = threading.Lock()
 
-    def join(self, key: str) -> tuple[Flight, bool]:
-        """Return the key's flight and whether the caller is its leader."""
-        with self._lock:
-            flight = self._flights.get(key)
-            if flight is not None:
-                return flight, False
-            flight = self._flights[key] = Flight()
-            return flight, True
+    def join(self, key: str, stalled: Flight | None = None) -> tuple[Flight, bool]:
+        """Return the key's flight and whether the caller is its leader.
 
-    def take_over(self, key: str, stalled: Flight) -> tuple[Flight, bool]:
-        """Start a new flight in place of one that ran too long; return it and whether led.
-
-        Of several followers that give up on the same flight, the first leads the
-        new one and the others follow it: a stalled leader costs one extra call,
-        not one per thread.
+        ``stalled``: a flight that ran too long, to be replaced. Of several followers
+        that give up on the same flight, the first leads the new one and the others
+        follow it: a stalled leader costs one extra call, not one per thread.
         """
         with self._lock:
             current = self._flights.get(key)
@@ -101,11 +89,6 @@ class SingleFlight:
                 return current, False
             flight = self._flights[key] = Flight()
             return flight, True
-
-    def claim(self, key: str) -> Flight | None:
-        """Lead a new flight for ``key``, or return None when one is under way."""
-        flight, leader = self.join(key)
-        return flight if leader else None
 
     def leave(self, key: str, flight: Flight) -> None:
         """Retire the leader's flight so the next caller starts afresh."""

@@ -30,29 +30,20 @@ from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
 if TYPE_CHECKING:
     from mcache.engine.renewal import LockRenewer
 
-__all__ = ["Lock", "backoff_delays", "pauses"]
-
-
-def backoff_delays(first: float = 0.01, cap: float = 0.1) -> Iterator[float]:
-    """Yield jittered, doubling sleeps: the first within 10-20 ms, none over ``cap``."""
-    delay = first
-    while True:
-        yield min(random.uniform(delay, delay * 2), cap)
-        delay = min(delay * 2, cap)
+__all__ = ["Lock", "pauses"]
 
 
 def pauses(seconds: float, cap: float = 0.05) -> Iterator[float]:
-    """Yield jittered, doubling sleeps (none over ``cap``) that together last ``seconds`` at most.
+    """Yield jittered, doubling sleeps (the first within 10-20 ms, none over ``cap``) that
+    together last ``seconds`` at most.
 
     For callers that poll the store for what another caller is building: the
     sync driver sleeps them, the async one awaits them.
     """
-    deadline = time.monotonic() + seconds
-    for delay in backoff_delays(cap=cap):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        yield min(delay, remaining)
+    deadline, delay = time.monotonic() + seconds, 0.01
+    while (remaining := deadline - time.monotonic()) > 0:
+        yield min(random.uniform(delay, delay * 2), cap, remaining)
+        delay = min(delay * 2, cap)
 
 
 class Lock:

@@ -11,6 +11,7 @@ algorithm, never the reverse (the layers in ``docs/layout.md``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from mcache.errors import StoreUnavailable, ValueTooLarge
@@ -34,6 +35,7 @@ __all__ = ["CacheParts"]
 T = TypeVar("T")
 
 
+@dataclass(eq=False, repr=False)
 class CacheParts:
     """One cache's collaborators, and the policy every store call of the algorithm follows.
 
@@ -41,47 +43,34 @@ class CacheParts:
     after start-up (a framework adapter sets them); the rest are fixed.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        shared: Store,
-        namespace: str,
-        codec: Codec,
-        clock: Clock,
-        tags: Tags,
-        counts: CacheStats,
-        tracer: Tracer,
-        failures: FailureLog,
-        refresher: Refresher,
-        may_store: Callable[[], bool],
-        coherence: Coherence,
-    ) -> None:
-        self.store = store
-        self.traits = store.traits
+    store: Store
+    shared: Store
+    """Where locks, tags and counters live: the store itself, or a tiered store's
+    shared tier (every process must see them)."""
+    namespace: str
+    codec: Codec
+    clock: Clock
+    tags: Tags
+    counts: CacheStats
+    tracer: Tracer
+    failures: FailureLog
+    refresher: Refresher
+    may_store: Callable[[], bool]
+    """Asked before a build is stored: a framework says no while the caller's
+    database transaction holds uncommitted writes."""
+    coherence: Coherence
+    """Told of every key this process writes, so near copies and local tag versions
+    never outlive it (see :mod:`mcache.model.near`)."""
+    replication_lag_ms: int = 0
+    """How far behind its primary a database replica may be: a rebuild set off by a
+    younger tag bump reads the primary (:mod:`mcache.engine.fresh_reads`); 0: off."""
+    locator: str | None = None
+    """How a queue worker finds this cache again (see :mod:`mcache.engine.rebuild`)."""
+
+    def __post_init__(self) -> None:
+        self.traits = self.store.traits
         """What the store can do beyond the contract, read once (see ``StoreTraits``)."""
-        self.shared = shared
-        """Where locks, tags and counters live: the store itself, or a tiered store's
-        shared tier (every process must see them)."""
-        self.namespace = namespace
-        self.codec = codec
-        self.clock = clock
-        self.tags = tags
-        self.counts = counts
-        self.tracer = tracer
-        self.failures = failures
-        self.refresher = refresher
-        self.may_store = may_store
-        """Asked before a build is stored: a framework says no while the caller's
-        database transaction holds uncommitted writes."""
-        self.replication_lag_ms = 0
-        """How far behind its primary a database replica may be: a rebuild set off by a
-        younger tag bump reads the primary (:mod:`mcache.engine.fresh_reads`); 0: off."""
-        self.locator: str | None = None
-        """How a queue worker finds this cache again (see :mod:`mcache.engine.rebuild`)."""
-        self.coherence = coherence
-        """Told of every key this process writes, so near copies and local tag versions
-        never outlive it (see :mod:`mcache.model.near`)."""
-        self.near: NearCache | None = coherence.near
+        self.near: NearCache | None = self.coherence.near
         """Hot entries kept in this process, or None (``near_ttl`` not set)."""
 
     def wrote(self, keys: Iterable[str] | None) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import NO_VALUE, LeaseBid, NoValueType, StaleClaim
 from mcache.errors import MCacheError
-from mcache.memo import BoundedMemo
+from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 from mcache.model.dependencies import report
 from mcache.model.entry import Entry, is_placeholder
 from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Reader"]
 
-Versions = dict[str, int]
-_REMEMBERED = 65536  # keys whose other tags a process keeps before starting afresh
 _NONE: dict[str, int] = {}  # read-only: returned where there are no versions at all
 _Plan = tuple[list[str], list["Slot"], list["Slot"], list[str]]  # tags, slots, wanted, keys
 
@@ -38,10 +36,8 @@ class Reader:
 
     def __init__(self, parts: CacheParts) -> None:
         self.parts = parts
-        self.others: BoundedMemo[str, tuple[str, ...]] = BoundedMemo(
-            _REMEMBERED
-        )  # undeclared labels
-        self.plans: BoundedMemo[str, _Plan] = BoundedMemo(_REMEMBERED)  # key -> its read's plan
+        self.others: BoundedMemo[str, tuple[str, ...]] = BoundedMemo(PER_KEY_LIMIT)  # other tags
+        self.plans: BoundedMemo[str, _Plan] = BoundedMemo(PER_KEY_LIMIT)  # key -> its read's plan
 
     def read_steps(
         self, key: str, tags: list[str], claim: StaleClaim | LeaseBid | None = None

@@ -47,7 +47,6 @@ class Rebuild:
         self.builder = builder
         self.call = call
         self.lock = lock
-        self._job: Job | str | None = None
 
     @property
     def name(self) -> str:
@@ -64,16 +63,11 @@ class Rebuild:
 
     def why_local(self) -> str | None:
         """Return why this rebuild cannot leave the process, or None if it can."""
-        job = self.job()
-        return job if isinstance(job, str) else None
+        return self.job if isinstance(self.job, str) else None
 
+    @functools.cached_property
     def job(self) -> Job | str:
-        """Return the job as data, or the reason it must stay in this process."""
-        if self._job is None:
-            self._job = self._describe()
-        return self._job
-
-    def _describe(self) -> Job | str:
+        """The job as data, or the reason it must stay in this process."""
         call, parts = self.call, self.builder.parts
         reason = getattr(call.origin or call.build, "__mcache_local__", None)
         if reason:
@@ -110,7 +104,7 @@ class Rebuild:
         None when the job cannot leave (see :meth:`why_local`) or the lock is no
         longer ours: nothing was changed then.
         """
-        job = self.job()
+        job = self.job
         if isinstance(job, str):
             return None
         renewer.drop(self.lock)

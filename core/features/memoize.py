@@ -15,7 +15,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mcache.errors import NotMemoizable
+from mcache.engine.options import CALL_OPTIONS, tag_list
+from mcache.errors import ConfigError, NotMemoizable
 
 if TYPE_CHECKING:
     from mcache.observe.stats import CacheStats
@@ -85,8 +86,6 @@ class Memoized:
 
     def tag_list(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
         """Return the tags of the entry for these arguments."""
-        from mcache.engine.options import tag_list
-
         return tag_list(self._tags(args, kwargs))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -134,13 +133,16 @@ class Memoized:
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         # Used as a method: bind like a function would, keeping invalidate reachable.
-        if instance is None:
-            return self
-        bound = functools.partial(self.__call__, instance)
-        bound.invalidate = functools.partial(self.invalidate, instance)  # type: ignore[attr-defined]
-        bound.uncached = functools.partial(self.uncached, instance)  # type: ignore[attr-defined]
-        bound.refresh = functools.partial(self.refresh, instance)  # type: ignore[attr-defined]
-        return bound
+        return self if instance is None else _bound(self, instance)
+
+
+def _bound(function: Memoized | LateBound, instance: Any) -> Any:
+    """Return ``function`` bound to ``instance`` as a method, with its ``invalidate``,
+    ``uncached`` and ``refresh`` bound too."""
+    bound = functools.partial(function.__call__, instance)
+    for name in ("invalidate", "uncached", "refresh"):
+        setattr(bound, name, functools.partial(getattr(function, name), instance))
+    return bound
 
 
 def _run_coroutine(build: Callable[[], Any]) -> Any:
@@ -212,11 +214,9 @@ def tags_with(tags: TagsSpec, extra: Callable[[], Iterable[str]]) -> Callable[..
 
 def check_options(options: dict[str, Any]) -> None:
     """Refuse a ``cached()`` option that is not one, where the decorator is written."""
-    allowed = {"stale_ttl", "wait", "lock_timeout", "refresh", "early_refresh", "stale_wait"}
+    allowed = set(CALL_OPTIONS) - {"ttl"}
     unknown = set(options) - allowed
     if unknown:
-        from mcache.errors import ConfigError
-
         raise ConfigError(
             f"unknown option(s) for cached(): {', '.join(sorted(unknown))};"
             f" valid: ttl, tags, key_prefix, {', '.join(sorted(allowed))}"
@@ -266,9 +266,7 @@ class LateBound:
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         """Bind to an instance, so methods can be cached (the instance is an argument)."""
-        if obj is None:
-            return self
-        return _BoundMethod(self, obj)
+        return self if obj is None else _bound(self, obj)
 
     def invalidate(self, *args: Any, **kwargs: Any) -> Any:
         return self.for_cache().invalidate(*args, **kwargs)
@@ -279,19 +277,3 @@ class LateBound:
     def refresh(self, *args: Any, **kwargs: Any) -> Any:
         """Rebuild the result for these arguments now (see ``Memoized.refresh``)."""
         return self.for_cache().refresh(*args, **kwargs)
-
-
-class _BoundMethod:
-    """A cached method of one instance."""
-
-    def __init__(self, function: LateBound, obj: Any) -> None:
-        self._function, self._obj = function, obj
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._function(self._obj, *args, **kwargs)
-
-    def invalidate(self, *args: Any, **kwargs: Any) -> Any:
-        return self._function.invalidate(self._obj, *args, **kwargs)
-
-    def uncached(self, *args: Any, **kwargs: Any) -> Any:
-        return self._function.uncached(self._obj, *args, **kwargs)

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import NO_VALUE
 from mcache.engine.options import seconds
-from mcache.errors import StoreUnavailable, ValueTooLarge
 from mcache.model.keys import validate_store_key
 
 if TYPE_CHECKING:
@@ -43,75 +42,46 @@ class RawKeys:
 
     def get(self, key: str, default: Any = None) -> bytes | Any:
         """Return the bytes stored under exactly ``key``, or ``default``."""
-        validate_store_key(key)
-        try:
-            data = self._parts.store.get(key)
-        except StoreUnavailable as error:
-            self._parts.store_failed("raw.get", error)
-            return default
+        data = self._call("get", NO_VALUE, _checked(key))
         return default if data is NO_VALUE else bytes(data)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the bytes of each of ``keys`` found, one round trip per server."""
-        keys = list(keys)
-        for key in keys:
-            validate_store_key(key)
-        try:
-            return {k: bytes(v) for k, v in self._parts.store.get_many(keys).items()}
-        except StoreUnavailable as error:
-            self._parts.store_failed("raw.get_many", error)
-            return {}
+        found = self._call("get_many", {}, [_checked(key) for key in keys])
+        return {k: bytes(v) for k, v in found.items()}
 
     def set(self, key: str, value: RawValue, ttl: float = 0) -> bool:
         """Store ``value`` bare under exactly ``key`` for ``ttl`` seconds (0: no expiry)."""
-        return self._write("set", key, value, ttl)
+        return (
+            self._call("set", False, _checked(key), _bare(value), seconds(ttl, "ttl")) is not False
+        )
 
     def add(self, key: str, value: RawValue, ttl: float = 0) -> bool:
         """Store ``value`` only if ``key`` is absent; ``True`` when this call stored it."""
-        return self._write("add", key, value, ttl)
+        return bool(self._call("add", False, _checked(key), _bare(value), seconds(ttl, "ttl")))
 
     def delete(self, key: str) -> bool:
         """Remove ``key``; ``True`` when it was there."""
-        validate_store_key(key)
-        try:
-            return bool(self._parts.store.delete(key))
-        except StoreUnavailable as error:
-            self._parts.store_failed("raw.delete", error)
-            return False
+        return bool(self._call("delete", False, _checked(key)))
 
     def incr(self, key: str, delta: int = 1) -> int | None:
         """Add ``delta`` to the decimal number under ``key``; None when the key is absent."""
-        validate_store_key(key)
-        try:
-            return self._parts.store.incr(key, delta)
-        except StoreUnavailable as error:
-            self._parts.store_failed("raw.incr", error)
-            return None
+        return self._call("incr", None, _checked(key), delta)  # type: ignore[no-any-return]
 
     def set_many(self, items: Mapping[str, RawValue], ttl: float = 0) -> list[str]:
         """Store several values bare; return the keys that could not be stored."""
-        encoded = {}
-        for key, value in items.items():
-            validate_store_key(key)
-            encoded[key] = _bare(value)
-        try:
-            return list(self._parts.store.set_many(encoded, seconds(ttl, "ttl")))
-        except StoreUnavailable as error:
-            self._parts.store_failed("raw.set_many", error)
-            return list(encoded)
+        encoded = {_checked(key): _bare(value) for key, value in items.items()}
+        return list(self._call("set_many", list(encoded), encoded, seconds(ttl, "ttl")))
 
-    def _write(self, operation: str, key: str, value: RawValue, ttl: float) -> bool:
-        validate_store_key(key)
-        data, store_ttl = _bare(value), seconds(ttl, "ttl")
-        store = self._parts.store
-        try:
-            if operation == "add":
-                return bool(store.add(key, data, store_ttl))
-            store.set(key, data, store_ttl)
-            return True
-        except (StoreUnavailable, ValueTooLarge) as error:
-            self._parts.store_failed(f"raw.{operation}", error)
-            return False
+    def _call(self, method: str, fallback: Any, *args: Any) -> Any:
+        """``store.<method>(*args)``; a store failure is logged and answered with ``fallback``."""
+        call = getattr(self._parts.store, method)
+        return self._parts.store_call(f"raw.{method}", lambda: call(*args), fallback)
+
+
+def _checked(key: str) -> str:
+    validate_store_key(key)
+    return key
 
 
 def _bare(value: RawValue) -> bytes:

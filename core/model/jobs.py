@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import base64
 import functools
-import importlib
 import json
+import pkgutil
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
@@ -36,13 +36,8 @@ class Address(NamedTuple):
     kwargs: dict[str, Any]
 
 
-def resolve(path: str) -> Any:
-    """Import ``"module:qualified.name"`` and return the object it names."""
-    module_name, _, qualname = path.partition(":")
-    found: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        found = getattr(found, part)
-    return found
+resolve = pkgutil.resolve_name
+"""Import ``"module:qualified.name"`` and return the object it names."""
 
 
 def address_of(build: Any) -> Address | None:

@@ -80,7 +80,7 @@ class Tags:
         self._prefix = f"{namespace}:t:" if namespace else "t:"
         self._local: dict[str, tuple[int, float]] = {}
         self._keys: BoundedMemo[str, str] = BoundedMemo(4096)
-        self._created: dict[str, int] = {}
+        self._created: BoundedMemo[str, int] = BoundedMemo(PER_KEY_LIMIT)
         self._stray: BoundedMemo[str, bool] = BoundedMemo(PER_KEY_LIMIT)
         self._lock = threading.Lock()
         # Caches on one store and namespace share tags: what one reads, another can check.
@@ -281,24 +281,18 @@ class Tags:
                 if current is None:
                     yield StoreCall(store, "set", (key, b"%d" % start, 0))
                     current = start
-            versions[label] = current
-            if len(self._created) > PER_KEY_LIMIT:
-                self._created.clear()
-            self._created[key] = current
+            versions[label] = self._created.remember(key, current)
         return versions
 
-    def bump(self, names: Iterable[str]) -> dict[str, int]:
+    def bump_steps(self, names: Iterable[str]) -> Steps[dict[str, int]]:
         """Move every copy of each tag to ``max(now, old + 1)``; return each tag's new version.
 
         Two round trips whatever the number of tags: one read of every copy, one
         batch of increments (pipelined per server where the store can). Missing
         copies are created with ``add``, or in the batch itself where the store
-        creates what it counts (:meth:`_bump_creating_steps`).
+        creates what it counts (:meth:`_bump_creating_steps`). As steps (see
+        :mod:`mcache.sansio.steps`).
         """
-        return run_steps(self.bump_steps(names), perform)
-
-    def bump_steps(self, names: Iterable[str]) -> Steps[dict[str, int]]:
-        """:meth:`bump`, as steps (see :mod:`mcache.sansio.steps`)."""
         names = list(dict.fromkeys(names))
         slots = list(dict.fromkeys(slot for name in names for slot in self.everywhere(name)))
         if not slots:
@@ -316,22 +310,22 @@ class Tags:
                 seen[slot[1]] = old
                 deltas[slot[1]] = max(1, now - old)
         if self.store.traits.leases and self.store.creates_counters:  # type: ignore[attr-defined]
-            return (yield from self._bump_creating_steps(names, slots, deltas, seen, missing, now))
-        results = yield from incr_many_steps(self.store, deltas)
-        versions = {}
-        for label, key in slots:
-            if key in deltas and results.get(key) is not None:
-                versions[label] = results[key]  # type: ignore[assignment]
-            elif (label, key) not in missing:
-                missing.append((label, key))  # deleted between the read and the increment
-        versions.update((yield from self._recreate_steps(missing, now, forward=True, seen=seen)))
+            versions = yield from self._bump_creating_steps(slots, deltas, seen, missing, now)
+        else:
+            results = yield from incr_many_steps(self.store, deltas)
+            versions = {}
+            for label, key in slots:
+                if key in deltas and results.get(key) is not None:
+                    versions[label] = results[key]  # type: ignore[assignment]
+                elif (label, key) not in missing:
+                    missing.append((label, key))  # deleted between the read and the increment
+            versions.update((yield from self._recreate_steps(missing, now, True, seen)))
         self._remember(versions)
         cut = len(self._prefix)
         return {name: versions[self.key(name)[cut:]] for name in names}
 
     def _bump_creating_steps(
         self,
-        names: list[str],
         slots: list[Slot],
         deltas: dict[str, int],
         seen: dict[str, int],
@@ -356,13 +350,9 @@ class Tags:
             ahead = {key: max(1, targets[key] - results[key]) for _, key in behind}
             moved = yield from incr_many_steps(self.store, ahead)
             versions.update({label: moved[key] or targets[key] for label, key in behind})  # type: ignore[misc]
-        if len(self._created) > PER_KEY_LIMIT:
-            self._created.clear()
         for label, key in missing:
-            self._created[key] = versions[label]
-        self._remember(versions)
-        cut = len(self._prefix)
-        return {name: versions[self.key(name)[cut:]] for name in names}
+            self._created.remember(key, versions[label])
+        return versions
 
 
 def incr_many(store: Store, deltas: Mapping[str, int]) -> dict[str, int | None]:

@@ -115,7 +115,7 @@ class BuildWatch:
     __slots__ = ("key", "observers", "origin", "started", "tokens")
 
     def __init__(self, observers: list[Observer], origin: Origin, key: str) -> None:
-        self.observers, self.origin, self.key = observers, origin, key
+        self.observers, self.origin, self.key = list(observers), origin, key
         self.started = time.perf_counter()
         self.tokens = [quietly(o.build_started, origin, key) for o in observers]
 
@@ -185,14 +185,9 @@ def observers_named(metrics: Any) -> list[Observer]:
     return observers
 
 
-_EXPORTERS = {
-    "prometheus": ("prometheus", "PrometheusMetrics", "prometheus", "prometheus_client"),
-    "opentelemetry": (
-        "opentelemetry",
-        "OpenTelemetryMetrics",
-        "opentelemetry",
-        "opentelemetry-api",
-    ),
+_EXPORTERS = {  # name (its module and extra): its observer class, the library it needs
+    "prometheus": ("PrometheusMetrics", "prometheus_client"),
+    "opentelemetry": ("OpenTelemetryMetrics", "opentelemetry-api"),
 }
 _MADE: dict[str, Observer] = {}
 _MADE_LOCK = threading.Lock()
@@ -204,14 +199,14 @@ def _exporter(name: str) -> Observer:
     """
     from mcache.errors import ConfigError
 
-    module, kind, extra, library = _EXPORTERS[name]
+    kind, library = _EXPORTERS[name]
     with _MADE_LOCK:
         if name not in _MADE:
             try:
-                _MADE[name] = getattr(importlib.import_module(f".{module}", __package__), kind)()
+                _MADE[name] = getattr(importlib.import_module(f".{name}", __package__), kind)()
             except ImportError as error:
                 raise ConfigError(
                     f"metrics: {name!r} needs {library} ({error.name} is not installed):"
-                    f' pip install "mcache[{extra}]"'
+                    f' pip install "mcache[{name}]"'
                 ) from None
         return _MADE[name]

@@ -23,19 +23,6 @@ __all__ = ["BUILD_BUCKETS", "PrometheusMetrics"]
 BUILD_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Build times span a dict lookup to a report query: from a millisecond to half a minute."""
 
-_HELP = {
-    "hits": "fresh values served",
-    "stale": "stale values served while one caller rebuilt",
-    "misses": "reads that found nothing usable",
-    "builds": "builds run",
-    "build_errors": "builds that raised",
-    "lock_waits": "callers that waited for another's build",
-    "wait_timeouts": "waits for another's build that ran out",
-    "coalesced": "callers that shared another thread's call in this process",
-    "uncached": "values their builder marked Uncacheable",
-    "store_errors": "store failures answered as misses",
-}
-
 
 class PrometheusMetrics(Observer):
     """``mcache_<event>_total{cache, family}`` counters and ``mcache_build_seconds``."""
@@ -43,8 +30,8 @@ class PrometheusMetrics(Observer):
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         labels = ("cache", "family")
         self.counters = {
-            event: Counter(f"mcache_{event}", f"mcache: {_HELP[event]}", labels, registry=registry)
-            for event in COUNTERS
+            event: Counter(f"mcache_{event}", f"mcache: {meaning}", labels, registry=registry)
+            for event, meaning in COUNTERS.items()
         }
         self.build_seconds = Histogram(
             "mcache_build_seconds",

@@ -26,22 +26,19 @@ from mcache.observe.events import CURRENT_CALL, BuildWatch, Observer, Origin, qu
 
 __all__ = ["COUNTERS", "CacheStats"]
 
-COUNTERS = (
-    "hits",
-    "stale",
-    "misses",
-    "builds",
-    "build_errors",
-    "lock_waits",
-    "wait_timeouts",
-    "coalesced",
-    "uncached",
-    "store_errors",
-)
-"""What is counted: fresh hits, stale values served, reads that found nothing
-usable, builds run, builds that raised, callers that waited for another's build,
-waits that ran out, in-process callers that shared another thread's call,
-values their builder marked ``Uncacheable``, and store failures."""
+COUNTERS = {
+    "hits": "fresh values served",
+    "stale": "stale values served while one caller rebuilt",
+    "misses": "reads that found nothing usable",
+    "builds": "builds run",
+    "build_errors": "builds that raised",
+    "lock_waits": "callers that waited for another's build",
+    "wait_timeouts": "waits for another's build that ran out",
+    "coalesced": "callers that shared another thread's call in this process",
+    "uncached": "values their builder marked Uncacheable",
+    "store_errors": "store failures answered as misses",
+}
+"""What is counted, and what each count means (the Prometheus metrics' help)."""
 
 FLUSHED = "flushed"
 """The counter key holding when a process last flushed (ms since the epoch): how old the
@@ -140,9 +137,9 @@ class CacheStats:
         for observer in self.observers:
             quietly(observer.counted, self.origin, name, key, count)
 
-    def watch_build(self, key: str) -> BuildWatch | None:
-        """Start following a build of ``key`` for the observers, if there are any."""
-        return BuildWatch(self.observers, self.origin, key) if self.observers else None
+    def watch_build(self, key: str) -> BuildWatch:
+        """Start following a build of ``key`` for the observers (there may be none)."""
+        return BuildWatch(self.observers, self.origin, key)
 
     def flush(self, quiet: bool = False) -> None:
         """Add this process's pending counts to the store's totals (``quiet``: log no failure)."""

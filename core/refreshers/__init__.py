@@ -13,6 +13,7 @@ By name, as ``Cache(refresher=…)``, Django's ``OPTIONS["refresher"]`` and Flas
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from mcache.contract.refresher import Refresher
@@ -37,9 +38,14 @@ __all__ = [
     "run_job",
 ]
 
-NAMES = ("thread", "celery", "rq", "tasks")
-PACKAGES = {"celery": "celery[redis]", "rq": "rq", "tasks": "django-tasks"}
+QUEUES = {  # name: (module, class, what to install)
+    "celery": ("celery", "CeleryRefresher", "celery[redis]"),
+    "rq": ("rq", "RQRefresher", "rq"),
+    "tasks": ("tasks", "TasksRefresher", "django-tasks"),
+}
+NAMES = ("thread", *QUEUES)
 FALLBACKS = ("thread", "none")
+_LAZY = {"QueueRefresher": "queued", **{kind: module for module, kind, _ in QUEUES.values()}}
 
 
 def refresher_named(name: str, queue: str | None = None, fallback: str = "thread") -> Refresher:
@@ -53,32 +59,18 @@ def refresher_named(name: str, queue: str | None = None, fallback: str = "thread
         raise ConfigError(f"refresh_fallback must be 'thread' or 'none', got {fallback!r}")
     if name == "thread":
         return ThreadPoolRefresher()
-    classes = {"celery": "CeleryRefresher", "rq": "RQRefresher", "tasks": "TasksRefresher"}
+    _, kind, package = QUEUES[name]
     try:
-        refresher: Any = __getattr__(classes[name])
+        refresher: Any = __getattr__(kind)
     except ImportError as error:
         raise ConfigError(
             f"refresher={name!r} needs its package ({error.name or error}): pip install"
-            f' "{PACKAGES[name]}", or this project\'s extra: pip install -e ".[{name}]"'
+            f' "{package}", or this project\'s extra: pip install -e ".[{name}]"'
         ) from None
     return refresher(queue=queue, fallback=fallback)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "QueueRefresher":
-        from mcache.refreshers.queued import QueueRefresher
-
-        return QueueRefresher
-    if name == "CeleryRefresher":
-        from mcache.refreshers.celery import CeleryRefresher
-
-        return CeleryRefresher
-    if name == "RQRefresher":
-        from mcache.refreshers.rq import RQRefresher
-
-        return RQRefresher
-    if name == "TasksRefresher":
-        from mcache.refreshers.tasks import TasksRefresher
-
-        return TasksRefresher
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

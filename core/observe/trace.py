@@ -2,17 +2,8 @@
 
 A debugging aid from memcached practice: with tracing on, ``tail -f`` on a key's trace file
 shows its life as a string such as ``MLWUHHHHHMLLH``, so a stampede, a lock that
-is never released or a tag that keeps invalidating stands out at a glance.
-
-=====  ==================================================
-``M``  miss or stale read (a rebuild is wanted)
-``L``  lock attempt
-``W``  write of a freshly built entry
-``U``  unlock
-``H``  hit
-``S``  stale value served
-``E``  build error
-=====  ==================================================
+is never released or a tag that keeps invalidating stands out at a glance. The
+letters and what each means are :data:`LETTERS`, written down once.
 
 Events go to ``{trace_dir}/{key}.trace`` when ``trace_dir`` is set, and to the
 ``mcache.trace`` logger at DEBUG level when that is enabled. Off, it costs one

@@ -49,21 +49,6 @@ def dotted_names() -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def resolves(name: str) -> bool:
-    parts = name.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            found: object = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for attribute in parts[cut:]:
-            if not hasattr(found, attribute):
-                return False
-            found = getattr(found, attribute)
-        return True
-    return False
-
-
 TELEMETRY = {
     "mcache.build",
     "mcache.build.duration",
@@ -114,9 +99,9 @@ def cross_references() -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def resolves_or_declared(name: str) -> bool:
-    """:func:`resolves`, where an attribute may also be declared only (a dataclass field,
-    a protocol's annotation, a slot) and have no value on the class."""
+def resolves(name: str) -> bool:
+    """Whether ``name`` imports: a module, then attributes, where an attribute may also be
+    declared only (a dataclass field, a protocol's annotation, a slot) with no class value."""
     parts = name.split(".")
     for cut in range(len(parts), 0, -1):
         try:
@@ -140,8 +125,8 @@ def test_every_cross_reference_in_a_docstring_resolves(path: str, target: str) -
     """``:mod:`mcache.x``` names a module that exists; ``:class:`.x.Y``` one of some module
     whose name ends so (as Sphinx resolves a relative reference)."""
     if target.startswith("."):
-        assert any(resolves_or_declared(m + target) for m in module_names()), (
+        assert any(resolves(m + target) for m in module_names()), (
             f"{path} refers to {target}, which no module has"
         )
     else:
-        assert resolves_or_declared(target), f"{path} refers to {target}, which does not import"
+        assert resolves(target), f"{path} refers to {target}, which does not import"

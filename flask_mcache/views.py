@@ -99,7 +99,8 @@ def cached_view(
             served = run_steps(steps, perform)
             if served.state != BYPASS:
                 return _restore(served.page, served.state, header, ttl, served.reason)  # type: ignore[arg-type]
-            response = served.response or make_response(view(**view_args))
+            own = served.response
+            response = own if own is not None else make_response(view(**view_args))
             return bypassed(response, served.reason)
 
         remember(async_or_sync_view)

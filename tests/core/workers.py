@@ -183,10 +183,19 @@ def wait_for_lock(cache: Cache, key: str, timeout: float = 30) -> None:
         time.sleep(0.02)
 
 
-def hold_lock_forever(url: str, namespace: str, key: str, lock_timeout: int) -> None:
-    """Win the lock for ``key`` and build for a very long time (the test kills us)."""
+def hold_lock_forever(
+    url: str, namespace: str, key: str, lock_timeout: int, building: Any = None
+) -> None:
+    """Win the lock for ``key`` and build for a very long time (the test kills us);
+    ``building`` (an Event) is set once the build runs, its lock held as a build's is."""
+
+    def build() -> None:
+        if building is not None:
+            building.set()
+        time.sleep(3600)
+
     cache = Cache(url, namespace=namespace)
-    cache.get_or_build(key, lambda: time.sleep(3600), lock_timeout=lock_timeout)
+    cache.get_or_build(key, build, lock_timeout=lock_timeout)
 
 
 def count_events(url: str, namespace: str, hits: int, misses: int) -> None:

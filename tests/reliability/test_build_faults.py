@@ -30,8 +30,12 @@ def test_a_killed_lock_holder_costs_stale_answers_then_one_rebuild(
     cache.get_or_build("job", lambda: "old", ttl=1, stale_ttl=60)
     time.sleep(1.1)  # stale now: the holder takes the lock to rebuild it, and dies
     context = multiprocessing.get_context("spawn")
-    holder = context.Process(target=workers.hold_lock_forever, args=(memcached_url, "kl", "job", 2))
+    building = context.Event()  # killed while it builds, not between its win and its build
+    holder = context.Process(
+        target=workers.hold_lock_forever, args=(memcached_url, "kl", "job", 2, building)
+    )
     holder.start()
+    assert building.wait(30), "the holder never started its build"
     workers.wait_for_lock(cache, "job")
     deadline = time.monotonic() + 30
     holder.kill()

@@ -1,18 +1,9 @@
 """The ``Cache`` facade: what applications and the framework adapters call.
 
-It owns the policies that nothing else should repeat:
-
-* **Keys** — whatever the caller passes (a string, or a tuple of parameters) goes
-  through :func:`mcache.make_key` under the cache's namespace, so every key is
-  memcached-safe and ``1`` never collides with ``"1"``.
-* **Values** — the :class:`~mcache.model.codec.Codec` turns them into bytes and back;
-  undecodable bytes are a miss.
-* **Failures** — a cache failure never fails the caller: a store that is down
-  makes reads miss and drops writes, a value too large is not cached, and each
-  kind of failure is logged once per interval.
-
-``get_or_build`` (the dog-pile-safe read path) lives in :mod:`mcache.engine.build`,
-tags in :mod:`mcache.model.tags`, locks in :mod:`mcache.engine.lock`.
+It owns the policies nothing else should repeat: keys go through :func:`mcache.make_key`
+under the namespace, values through the :class:`~mcache.model.codec.Codec`, and a cache
+failure never fails the caller (see docs/explanation/reliability.md). The algorithms live
+in :mod:`mcache.engine.build`, :mod:`mcache.model.tags` and :mod:`mcache.engine.lock`.
 """
 
 from __future__ import annotations
@@ -42,7 +33,7 @@ from mcache.engine.parts import CacheParts
 from mcache.engine.reading import Reader
 from mcache.engine.rebuild import register
 from mcache.engine.renewal import renewer
-from mcache.errors import ConfigError, InvalidKey, MCacheError
+from mcache.errors import ConfigError, InvalidKey
 from mcache.features.counters import Counter, ViewCounter
 from mcache.features.memoize import Memoized, memoize
 from mcache.features.raw_keys import RawKeys
@@ -56,23 +47,21 @@ from mcache.model.tags import Tags
 from mcache.observe.events import Observer, observers_named
 from mcache.observe.stats import CacheStats
 from mcache.observe.trace import Tracer
-from mcache.plain_operations import PlainOperations
+from mcache.plain_operations import Key, PlainOperations
 from mcache.refreshers import Refresher, ThreadPoolRefresher, refresher_named
-from mcache.sansio.steps import Steps, aperform, arun_steps, perform, run_steps
+from mcache.sansio.steps import Steps
 from mcache.stores.url import from_url
 
 __all__ = ["Cache", "Key"]
 
 T = TypeVar("T")
 _KEYS_REMEMBERED = 4096  # string keys whose store keys a cache keeps
-Key = str | tuple[Any, ...]
-"""A cache key: a string, or a tuple of call parameters."""
 
 
 class Cache(PlainOperations):
     """A namespace of cached values on one store.
 
-    The plain operations (``get``, ``set``, ``add``, … and their awaitable
+    The plain operations (``get``, ``set``, ``invalidate``, … and their awaitable
     ``aget``, ``aset``, …) come from :class:`~mcache.plain_operations.PlainOperations`.
     """
 
@@ -105,21 +94,14 @@ class Cache(PlainOperations):
         metrics: Iterable[str | Observer] = (),
         replication_lag: float = 0.0,
     ) -> None:
-        """``near_ttl``: keep hot entries in this process too (see :mod:`mcache.model.near`).
+        """Every option is in docs/reference/settings.md; a bad one raises ``ConfigError`` here.
 
-        ``jitter``: entries built together would expire together and be rebuilt
-        together, so each entry's fresh time is spread: by default shortened by
-        up to 10%, never past the ``ttl`` a call declares; ``(0.2, 0.2)`` spreads
-        it ±20% as the 2R2L article advises, at the price of entries fresh up to
-        20% past their ``ttl``.
-
-        ``replication_lag``: seconds a database replica may be behind its primary.
-        A rebuild set off by a tag bumped more recently than that reads the
-        primary (:func:`mcache.read_primary`); 0 turns it off.
-
-        ``metrics``: where this cache's events go as they happen, besides its
-        stats counters: ``"prometheus"``, ``"opentelemetry"`` (each an optional
-        extra), or any :class:`mcache.observe.events.Observer`.
+        ``near_ttl``: keep hot entries in this process too (see :mod:`mcache.model.near`).
+        ``jitter``: spread entries' fresh times so entries built together are not rebuilt
+        together (see docs/explanation/dog-pile.md). ``replication_lag``: seconds a replica
+        may be behind, within which a rebuild reads the primary (:func:`mcache.read_primary`).
+        ``metrics``: ``"prometheus"``, ``"opentelemetry"`` or any
+        :class:`mcache.observe.events.Observer`, told this cache's events as they happen.
         """
         self.store: Store = from_url(store) if isinstance(store, str) else store
         if not isinstance(self.store, Store):
@@ -132,16 +114,9 @@ class Cache(PlainOperations):
             raise ConfigError(f"namespace: {error}") from None
         check_settings(stats_interval, trace_dir)
         self.namespace = namespace
-        self.default_ttl = seconds(default_ttl, "default_ttl")
+        self.default_ttl = ttl = seconds(default_ttl, "default_ttl")
         self.defaults = build_options(
-            self.default_ttl,
-            stale_ttl,
-            lock_timeout,
-            wait,
-            refresh,
-            early_refresh,
-            jitter,
-            stale_wait,
+            ttl, stale_ttl, lock_timeout, wait, refresh, early_refresh, jitter, stale_wait
         )
         self._stale_ttl = stale_ttl  # None: a call's stale_ttl follows the call's own ttl
         self.codec = codec or Codec()
@@ -172,7 +147,7 @@ class Cache(PlainOperations):
             self.tracer,
             self.failures,
             refresher or ThreadPoolRefresher(),
-            may_store or _always,
+            may_store or (lambda: True),
             coherence,
             int(duration(replication_lag, "replication_lag") * 1000),
         )
@@ -231,16 +206,9 @@ class Cache(PlainOperations):
 
     @property
     def single_flight(self) -> str:
-        """How ``get_or_build`` elects the one caller that builds, on this store now.
-
-        ``"lease"``: the server's own lease, won in the read itself (memcached's
-        meta protocol); ``"lock"``: a lock key taken with the store's atomic
-        ``add`` (every other store, and memcached on the text protocol). It may
-        ask a memcached pool which protocol its servers speak, once.
-        """
+        """How ``get_or_build`` elects the one caller that builds, on this store now: ``"lease"``
+        (memcached's meta protocol, which a pool is asked about once) or ``"lock"`` (an ``add``)."""
         return "lease" if self.builder.writer.bidding.leases_now() else "lock"
-
-    # -- keys, tracing and the fail-open policy --------------------------------------------
 
     @property
     def raw(self) -> RawKeys:
@@ -251,23 +219,6 @@ class Cache(PlainOperations):
     def key(self, *parts: object, **named: object) -> str:
         """Return the store key for these parameters under this cache's namespace."""
         return make_key(self.namespace, *parts, **named)
-
-    def _store_key(self, key: Key) -> str:
-        if type(key) is str:  # the usual key: derived once, then looked up
-            store_key = self._keys.get(key)
-            if store_key is None:
-                store_key = self._keys.remember(key, make_key(self.namespace, key))
-            return store_key
-        if isinstance(key, tuple):
-            return make_key(self.namespace, *key)
-        return make_key(self.namespace, key)
-
-    def _ttl(self, ttl: float | None) -> int:
-        if ttl is None:
-            return self.default_ttl
-        if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
-            return -1  # already expired: a set stores nothing readable, as Django's timeout=0
-        return seconds(ttl, "ttl")
 
     # -- dog-pile-safe building, tags, locks ----------------------------------------------------
 
@@ -316,14 +267,8 @@ class Cache(PlainOperations):
         early_refresh: float | bool | None = None,
         stale_wait: float | None = None,
     ) -> T:
-        """Await ``get_or_build`` with a coroutine builder.
-
-        The same algorithm (:mod:`mcache.engine.build`), driven by awaits: store calls
-        go to the store's async twin (memory, Redis), or to a worker thread for
-        a store without one; the builder is awaited on the caller's loop, and
-        waits are awaits, so nested cached coroutines never starve the thread
-        pool. A background refresh runs the builder on a loop of the refresher's own.
-        """
+        """Await ``get_or_build`` with a coroutine builder: the same algorithm, driven by awaits,
+        so nested cached coroutines never starve a thread pool (see docs/how-to/async.md)."""
         options = with_defaults(
             self.defaults, self._stale_ttl, ttl, stale_ttl, wait, lock_timeout, refresh,
             early_refresh, stale_wait,
@@ -377,26 +322,6 @@ class Cache(PlainOperations):
         """Return a call's ``get_or_build`` options (``ttl``, ``wait``, …), checked."""
         return with_defaults(self.defaults, self._stale_ttl, **call_option_names(options))
 
-    def invalidate(self, *tags: str) -> dict[str, int]:
-        """Bump ``tags``: every entry carrying any of them is stale from now on.
-
-        Returns the new versions, or ``{}`` when the store could not be reached
-        (logged: the caller's write must not fail because the cache is down).
-        """
-        return run_steps(self._invalidate_steps(tags), perform)
-
-    async def ainvalidate(self, *tags: str) -> dict[str, int]:
-        """:meth:`invalidate`, awaited on the store's async twin (no thread hop)."""
-        return await arun_steps(self._invalidate_steps(tags), aperform)
-
-    def _invalidate_steps(self, tags: tuple[str, ...]) -> Steps[dict[str, int]]:
-        """:meth:`invalidate`, as steps (see :mod:`mcache.sansio.steps`)."""
-        try:
-            return (yield from self.tags.bump_steps(tags))
-        except MCacheError as error:
-            self.parts.store_failed("invalidate", error)
-            return {}
-
     def lock(self, name: str, timeout: int | None = None, wait: float = 0.0) -> Lock:
         """Return the distributed lock ``name``; use ``with cache.lock("x", wait=5): …``.
 
@@ -417,9 +342,8 @@ class Cache(PlainOperations):
     ) -> ViewCounter:
         """Return view counts per object, seeded by ``initial(ident)`` from the database.
 
-        One instance per name and cache, so the objects it counted are recorded
-        for ``flush`` however often it is asked for; what it holds is also
-        recorded when the process exits.
+        One instance per name and cache, so whatever asked for it, ``flush`` (and the
+        process's exit) records everything it counted.
         """
         with self._registry_lock:
             counter = self._view_counters.get(name)
@@ -450,9 +374,8 @@ class Cache(PlainOperations):
     def stats(self, flush: bool = True) -> dict[str, Any]:
         """Return every process's counters (hits, stale, builds, …, hit_ratio) and server stats.
 
-        ``flush``: add this process's counts first (a site process asking about
-        itself). A stats command passes False: it counted nothing, and flushing
-        every cache it opens would only write to the store.
+        ``flush``: add this process's counts first; a stats command, which counted
+        nothing, passes False rather than write to the store.
         """
         if flush:
             self.counts.flush()
@@ -471,7 +394,3 @@ class Cache(PlainOperations):
         if servers is unreachable:
             return {repr(self.store): {"error": "unreachable", "dead": 1}}
         return servers
-
-
-def _always() -> bool:
-    return True

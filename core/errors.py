@@ -87,9 +87,8 @@ class Unserializable(MCacheError, TypeError, pickle.PicklingError):
 class NotMemoizable(MCacheError, TypeError):
     """A memoized function returned what must not be shared: a framework's response.
 
-    A response carries one visitor's headers (``Set-Cookie`` among them); a
-    memoized one would be handed to every later caller. The message names the
-    adapter's ``cached_view``, which caches pages without that leak.
+    A memoized response would hand one visitor's headers (``Set-Cookie``) to every later
+    caller; the message names the adapter's ``cached_view``, which caches pages safely.
     """
 
 

@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from mcache.contract.store import NO_VALUE
-from mcache.errors import StoreUnavailable, ValueTooLarge
+from mcache.engine.options import seconds
+from mcache.errors import MCacheError, StoreUnavailable, ValueTooLarge
+from mcache.model.keys import make_key
 from mcache.observe.events import observed_call
 from mcache.sansio.steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
 
@@ -23,7 +25,9 @@ if TYPE_CHECKING:
     from mcache.engine.parts import CacheParts
     from mcache.engine.reading import Reader
     from mcache.logs import FailureLog
+    from mcache.memo import BoundedMemo
     from mcache.model.codec import Codec
+    from mcache.model.tags import Tags
     from mcache.observe.stats import CacheStats
 
 __all__ = ["PlainOperations"]
@@ -32,6 +36,7 @@ _NO_TAGS: list[str] = []  # read-only
 
 T = TypeVar("T")
 Key = str | tuple[Any, ...]
+"""A cache key: a string, or a tuple of call parameters."""
 
 
 class PlainOperations:
@@ -45,9 +50,10 @@ class PlainOperations:
         builder: Builder
         failures: FailureLog
         parts: CacheParts
-
-        def _store_key(self, key: Key) -> str: ...
-        def _ttl(self, ttl: float | None) -> int: ...
+        tags: Tags
+        namespace: str
+        default_ttl: int
+        _keys: BoundedMemo[str, str]
 
     # -- driving, observed when something watches ---------------------------------------------
 
@@ -75,6 +81,20 @@ class PlainOperations:
             return "*" if key is None else self._store_key(key)
         except Exception:  # the call itself will report the bad key
             return repr(key)[:80]
+
+    # -- keys and ttls: every call's, derived the same way --------------------------------------
+
+    def _store_key(self, key: Key) -> str:
+        if type(key) is str:  # the usual key: derived once, then looked up
+            return self._keys.get(key) or self._keys.remember(key, make_key(self.namespace, key))
+        return make_key(self.namespace, *(key if isinstance(key, tuple) else (key,)))
+
+    def _ttl(self, ttl: float | None) -> int:
+        if ttl is None:
+            return self.default_ttl
+        if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
+            return -1  # already expired: a set stores nothing readable, as Django's timeout=0
+        return seconds(ttl, "ttl")
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -146,8 +166,7 @@ class PlainOperations:
 
     def _set_steps(self, key: Key, value: Any, ttl: float | None) -> Steps[bool]:
         store_key = self._store_key(key)
-        data = self.codec.dumps(value, store_key)
-        arguments = (store_key, data, self._ttl(ttl))
+        arguments = (store_key, self.codec.dumps(value, store_key), self._ttl(ttl))
         stored = yield from self._guarded_steps("set", "set", arguments, False, (store_key,))
         return stored is not False
 
@@ -162,9 +181,8 @@ class PlainOperations:
     def _set_many_steps(self, items: Mapping[Key, Any], ttl: float | None) -> Steps[list[Key]]:
         by_store_key = {self._store_key(key): key for key in items}
         encoded = {sk: self.codec.dumps(items[k], sk) for sk, k in by_store_key.items()}
-        arguments = (encoded, self._ttl(ttl))
         failed = yield from self._guarded_steps(
-            "set_many", "set_many", arguments, list(encoded), list(encoded)
+            "set_many", "set_many", (encoded, self._ttl(ttl)), list(encoded), list(encoded)
         )
         if failed:
             self.failures.warning("store.set_many", "%d values not cached", len(failed))
@@ -280,6 +298,25 @@ class PlainOperations:
     def _clear_steps(self) -> Steps[bool]:
         # a store's flush returns None; the fallback says it failed
         return (yield from self._guarded_steps("clear", "flush", (), False, None)) is not False
+
+    def invalidate(self, *tags: str) -> dict[str, int]:
+        """Bump ``tags``: every entry carrying any of them is stale from now on.
+
+        Returns the new versions, or ``{}`` when the store could not be reached
+        (logged: the caller's write must not fail because the cache is down).
+        """
+        return run_steps(self._invalidate_steps(tags), perform)
+
+    async def ainvalidate(self, *tags: str) -> dict[str, int]:
+        """:meth:`invalidate`, awaited on the store's async twin (no thread hop)."""
+        return await arun_steps(self._invalidate_steps(tags), aperform)
+
+    def _invalidate_steps(self, tags: tuple[str, ...]) -> Steps[dict[str, int]]:
+        try:
+            return (yield from self.tags.bump_steps(tags))
+        except MCacheError as error:
+            self.parts.store_failed("invalidate", error)
+            return {}
 
     # -- the fail-open policy -------------------------------------------------------------------
 

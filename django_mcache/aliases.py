@@ -1,10 +1,9 @@
 """Which cache each part of a site uses, read from Django's settings.
 
-Pages, blocks, counters, ORM bumps and the router each take a cache alias (their
-own argument, else ``MCACHE_CACHE``), and counters may live apart
-(``MCACHE_COUNTERS_CACHE``). An alias is checked where it is written, so a typo
-fails at import, not at the first request. Imports nothing else of
-``django_mcache``, so every module may ask it.
+Pages, blocks, counters, ORM bumps and the router all default to the same
+cache (``MCACHE_CACHE``), so a site that moves mcache moves all of them; an
+alias is checked where it is written, so a typo fails at import. Imports
+nothing else of ``django_mcache``, so every module may ask it.
 """
 
 from __future__ import annotations
@@ -19,11 +18,7 @@ __all__ = ["BACKEND", "ROUTER", "cache_alias", "check_alias", "counters_alias", 
 
 
 def cache_alias(explicit: str | None = None) -> str:
-    """Return the cache alias to use: ``explicit``, else ``MCACHE_CACHE``, else "default".
-
-    Pages, blocks, counters, ORM bumps and the router all default to the same
-    cache, so a site that moves mcache to another alias moves all of them.
-    """
+    """Return the cache alias to use: ``explicit``, else ``MCACHE_CACHE``, else "default"."""
     return explicit or getattr(settings, "MCACHE_CACHE", "default")
 
 
@@ -31,11 +26,7 @@ BACKEND = "django_mcache.backend.MCacheBackend"
 
 
 def check_alias(alias: str, where: str) -> None:
-    """Refuse a cache alias that ``settings.CACHES`` lacks or that is not an mcache cache.
-
-    Called where the alias is written (a decorator, a setting read at start-up),
-    so a typo fails when the module is imported, not at the first request.
-    """
+    """Refuse a cache alias that ``settings.CACHES`` lacks or that is not an mcache cache."""
     if not settings.configured:
         return  # settings come later (a module imported before setup): the first use says
     caches_setting = getattr(settings, "CACHES", {})
@@ -73,9 +64,8 @@ ROUTER = "django_mcache.routers.FreshReadRouter"
 def replication_lag(routed: bool | None = None) -> float:
     """Return ``MCACHE_REPLICATION_LAG``: seconds the replica may be behind the primary.
 
-    Unset, it is 2 s where :class:`~django_mcache.routers.FreshReadRouter` routes
-    reads (``routed``: known to; None: look at ``DATABASE_ROUTERS``) and 0 (off)
-    elsewhere, so a site without a replica pays nothing for it.
+    Unset, it is 2 s where :class:`~django_mcache.routers.FreshReadRouter` routes reads
+    (``routed``; None: look at ``DATABASE_ROUTERS``), else 0, so a site without one pays nothing.
     """
     if routed is None:
         routed = any(
@@ -93,9 +83,5 @@ def replication_lag(routed: bool | None = None) -> float:
 
 def counters_alias(explicit: str | None = None) -> str:
     """Return the cache counters live in: ``explicit``, else ``MCACHE_COUNTERS_CACHE``, else
-    the cache everything else uses.
-
-    Counts that must outlive a flushed memcached (view counts not yet written
-    back, visitors online) go to a durable cache (``LOCATION "db:default"``) this way.
-    """
+    the cache everything else uses, so counts may outlive a flushed memcached in a durable one."""
     return explicit or getattr(settings, "MCACHE_COUNTERS_CACHE", None) or cache_alias()

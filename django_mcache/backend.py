@@ -1,16 +1,12 @@
 """``MCacheBackend``: mcache as a Django cache in ``settings.CACHES``.
 
-Django concepts in, core calls out: keys go through Django's ``KEY_PREFIX``,
-``VERSION`` and ``KEY_FUNCTION`` and then through mcache's key hashing (so any
-key is memcached-safe: no key warnings, no ``InvalidCacheKey``); Django's
-timeouts become core TTLs (``None`` forever, ``0`` or less: expired at once);
-everything else is the core :class:`mcache.Cache`, whose ``get_or_build`` makes
-``get_or_set`` dog-pile safe.
+Django's keys (``KEY_PREFIX``, ``VERSION``, ``KEY_FUNCTION``) then go through
+mcache's key hashing, so any key is memcached-safe; everything else is the core
+:class:`mcache.Cache`, whose ``get_or_build`` makes ``get_or_set`` dog-pile safe.
 
-Django builds one backend per thread and alias. The core cache behind it is
-one per process and configuration, so threads share their connection pools and
-their single-flight calls (one build per process, not per thread), and a forked
-worker starts with its own.
+Django builds one backend per thread and alias, but the core cache behind it
+is one per process and configuration, so threads share their connection pools
+and single-flight calls; a forked worker starts with its own.
 """
 
 from __future__ import annotations
@@ -52,33 +48,25 @@ if hasattr(os, "register_at_fork"):
 
 
 def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
-    """Return this process's core cache for a configuration, building it once.
-
-    The configuration is the ``CACHES`` entry and the replica-lag settings the
-    core is built with (see :func:`~django_mcache.aliases.replication_lag`).
-    """
+    """Return this process's core cache for a ``CACHES`` entry and the replica-lag
+    settings (:func:`~django_mcache.aliases.replication_lag`), building it once."""
     lag_settings = [
         getattr(settings, name, None) for name in ("MCACHE_REPLICATION_LAG", "DATABASE_ROUTERS")
     ]
-    signature = (
-        str(location),
-        repr(sorted((str(k), repr(v)) for k, v in params.items())),
-        repr(lag_settings),
-    )
-    cache = _shared.get(signature)
-    if cache is None:
-        with _shared_lock:
-            cache = _shared.get(signature)
-            if cache is None:
-                try:
-                    cache = cache_from_settings(location, params)
-                except ConfigError as error:
-                    return _Misconfigured(error)  # type: ignore[return-value]
-                alias = _alias_of(location, params)
-                if alias is not None:  # how a task worker finds it: see core_cache_of
-                    cache.locator = f"django_mcache.backend:core_cache_of:{alias}"
-                    cache.counts.origin.label = alias  # its name in metrics
-                _shared[signature] = cache
+    entry = repr(sorted((str(k), repr(v)) for k, v in params.items()))
+    signature = (str(location), entry, repr(lag_settings))
+    with _shared_lock:
+        cache = _shared.get(signature)
+        if cache is None:
+            try:
+                cache = cache_from_settings(location, params)
+            except ConfigError as error:
+                return _Misconfigured(error)  # type: ignore[return-value]
+            alias = _alias_of(location, params)
+            if alias is not None:  # how a task worker finds it: see core_cache_of
+                cache.locator = f"django_mcache.backend:core_cache_of:{alias}"
+                cache.counts.origin.label = alias  # its name in metrics
+            _shared[signature] = cache
     return cache
 
 
@@ -108,9 +96,8 @@ def core_cache_of(alias: str) -> Cache:
 class _Misconfigured:
     """Stands in for the core cache of a bad configuration: any use raises the reason.
 
-    Django instantiates every cache while running its own checks, so the
-    backend must not raise then; ``manage.py check`` reports the reason through
-    :mod:`django_mcache.checks`, and a request that uses the cache gets it too.
+    Django instantiates every cache while running its own checks, so the backend
+    must not raise then; :mod:`django_mcache.checks` reports the reason instead.
     """
 
     def __init__(self, error: ConfigError) -> None:
@@ -150,7 +137,7 @@ class MCacheBackend(BaseCache):
         return self.make_and_validate_key(key, version=version)
 
     def _ttl(self, timeout: Any) -> float:
-        """Return the core TTL for a Django timeout: 0 keeps forever, -1 is already expired."""
+        """Return the core TTL for a Django timeout: 0 keeps forever (``None``), -1 is expired."""
         if timeout is DEFAULT_TIMEOUT:
             timeout = self.default_timeout
         if timeout is None:
@@ -267,11 +254,7 @@ class MCacheBackend(BaseCache):
         await self.mcache.aclear()
 
     def get_or_set(
-        self,
-        key: Any,
-        default: Any,
-        timeout: Any = DEFAULT_TIMEOUT,
-        version: int | None = None,
+        self, key: Any, default: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
     ) -> Any:
         """Return the cached value or compute and cache it, once across callers (dog-pile safe).
 
@@ -282,11 +265,7 @@ class MCacheBackend(BaseCache):
         return run_steps(self._get_or_set_steps(key, default, timeout, version), perform)
 
     async def aget_or_set(
-        self,
-        key: Any,
-        default: Any,
-        timeout: Any = DEFAULT_TIMEOUT,
-        version: int | None = None,
+        self, key: Any, default: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
     ) -> Any:
         """Await :meth:`get_or_set` (dog-pile safe as well).
 

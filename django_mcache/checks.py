@@ -1,15 +1,10 @@
 """System checks: a misconfigured mcache cache fails ``manage.py check``, not a request.
 
-``E001``: a cache whose LOCATION or OPTIONS cannot be used. ``W001``: the cache
-ORM invalidation, ``cached_view``, template blocks and view counters use
-(``MCACHE_CACHE``) lives in one process, so a save anywhere else (``manage.py
-shell``, a task worker, another gunicorn worker) never reaches its pages.
-``E002``: ``MCACHE_CACHE`` or ``MCACHE_COUNTERS_CACHE`` naming no mcache cache.
-``W002``: sessions on such a cache, lost at every restart and autoreload.
-``W003`` (``manage.py check --deploy`` only, as it asks the servers): a cache
-with a server that does not answer.
-Both warnings are silenced as any Django check is, with
-``SILENCED_SYSTEM_CHECKS = ["django_mcache.W001"]``.
+``E001``: a cache whose LOCATION or OPTIONS cannot be used. ``E002``:
+``MCACHE_CACHE`` or ``MCACHE_COUNTERS_CACHE`` naming no mcache cache. ``W001``
+and ``W002``: the ``MCACHE_CACHE`` or the sessions' cache kept in one process's
+memory. ``W003`` (``--deploy`` only, as it asks the servers): a server that does
+not answer. Warnings are silenced as any Django check's, ``SILENCED_SYSTEM_CHECKS``.
 """
 
 from __future__ import annotations
@@ -20,6 +15,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
+from mcache import Cache
 from mcache.admin.report import servers_down
 from mcache.errors import MCacheError
 
@@ -107,22 +103,12 @@ def check_shared_across_processes(app_configs: Any = None, **kwargs: Any) -> lis
 
 @register("caches", deploy=True)
 def check_reachable(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Warn, before a deploy, about each mcache cache with a server that does not answer.
-
-    A request never fails for it (it degrades to the backend), which is why
-    nothing else would tell: every page is built on every request meanwhile.
-    """
-    from django.core.cache import caches
-
+    """Warn, before a deploy, about each mcache cache with a server that does not answer:
+    requests degrade to the backend, so nothing else would tell."""
     warnings: list[CheckMessage] = []
-    for alias, params in getattr(settings, "CACHES", {}).items():
-        if params.get("BACKEND") != BACKEND:
-            continue
-        try:
-            core = caches[alias].mcache
-        except (ImproperlyConfigured, MCacheError):
-            continue  # E001 says what is wrong with it
-        down = servers_down(core.server_stats())
+    for alias in getattr(settings, "CACHES", {}):
+        core = _core_of(alias)
+        down = [] if core is None else servers_down(core.server_stats())
         if down:
             warnings.append(
                 Warning(
@@ -144,13 +130,18 @@ def _location(alias: str) -> str:
 
 def _process_local(alias: str) -> bool:
     """Return whether the mcache cache ``alias`` keeps its data in this process alone."""
-    params = getattr(settings, "CACHES", {}).get(alias)
-    if params is None or params.get("BACKEND") != BACKEND:
-        return False
+    core = _core_of(alias)
+    return core is not None and core.shared.traits.process_local
+
+
+def _core_of(alias: str) -> Cache | None:
+    """Return the core cache of ``alias``; None if it is no usable mcache cache (E001 says why)."""
+    if getattr(settings, "CACHES", {}).get(alias, {}).get("BACKEND") != BACKEND:
+        return None
     from django.core.cache import caches
 
     try:
-        store = caches[alias].mcache.shared
+        core = caches[alias].mcache
     except (ImproperlyConfigured, MCacheError):
-        return False  # E001 says what is wrong with it
-    return store.traits.process_local
+        return None
+    return core if isinstance(core, Cache) else None

@@ -1,10 +1,8 @@
 """From a ``settings.CACHES`` entry to a core :class:`mcache.Cache`.
 
-One job: read ``LOCATION`` and ``OPTIONS``, reject what is unknown or invalid
-with a message naming the setting and the fix, and build the ``Cache``. The
-backend calls it when Django first uses the alias; the system check
-(:mod:`django_mcache.checks`) calls it at start-up so a typo fails ``manage.py
-check`` instead of the first request.
+What is unknown or invalid is refused with a message naming the setting and
+the fix; the system check (:mod:`django_mcache.checks`) calls it at start-up
+so a typo fails ``manage.py check`` instead of the first request.
 """
 
 from __future__ import annotations
@@ -67,10 +65,9 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     if not isinstance(raw, Mapping):
         problems.add(f"OPTIONS must be a dict of option names to values, got {raw!r}")
         problems.raise_if_any()
-    options = dict(raw)
-    for name in DJANGO_CULL_OPTIONS:
-        options.pop(name, None)
-    known_options = CACHE_OPTIONS | CODEC_OPTIONS | _store_options(location)
+    options = {k: v for k, v in raw.items() if k not in DJANGO_CULL_OPTIONS}
+    store_options = _store_options(location) - CACHE_OPTIONS - CODEC_OPTIONS
+    known_options = CACHE_OPTIONS | CODEC_OPTIONS | store_options
     unknown = sorted(set(options) - known_options)
     if unknown:
         problems.add(
@@ -82,9 +79,7 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
         )
     cache_kwargs = {k: v for k, v in options.items() if k in CACHE_OPTIONS}
     codec_kwargs = {k: v for k, v in options.items() if k in CODEC_OPTIONS}
-    store_kwargs = {
-        k: v for k, v in options.items() if k not in CACHE_OPTIONS | CODEC_OPTIONS | set(unknown)
-    }
+    store_kwargs = {k: v for k, v in options.items() if k in store_options}
     cache_kwargs.setdefault("namespace", _namespace(params.get("KEY_PREFIX", "")))
     default_ttl = problems.check("", lambda: _default_ttl(params))
     if "refresher" in cache_kwargs:
@@ -109,9 +104,7 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
 
 
 def _store_options(location: str) -> set[str]:
-    if not isinstance(location, str):
-        return set()
-    if location.startswith(ALIAS_SCHEME):
+    if not isinstance(location, str) or location.startswith(ALIAS_SCHEME):
         return set()
     if location.startswith(DB_SCHEME):
         return {"table", *SQL_STORE_OPTIONS}
@@ -127,12 +120,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def _store(location: str, options: dict[str, Any]) -> Any:
-    """Return the process's one store for a LOCATION and its options.
-
-    Aliases naming the same LOCATION share it, as Django's own backends do: the
-    same ``memory://`` is one in-process store, the same memcached pool one set
-    of connections.
-    """
+    """Return the process's one store for a LOCATION and its options: aliases naming
+    the same ``memory://`` or memcached pool share it, as Django's own backends do."""
     signature = (location, repr(sorted(options.items())))
     with _stores_lock:
         store = _stores.get(signature)

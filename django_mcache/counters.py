@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -11,6 +12,7 @@ from django.db.models import Model
 from mcache.features.counters import ViewCounter
 
 from .aliases import counters_alias
+from .tags import label_of
 
 __all__ = ["view_counter"]
 
@@ -28,10 +30,9 @@ def view_counter(
     periodic task to write the counts back.
     """
     concrete = model._meta.concrete_model  # a proxy model's rows are its concrete model's
-    meta = concrete._meta
-    label = f"{meta.app_label}.{meta.model_name}"
-    field = field or _configured_field(label) or _detected_field(meta)
-    initial = None if field is None else _reader(concrete, field)
+    label = label_of(concrete)
+    field = field or _configured_field(label) or _detected_field(concrete._meta)
+    initial = None if field is None else partial(_seed, concrete, field)
     return caches[counters_alias(cache)].view_counter(f"views:{label}", initial)
 
 
@@ -45,9 +46,7 @@ def _detected_field(meta: Any) -> str | None:
     return next((name for name in _SEED_FIELDS if name in names), None)
 
 
-def _reader(model: type[Model], field: str) -> Any:
-    def initial(pk: Any) -> int:
-        value = model._default_manager.filter(pk=pk).values_list(field, flat=True).first()
-        return int(value or 0)
-
-    return initial
+def _seed(model: type[Model], field: str, pk: Any) -> int:
+    """Return the row's persisted count: where its view counter starts."""
+    value = model._default_manager.filter(pk=pk).values_list(field, flat=True).first()
+    return int(value or 0)

@@ -1,13 +1,10 @@
 """A durable store on one of the site's databases: ``LOCATION "db:<alias>"``.
 
-A Django site already runs a database, so a cache that must survive restarts
-needs no new server: the store keeps its table (``mcache`` unless the
-``table`` option names another) in ``DATABASES[alias]``, PostgreSQL or SQLite,
-through the driver Django uses. It opens connections of its own from that
-alias's settings, in autocommit, never the request's: a lock or an entry
-written inside a request's transaction would be invisible to other processes
-until the commit, and lost with a rollback. The table is created on first use,
-or by ``manage.py mcache_createtable``.
+A cache that must survive restarts needs no new server: its table (``table``
+option, default ``mcache``; made on first use or by ``manage.py
+mcache_createtable``) lives in ``DATABASES[alias]`` (PostgreSQL or SQLite), on
+connections of its own in autocommit, never the request's, whose transaction
+would hide a lock or an entry from other processes until the commit.
 """
 
 from __future__ import annotations

@@ -2,16 +2,11 @@
 
 A project already on django-redis (or any Django cache) adopts mcache's
 algorithms without moving its connection settings: mcache reads and writes
-through ``caches[name]``. What such a cache can do atomically it does (``add``,
-``incr``); what Django's cache API has no call for is emulated and said so:
-
-* ``cas`` compares content and then writes, in two calls, so two writers racing
-  inside that gap can both succeed. mcache uses ``cas`` to release or extend a
-  lock (a release racing the lock's own expiry and a new owner's ``add`` could
-  free the new owner's lock) and to flush view-counter baselines (a racing
-  flush could count once more). Use a ``redis://`` or ``memcached://``
-  LOCATION where those races matter.
-* ``append`` and ``decr``'s floor at 0 are read-then-write as well.
+through ``caches[name]``. ``add`` and ``incr`` are as atomic as that cache's;
+``cas``, ``append`` and ``decr``'s floor at 0, which Django's cache API has no
+call for, are read-then-write, so two racers may both succeed (a lock released
+from under its new owner, a view-counter flush counted twice): see
+docs/how-to/django-setup.md.
 
 Whole-number values are kept as Python ints in the other cache, so its own
 ``incr`` (atomic on Redis and memcached) counts them.
@@ -19,7 +14,8 @@ Whole-number values are kept as Python ints in the other cache, so its own
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from mcache.errors import ConfigError, NotNumeric, StoreUnavailable, ValueTooLarge
@@ -74,8 +70,11 @@ class DjangoCacheStore:
         return caches[self.alias]  # Django hands each thread its own connection object
 
     def _call(self, operation: str, *args: Any) -> Any:
+        return self._run(operation, lambda: getattr(self._cache, operation)(*args))
+
+    def _run(self, operation: str, call: Callable[[], Any]) -> Any:
         try:
-            return getattr(self._cache, operation)(*args)
+            return call()
         except (NotNumeric, ValueTooLarge):
             raise
         except Exception as error:  # whatever the other backend's driver raises
@@ -92,10 +91,7 @@ class DjangoCacheStore:
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist."""
-        keys = list(dict.fromkeys(keys))
-        for key in keys:
-            validate_store_key(key)
-        found = self._call("get_many", keys)
+        found = self._call("get_many", _validated(dict.fromkeys(keys)))
         values = {key: _from_django(value) for key, value in found.items()}
         return {key: value for key, value in values.items() if value is not NO_VALUE}  # type: ignore[misc]
 
@@ -119,9 +115,8 @@ class DjangoCacheStore:
 
     def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
         """Store several values; return the keys that were too large."""
+        _validated(items)
         failed = [key for key, value in items.items() if len(value) > self.max_value_size]
-        for key in items:
-            validate_store_key(key)
         if failed:
             self._call("delete_many", failed)
         good = {k: _to_django(v) for k, v in items.items() if k not in failed}
@@ -159,21 +154,19 @@ class DjangoCacheStore:
         return value
 
     def _counted(self, key: str, delta: int) -> int | None:
+        """Return the other cache's ``incr``, or tell its failure apart by reading the key."""
         try:
             return int(self._cache.incr(key, delta))
-        except ValueError:
-            pass  # Django's signal for a missing key, but some drivers use it for non-numbers too
-        except Exception as error:
-            current = self._call("get", key, _MISSING)
-            if current is _MISSING:
-                return None
-            if not isinstance(current, int):
-                raise NotNumeric(f"{key!r} does not hold a whole number") from error
-            raise StoreUnavailable(f"cache alias {self.alias!r}: incr failed: {error}") from error
+        except ValueError:  # Django's signal for a missing key; some drivers' for non-numbers
+            error = None
+        except Exception as raised:
+            error = raised
         current = self._call("get", key, _MISSING)
         if current is _MISSING:
             return None
-        raise NotNumeric(f"{key!r} does not hold a whole number")
+        if error is None or not isinstance(current, int):
+            raise NotNumeric(f"{key!r} does not hold a whole number") from error
+        raise StoreUnavailable(f"cache alias {self.alias!r}: incr failed: {error}") from error
 
     def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
         """Write (or, with a negative ``ttl``, delete) only if the value is still ``token``."""
@@ -191,10 +184,7 @@ class DjangoCacheStore:
 
     def delete_many(self, keys: Iterable[str]) -> None:
         """Remove several keys."""
-        keys = list(keys)
-        for key in keys:
-            validate_store_key(key)
-        self._call("delete_many", keys)
+        self._call("delete_many", _validated(keys))
 
     def touch(self, key: str, ttl: int) -> bool:
         """Give ``key`` a new TTL; ``False`` when it is missing."""
@@ -206,26 +196,24 @@ class DjangoCacheStore:
         self._call("clear")
 
     def stats(self) -> dict[str, dict[str, int | float | str]]:
-        """Return the server's statistics where the other cache is on Redis, else its class.
-
-        django-redis and Django's RedisCache hand out their redis-py client;
-        other backends offer no statistics call, so only their class is named.
-        """
+        """Return the server's statistics where the other cache is on Redis, else its class
+        (other backends offer no statistics call)."""
         client = _redis_client(self._cache)
         if client is None:
             return {f"alias:{self.alias}": {"backend": type(self._cache).__qualname__}}
         from mcache.stores.redis.store import info_stats
 
-        return info_stats(client, lambda call: self._call_raw(call))
-
-    def _call_raw(self, call: Any) -> Any:
-        try:
-            return call()
-        except Exception as error:
-            raise StoreUnavailable(f"cache alias {self.alias!r}: stats failed: {error}") from error
+        return info_stats(client, partial(self._run, "stats"))
 
     def close(self) -> None:
         """Nothing to release: Django owns the other cache's connections."""
+
+
+def _validated(keys: Iterable[str]) -> list[str]:
+    keys = list(keys)
+    for key in keys:
+        validate_store_key(key)
+    return keys
 
 
 def _timeout(ttl: int) -> float | None:

@@ -50,16 +50,13 @@ def cached(
     if cache is not None:
         check_alias(cache, "cached(cache=...)")
     dependencies = Dependencies(depends_on, "cached")
-    options = {
-        name: value
-        for name, value in (
-            ("stale_ttl", stale_ttl),
-            ("refresh", refresh),
-            ("early_refresh", early_refresh),
-            ("stale_wait", stale_wait),
-        )
-        if value is not None
+    given = {
+        "stale_ttl": stale_ttl,
+        "refresh": refresh,
+        "early_refresh": early_refresh,
+        "stale_wait": stale_wait,
     }
+    options = {name: value for name, value in given.items() if value is not None}
 
     def current_cache() -> Cache:
         return caches[cache_alias(cache)].mcache  # type: ignore[no-any-return]

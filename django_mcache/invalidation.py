@@ -1,19 +1,9 @@
 """Bumping model tags when rows change, correctly around transactions.
 
-A change is bumped twice: at write time, and again once the transaction
-commits (``transaction.on_commit`` on the write's database alias; Django drops
-the callbacks of a savepoint that rolls back):
-
-* the first bump stops fresh hits on the old data at once;
-* the second kills any entry that another request rebuilt, from the still
-  committed old data, while the transaction was open.
-
-A rollback leaves only the first bump, which merely costs a rebuild. What a
-rollback could not undo is an entry built *inside* the writing transaction
-from its uncommitted data, so while a connection's transaction has bumps
-pending, ``get_or_build`` builds and returns but does not store
-(:func:`may_store`, handed to the core cache as ``may_store``), as
-django-cacheops does.
+A change is bumped at write time, to stop hits on the old data at once, and
+again when its transaction commits, to kill entries rebuilt meanwhile from the
+still committed old data; while bumps are pending, nothing is stored
+(:func:`may_store`), as django-cacheops does. See docs/how-to/orm-invalidation.md.
 """
 
 from __future__ import annotations
@@ -30,7 +20,7 @@ from mcache.logs import FailureLog
 from mcache.web import note_bumps
 
 from .aliases import cache_alias
-from .tags import model_tag, obj_tag
+from .tags import label_of, model_tag, obj_tag
 
 __all__ = [
     "TaggedManager",
@@ -47,8 +37,7 @@ _failures = FailureLog()
 
 def _core() -> Any:
     """Return the core cache the ORM bumps go to (``MCACHE_CACHE``, default "default")."""
-    backend = caches[cache_alias()]
-    return getattr(backend, "mcache", None)
+    return getattr(caches[cache_alias()], "mcache", None)
 
 
 def _invalidate(core: Any, tags: Iterable[str]) -> None:
@@ -56,11 +45,8 @@ def _invalidate(core: Any, tags: Iterable[str]) -> None:
 
 
 def bump(tags: Iterable[str], using: str = "default") -> None:
-    """Bump ``tags`` now and, inside a transaction on ``using``, again after it commits.
-
-    The after-commit bumps of one transaction are gathered into one callback
-    (a loop of 200 saves costs one more bump, not 200).
-    """
+    """Bump ``tags`` now and, inside a transaction on ``using``, again after it commits
+    (in one callback per transaction: a loop of 200 saves costs one more bump, not 200)."""
     tags = set(tags)
     core = _core()
     if not tags or core is None:
@@ -89,11 +75,8 @@ class _AfterCommit:
 
 
 def _pending_callback(connection: Any) -> _AfterCommit | None:
-    """Return our callback still waiting for this connection's commit, if any.
-
-    Django drops the callbacks of a savepoint that rolls back, and all of them
-    on a rollback, so what is in ``run_on_commit`` is exactly what is pending.
-    """
+    """Return our callback still waiting for this connection's commit, if any (Django
+    drops rolled-back callbacks, so ``run_on_commit`` holds exactly what is pending)."""
     for entry in getattr(connection, "run_on_commit", ()):
         if getattr(entry[1], "mcache_bump", False):
             return entry[1]
@@ -103,9 +86,8 @@ def _pending_callback(connection: Any) -> _AfterCommit | None:
 def _in_transaction(connection: Any) -> bool:
     """Return whether ``connection`` is inside a transaction the application opened.
 
-    The atomic blocks Django's ``TestCase`` wraps each test in are left out, as
-    Django's own ``durable`` check does: they are never committed, so treating
-    them as transactions would keep every test from caching anything.
+    ``TestCase``'s atomic blocks, never committed, are left out (as Django's
+    ``durable`` check does), or no test would cache anything.
     """
     blocks = getattr(connection, "atomic_blocks", None)
     if blocks is None:
@@ -119,12 +101,6 @@ def may_store() -> bool:
         if _in_transaction(connection) and _pending_callback(connection) is not None:
             return False
     return True
-
-
-def label_of(model: type[models.Model] | models.Model) -> str:
-    """Return ``app_label.model`` of the concrete model (a proxy's rows are its model's)."""
-    meta = model._meta.concrete_model._meta
-    return f"{meta.app_label}.{meta.model_name}"
 
 
 def related_fields(model: type[models.Model]) -> list[Any]:
@@ -225,29 +201,22 @@ def invalidate_obj(instance: models.Model, using: str | None = None) -> None:
 class TaggedQuerySet(models.QuerySet):
     """A QuerySet whose bulk writes, which send no signals, bump their tags too.
 
-    ``update()`` reads the rows it is about to change first (one more query:
-    their pks and the foreign keys it changes, or whole rows when the model
-    declares tags of its own, read again after the update for their new
-    declared tags), so each row's tags, its old and new related rows and the
-    declared tags are bumped as a save would bump them;
+    ``update()`` reads the rows it is about to change first (one more query, and
+    one after it when the model declares tags), so it bumps what saves would:
+    each row's tags, its old and new related rows and declared tags.
     ``bulk_create``/``bulk_update`` know their rows.
     """
 
     def update(self, **kwargs: Any) -> int:
         tags = {model_tag(self.model)}
-        related = {f.attname: f for f in related_fields(self.model)}
-        changed = [related[name] for name in kwargs if name in related] + [
-            related[f.attname] for f in related.values() if f.name in kwargs
-        ]
-        declares = _declares_tags(self.model)
+        changed = [f for f in related_fields(self.model) if f.attname in kwargs or f.name in kwargs]
         pks = []
-        if declares:
+        if _declares_tags(self.model):
             for obj in self:
                 tags |= instance_tags(obj)
                 pks.append(obj.pk)
         else:
-            names = ["pk", *(f.attname for f in changed)]
-            for row in self.values_list(*names):
+            for row in self.values_list("pk", *(f.attname for f in changed)):
                 tags.add(f"obj:{label_of(self.model)}:{row[0]}")
                 for field, value in zip(changed, row[1:], strict=True):
                     if value is not None:

@@ -1,14 +1,10 @@
 """``OnlineVisitorsMiddleware``: distinct visitors over a sliding window, site-wide and per scope.
 
-A visitor is their session key when they have a session (read from the cookie,
-so no session is loaded or saved for it), else an id in a signed cookie this
-middleware sets once (derived from the address and user agent, so a client
-that keeps no cookie still counts once). Logging in changes the session key,
-so that visitor may count twice within the window. Robots (user agents containing any of
-``MCACHE_ROBOTS``) are not counted. The window and slots come from
-``MCACHE_ONLINE_WINDOW`` (300 s) and ``MCACHE_ONLINE_SLOTS`` (6); the count is
-``{% online_count %}`` or ``cache.online_counter("site").count()``. A view
-counts its own scope with ``count_online(request, "forum")``.
+A visitor is their session key (read from the cookie: no session is loaded for
+it), else an id in a signed cookie set once, derived from the address and user
+agent so that a client keeping no cookie still counts once. Logging in changes
+the session key, so that visitor may count twice within the window. Settings:
+``MCACHE_ONLINE_WINDOW``, ``MCACHE_ONLINE_SLOTS``, ``MCACHE_ROBOTS``.
 """
 
 from __future__ import annotations
@@ -36,20 +32,15 @@ SALT = "django_mcache.online"
 def online_counter(scope: str = "site", using: str | None = None) -> Any:
     """Return the online counter of ``scope`` as the settings shape it, for counting and showing.
 
-    The middleware counts into it and ``{% online_count %}`` reads it, so both
-    must agree on the cache (``MCACHE_COUNTERS_CACHE``, else ``MCACHE_CACHE``),
-    ``MCACHE_ONLINE_WINDOW`` and ``MCACHE_ONLINE_SLOTS``: a counter read with
-    another window has other keys.
+    The middleware and ``{% online_count %}`` must agree on its cache, window
+    and slots: a counter read with another window has other keys.
     """
-    backend = caches[counters_alias(using)]
-    window = int(getattr(settings, "MCACHE_ONLINE_WINDOW", 300))
     slots = int(getattr(settings, "MCACHE_ONLINE_SLOTS", 6))
-    return backend.online_counter(scope, window, slots)
+    return caches[counters_alias(using)].online_counter(scope, _window(), slots)
 
 
-def _is_robot(request: HttpRequest) -> bool:
-    robots = getattr(settings, "MCACHE_ROBOTS", ROBOTS)
-    return is_robot(request.META.get("HTTP_USER_AGENT", ""), robots)
+def _window() -> int:
+    return int(getattr(settings, "MCACHE_ONLINE_WINDOW", 300))
 
 
 def _visitor(request: HttpRequest) -> tuple[str, bool]:
@@ -64,12 +55,8 @@ def _visitor(request: HttpRequest) -> tuple[str, bool]:
 
 
 def _derived_id(request: HttpRequest) -> str:
-    """Return an id from the address and user agent, keyed with SECRET_KEY.
-
-    A client that keeps no cookies then counts once, not once per request;
-    the price is that visitors behind one address with the same browser count
-    as one until their cookies come back.
-    """
+    """Return an id from the address and user agent, keyed with SECRET_KEY, so that a
+    client that keeps no cookies counts once, not once per request."""
     seen = f"{request.META.get('REMOTE_ADDR', '')}|{request.META.get('HTTP_USER_AGENT', '')}"
     key = settings.SECRET_KEY.encode()[:64]
     return hashlib.blake2b(seen.encode(), key=key, digest_size=12).hexdigest()
@@ -115,7 +102,8 @@ class OnlineVisitorsMiddleware:
 
 def _seen(request: HttpRequest) -> tuple[str | None, str | None]:
     """Return the visitor to count (None for a robot) and the id cookie to set, if any."""
-    if _is_robot(request):
+    robots = getattr(settings, "MCACHE_ROBOTS", ROBOTS)
+    if is_robot(request.META.get("HTTP_USER_AGENT", ""), robots):
         return None, None
     visitor, is_new = _visitor(request)
     request.mcache_visitor = visitor  # type: ignore[attr-defined]
@@ -128,7 +116,7 @@ def _with_cookie(response: HttpResponse, new_cookie: str | None) -> HttpResponse
             COOKIE,
             new_cookie,
             salt=SALT,
-            max_age=int(getattr(settings, "MCACHE_ONLINE_WINDOW", 300)) * 4,
+            max_age=_window() * 4,
             httponly=True,
             samesite="Lax",
             secure=settings.SESSION_COOKIE_SECURE,

@@ -1,13 +1,9 @@
 """A django-debug-toolbar panel: every mcache call of a request, with what happened to it.
 
-``pip install "mcache[toolbar]"``, then add ``"django_mcache.panels.MCachePanel"``
-to ``DEBUG_TOOLBAR_PANELS``. Like the toolbar's own cache panel, but it needs
-no patching of cache methods: it attaches an observer (:mod:`mcache.observe.events`)
-to every mcache cache in ``CACHES``, and the observer keeps the calls made in
-the request the toolbar is recording (a context variable says which). Beyond
-what Django's cache panel shows, each call says whether it was a hit, a miss,
-a stale answer or a bypass, its tags and round trips, and whether it built,
-waited for another's build or served a stale value.
+Unlike the toolbar's own cache panel it patches no cache method: it attaches an
+observer (:mod:`mcache.observe.events`) to every mcache cache in ``CACHES``,
+which keeps the calls of the request the toolbar is recording (a context
+variable says which). Setup: docs/how-to/debug-toolbar.md.
 """
 
 from __future__ import annotations
@@ -99,12 +95,8 @@ class MCachePanel(Panel):
     def nav_subtitle(self) -> str:
         found = self.get_stats().get("totals") or {}
         calls = found.get("calls", 0)
-        return ngettext(
-            "%(calls)d call in %(ms).2f ms", "%(calls)d calls in %(ms).2f ms", calls
-        ) % {
-            "calls": calls,
-            "ms": found.get("ms", 0.0),
-        }
+        text = ngettext("%(calls)d call in %(ms).2f ms", "%(calls)d calls in %(ms).2f ms", calls)
+        return text % {"calls": calls, "ms": found.get("ms", 0.0)}
 
 
 def totals(calls: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,12 +1,8 @@
 """``SESSION_ENGINE = "django_mcache.sessions"``: sessions on mcache, replicated.
 
-Sessions are the data that must never be lost: a lost one logs its user out.
-On a memcached pool each session is written to ``MCACHE_SESSION_REPLICAS``
-servers (default 2, at most the pool's size) and read from the first that has
-it, so any one server may die without losing a session. The cache is the one
-``SESSION_CACHE_ALIAS`` names (an mcache cache); Django's own cache session
-semantics apply: expiry through the store's TTL, ``cycle_key`` on login, and
-``clear_expired`` doing nothing because the store expires sessions itself.
+A lost session logs its user out, so on a memcached pool each session is
+written to ``MCACHE_SESSION_REPLICAS`` servers (default 2) and read from the
+first that has it: any one server may die. See docs/how-to/sessions.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """ORM signals that bump model and object tags (see :mod:`django_mcache.invalidation`).
 
-Connected in ``AppConfig.ready``, model by model: ``post_save``,
-``post_delete`` and ``m2m_changed`` (both sides of the relation) for
-``settings.MCACHE_MODELS`` ("app_label.model" names; every model when unset)
-less ``settings.MCACHE_EXCLUDE_MODELS`` (sessions, admin log entries, content
-types and permissions by default: they change often and no page is built from
-them). Receivers are connected per model (``sender=``) so that excluded models
-keep Django's fast deletes and pay nothing on load; ``post_init`` is connected
-only for models with foreign keys, to remember them, so a change of relation
-bumps the old related row as well as the new one.
+Connected in ``AppConfig.ready`` per tracked model (``sender=``), so that
+excluded models keep Django's fast deletes and pay nothing on load;
+``post_init`` only for models with foreign keys, to remember them, so a change
+of relation bumps the old related row too. See docs/how-to/orm-invalidation.md.
 """
 
 from __future__ import annotations
@@ -20,8 +15,8 @@ from django.conf import settings
 from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_init, post_save
 
-from .invalidation import bump, instance_tags, label_of, related_fields
-from .tags import model_tag
+from .invalidation import bump, instance_tags, related_fields
+from .tags import label_of, model_tag
 
 __all__ = ["connect", "tracked"]
 

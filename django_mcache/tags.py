@@ -14,16 +14,20 @@ DependsOn = type[Model] | Model | QuerySet | Manager | str | Iterable[Any] | Non
 """What ``depends_on=`` takes: models, rows, querysets, ``"app_label.Model"`` strings, lists."""
 
 
+def label_of(model: type[Model] | Model) -> str:
+    """Return ``app_label.model`` of the concrete model (a proxy's rows are its model's)."""
+    meta = model._meta.concrete_model._meta
+    return f"{meta.app_label}.{meta.model_name}"
+
+
 def model_tag(model: type[Model] | Model) -> str:
     """Return the tag of every entry that depends on ``model``'s rows: ``model:app.model``."""
-    meta = model._meta.concrete_model._meta  # a proxy's rows are its concrete model's
-    return f"model:{meta.app_label}.{meta.model_name}"
+    return f"model:{label_of(model)}"
 
 
 def obj_tag(instance: Model) -> str:
     """Return the tag of every entry that depends on this row: ``obj:app.model:pk``."""
-    meta = instance._meta.concrete_model._meta
-    return f"obj:{meta.app_label}.{meta.model_name}:{instance.pk}"
+    return f"obj:{label_of(instance)}:{instance.pk}"
 
 
 class Dependencies:

@@ -48,10 +48,8 @@ class ViewOptions(PageSettings):
         Django's rule (a ``TIMEOUT`` of 0 or less stores nothing) is how sites turn
         caching off in development; ``cache_page`` without a timeout follows it too.
         """
-        if self.ttl is not None:
-            return False
         timeout = backend.default_timeout
-        return timeout is not None and timeout <= 0
+        return self.ttl is None and timeout is not None and timeout <= 0
 
     def core(self, backend: Any = None) -> Cache:
         """Return the core cache of ``backend`` (by default the one pages go to)."""

@@ -80,10 +80,8 @@ def signed_in(request: HttpRequest) -> bool:
 
 @contextlib.contextmanager
 def session_untouched(request: HttpRequest) -> Iterator[None]:
-    """Put the session's ``accessed`` flag back as it was after the block.
-
-    Looking at the user loads the session; that look is ours, not the view's.
-    """
+    """Put the session's ``accessed`` flag back after the block: looking at the user
+    loads the session, and that look is ours, not the view's."""
     session = getattr(request, "session", None)
     accessed = getattr(session, "accessed", False)
     try:
@@ -176,12 +174,10 @@ class Render:
 
     def after(self, response: Any, watch_session: bool = True) -> Snapshot:
         response = _render(response)
-        reads_session = False
+        # On a re-render (``watch_session`` False) the request's own reading counts.
+        reads_session = self.session is not None and self.session.accessed
         if self.session is not None and watch_session:
-            reads_session = self.session.accessed
             self.session.accessed = self._accessed or reads_session
-        elif self.session is not None:
-            reads_session = self.session.accessed  # a re-render: the request's own reading counts
         reason = self._refusal(response, reads_session)
         if reason is not None:
             raise Uncacheable(response, reason)

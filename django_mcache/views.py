@@ -1,14 +1,8 @@
 """``@cached_view``: whole responses through ``get_or_build``, dog-pile safe, with tags.
 
-What Django's cache middleware refuses to cache, this refuses too (rules below,
-checked with ``django.utils.cache``'s helpers), and it is stricter where a
-shared cache could leak one visitor's page to another: a request with
-``Authorization`` or from a signed-in user (unless ``per_user=True``) is never
-cached, and neither is a response that sets a cookie.
-
-A hit is one store round trip (entry and tag versions together); a stale page
-is served with ``X-Cache: STALE`` while one request re-renders it (after the
-response, on the refresher, with ``refresh="background"``).
+It refuses what Django's cache middleware refuses, and more where a shared
+cache could leak one visitor's page to another (a signed-in user, a cookie set):
+the rules are in docs/how-to/cache-a-page.md, applied by :mod:`.view_pages`.
 """
 
 from __future__ import annotations
@@ -68,19 +62,16 @@ def cached_view(
 ) -> Callable[[View], View]:
     """Cache a view's whole response; use ``method_decorator`` for class-based views.
 
-    The key covers the view, scheme, host, path, the sorted query string, the
-    values of ``vary_on_headers`` (an absent header differs from an empty one),
-    the language, and the user's id when ``per_user`` (GET and HEAD share it).
+    The key covers the view, scheme, host, path, sorted query string, the values
+    of ``vary_on_headers`` (an absent header differs from an empty one), the
+    language, and the user's id when ``per_user`` (GET and HEAD share it).
     ``tags`` (names, or a callable of ``request, *args, **kwargs``) and
-    ``depends_on`` (models, rows, querysets or ``"app_label.Model"`` strings:
-    see :class:`~django_mcache.tags.Dependencies`) make the page stale when
-    ``cache.invalidate`` bumps one of them, as a save or delete does.
+    ``depends_on`` (:class:`~django_mcache.tags.Dependencies`) make the page stale
+    when one of them is bumped, as a save or delete does. ``ttl``: seconds a page
+    is fresh (``None``: the cache's ``TIMEOUT``; 0 or less, as with ``cache_page``:
+    not cached). ``stale_wait``: how long a request finding the page stale while
+    another rebuilds it waits for the new one (default: the cache's, 0).
     ``header`` names the HIT/MISS/STALE response header (``None``: no header).
-    ``ttl`` is how long a page is fresh, in seconds (``None``: the cache's
-    ``TIMEOUT``); as with ``cache_page``, 0 or less does not cache it at all.
-    ``stale_wait`` is how long a request that finds the page stale, while
-    another request rebuilds it, waits for the new page before taking the
-    stale one (default: the cache's ``stale_wait``, 0).
 
     Written bare, ``@cached_view`` is ``@cached_view()``. An unknown ``cache``
     alias fails here, when the view module is imported, not at the first request.
@@ -121,9 +112,8 @@ def cached_view(
 
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-            return run_steps(
-                _serve_steps(options, name, view, request, args, kwargs, False), perform
-            )
+            steps = _serve_steps(options, name, view, request, args, kwargs, False)
+            return run_steps(steps, perform)
 
         return wrapper
 
@@ -144,11 +134,9 @@ def _serve_steps(
 ) -> Steps[Any]:
     """Serve one request: bypassed, from the store, or rendered and stored.
 
-    ``on_loop``: an ``async def`` view, on the event loop. Nothing on the way to
-    its hit hops to a thread: the user comes from ``request.auser()`` (no I/O
-    without a session cookie), the page from the store's async twin; a render (a
-    miss) hands its session and CSRF checks to a thread, as Django runs sync code
-    from async views.
+    ``on_loop``: an ``async def`` view, on the event loop, whose hit hops to no
+    thread (the user from ``request.auser()``, the page from the store's async
+    twin); only a render hands its session and CSRF checks to a thread.
     """
     the_view = CallBuilder(partial(view, request, *args, **kwargs))
     backend = options.backend()
@@ -198,16 +186,11 @@ def _signed_in_user(request: HttpRequest) -> Any:
 
 async def _asigned_in_user(request: HttpRequest) -> Any:
     """Return the signed-in user, or None, as :func:`.view_pages.signed_in` decides,
-    without a thread where Django provides ``request.auser()``.
-
-    Without a session cookie Django finds the anonymous user with no I/O; with
-    one, loading the session is Django's own (async) database read.
-    """
+    without a thread where Django provides ``request.auser()`` (its own async read)."""
     auser = getattr(request, "auser", None)
-    if auser is None:
-        if getattr(request, "user", None) is None or not await sync_to_async(signed_in)(request):
-            return None
-        return request.user
+    if auser is None:  # Django 4.2, or no auth middleware (then no user at all: no thread)
+        has_user = getattr(request, "user", None) is not None
+        return await sync_to_async(_signed_in_user)(request) if has_user else None
     with session_untouched(request):
         user = await auser()
     return user if user.is_authenticated else None

@@ -44,17 +44,14 @@ class MCache:
     def init_app(self, app: Flask) -> None:
         """Build the app's cache from ``MCACHE_*`` config (bad values raise here); add the CLI.
 
-        An in-process store by default (``MCACHE_URL`` unset) outside debug and
-        testing is warned about once: every worker process would have a cache of
-        its own, and a site that forgot the setting should hear of it. One that
-        writes ``MCACHE_URL = "memory://"`` chose it, and is not warned.
+        ``MCACHE_URL`` left unset outside debug and testing is warned about: each worker
+        process would have a cache of its own (``"memory://"`` written out is a choice).
         """
         cache = app.extensions["mcache"] = cache_from_config(app.config)
         cache.locator = "flask_mcache:current_cache:"  # a queue worker runs in an app context
         if app.config.get("MCACHE_COUNTERS_URL"):
             app.extensions["mcache.counters"] = cache_from_config(app.config, "MCACHE_COUNTERS_URL")
-        defaulted = not app.config.get("MCACHE_URL")
-        if defaulted and not (app.debug or app.testing):
+        if not app.config.get("MCACHE_URL") and not (app.debug or app.testing):
             warnings.warn(
                 "MCACHE_URL is not set, so the cache is 'memory://', kept in each"
                 " process's own memory: every worker process of the server has a cache of its"
@@ -128,19 +125,12 @@ class MCache:
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Cache a view's whole response: dog-pile safe, stale-while-rebuilding, tagged.
 
-        The key covers the method (HEAD shares GET's), scheme, host, path, the
-        sorted query string, the values of ``vary_on_headers``, and what
-        ``per_user()`` returns (e.g. ``lambda: current_user.get_id()``).
-        ``key``, a function of the view's arguments, replaces the path and query
-        string in it (as Flask-Caching's ``make_cache_key``): requests it maps to
-        the same value share a page. ``unless()`` returning true serves the view
-        uncached (``X-Cache: BYPASS``, reason ``unless``), as in Flask-Caching.
-        ``tags`` may be a callable of the view's arguments. ``depends_on``: SQLAlchemy
-        mapped classes or rows (or a list) whose commits make the page stale, through
-        ``watch_sqlalchemy``. ``stale_wait``: how long a request finding the page stale
-        while another rebuilds it waits for the new page (default
-        ``MCACHE_STALE_WAIT``, 0). Written bare, ``@mcache.cached_view`` is
-        ``@mcache.cached_view()``.
+        The key covers the method (HEAD shares GET's), scheme, host, path, sorted query
+        string, ``vary_on_headers`` and ``per_user()``; ``key(**view_args)`` replaces the
+        path and query (Flask-Caching's ``make_cache_key``), and ``unless()`` returning true
+        serves the view uncached. ``tags`` may be a callable of the view's arguments;
+        ``depends_on`` takes SQLAlchemy classes or rows. Written bare, it is
+        ``@mcache.cached_view()``. See docs/how-to/cache-a-page.md.
         """
         if callable(ttl):
             return self.cached_view()(ttl)  # written bare, without parentheses
@@ -181,10 +171,9 @@ class MCache:
         key_prefix = options.pop("key_prefix", None)
 
         def decorate(function: Callable[..., T]) -> Memoized:
-            late = LateBound(
+            return LateBound(  # type: ignore[return-value]
                 function, lambda: self.cache, ttl, tags, key_prefix, options, refused_response
             )
-            return late  # type: ignore[return-value]
 
         return decorate
 
@@ -219,12 +208,8 @@ class MCache:
         return self.cache.get_or_build(key, build, **options)
 
     async def aget_or_build(self, key: Any, build: Callable[[], Awaitable[T]], **options: Any) -> T:
-        """Await a dog-pile-safe read with a coroutine builder (in an ``async def`` view).
-
-        Flask runs such a view on an event loop of its own per request: the
-        store's async twin opens its connections on that loop and closes them
-        when it ends (see ``mcache.Cache.aget_or_build``).
-        """
+        """Await a dog-pile-safe read with a coroutine builder (in an ``async def`` view, which
+        Flask runs on a loop of its own per request: see ``mcache.Cache.aget_or_build``)."""
         return await self.cache.aget_or_build(key, build, **options)
 
     def invalidate(self, *tags: str) -> dict[str, int]:
@@ -246,11 +231,8 @@ class MCache:
     def view_counter(
         self, name: str | Any, initial: Callable[[Any], int] | None = None, ttl: int = 0
     ) -> ViewCounter:
-        """Return the view counter ``name``, seeded by ``initial`` (e.g. from the database).
-
-        Given a SQLAlchemy mapped class instead of a name, return its rows' counter,
-        seeded from their ``views`` column (see :mod:`flask_mcache.counters`).
-        """
+        """Return the view counter ``name``, seeded by ``initial`` (e.g. from the database); given
+        a SQLAlchemy mapped class, its rows' counter (see :mod:`flask_mcache.counters`)."""
         if not isinstance(name, str):
             from .counters import model_view_counter
 
@@ -260,8 +242,7 @@ class MCache:
     def flush_view_counts(self, *models: Any) -> int:
         """Add the views of these mapped classes' rows counted since the last flush to their column.
 
-        Call it from a periodic job (a cron'd ``flask`` command, a task): one
-        ``UPDATE`` per row viewed since the last flush. Returns the rows written.
+        Call it from a periodic job: one ``UPDATE`` per row viewed. Returns the rows written.
         """
         from .counters import flush_view_counts
 
@@ -274,10 +255,8 @@ class MCache:
         return self.counters.online_counter(name, window, slots, unique)
 
     def watch_sqlalchemy(self, target: Any, app: Flask | None = None) -> None:
-        """Bump model and row tags from a SQLAlchemy session class, sessionmaker or ``db``.
-
-        See :mod:`flask_mcache.sqlalchemy`; needs SQLAlchemy (the ``[sqlalchemy]`` extra).
-        """
+        """Bump model and row tags from a SQLAlchemy session class, sessionmaker or ``db`` (see
+        :mod:`flask_mcache.sqlalchemy`; needs the ``[sqlalchemy]`` extra)."""
         from . import sqlalchemy as watcher
         from .counters import use_sessions
 

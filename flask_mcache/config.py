@@ -27,26 +27,40 @@ CACHE_KEYS = {
     f"MCACHE_{name.upper()}": name for name in (*CACHE_OPTIONS, "default_ttl", "replication_lag")
 }
 CODEC_KEYS = {f"MCACHE_{name.upper()}": name for name in CODEC_OPTIONS}
-STORE_KEYS = {"MCACHE_REPLICAS": "replicas", "MCACHE_STORE_OPTIONS": ""}
-ONLINE_KEYS = frozenset(
-    {"MCACHE_ONLINE", "MCACHE_ONLINE_WINDOW", "MCACHE_ONLINE_SLOTS", "MCACHE_ROBOTS"}
-)
-COUNTER_KEYS = frozenset({"MCACHE_VIEW_COUNT_FIELDS"})
-SESSION_KEYS = frozenset({"MCACHE_SESSIONS", "MCACHE_SESSION_URL", "MCACHE_SESSION_REPLICAS"})
-ROUTING_KEYS = frozenset({"MCACHE_REPLICA_BIND"})
-KEYS = frozenset(
-    {
-        "MCACHE_URL",
-        "MCACHE_COUNTERS_URL",
-        *ONLINE_KEYS,
-        *CACHE_KEYS,
-        *CODEC_KEYS,
-        *STORE_KEYS,
-        *COUNTER_KEYS,
-        *SESSION_KEYS,
-        *ROUTING_KEYS,
-    }
-)
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "MCACHE_URL": (str,),
+    "MCACHE_NAMESPACE": (str,),
+    "MCACHE_ONLINE": (bool,),
+    "MCACHE_SESSIONS": (bool,),
+    "MCACHE_SESSION_URL": (str,),
+    "MCACHE_SESSION_REPLICAS": (int,),
+    "MCACHE_ONLINE_WINDOW": (int,),
+    "MCACHE_ONLINE_SLOTS": (int,),
+    "MCACHE_ROBOTS": (list, tuple),
+    "MCACHE_STORE_OPTIONS": (Mapping,),
+    "MCACHE_VIEW_COUNT_FIELDS": (Mapping,),
+    "MCACHE_REFRESH": (str,),
+    "MCACHE_TRACE_DIR": (str,),
+    "MCACHE_SERIALIZER": (str,),
+    "MCACHE_EARLY_REFRESH": (bool, int, float),
+    "MCACHE_STATS_INTERVAL": (int, float),
+    "MCACHE_DEFAULT_TTL": (int, float),
+    "MCACHE_STALE_TTL": (int, float),
+    "MCACHE_LOCK_TIMEOUT": (int, float),
+    "MCACHE_WAIT": (int, float),
+    "MCACHE_STALE_WAIT": (int, float),
+    "MCACHE_JITTER": (int, float, list, tuple),
+    "MCACHE_TAG_CACHE_TTL": (int, float),
+    "MCACHE_REFRESHER": (str,),
+    "MCACHE_REFRESH_QUEUE": (str,),
+    "MCACHE_REFRESH_FALLBACK": (str,),
+    "MCACHE_REPLICAS": (int,),
+    "MCACHE_METRICS": (list, tuple),
+    "MCACHE_REPLICATION_LAG": (int, float),
+}
+KEYS = frozenset({*CACHE_KEYS, *CODEC_KEYS, *_TYPES, "MCACHE_COUNTERS_URL", "MCACHE_REPLICA_BIND"})
+"""Every key the extension reads: the core's options, those whose type is checked, two more."""
 
 
 def cache_from_config(config: Mapping[str, Any], url_key: str = "MCACHE_URL") -> Cache:
@@ -93,39 +107,6 @@ def _params(config: Mapping[str, Any], keys: Mapping[str, str], mistyped: set[st
     return {
         param: config[key] for key, param in keys.items() if key in config and key not in mistyped
     }
-
-
-_TYPES: dict[str, tuple[type, ...]] = {
-    "MCACHE_URL": (str,),
-    "MCACHE_NAMESPACE": (str,),
-    "MCACHE_ONLINE": (bool,),
-    "MCACHE_SESSIONS": (bool,),
-    "MCACHE_SESSION_URL": (str,),
-    "MCACHE_SESSION_REPLICAS": (int,),
-    "MCACHE_ONLINE_WINDOW": (int,),
-    "MCACHE_ONLINE_SLOTS": (int,),
-    "MCACHE_ROBOTS": (list, tuple),
-    "MCACHE_STORE_OPTIONS": (Mapping,),
-    "MCACHE_VIEW_COUNT_FIELDS": (Mapping,),
-    "MCACHE_REFRESH": (str,),
-    "MCACHE_TRACE_DIR": (str,),
-    "MCACHE_SERIALIZER": (str,),
-    "MCACHE_EARLY_REFRESH": (bool, int, float),
-    "MCACHE_STATS_INTERVAL": (int, float),
-    "MCACHE_DEFAULT_TTL": (int, float),
-    "MCACHE_STALE_TTL": (int, float),
-    "MCACHE_LOCK_TIMEOUT": (int, float),
-    "MCACHE_WAIT": (int, float),
-    "MCACHE_STALE_WAIT": (int, float),
-    "MCACHE_JITTER": (int, float, list, tuple),
-    "MCACHE_TAG_CACHE_TTL": (int, float),
-    "MCACHE_REFRESHER": (str,),
-    "MCACHE_REFRESH_QUEUE": (str,),
-    "MCACHE_REFRESH_FALLBACK": (str,),
-    "MCACHE_REPLICAS": (int,),
-    "MCACHE_METRICS": (list, tuple),
-    "MCACHE_REPLICATION_LAG": (int, float),
-}
 
 
 def online_shape(config: Mapping[str, Any]) -> tuple[int, int]:

@@ -1,16 +1,10 @@
 """View counts of SQLAlchemy rows: seeded once from their column, written back in batches.
 
-What ``django_mcache.counters`` does for Django models, for mapped classes: a
-row's count lives in the cache under ``views:<table>`` and its primary key, is
-seeded the first time from the row's ``views`` (or ``view_count``) column, or
-the column ``MCACHE_VIEW_COUNT_FIELDS = {"<table>": "<column>"}`` names, and
-goes back to that column when ``MCache.flush_view_counts`` runs (from a
-periodic job): one ``UPDATE … SET views = views + n`` per row viewed since the
-last flush, instead of one write per view.
-
-Sessions come from what ``MCache.watch_sqlalchemy`` was given, else from
-Flask-SQLAlchemy's ``db`` when the app has one; each read or write uses a
-session of its own, never the request's.
+What ``django_mcache.counters`` does for Django models, for mapped classes: a row's
+count lives in the cache under ``views:<table>`` and is seeded from its ``views`` (or
+``view_count``, or ``MCACHE_VIEW_COUNT_FIELDS``'s) column, and ``MCache.flush_view_counts``
+writes it back with one ``UPDATE`` per row viewed, not one write per view. Each read or
+write uses a session of its own (from ``watch_sqlalchemy``'s target, else ``db``).
 """
 
 from __future__ import annotations
@@ -58,10 +52,9 @@ def row_ident(row: Any) -> int | str:
 def model_view_counter(cache: Cache, model: Any, field: str | None = None) -> ViewCounter:
     """Return the view counter of a mapped class's rows (or of the class of a row)."""
     mapper = _mapper(model)
-    table = mapper.local_table.name
-    field = field or _configured(table) or _detected(mapper)
+    field = field or _field(mapper)
     initial = None if field is None else _reader(mapper, field)
-    return cache.view_counter(f"views:{table}", initial)
+    return cache.view_counter(f"views:{mapper.local_table.name}", initial)
 
 
 def flush_view_counts(cache: Cache, models: tuple[Any, ...]) -> int:
@@ -69,9 +62,9 @@ def flush_view_counts(cache: Cache, models: tuple[Any, ...]) -> int:
     written = 0
     for model in models:
         mapper = _mapper(model)
-        table = mapper.local_table.name
-        field = _configured(table) or _detected(mapper)
+        field = _field(mapper)
         if field is None:
+            table = mapper.local_table.name
             raise ConfigError(
                 f"flush_view_counts: {mapper.class_.__name__} has no views or view_count column;"
                 f" name one with MCACHE_VIEW_COUNT_FIELDS = {{{table!r}: '<column>'}}"
@@ -109,12 +102,12 @@ def _mapper(model: Any) -> Any:
     return mapper
 
 
-def _configured(table: str) -> str | None:
-    return (current_app.config.get("MCACHE_VIEW_COUNT_FIELDS") or {}).get(table)
-
-
-def _detected(mapper: Any) -> str | None:
-    return next((name for name in SEED_COLUMNS if name in mapper.columns), None)
+def _field(mapper: Any) -> str | None:
+    """Return the column a mapped class's counts go to: the configured one, else a seed column."""
+    configured = current_app.config.get("MCACHE_VIEW_COUNT_FIELDS") or {}
+    return configured.get(mapper.local_table.name) or next(
+        (name for name in SEED_COLUMNS if name in mapper.columns), None
+    )
 
 
 def _where(mapper: Any, ident: Hashable) -> list[Any]:

@@ -1,24 +1,12 @@
 """``FreshReadSession``: SQLAlchemy reads from the replica, except where only the primary is right.
 
 Replica-lag routing (``docs/how-to/read-replicas.md``) for SQLAlchemy sites, the twin of Django's
-:class:`django_mcache.routers.FreshReadRouter`. With ``MCACHE_REPLICA_BIND``
-(the replica: an ``Engine`` or a database URL) in the app's config, a session
-made with ``sessionmaker(primary_engine, class_=FreshReadSession)`` sends a
-``SELECT`` to the replica unless
-
-- a cache rebuild is under way that a tag bumped within
-  ``MCACHE_REPLICATION_LAG`` seconds set off (:func:`mcache.read_primary`):
-  the entry must not be rebuilt from a replica that has not replayed the
-  change yet;
-- the model it reads changed within the lag (its ``model:<table>`` tag, as
-  :func:`flask_mcache.sqlalchemy.watch` bumps it): the request after a form
-  post finds the row the post wrote;
-- this session wrote in its current transaction (read your own writes).
-
-Everything else (flushes, ``INSERT``/``UPDATE``/``DELETE``, ``text()`` whose
-nature cannot be told) goes to the session's own bind, the primary. Outside
-an app context, or in an app without ``MCACHE_REPLICA_BIND``, it is a plain
-session on the primary.
+:class:`django_mcache.routers.FreshReadRouter`. A ``SELECT`` goes to the replica
+(``MCACHE_REPLICA_BIND``) unless a rebuild set off by a recent bump is under way
+(:func:`mcache.read_primary`), its model changed within ``MCACHE_REPLICATION_LAG``
+(its ``model:<table>`` tag), or this session wrote in its transaction (read your own
+writes). Everything else, and everything outside an app with a replica, goes to the
+session's own bind, the primary.
 """
 
 from __future__ import annotations
@@ -49,29 +37,6 @@ class FreshReads:
         self.cache = cache
         self.changes = ChangeTimes(cache.parts.replication_lag_ms)
 
-    @classmethod
-    def from_config(cls, app: Flask, cache: Cache) -> FreshReads:
-        """Return the app's routing from ``MCACHE_REPLICA_BIND`` (``init_app`` asks only
-        when it is set).
-
-        A value that is neither an ``Engine`` nor a database URL SQLAlchemy
-        understands fails here, at ``init_app``, naming the key.
-        """
-        bind = app.config["MCACHE_REPLICA_BIND"]
-        if isinstance(bind, Engine):
-            return cls(bind, cache)
-        if not isinstance(bind, str):
-            raise ConfigError(
-                "MCACHE_REPLICA_BIND must be the replica's Engine or database URL, such as"
-                f" 'postgresql+psycopg://app@replica/shop', got {bind!r}"
-            )
-        try:
-            return cls(create_engine(bind), cache)
-        except (ArgumentError, ImportError) as error:
-            raise ConfigError(
-                f"MCACHE_REPLICA_BIND {bind!r} is not a database URL SQLAlchemy can use: {error}"
-            ) from None
-
 
 def fresh_reads_of(app: Flask) -> FreshReads | None:
     """Return ``app``'s replica routing, if it has one."""
@@ -79,8 +44,21 @@ def fresh_reads_of(app: Flask) -> FreshReads | None:
 
 
 def install(app: Flask, cache: Cache) -> None:
-    """Set up ``app``'s replica routing from its ``MCACHE_REPLICA_BIND`` (``init_app``)."""
-    app.extensions[_EXTENSION] = FreshReads.from_config(app, cache)
+    """Set up ``app``'s replica routing from its ``MCACHE_REPLICA_BIND`` (``init_app`` calls it
+    when that is set): a value no ``Engine`` can be made of fails here, naming the key."""
+    bind = app.config["MCACHE_REPLICA_BIND"]
+    if not isinstance(bind, Engine | str):
+        raise ConfigError(
+            "MCACHE_REPLICA_BIND must be the replica's Engine or database URL, such as"
+            f" 'postgresql+psycopg://app@replica/shop', got {bind!r}"
+        )
+    try:
+        replica = bind if isinstance(bind, Engine) else create_engine(bind)
+    except (ArgumentError, ImportError) as error:
+        raise ConfigError(
+            f"MCACHE_REPLICA_BIND {bind!r} is not a database URL SQLAlchemy can use: {error}"
+        ) from None
+    app.extensions[_EXTENSION] = FreshReads(replica, cache)
 
 
 class FreshReadSession(Session):

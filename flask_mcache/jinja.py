@@ -1,13 +1,9 @@
 """Jinja support: ``{% mcache ttl, "name", tags=[…], vary=[…], depends_on=… %}`` and counters.
 
-The tag is ``mcache``, not ``cache``, so it never clashes with Flask-Caching's.
-Fragment names are global to the app (two templates using one name share
-the fragment, as with Flask-Caching). A fragment is rendered once per name,
-vary values and TTL however many
-requests want it at once (``get_or_build``), served stale while one request
-re-renders it, and invalidated with ``mcache.invalidate(tag)``. The globals
-``view_count``, ``count_view`` (once per request) and ``online_count`` read
-the app's counters.
+The tag is ``mcache``, not ``cache``, so it never clashes with Flask-Caching's; fragment
+names are global to the app, as there. A fragment is rendered through ``get_or_build``:
+once however many requests want it, served stale while one re-renders it. The globals
+``view_count``, ``count_view`` (once per request) and ``online_count`` read the counters.
 """
 
 from __future__ import annotations
@@ -32,6 +28,9 @@ from .counters import is_row, model_view_counter, row_ident
 
 __all__ = ["MCacheExtension", "count_view", "online_count", "track_online", "view_count"]
 
+_OPTIONS = ("tags", "vary", "depends_on")
+"""The tag's options, in the order ``_cached`` takes them."""
+
 
 class MCacheExtension(Extension):
     """``{% mcache ttl, "name" [, tags=[…]] [, vary=[…]] [, depends_on=…] %}…{% endmcache %}``.
@@ -50,7 +49,7 @@ class MCacheExtension(Extension):
         options: dict[str, nodes.Expr] = {}
         while parser.stream.skip_if("comma"):
             key = parser.stream.expect("name")
-            if key.value not in {"tags", "vary", "depends_on"}:
+            if key.value not in _OPTIONS:
                 parser.fail(
                     f"mcache: unknown option {key.value}=; use tags=, vary= or depends_on=",
                     key.lineno,
@@ -58,13 +57,7 @@ class MCacheExtension(Extension):
             parser.stream.expect("assign")
             options[key.value] = parser.parse_expression()
         body = parser.parse_statements(("name:endmcache",), drop_needle=True)
-        args = [
-            ttl,
-            name,
-            options.get("tags", nodes.Const(None)),
-            options.get("vary", nodes.Const(None)),
-            options.get("depends_on", nodes.Const(None)),
-        ]
+        args = [ttl, name, *(options.get(option, nodes.Const(None)) for option in _OPTIONS)]
         call = self.call_method("_cached", args)
         return nodes.CallBlock(call, [], [], body).set_lineno(lineno)
 
@@ -118,11 +111,8 @@ def count_view(obj_or_key: Any) -> int:
 
 
 def online_counter(scope: str = "site") -> Any:
-    """Return the online counter of ``scope`` as the config shapes it, for counting and showing.
-
-    The hook counts into it and ``online_count`` reads it, so both must agree on
-    ``MCACHE_ONLINE_WINDOW`` (300 s) and ``MCACHE_ONLINE_SLOTS`` (6).
-    """
+    """Return the online counter of ``scope`` as the config shapes it: the hook counts into
+    it and ``online_count`` reads it, so both must agree on its window and slots."""
     window, slots = online_shape(current_app.config)
     return counters_cache(current_app).online_counter(scope, window, slots)
 

@@ -1,20 +1,10 @@
 """Server-side Flask sessions on mcache, replicated: ``MCACHE_SESSIONS = True``.
 
-Flask keeps a session in a signed cookie: the whole session travels with every
-request, is readable by its visitor, and cannot be ended from the server. This
-interface keeps it in the cache under a random id instead; the cookie carries
-only the id, signed with ``SECRET_KEY``. Sessions are the data that must not be
-lost (a lost one signs its user out), so on a memcached pool each is written to
-``MCACHE_SESSION_REPLICAS`` servers (default 2, at most the pool's size) and
-read from the first that has it: any one server may die and every session
-survives, as with ``django_mcache.sessions``. Redis keeps its own replicas.
-
-Cookie settings are Flask's own (``SESSION_COOKIE_NAME``, ``_DOMAIN``, ``_PATH``,
-``_SECURE``, ``_HTTPONLY``, ``_SAMESITE``); a session lives in the store for
-``PERMANENT_SESSION_LIFETIME``, renewed on each write (and on each request when
-``SESSION_REFRESH_EACH_REQUEST`` and the session is permanent). Call
-``session.regenerate()`` at sign-in: the data moves to a new id and the old id
-is deleted, so an id planted before sign-in is worth nothing after it.
+Flask's own session is a signed cookie its visitor can read and the server cannot end;
+this one lives in the cache under a random id, the cookie carrying only the id, signed.
+A lost session signs its user out, so on a memcached pool each is written to
+``MCACHE_SESSION_REPLICAS`` servers, as with ``django_mcache.sessions``. Cookie settings
+are Flask's own. See docs/how-to/sessions.md.
 """
 
 from __future__ import annotations
@@ -71,11 +61,8 @@ class MCacheSessionInterface(SessionInterface):
         return MCacheSession(sid=_new_sid(), new=True)
 
     def save_session(self, app: Flask, session: Any, response: Response) -> None:
-        name, domain, path = (
-            self.get_cookie_name(app),
-            self.get_cookie_domain(app),
-            self.get_cookie_path(app),
-        )
+        name, domain = self.get_cookie_name(app), self.get_cookie_domain(app)
+        path = self.get_cookie_path(app)
         for sid in session.retired:
             self.cache.delete(("session", sid))
         session.retired.clear()

@@ -1,15 +1,10 @@
 """Tag bumps from SQLAlchemy sessions, as the Django adapter's ORM signals do.
 
-``mcache.watch_sqlalchemy(target)`` listens on a session class, a
-``sessionmaker``, a ``scoped_session`` or Flask-SQLAlchemy's ``db``. Each
-flush bumps, for every row it inserted, updated or deleted,
-``model:<table>``, ``obj:<table>:<pk>`` and the object tags of the rows its
-foreign keys point at, old and new. The flush bump stops fresh hits on the old
-data at once. The commit bumps the same tags again, killing entries another
-request rebuilt from the old data meanwhile. A rollback keeps only the flush
-bump, which merely costs a rebuild. Between a flush and its commit or
-rollback, ``get_or_build`` in that thread builds for its caller alone and
-stores nothing, since the data may yet be rolled back.
+``mcache.watch_sqlalchemy(target)`` bumps each changed row's ``model:<table>``,
+``obj:<table>:<pk>`` and foreign-key tags at flush (no fresh hit on the old data) and
+again at commit (nor on what another request rebuilt from it meanwhile); until the
+commit, ``get_or_build`` in that thread stores nothing, since the data may yet be rolled
+back. See docs/how-to/sqlalchemy-invalidation.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """A cached view written above its route decorator fails loudly instead of caching nothing.
 
-Flask's ``@app.get(...)`` registers the function it is given and hands it back
-unchanged. Written *below* ``@mcache.cached_view``, it registers the plain
-view: Flask routes every request to it, the cached wrapper is never called,
-and the page is silently never cached (no ``X-Cache`` header either). Nothing
-fails, so nothing would tell. This module remembers which functions were
-wrapped and checks an app's routes for a wrapped function routed as it is:
-when the view is decorated (for the apps the extension already knows), at
-``init_app``, and at the app's first request until it passes (for blueprints
-registered after ``init_app``).
+A route decorator written *below* ``@mcache.cached_view`` registers the plain view, and
+the page is silently never cached. This module remembers which functions were wrapped
+and checks an app's routes for one routed as it is: when the view is decorated, at
+``init_app``, and at the first request (for blueprints registered after ``init_app``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Whole-response caching for Flask views through ``get_or_build``.
 
-Never cached (the view runs, its response is not stored): methods other than
-GET and HEAD, requests with ``Authorization``, responses that are not 200, are
-streamed, set a cookie, carry ``Cache-Control: private``, ``no-cache``,
-``no-store`` or ``max-age=0``, ``Vary: *`` or a ``Vary`` the key does not
-cover, and views that changed the session (Flask sets its cookie after the
-view, outside this decorator). A visitor with a session cookie is served and
-stored pages only when they are keyed ``per_user``. Flask-Caching, the anchor,
-stores ``Set-Cookie`` responses and keys on the path alone; this does neither.
+A response that belongs to one visitor (a cookie set, a session changed, ``private``,
+``Authorization``…) is never stored, unlike Flask-Caching's, and the key covers the query
+string too: docs/how-to/cache-a-page.md lists every case, :data:`mcache.observe.outcome.REASONS`
+names them.
 """
 
 from __future__ import annotations
@@ -117,11 +113,9 @@ refused_response = refuse_instances_of(BaseResponse, "@mcache.cached_view")
 def _bypass_reason(settings: ViewSettings) -> str | None:
     """Return why this request's page may neither come from nor go to the cache, or None.
 
-    Only GET/HEAD without credentials, and with a session cookie only when pages
-    are per user: Flask's session is a signed cookie, and what a view did with
-    it cannot be told reliably from outside the view (before Flask 3.1 many
-    reads leave no trace), so a visitor who has one is only served, and only
-    stored, pages keyed by ``per_user``.
+    What a view did with Flask's cookie session cannot be told reliably from outside
+    it (before Flask 3.1 many reads leave no trace), so a visitor who has one is only
+    served, and only stored, pages keyed by ``per_user``.
     """
     if request.method not in ("GET", "HEAD"):
         return "method"

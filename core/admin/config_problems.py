@@ -1,12 +1,9 @@
 """Every mistake in a cache's settings at once, not the first of them.
 
-``Cache(...)`` and ``Codec(...)`` check their options one after another and
-raise at the first bad one: right for a call written in code, tiresome for a
-settings file, where fixing one option only to be told of the next costs a
-restart each. The adapters collect what they can check themselves (unknown
-names, types, the store URL) and ask :func:`option_problems` for the rest: it
-tries each option alone, on a throwaway in-process cache, so each bad option
-is named once with the core's own message.
+``Cache(...)`` raises at its first bad option, which in a settings file costs a restart
+per mistake. The adapters check names, types and the URL themselves, and
+:func:`option_problems` tries each other option alone on a throwaway in-process cache, so
+each bad option is named once, with the core's own message.
 """
 
 from __future__ import annotations

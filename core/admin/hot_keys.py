@@ -1,12 +1,8 @@
 """``--top N``: a cache's entries most recently read, from memcached's own item dump.
 
-memcached keeps no per-key read count, so "hot" is what its LRU crawler can
-tell (``lru_crawler metadump``): whether an item was read since it was
-written (``fetch``) and when it was last accessed (``la``; memcached bumps it
-at most once a minute per item). Entries are ranked read-before-unread, then
-by the most recent access: the keys a site is reading now. Only this cache's
-entries are listed (its namespace, a readable part and a digest), never its
-tag, lock or counter records.
+memcached keeps no per-key read count, so "hot" is what its LRU crawler can tell: read
+since written, then most recently accessed (:data:`RANKING`). Only this cache's entries
+are listed, never its tag, lock or counter records (see docs/how-to/stats.md).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mcache.cache import Cache
+from mcache.observe.stats import COUNTERS
 from mcache.observe.trace import LEGEND
 
 __all__ = [
@@ -38,19 +39,9 @@ SERVER_FIELDS = (
     ("evictions", "evictions"),
     ("curr_connections", "connections"),
 )
-CACHE_FIELDS = (
-    ("hits", "hits"),
-    ("misses", "misses"),
-    ("stale", "stale served"),
-    ("builds", "builds"),
-    ("build_errors", "build errors"),
-    ("lock_waits", "lock waits"),
-    ("wait_timeouts", "wait timeouts"),
-    ("coalesced", "coalesced"),
-    ("uncached", "uncached"),
-    ("store_errors", "store errors"),
+CACHE_FIELDS = tuple(
+    (name, "stale served" if name == "stale" else name.replace("_", " ")) for name in COUNTERS
 )
-
 
 PER_PROCESS = (
     "mcache: this process only. The store lives in one process (memory://), so a command"
@@ -64,13 +55,10 @@ def collect(cache: Cache, previous: Mapping[str, Any] | None = None) -> dict[str
     "scope": "every process" or "this process", "counts_age": seconds or None,
     "warnings": [...]}``.
 
-    It flushes nothing: the counters are what the site's processes last added
-    up in the store, and ``counts_age`` says how long ago that was (each adds
-    its counts every ``stats_interval`` seconds). A per-process store
-    (``process_local``) has no servers another process could read, and its
-    counters are the asking process's own: the report says so and lists no
-    servers rather than the asking process's empty store. ``previous``: the
-    report of the last ``--watch`` round, to tell evictions that are rising now.
+    It flushes nothing: ``counts_age`` says how long ago the site's processes last
+    added up their counts. A ``process_local`` store's counters are the asking
+    process's own, and the report says so. ``previous``: the last ``--watch``
+    round's report, to tell evictions that are rising now.
     """
     if cache.shared.traits.process_local:
         report = cache.stats()
@@ -99,11 +87,8 @@ def servers_down(servers: Mapping[str, Mapping[str, Any]]) -> list[str]:
 def eviction_warnings(
     servers: Mapping[str, Mapping[str, Any]], before: Mapping[str, Mapping[str, Any]] | None
 ) -> list[str]:
-    """Return a warning per server that evicts: items pushed out before they expired.
-
-    Evictions mean the cache is smaller than its working set: what
-    is evicted is rebuilt, and the hit ratio pays. With ``before`` (the last
-    round's servers) a server whose evictions rose since is named as rising.
+    """Return a warning per server that evicts (the cache is smaller than its working set);
+    one whose evictions rose since ``before`` (the last round's servers) is named as rising.
     """
     warnings = []
     for name, fields in sorted(servers.items()):
@@ -111,19 +96,15 @@ def eviction_warnings(
         if not isinstance(evictions, int) or evictions <= 0:
             continue
         earlier = (before or {}).get(name, {}).get("evictions")
-        if isinstance(earlier, int) and evictions > earlier:
-            warnings.append(
-                f"{name}: evictions rising (+{evictions - earlier:,} since the last round):"
-                f" {TOO_SMALL}"
-            )
-            continue
         uptime = fields.get("uptime")
-        rate = (
-            f", {evictions / uptime * 3600:,.0f} an hour over its {_duration(uptime)} uptime"
-            if isinstance(uptime, int) and uptime > 0
-            else ""
-        )
-        warnings.append(f"{name}: {evictions:,} evictions{rate}: {TOO_SMALL}")
+        if isinstance(earlier, int) and evictions > earlier:
+            seen = f"evictions rising (+{evictions - earlier:,} since the last round)"
+        elif isinstance(uptime, int) and uptime > 0:
+            hourly = f"{evictions / uptime * 3600:,.0f} an hour"
+            seen = f"{evictions:,} evictions, {hourly} over its {_duration(uptime)} uptime"
+        else:
+            seen = f"{evictions:,} evictions"
+        warnings.append(f"{name}: {seen}: {TOO_SMALL}")
     return warnings
 
 
@@ -190,8 +171,8 @@ def traced(
     cache: Cache, keys: list[str], view: str | None = None, fragment: str | None = None
 ) -> str:
     """Return the trace letters of a key (``keys``: the store keys it may be stored under,
-    ending with the key as asked for),
-    of every page of a URL path (``view``), or of every key of a fragment name.
+    ending with the key as asked for), of every page of a URL path (``view``), or of every
+    key of a fragment name.
 
     Raises ``ValueError`` when tracing is off (no ``trace_dir``).
     """

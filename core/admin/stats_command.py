@@ -88,9 +88,8 @@ def run(
 ) -> list[str]:
     """Write the report once, or every ``watch`` seconds (``rounds`` times, if given).
 
-    Return the servers the last report found down, so the command can exit
-    with :data:`SERVER_DOWN` and a monitoring check can alert on it. A
-    :class:`StatsError` is the adapter's to turn into its own command error.
+    Return the servers the last report found down, so the command can exit with
+    :data:`SERVER_DOWN` and a monitoring check can alert on it.
     """
     done, previous = 0, None
     while True:

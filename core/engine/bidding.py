@@ -1,14 +1,11 @@
 """What a read bids for the rebuild it may have to do: a lock claimed in the read, or
 the server's lease.
 
-:class:`Bidding`, held by :class:`~mcache.engine.writing.Writer`, decides,
-before a ``get_or_build`` read, whether the read carries a bid: a claim of
-the key's lock on a store that :class:`~mcache.contract.store.ClaimsStale` (Redis, by
-Lua), or a bid for the server's lease on one that
+A claim of the key's lock goes to a store that :class:`~mcache.contract.store.ClaimsStale`
+(Redis, by Lua), a bid for the server's lease to one that
 :class:`~mcache.contract.store.LeasesInRead` (memcached's meta protocol). An entry this
-process knows to be fresh is read plainly, so a hit costs what it costs
-without bids. What the process saw of each key (when it goes stale, how long
-it took to build) is kept here to decide that.
+process knows to be fresh (by what it saw of each key) is read plainly, so a hit
+costs what it costs without bids (``docs/explanation/memcached-protocols.md``).
 """
 
 from __future__ import annotations
@@ -54,14 +51,8 @@ class Bidding:
         return self.leasing and self.parts.store.leases_in_read  # type: ignore[attr-defined, no-any-return]
 
     def bid_for(self, key: str, o: BuildOptions, native: bool) -> StaleClaim | LeaseBid | None:
-        """Return what the read of ``key`` bids for its rebuild, or None (see :meth:`claim_for`,
-        :meth:`lease_bid`).
-
-        An entry this process saw and knows to be fresh, before its early-refresh
-        window, is read plainly: a hit then costs exactly what it costs on the text
-        protocol (a ``get`` answers a little faster than an ``mg`` with lease
-        flags). A plain read that finds anything but a hit reads again, bidding.
-        """
+        """Return what the read of ``key`` bids for its rebuild (:meth:`claim_for`,
+        :meth:`lease_bid`), or None: an entry known fresh is read plainly, a little faster."""
         if native:  # (:meth:`leases_now`, asked once per call by the caller)
             if self.known_fresh(key, o):
                 return None
@@ -80,12 +71,10 @@ class Bidding:
     def lease_bid(self, key: str, o: BuildOptions) -> LeaseBid:
         """Return the bid for the server's lease that a read of ``key`` carries.
 
-        A miss is leased for as long as a lock would be held. An entry is leased
-        for rebuilding once it has no more than its stale window left in the store
-        (it is stored ``stale_ttl`` past its fresh time), widened by the early
-        refresh: ``early_refresh`` times its last build's duration, the gap
-        XFetch draws at random on average, decided here by the server for exactly
-        one reader instead.
+        A miss is leased for as long as a lock would be held; an entry once it has
+        no more than ``stale_ttl`` left in the store, widened by ``early_refresh``
+        times its last build's duration: the gap XFetch draws at random on
+        average, given by the server to exactly one reader instead.
         """
         lease_ttl = o.lock_timeout + self.parts.traits.expiry_slack
         if not o.ttl or not (o.stale_ttl or o.early_refresh):
@@ -94,13 +83,10 @@ class Bidding:
         return LeaseBid(lease_ttl, math.ceil(o.stale_ttl + early))
 
     def claim_for(self, key: str, o: BuildOptions) -> StaleClaim | None:
-        """Return the bid for ``key``'s rebuild that its read makes, or None.
+        """Return the lock claim for ``key``'s rebuild that its read makes, or None.
 
-        Only on a store that :class:`ClaimsStale`, for an entry kept stale for a
-        while, and only once the entry this process last saw is past its fresh
-        time: the reader that finds it stale then holds its lock without a second
-        round trip (see :meth:`try_stale_lock`). Other reads stay plain reads,
-        which cost the server a tenth of a claiming one (a Lua script).
+        Only once the entry this process last saw is past its fresh time: other reads
+        stay plain, costing the server a tenth of a claiming one.
         """
         if not (self.claims and o.ttl and o.stale_ttl):
             return None
@@ -115,10 +101,9 @@ class Bidding:
     def lease_due(self, entry: Entry, bid: LeaseBid, now: int, o: BuildOptions) -> bool:
         """Whether a lease the server gave on ``entry`` is one this caller should use.
 
-        The server leases an entry for rebuilding by the time it has left, against
-        the stale window of the reader's options; an entry written by a caller
-        with a shorter window (other options for the same key) may be leased while
-        still fresh by its own times, well before its early refresh is due.
+        The server leases by the time left against the reader's stale window; an
+        entry written with a shorter one (other options for the same key) may be
+        leased while still fresh by its own times, well before its early refresh.
         """
         if not bid.outcome or bid.marked_stale or not entry.is_fresh(now):
             return True

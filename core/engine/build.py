@@ -1,36 +1,18 @@
 """Dog-pile-safe ``get_or_build``: exactly one rebuild of a stale or missing entry.
 
-The read path (``docs/explanation/dog-pile.md`` tells it for users):
+The read path, told for users in ``docs/explanation/dog-pile.md``: a fresh entry
+with every tag current is a hit; a stale one is rebuilt by one caller (now, or on
+the refresher) while the others get the stale value, after up to ``stale_wait``;
+a missing one is built once per process and once across processes, the others
+waiting at most ``wait``. The lock is renewed while the build runs
+(:mod:`mcache.engine.renewal`); the entry is written only over what the key held
+when the build began (:mod:`mcache.engine.write_lease`).
 
-1. One round trip fetches the entry and its tag versions.
-2. Fresh, with every tag at its recorded version: a hit.
-3. Stale (past fresh-until, a tag bumped, or picked for early refresh): one
-   caller wins the lock and rebuilds, now (``sync``) or on the refresher
-   (``background``, returning the stale value at once); every other caller gets
-   the stale value at once, or waits up to ``stale_wait`` for the new one.
-4. Missing: threads of a process share one call; across processes the lock
-   winner builds and the others poll for its entry, for at most ``wait``
-   seconds, then build anyway: bounded duplication, never an endless wait.
-5. The tag versions stored with an entry are those read before its build,
-   plus those of every cached value read inside it (:mod:`mcache.model.dependencies`).
-6. A build that raises serves the stale value if there is one (stale-if-error)
-   and re-raises otherwise. The lock is renewed while the build runs
-   (:mod:`mcache.engine.renewal`), always released, and only by its owner.
-7. The entry is written only over what the key held when the build began
-   (:mod:`mcache.engine.write_lease`): a delete or a newer write meanwhile wins.
-
-The algorithm is written once, as steps (:mod:`mcache.sansio.steps`): every method
-named ``*_steps`` yields the I/O it needs. ``get_or_build`` runs them by
-calling (the store, ``time.sleep``, the builder); ``aget_or_build`` by
-awaiting (the store's async twin, or a worker thread for a store without one;
-``asyncio.sleep``; the coroutine builder on the caller's loop). No thread ever
-blocks waiting for the event loop, so nested cached coroutines cannot exhaust
-the thread pool and deadlock.
-
-Inside another build the rules tighten (composition rule 2): a stale entry is
-rebuilt before use, in the caller's thread whatever ``refresh`` says, and one
-that can only be had stale (another process holds its lock) makes the
-enclosing entry be stored already stale.
+Written once as steps (:mod:`mcache.sansio.steps`), run by calling or awaiting:
+no thread ever blocks waiting for the event loop, so nested cached coroutines
+cannot exhaust the thread pool and deadlock. Inside another build a stale entry
+is rebuilt before use, and one that can only be had stale makes the enclosing
+entry be stored already stale (rule 2 in ``docs/explanation/consistency.md``).
 """
 
 from __future__ import annotations
@@ -92,8 +74,6 @@ class Builder:
         self.flights = SingleFlight()  # callers that found nothing: followers get the value
         self.refreshes = SingleFlight()  # stale rebuilds: the others serve stale meanwhile
 
-    # -- the two drivers --------------------------------------------------------------------------
-
     def build_and_store(self, call: Call, lock: Lock | None, stale: Entry | None) -> Any:
         """Build, store the entry and free the lock, now (a refresher's, or a forced, rebuild)."""
         return run_steps(self.building.build_and_store_steps(call, lock, stale), perform)
@@ -118,10 +98,9 @@ class Builder:
                     if value is not NO_VALUE:
                         return value
                 mark = parts.tags.invalidations.mark()
-            native = self.writer.bidding.leasing and self.writer.bidding.leases_now()
-            claim = (
-                self.writer.bidding.bid_for(key, o, native) if self.writer.bidding.bids else None
-            )
+            bidding = self.writer.bidding
+            native = bidding.leasing and bidding.leases_now()
+            claim = bidding.bid_for(key, o, native) if bidding.bids else None
             while True:
                 try:
                     entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
@@ -130,16 +109,12 @@ class Builder:
                     parts.counts.add("misses", key=key)
                     call = Call(key, build, tags, o, {})
                     return (yield from self.build_alone_steps(call, unread=True))
-                if self.writer.bidding.bids:
-                    self.writer.bidding.saw(key, entry)
+                if bidding.bids:
+                    bidding.saw(key, entry)
                 now = parts.clock.time_ms()
                 leased = type(claim) is LeaseBid
-                if (
-                    leased
-                    and entry is not None
-                    and not self.writer.bidding.lease_due(entry, claim, now, o)
-                ):  # type: ignore[arg-type]
-                    yield from self.writer.bidding.hand_back_steps(key, entry, claim)  # type: ignore[arg-type]
+                if leased and entry is not None and not bidding.lease_due(entry, claim, now, o):  # type: ignore[arg-type]
+                    yield from bidding.hand_back_steps(key, entry, claim)  # type: ignore[arg-type]
                 if leased and entry is not None and (claim.outcome or claim.marked_stale):  # type: ignore[union-attr]
                     # The server leased this reader an early rebuild, or an invalidation
                     # marked the entry stale: not a hit, whatever the entry's own times say.
@@ -155,7 +130,7 @@ class Builder:
                 if claim is None and native:
                     # Read plainly as an entry known fresh, and found otherwise: again,
                     # bidding for the server's lease (see Bidding.bid_for).
-                    claim = self.writer.bidding.lease_bid(key, o)
+                    claim = bidding.lease_bid(key, o)
                     continue
                 break
             parts.trace(key, "M")
@@ -190,11 +165,8 @@ class Builder:
         o: BuildOptions,
         xfetch: bool = True,
     ) -> bool:
-        """Return (counted and traced) whether ``entry`` is fresh, current and not picked early.
-
-        ``xfetch``: an early refresh is picked here at random; not where the
-        server leases it (:meth:`~mcache.engine.bidding.Bidding.lease_bid`).
-        """
+        """Return (counted and traced) whether ``entry`` is fresh, current and not picked early
+        (at random with ``xfetch``; not where the server leases it, see :mod:`.bidding`)."""
         if (
             entry is not None
             and (entry.fresh_until_ms == 0 or now < entry.fresh_until_ms)
@@ -203,19 +175,14 @@ class Builder:
                 xfetch and o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng)
             )
         ):
-            if self.parts.tracer.enabled:
-                self.parts.tracer.event(key, "H")
+            self.parts.trace(key, "H")
             self.parts.counts.add("hits", key=key)
             return True
         return False
 
     def near_hit(self, key: str, copy: NearCopy, o: BuildOptions) -> Any:
-        """Return the value of a near copy that is still a hit, else ``NO_VALUE``.
-
-        It is one while every tag it recorded has the same version in this
-        process's copy of the versions, and it is fresh and not picked for an
-        early refresh, as a hit read from the store would be.
-        """
+        """Return the value of a near copy that is still a hit (every tag at the version this
+        process knows, fresh, not picked early, as a hit from the store), else ``NO_VALUE``."""
         entry = copy.entry
         tags = entry.tags
         if tags and self.parts.tags.local_versions(tags) != tags:
@@ -229,8 +196,7 @@ class Builder:
     def build_alone_steps(self, call: Call, unread: bool = False) -> Steps[Any]:
         """Build for this caller only (nothing is read or stored), reporting what it read.
 
-        ``unread``: the store could not be read (it is down), so what the value
-        depends on is unknown: an enclosing build must not store it as fresh.
+        ``unread``: the store is down, so what the value depends on is unknown.
         """
         value = yield from self.building.run_build_steps(call, None)
         report(self.parts.tags.scope, call.depends, call.stale or unread)
@@ -329,13 +295,13 @@ class Builder:
         (bounded duplication), and the rest follow that one for as long as a build
         may take (``lock_timeout``) before building themselves.
         """
+        build_and_store = self.building.build_and_store_steps
         flight, leader = self.flights.join(call.key)
         if not leader and type(call.claim) is LeaseBid and call.claim.outcome:
             # The server leased the build to this caller, not to the flight's leader
             # (which waits for whoever holds the lease): it builds, and the leader
             # finds its entry.
-            lease = self.writer.server_lease(call)
-            return (yield from self.building.build_and_store_steps(call, lease, None))
+            return (yield from build_and_store(call, self.writer.server_lease(call), None))
         if not leader:
             self.parts.counts.add("coalesced", key=call.key)
             if (yield Wait(flight, call.options.wait)) and flight.answered():
@@ -345,23 +311,16 @@ class Builder:
             if not leader:
                 if (yield Wait(flight, call.options.lock_timeout)) and flight.answered():
                     return (yield from self.outcome_of_steps(flight, call))
-                return (yield from self.building.build_and_store_steps(call, None, None))
-            return (
-                yield from self.lead_steps(
-                    flight, call, self.building.build_and_store_steps(call, None, None)
-                )
-            )
+                return (yield from build_and_store(call, None, None))
+            return (yield from self.lead_steps(flight, call, build_and_store(call, None, None)))
         return (yield from self.lead_steps(flight, call, self.lead_missing_steps(call)))
 
     def lead_steps(self, flight: Flight, call: Call, work: Steps[Any]) -> Steps[Any]:
         """Run ``work`` as the flight's leader and publish its outcome to the followers."""
         try:
             value = yield from work
-        except Uncacheable:
-            flight.fail(NotShared())
-            raise
-        except BaseException as error:
-            flight.fail(error)
+        except BaseException as error:  # an Uncacheable value was the leader's alone
+            flight.fail(NotShared() if isinstance(error, Uncacheable) else error)
             raise
         else:
             flight.depends, flight.stale = call.depends, call.stale

@@ -1,13 +1,11 @@
 """One build of ``get_or_build``: under the lock, over a lease, with what every build needs.
 
-:class:`Building` runs a build for :class:`~mcache.engine.build.Builder` once the read
-path has decided one is due: it takes the lease (the
-entry is written only over what the key held when the build began), checks
-whether another process rebuilt the key meanwhile, calls the builder while
-collecting what it reads (:mod:`mcache.model.dependencies`), serves the stale value
-if the build raises (stale-if-error), writes the entry and frees the lock and
-lease, shielded from the caller's cancellation. As steps, like the rest of the
-read path (see :mod:`mcache.sansio.steps`).
+:class:`Building` runs a build once the read path (:mod:`mcache.engine.build`) has
+decided one is due, as steps (:mod:`mcache.sansio.steps`): it takes the lease,
+checks that no other process rebuilt the key meanwhile, calls the builder while
+collecting what it reads (:mod:`mcache.model.dependencies`), serves the stale
+value if it raises, writes the entry and frees the lock and lease, shielded from
+the caller's cancellation.
 """
 
 from __future__ import annotations
@@ -49,10 +47,8 @@ class Building:
     def built_meanwhile_steps(self, call: Call, found: object | None) -> Steps[Entry | None]:
         """After winning the lock, return an entry someone else just rebuilt, if any.
 
-        ``found`` is what the shared tier holds now (read for the lease; None: read
-        it here): a near cache would still show this process the stale copy it had.
-        The tag versions read here, before the build, are the ones the new entry
-        records: a build that read none would store an entry stale by every tag.
+        ``found``: what the shared tier holds now (None: read it here). The tag versions read
+        here, before the build, are those the new entry records.
         """
         parts = self.parts
         try:
@@ -72,11 +68,8 @@ class Building:
         return None
 
     def run_build_steps(self, call: Call, stale: Entry | None) -> Steps[Any]:
-        """Call the builder, with what every build needs around it.
-
-        What it reads is collected into ``call.depends`` and ``call.stale``; an
-        exception serves ``stale`` (as :class:`ServedStale`) or goes on up.
-        """
+        """Call the builder, collecting what it reads into ``call.depends`` and ``call.stale``;
+        an exception serves ``stale`` (as :class:`ServedStale`) or goes on up."""
         started = time.monotonic()
         parts = self.parts
         watch = parts.counts.watch_build(call.key)
@@ -139,8 +132,6 @@ class Building:
             return value
         finally:
             if lease is not None or lock is not None:
-                # A background rebuild that failed keeps the lock for a while: the stale
-                # entry is served meanwhile, and the next request does not retry at once.
                 back_off = call.failed and call.background
                 yield Shielded(self.writer.settle_steps(call.key, lease, lock, back_off))
 

@@ -35,9 +35,8 @@ class BuildOptions:
 class Call:
     """One ``get_or_build`` call on its way through the algorithm.
 
-    ``depends`` and ``stale`` describe the value the call returns: the tag
-    versions it was validated against (or built under) and whether it is, or
-    was built from, stale data. The call reports them to its enclosing build.
+    ``depends`` and ``stale`` (the tag versions its value was validated against or
+    built under, and whether it is stale) go to its enclosing build.
     """
 
     key: str

@@ -28,9 +28,8 @@ class NotShared(Exception):
 class Flight:
     """One in-flight call whose outcome other threads, or coroutines, may wait for.
 
-    Besides the value, the leader publishes what it depends on (the tag versions
-    and staleness its build collected, see :mod:`mcache.model.dependencies`), so a
-    follower inside a build of its own passes them on as the leader would.
+    The leader publishes what its value depends on too (:mod:`mcache.model.dependencies`),
+    so a follower inside a build of its own passes it on as the leader would.
     """
 
     __slots__ = ("depends", "future", "stale")
@@ -79,9 +78,8 @@ class SingleFlight:
     def join(self, key: str, stalled: Flight | None = None) -> tuple[Flight, bool]:
         """Return the key's flight and whether the caller is its leader.
 
-        ``stalled``: a flight that ran too long, to be replaced. Of several followers
-        that give up on the same flight, the first leads the new one and the others
-        follow it: a stalled leader costs one extra call, not one per thread.
+        ``stalled``: a flight that ran too long, replaced by the first follower to give up
+        on it, whom the others follow: one extra call, not one per thread.
         """
         with self._lock:
             current = self._flights.get(key)

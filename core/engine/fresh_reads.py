@@ -1,24 +1,12 @@
 """Replica-lag routing: whether the build under way must read the primary database.
 
 The rule (``docs/how-to/read-replicas.md``): a tag's version is the time (ms) of
-its last bump, and a bump follows a change on the primary. A rebuild that a bump
-set off, and reads a replica that has not replayed that change yet, stores the
-old data as a fresh entry, and nothing will invalidate it until the next change.
-So while ``get_or_build`` rebuilds an entry, it looks at the versions of the
-tags read with it (those it declares, and those it recorded from what it
-contains, so a nested entry's bump counts): if the newest is younger than the
-cache's ``replication_lag``, the build's context says "read the primary", and a
-database router that asks :func:`read_primary` sends its reads there. Once the
-lag has passed the replica has the change, and the same build (however long it
-runs) goes back to the replica.
-
-Outside builds, a router reads a model from the primary while the model's own
-tag changed within the lag (:class:`ChangeTimes`): the request after a form
-post finds the row it wrote.
-
-The answer lives in a context variable: it follows the build into the threads
-and tasks it starts with the context copied (``asyncio.to_thread``, the
-refresher's thread, a task queue's worker, which is handed the version), and a
+its last bump. While ``get_or_build`` rebuilds an entry whose newest tag version
+(declared, or recorded from what it contains) is younger than the cache's
+``replication_lag``, :func:`read_primary` says so, lest it store a replica's old
+data as fresh. Outside builds, a router reads a model from the primary while its
+tag changed within the lag (:class:`ChangeTimes`). The answer lives in a context
+variable, so it follows the build into the threads and tasks it starts, and a
 nested build keeps whichever of the two says "primary" longer.
 """
 
@@ -102,12 +90,10 @@ def note_bumps(versions: Mapping[str, int]) -> None:
 class ChangeTimes:
     """When tags last changed, for a router that asks before every query.
 
-    A version read from the cache is kept a tenth of the lag (at most 100 ms),
-    and one this process bumped (:func:`note_bumps`) is known at once, so
-    routing costs a round trip only now and then. The price: for up to that
-    long after another process's change, this one may still route by the
-    older version; keep the lag setting above the real replication lag by at
-    least that much.
+    A version read from the cache is kept a tenth of the lag (at most 100 ms), and
+    one this process bumped (:func:`note_bumps`) is known at once, so routing costs
+    a round trip only now and then; another process's change may go unseen that
+    long, so keep the lag setting that much above the real replication lag.
     """
 
     def __init__(self, lag_ms: int, clock: Clock = system_clock) -> None:

@@ -1,17 +1,14 @@
 """A distributed lock on the store's atomic ``add``.
 
-``add`` succeeds for exactly one caller across every process and host, so it is
-the lock; its TTL makes the lock expire on its own when the holder dies
-mid-build. The value is a random owner token: release and extend compare it
-first (``gets`` then ``cas``, which on Redis is a compare-by-content Lua script),
-so a holder whose lock already expired and was taken by someone else can never
-release or extend that someone else's lock.
-
-A store whose clock counts whole seconds (memcached: a TTL of ``t`` lasts
-between ``t - 1`` and ``t`` seconds, depending on where its clock's second
-stands) says so with ``expiry_slack``; the lock adds that much to its TTL, so
-it never lasts less than its ``timeout``, and a lock renewed every third of
-its timeout (:mod:`mcache.engine.renewal`) never lapses while its holder lives.
+``add`` succeeds for exactly one caller across every process and host, and its
+TTL frees the lock on its own when the holder dies mid-build. The value is a
+random owner token that release and extend compare first (``gets`` then
+``cas``), so a holder whose lock expired and was taken by someone else never
+releases or extends that one's lock. A store whose clock counts whole seconds
+(memcached: a TTL of ``t`` lasts ``t - 1`` to ``t`` seconds) says so with
+``expiry_slack``, added to the TTL, so a lock never lasts less than its
+``timeout`` and one renewed every third of it (:mod:`mcache.engine.renewal`)
+never lapses while its holder lives.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ import random
 import secrets
 import time
 from collections.abc import Iterator
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from mcache.contract.store import NO_VALUE, Store
@@ -133,12 +129,7 @@ class Lock:
             self.renewer.hold(self)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self.renewer is not None:
             self.renewer.drop(self)
         self.release()

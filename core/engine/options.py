@@ -97,10 +97,9 @@ def build_options(
     jitter = spread(jitter)
     if seconds(lock_timeout, "lock_timeout") < 1:
         raise ConfigError("lock_timeout must be >= 1 second: a lock must outlive its build")
-    if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
-        raise ConfigError(f"wait must be a number of seconds >= 0, got {wait!r}")
-    if isinstance(stale_wait, bool) or not isinstance(stale_wait, int | float) or stale_wait < 0:
-        raise ConfigError(f"stale_wait must be a number of seconds >= 0, got {stale_wait!r}")
+    for name, wait_for in (("wait", wait), ("stale_wait", stale_wait)):
+        if isinstance(wait_for, bool) or not isinstance(wait_for, int | float) or wait_for < 0:
+            raise ConfigError(f"{name} must be a number of seconds >= 0, got {wait_for!r}")
     beta = 1.0 if early_refresh is True else float(early_refresh or 0.0)
     if beta < 0:
         raise ConfigError(f"early_refresh must be True/False or a beta >= 0, got {early_refresh!r}")
@@ -134,9 +133,7 @@ def tag_list(tags: TagsArg) -> list[str]:
     return _checked_tag_list(tags)
 
 
-def _checked_tag_list(tags: TagsArg) -> list[str]:
-    if tags is None:
-        return []
+def _checked_tag_list(tags: Iterable[str] | str) -> list[str]:
     if isinstance(tags, str):
         return [tags]
     if type(tags) in (list, tuple) and len(set(tags)) == len(tags):
@@ -160,11 +157,8 @@ def with_defaults(
     early_refresh: float | bool | None,
     stale_wait: float | None,
 ) -> BuildOptions:
-    """Return a call's options: what it gives, checked, and the cache's for the rest.
-
-    A call's ``ttl`` without a ``stale_ttl`` carries its own stale time (the
-    cache's ``stale_ttl`` when one was set, else the call's ``ttl``).
-    """
+    """Return a call's options: what it gives, checked, and the cache's for the rest (a
+    ``ttl`` without ``stale_ttl`` takes the cache's ``stale_ttl`` if set, else that ``ttl``)."""
     if ttl is stale_ttl is wait is lock_timeout is refresh is early_refresh is stale_wait is None:
         return defaults  # the hot path: a call that sets nothing
     d = defaults

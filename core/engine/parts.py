@@ -100,13 +100,9 @@ class CacheParts:
         self.counts.add("store_errors")
         if isinstance(error, ValueTooLarge):
             self.failures.warning("store.too_large", "value not cached: %s", error)
-        else:
-            self.failures.warning(
-                f"store.{operation}",
-                "cache %s failed, carrying on without the cache: %s",
-                operation,
-                error,
-            )
+            return
+        message = "cache %s failed, carrying on without the cache: %s"
+        self.failures.warning(f"store.{operation}", message, operation, error)
 
     def store_call(self, operation: str, call: Callable[[], T], fallback: T) -> T:
         """Run a store call; on a store failure log once per interval and return ``fallback``."""

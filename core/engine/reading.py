@@ -1,12 +1,10 @@
 """Reading an entry with the current versions of everything it depends on.
 
-An entry records two kinds of tags: the ones its caller declares (known
-before the read, so they come back in the entry's own round trip) and the ones
-of the cached values it was built from (see :mod:`mcache.model.dependencies`), known
-only once the entry is read. For those the process remembers, per key, which
-tags the entry carried last time and asks for them along with it, so a hit on
-a page holding cached fragments is still one round trip; only the first read
-in a process, or one after the page's fragments changed, takes a second.
+An entry records the tags its caller declares (read in the entry's own round
+trip) and those of the cached values it was built from
+(:mod:`mcache.model.dependencies`), known only once it is read. For those the
+process remembers per key which tags the entry carried last time and asks for
+them along with it, so a hit on a page of cached fragments is still one round trip.
 """
 
 from __future__ import annotations
@@ -42,13 +40,8 @@ class Reader:
     def read_steps(
         self, key: str, tags: list[str], claim: StaleClaim | LeaseBid | None = None
     ) -> Steps[tuple[Entry | None, dict[str, int], dict[str, int]]]:
-        """Return the entry, the versions of the declared tags, and of the entry's other tags,
-        as steps (the sync driver calls the store, the async one awaits it).
-
-        With a ``claim`` (only for a store that :class:`ClaimsStale` or
-        :class:`LeasesInRead`), the read also bids for the entry's rebuild, and
-        the claim says how that went.
-        """
+        """Return the entry, the versions of the declared tags, and of the entry's other tags;
+        with a ``claim`` (:mod:`mcache.engine.bidding`), bidding for its rebuild too."""
         parts = self.parts
         known = self.others.get(key)
         if not tags and not known:
@@ -88,12 +81,8 @@ class Reader:
         return entry, declared, others
 
     def _plan(self, key: str, tags: list[str], known: tuple[str, ...] | None) -> _Plan:
-        """Return which tag copies and keys a read of ``key`` with ``tags`` fetches.
-
-        A hot key comes with the same tags every time (the same list object, as
-        :func:`~mcache.engine.options.tag_list` hands them out), so its plan is kept;
-        one that must also fetch other tags it recorded (``known``) is not.
-        """
+        """Return which tag copies and keys a read of ``key`` with ``tags`` fetches; kept, as a
+        hot key comes with the same tag list every time, unless it needs ``known`` tags too."""
         slots = self.parts.tags.near(tags, key)
         wanted = [*slots, *self.parts.tags.slots_of(known)] if known else slots
         plan = (tags, slots, wanted, [key, *[k for _, k in wanted]])
@@ -134,10 +123,9 @@ class Reader:
     def decode(self, key: str, data: object) -> Entry | None:
         """Return the entry stored as ``data``, or None for a miss or undecodable bytes.
 
-        A value written by a plain ``set`` is an entry too: untagged, fresh until
-        the store drops it. So ``set`` then ``get_or_build`` returns what was set,
-        as Django's ``get_or_set`` after ``set`` does. A build's placeholder is a
-        miss, the server's (empty: see :mod:`mcache.engine.server_lease`) too.
+        A value written by a plain ``set`` is an untagged entry, fresh until the store
+        drops it (as Django's ``get_or_set`` after ``set`` returns what was set). A
+        build's placeholder is a miss, the server's (empty bytes) too.
         """
         if data is NO_VALUE or not data:
             return None
@@ -180,31 +168,24 @@ class Reader:
         return values.get(store_key, NO_VALUE)
 
     def plain_many_steps(self, found: Mapping[str, bytes]) -> Steps[dict[str, Any]]:
-        """Return :meth:`plain` of each store key in ``found`` that has a value."""
+        """Return :meth:`plain_steps` of each store key in ``found`` that has a value."""
         values: dict[str, Any] = {}
         entries: dict[str, Entry] = {}
         for store_key, data in found.items():
-            if not data:
-                continue  # the server's placeholder for a build under way
-            value = self.parts.codec.loads(data, store_key)
-            if type(value) in (list, tuple):
-                if (entry := Entry.from_wire(value)) is not None:
-                    entries[store_key] = entry
-                    continue
-                if is_placeholder(value):
-                    self.forget_near(store_key)
-                    continue  # a build is under way: nothing there yet
-            if value is not NO_VALUE:
-                values[store_key] = value
+            entry = self.decode(store_key, data)
+            if entry is None:
+                continue
+            if entry.fresh_until_ms or entry.tags:
+                entries[store_key] = entry  # its freshness and tags checked below
+            else:
+                values[store_key] = entry.value  # a plain value, or an entry fresh for ever
         if entries:
             values.update((yield from self.current_steps(entries)))
         return values
 
     def current_steps(self, entries: Mapping[str, Entry]) -> Steps[dict[str, Any]]:
-        """Return the values of the entries that are fresh, with every tag unchanged.
-
-        Inside a build, each value's tags are reported to it, as ``get_or_build``'s are.
-        """
+        """Return the values of the entries that are fresh, with every tag unchanged (reported
+        to an enclosing build, as ``get_or_build``'s are)."""
         parts = self.parts
         now = parts.clock.time_ms()
         fresh = {key: entry for key, entry in entries.items() if entry.is_fresh(now)}

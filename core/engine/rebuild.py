@@ -1,14 +1,10 @@
 """A background rebuild: run here by a thread, or handed to a task queue's worker.
 
-The caller that wins a stale key's lock hands a :class:`Rebuild` to the
-cache's refresher. Called, it rebuilds in this process. A queue refresher
-calls :meth:`Rebuild.hand_off` instead: the lock stops being renewed here and
-is held long enough for a worker to take it up, and the job goes as data
-(:class:`mcache.model.jobs.Job`). The worker (:func:`run`) takes the lock over with
-its token, renews it while it builds, checks first whether the entry is
-fresh already (the add-lock recipe's control check: another process may have
-rebuilt it since the job was queued), and releases it. So one job per
-key is ever queued, across every process: nobody else wins the lock meanwhile.
+The caller that wins a stale key's lock hands a :class:`Rebuild` to the cache's
+refresher. Called, it rebuilds in this process; :meth:`Rebuild.hand_off` sends
+it instead, as data (:class:`mcache.model.jobs.Job`) with the lock, to a worker
+that takes the lock over and runs :func:`run`. So one job per key is ever
+queued, across every process (``docs/how-to/task-queue.md`` tells the rest).
 """
 
 from __future__ import annotations
@@ -99,11 +95,8 @@ class Rebuild:
         )
 
     def hand_off(self, seconds: float) -> str | None:
-        """Give the lock ``seconds`` to be taken up elsewhere; return the job's JSON.
-
-        None when the job cannot leave (see :meth:`why_local`) or the lock is no
-        longer ours: nothing was changed then.
-        """
+        """Give the lock ``seconds`` to be taken up elsewhere; return the job's JSON, or None
+        (nothing changed) when the job cannot leave (:meth:`why_local`) or the lock is lost."""
         job = self.job
         if isinstance(job, str):
             return None
@@ -152,11 +145,8 @@ class Rebuilds:
         return bool(accepted)
 
     def enqueue(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> str:
-        """Hand a rebuild of ``key`` to the refresher now, whatever its state (warm-up).
-
-        Returns ``"queued"``, ``"busy"`` (another caller holds its lock) or
-        ``"refused"`` (the refresher would not take it).
-        """
+        """Hand a rebuild of ``key`` to the refresher now, whatever its state (warm-up); return
+        ``"queued"``, ``"busy"`` (its lock is held) or ``"refused"`` (by the refresher)."""
         call = Call(key, build, tags, o, {}, self.builder.reader.peek(key))
         lock = self.builder.writer.try_lock(call)
         if lock is None:
@@ -166,9 +156,8 @@ class Rebuilds:
     def force(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> Any:
         """Rebuild ``key`` now whatever its state (a forced refresh); return the new value.
 
-        It takes the key's lock, waiting up to ``wait`` for a rebuild under way
-        (whose result it then keeps if that is newer than what it found), and
-        builds without it after that; the entry is written against its lease.
+        It waits up to ``wait`` for the key's lock (a rebuild under way), then builds
+        with it or without; the entry is written against its lease.
         """
         call = Call(key, build, tags, o, {}, self.builder.reader.peek(key))
         try:

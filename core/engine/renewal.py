@@ -1,21 +1,14 @@
 """Lock renewal: a lock lives as long as its holder works, and not much longer.
 
-A build lock expires on its own (its TTL, ``lock_timeout``) so that a holder
-that dies mid-build cannot block rebuilds for ever. Without renewal that TTL
-also caps how long a build may take: a build longer than ``lock_timeout`` loses
-its lock and another process builds the same entry (composition rule 4 in
-``docs/explanation/consistency.md``). So every lock a process holds is extended,
-owner-only, every third of its timeout by one daemon thread of the process: a
-build of any length runs once, and a holder killed with SIGKILL stops renewing,
-so its lock frees within ``lock_timeout`` of its last renewal.
-
-One thread serves every lock of the process (locks wait in a heap by due
-time), so a thousand concurrent builds cost one thread, not a thousand. A
-renewal that finds the lock gone or taken over (it expired while the process
-was stalled longer than the timeout, or its server restarted) stops renewing
-it and logs once; the
-build still finishes, and what it writes is guarded by its lease (see
-:mod:`mcache.engine.write_lease`), never by the lock.
+A build lock expires on its own (``lock_timeout``) so that a holder that dies
+mid-build cannot block rebuilds for ever. Renewed, owner-only, every third of
+its timeout, that TTL does not also cap how long a build may take (composition
+rule 4 in ``docs/explanation/consistency.md``): a build of any length runs once,
+and a killed holder's lock frees within ``lock_timeout`` of its last renewal.
+One daemon thread serves every lock of the process (a heap by due time), so a
+thousand concurrent builds cost one thread. A renewal that finds the lock gone
+or taken over stops and logs once; the build still finishes, and what it writes
+is guarded by its lease (see :mod:`mcache.engine.write_lease`), never by the lock.
 """
 
 from __future__ import annotations
@@ -133,8 +126,7 @@ class LockRenewer:
                 _, _, held = heapq.heappop(self._due)
                 if held.renewing:
                     due.append(held)
-                    entry = (now + held.interval, next(self._order), held)
-                    heapq.heappush(self._due, entry)
+                    heapq.heappush(self._due, (now + held.interval, next(self._order), held))
             return due
 
     def _renew(self, held: _Held) -> None:

@@ -1,33 +1,15 @@
 """The server's lease as a build lock: won in the read, guarding the write, nothing to free.
 
-On a store that :class:`~mcache.contract.store.LeasesInRead` (memcached speaking its meta
-protocol) the read that finds an entry missing or stale is also the bid for
-its rebuild, and the server answers it: this reader builds (``W``), or
-another already does (``Z``). The winner needs no lock key: the lease is the
-item's cas, the entry is written with ``ms … C`` against it, so a delete, a
-newer write or a stale marking during the build makes the write fail (no
-stale set), and there is no lock to release afterwards. A cold miss by the
-winner costs the read and the write; the text protocol's ``add`` of a lock,
-second read, ``gets`` and two-step release are gone.
-
-:class:`ServerLease` gives that lease the shape of :class:`~mcache.engine.lock.Lock`,
-so the read path, the renewer and the hand-over to a refresher or a queue
-worker treat both alike:
-
-- *renewal* keeps the leased item alive as long as the build: a stale entry is
-  touched when the build starts and at each renewal (a touch keeps its cas) to
-  its lock's life and as much again, so a build of any length still stores; a
-  holder that dies stops renewing, and once the item has less than a lock's
-  life left a reader takes the rebuild over (:func:`holder_gone`), with the
-  stale value still there to serve;
-- *release* after a build that stored nothing hands a stale entry's rebuild to
-  the next reader (``md … I C``); a placeholder goes with its lease
-  (:func:`mcache.engine.write_lease.abandon_steps`).
-
-Where the server cannot know that an entry is stale (a tag it recorded was
-bumped), the reader that saw it marks it stale and bids again in one request
-(:meth:`~mcache.contract.store.LeasesInRead.claim_stale`); every later reader gets the
-stale value with the news that someone rebuilds it.
+On a store that :class:`~mcache.contract.store.LeasesInRead` (memcached's meta
+protocol: ``docs/explanation/memcached-protocols.md``) the read that finds an
+entry missing or stale is also the bid for its rebuild, and the winner writes
+the entry with ``ms … C`` against the lease (the item's cas): a delete, a newer
+write or a stale marking meanwhile makes the write fail, and there is no lock
+key to take or release. :class:`ServerLease` gives that lease the shape of
+:class:`~mcache.engine.lock.Lock`, so the read path, the renewer and the
+hand-over to a refresher or a queue worker treat both alike: renewal touches
+the leased item (a touch keeps its cas), and a release after a build that
+stored nothing hands a stale entry's rebuild to the next reader.
 """
 
 from __future__ import annotations
@@ -68,23 +50,17 @@ class ServerLease(Lock):
     def hold_steps(self) -> Steps[None]:
         """As the build starts: give a stale entry the lock's life (a placeholder has it).
 
-        memcached keeps a stale entry's lease with the entry until it is replaced
-        or expires, so a holder that died would otherwise keep every other reader
-        on the stale value for the rest of its stale window. Held to the lock's
-        timeout and renewed like a lock, the entry outlives a dead holder by at
-        most ``lock_timeout``; then the next reader wins it as a miss
-        (composition rule 4 in ``docs/explanation/consistency.md``).
+        memcached keeps a stale entry's lease until the entry goes, so a dead holder
+        would keep every reader on the stale value for its whole stale window; held
+        and renewed like a lock, it outlives a dead holder by at most ``lock_timeout``
+        (see "What differs when a holder dies" in docs/explanation/memcached-protocols.md).
         """
         if not self.lease.placed:
             yield from self.extend_steps()
 
     def extend_steps(self, timeout: int | None = None) -> Steps[bool]:
-        """Keep the leased item alive ``timeout`` more seconds (its lock's by default).
-
-        Only the leased item: once the key holds another (a page rebuilt meanwhile,
-        as a queued job finds), the lease is lost and that item keeps its own life.
-        A touch keeps the item's cas, so the build can still store under its lease.
-        """
+        """Keep the leased item, and no other, alive ``timeout`` more seconds (its lock's by
+        default); a touch keeps the cas, so the build can still store."""
         if self.lease.stored:
             return self.held
         ttl = self.expiry(timeout)
@@ -109,13 +85,10 @@ class ServerLease(Lock):
 def holder_gone(bid: LeaseBid) -> bool:
     """Whether a read found a stale item leased to another whose holder stopped renewing it.
 
-    A holder keeps its leased stale item :func:`~mcache.contract.store.stale_hold_ttl` of
-    its lock's TTL alive, renewing every third of its timeout; with less than
-    one lock's TTL left, the renewals stopped: the holder was killed, or its
-    queued job was lost (the hand-off held the item for the job's wait, and no
-    worker took it up). The reader then takes the rebuild over
-    (:meth:`~mcache.contract.store.LeasesInRead.claim_stale`) while the stale value is still
-    there to serve, as a lock key that expired would let it.
+    A live holder keeps the item more than one lock's TTL alive
+    (:func:`~mcache.contract.store.stale_hold_ttl`); with less left, the holder was killed
+    or its queued job lost, and the reader takes the rebuild over
+    (:meth:`~mcache.contract.store.LeasesInRead.claim_stale`) while the stale value is there.
     """
     return bid.outcome is False and bid.left is not None and 0 <= bid.left < bid.lease_ttl
 

@@ -2,24 +2,14 @@
 
 The race (composition rule 3 in ``docs/explanation/consistency.md``): a build
 reads a row; a writer changes the row and deletes the cache key; the build,
-still holding the old row, stores it. Unguarded, the next reader gets the old
-value as fresh for a whole TTL, and nothing is left to invalidate it.
-
-So before the builder is called the build takes a *lease*: the cas token of
-what the key holds (a stale entry, a plain value, another build's placeholder).
-When the key holds nothing, the build first adds a placeholder there, a random
-token that every reader takes for a miss, so that there is something to hold.
-The entry is then written with ``cas`` against that token. A ``delete`` in
-between (the key is gone), a ``set`` or another build's write (the token
-moved) makes the cas fail, and the value goes to the build's own caller only.
-
-This is memcached's lease (Nishtala et al., "Scaling Memcache at Facebook",
-NSDI 2013) built from the portable ``add``/``gets``/``cas``. Unlike a tombstone
-with a hold-off time (MediaWiki's WANObjectCache), it holds however long the
-build takes, and ``delete`` stays a plain delete on every store. It costs the
-rebuild of a stale entry nothing (the re-read after winning the lock is a
-``gets``), and the first build of a missing key an ``add`` and a ``gets``
-where a plain ``set`` would do.
+still holding the old row, stores it, fresh for a whole TTL with nothing left
+to invalidate it. So before the builder is called the build takes a *lease*:
+the cas token of what the key holds, after adding a placeholder (a random token
+every reader takes for a miss) when it holds nothing. The entry is written with
+``cas`` against that token: a delete or a newer write in between wins, and the
+value goes to the build's own caller only. This is memcached's lease
+(Nishtala et al., NSDI 2013) built from the portable ``add``/``gets``/``cas``;
+``docs/explanation/dog-pile.md`` ("No stale sets") compares it with a tombstone.
 """
 
 from __future__ import annotations
@@ -71,11 +61,9 @@ def take_steps(
 ) -> Steps[Lease | None]:
     """Return the lease on ``key`` for a build starting now, or None if it cannot be had.
 
-    ``ttl`` is the placeholder's: as long as the entry would be kept. A caller
-    that found the key empty (``expect_missing``) tries the placeholder first:
-    one round trip fewer when it is still empty, as it almost always is.
-    ``lifetime(found)`` says how many seconds what was found has left in the
-    store (``inf`` when unknown), for :func:`keep`.
+    ``ttl`` is the placeholder's (the entry's). A caller that found the key empty
+    (``expect_missing``) adds the placeholder first: a round trip fewer, almost always.
+    ``lifetime(found)``: the seconds what was found has left (``inf``: unknown).
     """
     found, token = (NO_VALUE, None) if expect_missing else (yield StoreCall(store, "gets", (key,)))
     placed, held, left = False, found, math.inf
@@ -98,10 +86,8 @@ def take_steps(
 def keep(store: Store, key: str, lease: Lease, ttl: int) -> bool:
     """Give the leased key ``ttl`` more seconds if it still holds what the lease saw.
 
-    A build that outlives the key it leased (a placeholder, a stale entry near
-    the end of its ``stale_ttl``) would find it gone and store nothing, as if a
-    writer had deleted it. The bytes are written back unchanged with ``cas``, so
-    a delete or a newer write meanwhile still wins.
+    A build outliving the key it leased would store nothing, as if a writer had deleted
+    it; written back unchanged with ``cas``, a delete or a newer write still wins.
     """
     with lease.guard:
         found, token = store.gets(key)
@@ -113,11 +99,8 @@ def keep(store: Store, key: str, lease: Lease, ttl: int) -> bool:
 
 
 def write_steps(store: Store, key: str, data: bytes, lease: Lease, ttl: int) -> Steps[bool]:
-    """Store ``data`` if the key still holds what the lease saw; return whether it did.
-
-    The guard is held across the ``cas``, awaited too on the async driver: only
-    the renewer's thread ever waits for it (:func:`keep`), never an event loop.
-    """
+    """Store ``data`` if the key still holds what the lease saw; return whether it did (the
+    guard is held across an awaited ``cas`` too: only the renewer's thread waits for it)."""
     with lease.guard:
         method = "leased_write" if lease.native else "cas"
         lease.stored = yield StoreCall(store, method, (key, data, lease.token, ttl))
@@ -131,11 +114,8 @@ def abandon_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
 
 
 def withdraw_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
-    """Delete what the lease saw (a stale entry too), unless something newer replaced it.
-
-    For a rebuild whose value the store refused (too large): as memcached does
-    on a failed update, the outdated value must not stay behind to be served.
-    """
+    """Delete what the lease saw (a stale entry too), unless something newer replaced it:
+    after a rebuild the store refused (too large), the outdated value must not stay."""
     with lease.guard:
         method = "leased_write" if lease.native else "cas"
         yield StoreCall(store, method, (key, b"", lease.token, -1))

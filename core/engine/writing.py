@@ -47,11 +47,8 @@ class Writer:
         self.bidding = Bidding(parts, self.rebuild_under_way)
 
     def drop_claim_steps(self, key: str, claim: StaleClaim | LeaseBid | None) -> Steps[None]:
-        """Free a lock the read claimed for a rebuild that is not needed after all.
-
-        Rare: the store judged by time left, the entry said otherwise (a plain
-        value near its end, a build's placeholder, a clock ahead of the store's).
-        """
+        """Free a lock the read claimed for a rebuild that is not needed after all (rare: the
+        store judged by time left, the entry said otherwise, as a clock ahead of the store's)."""
         if type(claim) is StaleClaim and claim.outcome:
             yield from self.unlock_steps(
                 key, Lock(self.parts.shared, claim.lock_key, token=claim.token)
@@ -60,13 +57,9 @@ class Writer:
     def try_stale_lock_steps(self, call: Call) -> Steps[Lock | None]:
         """Take the lock of a stale key, unless it was found held moments ago.
 
-        Readers of a stale key only need the lock to decide who rebuilds: once
-        one of this process's readers found it held, the others serve the stale
-        value without asking again for a quarter of a second, so a burst of
-        stale reads costs one round trip each, as hits do, not two. (When the
-        holder dies, its lock frees within ``lock_timeout``; this process may
-        serve stale a quarter of a second longer.) Where the read itself bid
-        for the lock (:meth:`claim_for`), its answer is used: no round trip.
+        Once a reader here found it held, the others serve stale for ``BUSY_SECONDS``
+        without asking: a burst of stale reads costs one round trip each, as hits do.
+        Where the read itself bid for the lock (:mod:`.bidding`), its answer is used.
         """
         now = time.monotonic()
         claim = call.claim
@@ -109,11 +102,8 @@ class Writer:
         return run_steps(self.try_lock_steps(call), perform)
 
     def try_lock_steps(self, call: Call) -> Steps[Lock | None]:
-        """:meth:`try_lock`, as steps (see :mod:`mcache.sansio.steps`).
-
-        Where the read bid for the server's lease, its answer is the first try,
-        and every later one is a leasing read of the key again.
-        """
+        """:meth:`try_lock`, as steps; where the read bid for the server's lease, its answer is
+        the first try, and every later one is a leasing read of the key again."""
         claim = call.claim
         if type(claim) is LeaseBid and not claim.unleased:
             if claim.token is None:
@@ -136,11 +126,8 @@ class Writer:
         return self._held(lock)
 
     def server_lease(self, call: Call) -> Lock | None:
-        """Return the server's lease the call's last read won (renewed while held), or None.
-
-        The read's answer is used once: the call's bid is replaced by a blank
-        one, so the next try (:meth:`try_lock_steps`) asks the server again.
-        """
+        """Return the server's lease the call's last read won (renewed while held), or None;
+        used once: a blank bid replaces it, so the next try asks again."""
         claim = call.claim
         assert type(claim) is LeaseBid
         call.claim = LeaseBid(claim.lease_ttl, claim.early_ttl)
@@ -170,11 +157,8 @@ class Writer:
         self.parts.trace(key, "U")
 
     def take_lease_steps(self, call: Call, lock: Lock | None) -> Steps[leases.Lease | None]:
-        """Return the lease the entry will be written against (None: the store failed).
-
-        With a lock, the lease is kept alive as long as the lock is renewed: a
-        build longer than what its key has left in the store still stores.
-        """
+        """Return the lease the entry will be written against (None: the store failed), kept
+        alive while the lock is renewed: a build outliving its key's time left still stores."""
         if isinstance(lock, ServerLease):
             try:
                 yield from lock.hold_steps()  # won with the read: nothing more to take
@@ -216,11 +200,8 @@ class Writer:
         leases.keep(self.parts.store, key, lease, 2 * lock.timeout + slack)
 
     def replace_unreadable_steps(self, store_key: str, data: bytes, seconds: int) -> Steps[bool]:
-        """Store ``data`` over what no read would return (a stale entry, a build's placeholder).
-
-        For ``add`` that is no value. ``cas`` makes it safe: of several callers
-        adding at once, one wins.
-        """
+        """Store ``data`` over what no read would return (a stale entry, a build's placeholder):
+        for ``add`` that is no value. ``cas`` makes it safe: of several adding at once, one wins."""
         store = self.parts.store
         current, token = yield StoreCall(store, "gets", (store_key,))
         if current is NO_VALUE or token is None:
@@ -235,8 +216,7 @@ class Writer:
         data, token = yield StoreCall(store, "gets", (store_key,))
         if data is NO_VALUE or token is None:
             return False
-        value = codec.loads(data, store_key)
-        entry = Entry.from_wire(value) if type(value) in (list, tuple) else None
+        entry = Entry.from_wire(codec.loads(data, store_key))
         if entry is None or entry.tags or type(entry.value) is not int:
             return False  # a plain value already, or not a plain number's entry
         if not entry.is_fresh(self.parts.clock.time_ms()):
@@ -248,12 +228,8 @@ class Writer:
     def settle_steps(
         self, key: str, lease: leases.Lease | None, lock: Lock | None, back_off: bool = False
     ) -> Steps[None]:
-        """After a build: take away its placeholder if it stored nothing, and free its lock.
-
-        With ``back_off`` (a background rebuild failed) the lock is kept, no longer
-        renewed, for twice its timeout: the stale entry is served meanwhile and no
-        process retries the failing build before then.
-        """
+        """After a build: take away its placeholder if it stored nothing, and free its lock; with
+        ``back_off`` (a background rebuild failed) keep it unrenewed, so nobody retries soon."""
         parts = self.parts
         if lease is not None:
             yield from parts.store_steps(
@@ -269,12 +245,8 @@ class Writer:
         yield from self.unlock_steps(key, lock)
 
     def let_go(self, key: str, won: Any, lock: Lock | None) -> Steps[None]:
-        """Return the steps that free a lock or lease won for a caller gone meanwhile.
-
-        Its renewal stops at once (not when the steps run): if they never run,
-        as when the event loop closes first, the lock still frees on its own
-        within its timeout instead of being renewed for the life of the process.
-        """
+        """Return the steps that free a lock or lease won for a caller gone meanwhile; its
+        renewal stops now, so if they never run (the loop closed) it still frees on time."""
         if isinstance(won, Lock):
             renewer.drop(won)
             return self.settle_steps(key, None, won)
@@ -283,11 +255,8 @@ class Writer:
         return self.settle_steps(key, won, lock)
 
     def write_steps(self, call: Call, value: Any, lease: leases.Lease) -> Steps[bool]:
-        """Store the entry: fresh for ``ttl`` spread by ``jitter``, kept ``stale_ttl`` longer.
-
-        Built from stale data (``call.stale``), it is stored already stale, so
-        the next reader rebuilds it. Return whether it was stored.
-        """
+        """Store the entry, fresh for ``ttl`` spread by ``jitter`` (already stale if built from
+        stale data), kept ``stale_ttl`` longer; return whether it was stored."""
         parts, o = self.parts, call.options
         if not parts.may_store():
             return False  # built from data that may yet be rolled back: returned, never shared

@@ -1,16 +1,11 @@
 """Observers: what a ``Cache`` does, told as it happens to whatever watches it.
 
-The stats counters (:mod:`mcache.observe.stats`) add up across processes through the
-store, every few seconds, which is what the stats command reads. Metrics
-exporters and a debug panel need the same events sooner and finer: each event
-with its key (so it can be given a key family), each build around its run (so
-a span can hold what the build queries), each call with its round trips. An
-:class:`Observer` receives them; :meth:`mcache.Cache.observe` attaches one.
-With no observer attached, what this costs a call is one truthiness check.
-
-Key families keep label cardinality bounded: ``page`` (``@cached_view``),
-``fragment`` (``{% mcache %}`` blocks), the qualified name of a ``@cached``
-function, and ``other`` for everything else.
+The stats counters (:mod:`mcache.observe.stats`) add up across processes every few
+seconds; metrics exporters and a debug panel need the same events sooner and finer:
+each with its key, each build around its run (so a span holds its queries), each call
+with its round trips. With no :class:`Observer` attached they cost a call one truthiness
+check. Key families (``page``, ``fragment``, a ``@cached`` function's name, ``other``)
+keep label cardinality bounded (see docs/how-to/prometheus.md).
 """
 
 from __future__ import annotations
@@ -22,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from mcache.errors import ConfigError
 from mcache.logs import FailureLog
 from mcache.memo import BoundedMemo
 from mcache.sansio.call_record import CURRENT_CALL, CallRecord
@@ -71,11 +67,9 @@ class Origin:
         """Return the key family of ``key``: page, fragment, a function's name, or other."""
         if key is None:
             return "other"
-        family = self._families.get(key)
-        if family is None:
-            family = self._family_of(self.readable(key))
-            self._families.remember(key, family)
-        return family
+        return self._families.get(key) or self._families.remember(
+            key, self._family_of(self.readable(key))
+        )
 
     def _family_of(self, readable: str) -> str:
         for prefix, family in _PREFIXES:
@@ -161,8 +155,6 @@ def observers_named(metrics: Any) -> list[Observer]:
     Each exporter is imported only when named, so ``import mcache`` pulls in
     neither; a missing library fails here, at start-up, naming the extra.
     """
-    from mcache.errors import ConfigError
-
     if isinstance(metrics, str | Observer):
         metrics = [metrics]
     try:
@@ -171,18 +163,13 @@ def observers_named(metrics: Any) -> list[Observer]:
         raise ConfigError(
             f"metrics must be a list such as ['prometheus', 'opentelemetry'], got {metrics!r}"
         ) from None
-    observers = []
     for item in named:
-        if isinstance(item, Observer):
-            observers.append(item)
-        elif item in _EXPORTERS:
-            observers.append(_exporter(item))
-        else:
+        if not isinstance(item, Observer) and item not in _EXPORTERS:
             raise ConfigError(
                 f"metrics: unknown {item!r}; write 'prometheus', 'opentelemetry' or an"
                 " mcache.observe.events.Observer"
             )
-    return observers
+    return [item if isinstance(item, Observer) else _exporter(item) for item in named]
 
 
 _EXPORTERS = {  # name (its module and extra): its observer class, the library it needs
@@ -197,8 +184,6 @@ def _exporter(name: str) -> Observer:
     """Return the process's exporter ``name``, made once: every cache shares it (a Prometheus
     registry refuses two metrics of one name), on the library's default registry or providers.
     """
-    from mcache.errors import ConfigError
-
     kind, library = _EXPORTERS[name]
     with _MADE_LOCK:
         if name not in _MADE:

@@ -41,18 +41,11 @@ class OpenTelemetryMetrics(Observer):
         self.tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
 
     def counted(self, origin: Origin, event: str, key: str | None, count: int) -> None:
-        attributes = {"mcache.cache": origin.label, "mcache.family": origin.family(key)}
-        self.counters[event].add(count, attributes)
+        self.counters[event].add(count, _attributes(origin, key))
 
     def build_started(self, origin: Origin, key: str) -> Any:
-        span = self.tracer.start_span(
-            "mcache.build",
-            attributes={
-                "mcache.cache": origin.label,
-                "mcache.family": origin.family(key),
-                "mcache.key": origin.readable(key) or key,
-            },
-        )
+        attributes = {**_attributes(origin, key), "mcache.key": origin.readable(key) or key}
+        span = self.tracer.start_span("mcache.build", attributes=attributes)
         return span, context.attach(trace.set_span_in_context(span))
 
     def build_ended(
@@ -64,9 +57,9 @@ class OpenTelemetryMetrics(Observer):
         if outcome in ("error", "stale-served"):
             span.set_status(Status(StatusCode.ERROR, f"the build raised ({outcome})"))
         span.end()
-        attributes = {
-            "mcache.cache": origin.label,
-            "mcache.family": origin.family(key),
-            "mcache.outcome": outcome,
-        }
-        self.build_duration.record(seconds, attributes)
+        self.build_duration.record(seconds, {**_attributes(origin, key), "mcache.outcome": outcome})
+
+
+def _attributes(origin: Origin, key: str | None) -> dict[str, str]:
+    """Return the attributes every metric and span carries: the cache and the key family."""
+    return {"mcache.cache": origin.label, "mcache.family": origin.family(key)}

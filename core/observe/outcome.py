@@ -1,18 +1,9 @@
 """What a cached view tells its visitor about the page: HIT, MISS, STALE or BYPASS, and why.
 
-Both adapters answer with the same two headers (``X-Cache`` unless the view
-names another, and the same name with ``-Reason`` appended):
-
-- ``X-Cache: HIT`` / ``MISS`` / ``STALE``: the page came from the cache, was
-  rendered and stored, or is a stale copy served while one request re-renders it;
-- ``X-Cache: BYPASS`` with ``X-Cache-Reason: <reason>``: the view ran and its
-  response was not stored, for the reason named (one of :data:`REASONS`);
-- ``X-Cache: MISS`` with ``X-Cache-Reason: store-down``: the cache could not be
-  read, so the page was rendered for this request alone (nothing stored).
-
-A site whose hit ratio is low can read the reason in the browser, or in the
-DEBUG log of the ``mcache.views`` logger: one line per view and reason, at most
-once a minute, so a busy site's log does not fill with it.
+Both adapters answer with the same headers, ``X-Cache`` (or the view's own name) and
+``X-Cache-Reason`` for a page not stored (one of :data:`REASONS`), so a site whose hit
+ratio is low can read why in the browser, or in the ``mcache.views`` DEBUG log, at most
+once a minute per view and reason (see docs/how-to/cache-a-page.md).
 """
 
 from __future__ import annotations

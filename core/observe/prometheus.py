@@ -1,12 +1,8 @@
 """Prometheus metrics of mcache caches (``pip install "mcache[prometheus]"``).
 
-Per-process counters and a build-time histogram, labelled by cache and key
-family (see :mod:`mcache.observe.events`), made with ``prometheus_client``'s own
-metric types: they are exposed the way a site exposes its other metrics, and
-gunicorn's worker processes add up through ``prometheus_client``'s
-multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``) as every other metric does.
-Turn them on with ``Cache(metrics=["prometheus"])``, Django's
-``OPTIONS["metrics"]`` or Flask's ``MCACHE_METRICS``.
+Per-process counters and a build-time histogram, labelled by cache and key family, made
+with ``prometheus_client``'s own metric types, so they are exposed (and add up across
+gunicorn's workers) as a site's other metrics are. See docs/how-to/prometheus.md.
 """
 
 from __future__ import annotations

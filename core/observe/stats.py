@@ -28,8 +28,8 @@ __all__ = ["COUNTERS", "CacheStats"]
 
 COUNTERS = {
     "hits": "fresh values served",
-    "stale": "stale values served while one caller rebuilt",
     "misses": "reads that found nothing usable",
+    "stale": "stale values served while one caller rebuilt",
     "builds": "builds run",
     "build_errors": "builds that raised",
     "lock_waits": "callers that waited for another's build",
@@ -52,11 +52,9 @@ EXIT_FLUSH_SECONDS = 1.0  # what exit may wait for servers that accept and never
 def _flush_at_exit() -> None:
     """Flush what every live ``Cache`` counted since its last flush, within a second.
 
-    Otherwise a short-lived process (a management command, a script, a worker
-    recycled after N requests) would take up to ``interval`` seconds of counts
-    with it, and the cluster-wide totals would miss them. A hung server must not
-    hold the exit up, so the flush runs in a daemon thread that exit waits for
-    only so long.
+    A short-lived process (a command, a recycled worker) would otherwise take up to
+    ``interval`` seconds of counts with it. A daemon thread does it, so that a hung
+    server cannot hold the exit up.
     """
     live = [stats for stats in list(_LIVE) if any(stats.local().values())]
     if not live:
@@ -173,9 +171,9 @@ class CacheStats:
         """
         found = self.store.get_many([self.key(name) for name in (*COUNTERS, FLUSHED)])
         local = self.local() if pending else dict.fromkeys(COUNTERS, 0)
-        totals: dict[str, Any] = {}
-        for name in COUNTERS:
-            totals[name] = (stored_count(found.get(self.key(name))) or 0) + local[name]
+        totals: dict[str, Any] = {
+            name: (stored_count(found.get(self.key(name))) or 0) + local[name] for name in COUNTERS
+        }
         served = totals["hits"] + totals["stale"]
         lookups = served + totals["misses"]
         totals["hit_ratio"] = served / lookups if lookups else 0.0

@@ -1,13 +1,9 @@
 """Per-key event trace: one letter per logical event.
 
-A debugging aid from memcached practice: with tracing on, ``tail -f`` on a key's trace file
-shows its life as a string such as ``MLWUHHHHHMLLH``, so a stampede, a lock that
-is never released or a tag that keeps invalidating stands out at a glance. The
-letters and what each means are :data:`LETTERS`, written down once.
-
-Events go to ``{trace_dir}/{key}.trace`` when ``trace_dir`` is set, and to the
-``mcache.trace`` logger at DEBUG level when that is enabled. Off, it costs one
-attribute check per event.
+A debugging aid from memcached practice: ``tail -f`` on a key's trace file shows its life
+as a string such as ``MLWUHHHHHMLLH`` (:data:`LETTERS`), so a stampede or a lock never
+released stands out at a glance. Events go to ``{trace_dir}/{key}.trace`` and to the
+``mcache.trace`` logger at DEBUG; off, each costs one attribute check.
 """
 
 from __future__ import annotations
@@ -69,10 +65,9 @@ class Tracer:
     def find(self, readable: str) -> dict[str, str]:
         """Return the letters of every traced key whose readable part ends with ``readable``.
 
-        A store key is ``namespace:readable:digest``; a page's readable part is
-        ``view.<name>.<scheme>.<host>.<path>`` and a fragment's ``block.<name>``
-        (``jinja.<name>`` in Flask), so a path or a fragment name finds its
-        keys (every host, query and user variant) without knowing the digest.
+        A page's readable part is ``view.<name>.<scheme>.<host>.<path>``, a fragment's
+        ``block.<name>`` (``jinja.<name>`` in Flask): a path or a fragment name finds every
+        variant of its keys without knowing their digests.
         """
         if self.trace_dir is None:
             return {}

@@ -1,14 +1,9 @@
 """Where background rebuilds run: threads of this process, or a task queue's workers.
 
-A refresher is a callable that takes a rebuild job and returns whether it
-accepted it (``Refresher``). The job is callable (it rebuilds in this
-process); a queue refresher asks it for :meth:`~mcache.engine.rebuild.Rebuild.hand_off`
-instead, which gives the data a worker needs (see :mod:`mcache.model.jobs`).
-
-By name, as ``Cache(refresher=…)``, Django's ``OPTIONS["refresher"]`` and Flask's
-``MCACHE_REFRESHER`` take them: ``"thread"`` (the default), ``"celery"``,
-``"rq"``, ``"tasks"`` (Django's Tasks framework). Each queue needs its package
-(an optional extra), imported only when named.
+A refresher (``Refresher``) takes a rebuild job and returns whether it accepted it; a
+queue refresher sends what :meth:`~mcache.engine.rebuild.Rebuild.hand_off` gives instead of
+calling the job. By name: ``"thread"`` (the default), ``"celery"``, ``"rq"``, ``"tasks"``
+(Django's Tasks), each queue's package imported only when named.
 """
 
 from __future__ import annotations
@@ -44,7 +39,6 @@ QUEUES = {  # name: (module, class, what to install)
     "tasks": ("tasks", "TasksRefresher", "django-tasks"),
 }
 NAMES = ("thread", *QUEUES)
-FALLBACKS = ("thread", "none")
 _LAZY = {"QueueRefresher": "queued", **{kind: module for module, kind, _ in QUEUES.values()}}
 
 
@@ -55,7 +49,7 @@ def refresher_named(name: str, queue: str | None = None, fallback: str = "thread
             f"refresher must be one of {', '.join(repr(n) for n in NAMES)} (or a callable),"
             f" got {name!r}"
         )
-    if fallback not in FALLBACKS:
+    if fallback not in ("thread", "none"):
         raise ConfigError(f"refresh_fallback must be 'thread' or 'none', got {fallback!r}")
     if name == "thread":
         return ThreadPoolRefresher()

@@ -1,10 +1,8 @@
 """Rebuilds on Celery workers: ``Cache(refresher="celery")`` or ``CeleryRefresher(queue=…)``.
 
-The web process publishes ``mcache.rebuild`` by name (``send_task``: it needs
-no import of the task), with the job's JSON as its one argument. Workers
-register the task by importing this module: add ``"mcache.refreshers.celery"``
-to the Celery app's ``imports`` (or ``include``). A Flask app's workers run
-tasks in an app context, as Flask's Celery pattern has them do.
+The web process publishes ``mcache.rebuild`` by name (``send_task``), with the job's JSON
+as its one argument; workers register it by importing this module (add
+``"mcache.refreshers.celery"`` to the Celery app's ``imports``).
 """
 
 from __future__ import annotations

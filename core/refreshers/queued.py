@@ -1,23 +1,12 @@
 """What every task-queue refresher shares: hand-off, a sender thread, the fallback.
 
-A request that wins a stale key's lock must not wait for a broker: a broker
-that refuses takes seconds to say so (Celery on Redis: 6 s here), one that
-hangs longer. So the request only hands the job over (the lock now held for
-``hold`` seconds, long enough for a worker to take it up) and goes on with the
-stale value; a sender thread of the refresher publishes it. When the send
-fails, or too many are waiting, the rebuild falls back to this process's
-thread pool (``fallback="thread"``) or is dropped with its lock freed
-(``"none"``), and a later request tries again. Either way the request was
-answered; the failure is logged once per interval.
-
-A failed send also opens a circuit: for ``retry_after`` seconds (doubling while
-sends keep failing, up to ``max_retry_after``) every rebuild falls back at once,
-those already waiting to be sent included, instead of each spending the
-broker's seconds in turn while its key's lock is held. A broker that comes
-back is used again from the first send after the window.
-
-A rebuild that cannot leave the process (a closure, a cached page that needs
-its request) runs in the thread pool, logged once per builder with the reason.
+A request that wins a stale key's lock must not wait for a broker, which may take
+seconds to refuse (Celery on Redis: 6 s here): it hands the job to a sender thread and
+goes on with the stale value. A failed send falls back (``fallback``: this process's
+thread pool, or ``"none"``) and opens a circuit: for ``retry_after`` seconds, doubling up
+to ``max_retry_after``, every rebuild falls back at once instead of each spending the
+broker's seconds while its lock is held. See docs/how-to/task-queue.md. A rebuild that
+cannot leave the process (a closure, a page that needs its request) runs in the pool.
 """
 
 from __future__ import annotations

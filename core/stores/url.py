@@ -1,10 +1,8 @@
 """Store URLs: one string in settings names a whole store.
 
-``memory://?max_bytes=64m``, ``memcached://h1:11211:2,h2:11211:1?hashing=ketama``,
-``redis://:password@h:6379/0?socket_timeout=0.5``,
-``postgresql://user@h:5432/db?table=mcache``, ``sqlite:////var/cache/site.db``.
 Query-string options are checked here, at start-up, so a typo fails loudly
-with the list of valid options instead of being ignored until the first request.
+with the list of valid options instead of being ignored until the first request
+(every scheme and option: docs/reference/stores.md#store-urls).
 """
 
 from __future__ import annotations
@@ -12,12 +10,16 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from mcache.contract.store import Store
 from mcache.errors import ConfigError, named_with_guesses
 from mcache.model.ring import Server
+from mcache.stores.memory.store import MemoryStore
 from mcache.stores.sql.dialects import check_table_name
+from mcache.stores.sql.store import SqlStore
+from mcache.stores.tiered.store import TieredStore
 
 __all__ = ["from_url"]
 
@@ -133,9 +135,9 @@ def from_url(url: str, **options: object) -> Store:
     if scheme == "sqlite":
         return _sqlite(parts.netloc, parts.path, merged, url)
     if scheme == "redis+sentinel":
-        return _redis_store(base, "redis.sentinel", "SentinelRedisStore")(base, **merged)
+        return _needing(base, "redis.sentinel", "SentinelRedisStore", _REDIS_PY)(base, **merged)
     if scheme == "redis+cluster":
-        return _redis_store(base, "redis.cluster", "ClusterRedisStore")(base, **merged)
+        return _needing(base, "redis.cluster", "ClusterRedisStore", _REDIS_PY)(base, **merged)
     return _redis(base, merged)
 
 
@@ -208,8 +210,6 @@ def checked_options(
 
 
 def _memory(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
-    from mcache.stores.memory.store import MemoryStore
-
     if netloc or path.strip("/"):
         raise ConfigError(
             f"memory:// takes no host or path, got {url!r}; e.g. {EXAMPLES['memory']}"
@@ -253,20 +253,14 @@ def _number(text: str, what: str, item: str, url: str) -> int:
 
 
 def _memcached(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
-    try:
-        from mcache.stores.memcached.store import MemcachedStore
-    except ImportError as error:
-        raise ConfigError(
-            f"{url!r} needs pymemcache: pip install pymemcache (or the [memcached] extra) ({error})"
-        ) from error
+    install = "pymemcache: pip install pymemcache (or the [memcached] extra)"
+    memcached_store = _needing(url, "memcached.store", "MemcachedStore", install)
     if path.strip("/"):
         raise ConfigError(f"memcached:// takes no path, got {url!r}; e.g. {EXAMPLES['memcached']}")
-    return MemcachedStore(parse_servers(netloc, url), **options)  # type: ignore[arg-type]
+    return memcached_store(parse_servers(netloc, url), **options)
 
 
 def _tiered(netloc: str, path: str, options: dict[str, object], url: str) -> Store:
-    from mcache.stores.tiered.store import TieredStore
-
     if netloc or path.strip("/") or "hot" not in options or "cold" not in options:
         raise ConfigError(
             f"tiered:// takes a hot and a cold store URL as options, got {url!r};"
@@ -279,18 +273,20 @@ def _tiered(netloc: str, path: str, options: dict[str, object], url: str) -> Sto
     return TieredStore(tiers["hot"], tiers["cold"], **options)  # type: ignore[arg-type]
 
 
-def _redis_store(base_url: str, module: str, name: str) -> Callable[..., Store]:
-    """Return the store class ``name`` of ``module``, which needs redis-py."""
+_REDIS_PY = "redis-py: pip install redis (or the [redis] extra)"
+
+
+def _needing(url: str, module: str, name: str, install: str) -> Any:
+    """Return the store class ``name`` of ``module``; if its driver is missing, say how
+    to ``install`` it."""
     try:
-        return getattr(importlib.import_module(f".{module}", __package__), name)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(f".{module}", __package__), name)
     except ImportError as error:
-        raise ConfigError(
-            f"{base_url!r} needs redis-py: pip install redis (or the [redis] extra) ({error})"
-        ) from error
+        raise ConfigError(f"{url!r} needs {install} ({error})") from error
 
 
 def _redis(base_url: str, options: dict[str, object]) -> Store:
-    redis_store = _redis_store(base_url, "redis.store", "RedisStore")
+    redis_store = _needing(base_url, "redis.store", "RedisStore", _REDIS_PY)
     parts = urlsplit(base_url)
     database = parts.path.strip("/")
     if database and not database.isdigit():
@@ -306,24 +302,17 @@ def _redis(base_url: str, options: dict[str, object]) -> Store:
 
 
 def _sql_store(connector: object, options: dict[str, object]) -> Store:
-    from mcache.stores.sql.store import SqlStore
-
     store_options = {name: options[name] for name in SQL_STORE_OPTIONS if name in options}
     return SqlStore(connector, **store_options)  # type: ignore[arg-type]
 
 
 def _postgres(base_url: str, options: dict[str, object]) -> Store:
-    try:
-        from mcache.stores.sql.postgres import PostgresConnector
-    except ImportError as error:
-        raise ConfigError(
-            f"{base_url!r} needs psycopg 3: pip install 'psycopg[binary]' (or the [postgres]"
-            f" extra) ({error})"
-        ) from error
+    install = "psycopg 3: pip install 'psycopg[binary]' (or the [postgres] extra)"
+    postgres_connector = _needing(base_url, "sql.postgres", "PostgresConnector", install)
     if not urlsplit(base_url).path.strip("/"):
         raise ConfigError(f"no database named in {base_url!r}; e.g. {EXAMPLES['postgresql']}")
     names = ("table", "timeout", "connect_timeout", "prepare", "max_connections")
-    connector = PostgresConnector(base_url, **{n: options[n] for n in names if n in options})  # type: ignore[arg-type]
+    connector = postgres_connector(base_url, **{n: options[n] for n in names if n in options})
     return _sql_store(connector, options)
 
 

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from multiprocessing.process import BaseProcess
+from typing import Any
 
 import pytest
 
@@ -84,36 +86,25 @@ def race(store: Store, factory: Callable[[], Store] | None, op: str, key: str) -
     this process instead.
     """
     if factory is None:
-        import queue
-
         ready, results, go = queue.Queue(), queue.Queue(), threading.Event()
-        workers = [
-            threading.Thread(
-                target=_race_in_process, args=(None, store, op, key, ready, go, results, f"t{i}")
-            )
-            for i in range(PROCESSES)
-        ]
+        runner, local, tag = threading.Thread, store, "t"
     else:
         context = multiprocessing.get_context("spawn")
         ready, results, go = context.Queue(), context.Queue(), context.Event()
-        workers = [
-            context.Process(
-                target=_race_in_process, args=(factory, None, op, key, ready, go, results, f"p{i}")
-            )
-            for i in range(PROCESSES)
-        ]
+        runner, local, tag = context.Process, None, "p"  # each process makes its own store
+    workers = [
+        runner(
+            target=_race_in_process,
+            args=(factory, local, op, key, ready, go, results, f"{tag}{i}"),
+        )
+        for i in range(PROCESSES)
+    ]
     return run_together(workers, ready, go, results)
 
 
-class Runner(Protocol):
-    """A thread or a process."""
-
-    def start(self) -> None: ...
-
-    def join(self, timeout: float | None = None) -> None: ...
-
-
-def run_together(runners: Sequence[Runner], ready: Any, go: Any, results: Any) -> list[Any]:
+def run_together(
+    runners: Sequence[threading.Thread | BaseProcess], ready: Any, go: Any, results: Any
+) -> list[Any]:
     """Start ``runners``, let them all go at once, and return the outcomes they put.
 
     Each runner puts on ``ready`` once set up, waits for ``go``, then puts a
@@ -263,9 +254,7 @@ class StoreContract(TraitsContract):
         assert store.get("lock") is NO_VALUE
 
     def test_incr_many(self, store: Store) -> None:
-        from mcache.model.tags import (
-            incr_many,  # the store's batch when it has one, else incr per key
-        )
+        from mcache.model.tags import incr_many  # the store's batch, else incr per key
 
         store.set_many({"a": b"1", "b": b"10"})
         assert incr_many(store, {"a": 2, "b": 5, "missing": 1}) == {

@@ -113,15 +113,6 @@ def _reports_cleared() -> Iterator[None]:
         UNCACHED.reset(uncached)
 
 
-def _get_or_build(
-    cache: Cache, key: tuple[Any, ...], build: Callable[[], Any], options: dict[str, Any]
-) -> BlockingOrAwaited:
-    return BlockingOrAwaited(
-        partial(cache.get_or_build, key, build, **options),
-        partial(cache.aget_or_build, key, build, **options),
-    )
-
-
 class PageBuild:
     """A page's build: ``here()`` in the request's thread (this request built the page),
     ``elsewhere()`` in a refresher's (a background refresh, after the response)."""
@@ -160,12 +151,9 @@ def serve_steps(
 ) -> Steps[Served]:
     """Serve a page, as steps either driver runs: HEAD from the GET entry (never stored
     from a HEAD), else ``get_or_build`` with the options ``options`` return (``build`` a
-    coroutine function for the async driver). ``serves(page)`` says whether a stored
-    page may answer this request.
-
-    What came back is the caller's own uncacheable response when it is an
-    ``own``; anything else that is no page (another client's value under the
-    key) is dropped, logged, and the page built once more.
+    coroutine function for the async driver). ``serves(page)`` says whether a stored page
+    may answer this request. A result that is an ``own`` is the caller's uncacheable
+    response; anything else that is no page is dropped, logged, and built once more.
     """
     if head:
         peek = BlockingOrAwaited(partial(cache.peek, key, None), partial(cache.apeek, key, None))
@@ -173,7 +161,11 @@ def serve_steps(
         if found is None or not serves(found):
             return Served(BYPASS, "head" if found is None else "session")
         return Served("HIT", page=found)
-    read = _get_or_build(cache, key, in_process(build, PAGES_STAY), (yield from options))
+    job, page_options = in_process(build, PAGES_STAY), (yield from options)
+    read = BlockingOrAwaited(
+        partial(cache.get_or_build, key, job, **page_options),
+        partial(cache.aget_or_build, key, job, **page_options),
+    )
     with _reports_cleared():
         result = yield read
         page = as_page(result, flags)

@@ -37,13 +37,8 @@ class CachedBlockNode(template.Node):
         vary: list[FilterExpression],
         options: dict[str, FilterExpression],
     ) -> None:
-        self.nodelist, self.ttl, self.name, self.vary, self.options = (
-            nodelist,
-            ttl,
-            name,
-            vary,
-            options,
-        )
+        self.nodelist, self.ttl, self.name = nodelist, ttl, name
+        self.vary, self.options = vary, options
 
     def render(self, context: template.Context) -> str:
         ttl = _seconds(self.ttl.resolve(context))
@@ -152,9 +147,6 @@ def count_view(context: template.Context, obj: Model, using: str | None = None) 
 
 @register.simple_tag
 def online_count(scope: str = "site", using: str | None = None) -> int:
-    """``{% online_count %}`` / ``{% online_count "forum" %}``: visitors seen in the window.
-
-    Read from the counter the middleware counts into (``MCACHE_CACHE``,
-    ``MCACHE_ONLINE_WINDOW``, ``MCACHE_ONLINE_SLOTS``).
-    """
+    """``{% online_count %}`` / ``{% online_count "forum" %}``: visitors seen in the window,
+    read from the counter the middleware counts into (see ``middleware.online_counter``)."""
     return online_counter(scope, using).count()

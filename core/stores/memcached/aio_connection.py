@@ -1,21 +1,18 @@
 """memcached's text protocol on an event loop: one connection, and a bounded pool per server.
 
-The blocking store talks through pymemcache; there is no asyncio client that
-keeps its ketama ring, its replicas and its failover (emcache routes by
-rendezvous hashing, so a key would live on another server than the blocking
-store's; aiomcache has one server and no pipelining). So the async twin routes
-with the very steps the blocking store runs (:mod:`mcache.stores.memcached.steps`) and only
-the wire is asyncio's: an :class:`asyncio.Protocol` per connection, fed to the
-parsers the blocking reader uses (:mod:`mcache.stores.memcached.wire`). The benchmark
-``python -m tests.benchmarks memcached_async`` measures it against emcache.
-
-Each command returns what pymemcache's method of the same name returns, and
-raises what it raises, so the node's error translation is one function.
+No asyncio client keeps the blocking store's ketama ring, replicas and failover (emcache
+routes by rendezvous hashing; aiomcache has one server and no pipelining), so the async twin
+routes with the blocking store's own steps (:mod:`mcache.stores.memcached.steps`) and only
+the wire is asyncio's, fed to the blocking reader's parsers (:mod:`mcache.stores.memcached.wire`).
+Each command returns and raises what pymemcache's method of that name does, so the node's
+error translation is one function. ``python -m tests.benchmarks memcached_async`` measures
+it against emcache.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["AioConnection", "AioPool"]
 
 Parser = Callable[[bytes], "tuple[object, int] | int"]
+_PARSE_WITH_CAS = functools.partial(parse_values, with_cas=True)
 
 
 class AioConnection(asyncio.Protocol):
@@ -60,15 +58,14 @@ class AioConnection(asyncio.Protocol):
             return
         try:
             parsed = self._parse(self._buf)  # type: ignore[misc]
+            if type(parsed) is int:
+                self._need = parsed
+                return
+            reply, end = parsed  # type: ignore[misc]
+            if end != len(self._buf):
+                raise ProtocolError("bytes after the reply")
         except Exception as error:
             waiter.set_exception(error)
-            return
-        if type(parsed) is int:
-            self._need = parsed
-            return
-        reply, end = parsed  # type: ignore[misc]
-        if end != len(self._buf):
-            waiter.set_exception(ProtocolError("bytes after the reply"))
             return
         self._buf = b""
         waiter.set_result(reply)
@@ -129,7 +126,7 @@ class AioConnection(asyncio.Protocol):
         return await self.request(b"".join(requests), lambda buf: meta.parse_replies(buf, count))  # type: ignore[no-any-return]
 
     async def gets(self, key: str) -> tuple[bytes | None, bytes | None]:
-        found = await self.request(b"gets %s\r\n" % key.encode(), _parse_with_cas)
+        found = await self.request(b"gets %s\r\n" % key.encode(), _PARSE_WITH_CAS)
         return found.get(key, (None, None))  # type: ignore[no-any-return]
 
     async def set(self, key: str, value: bytes, expire: int = 0) -> bool:
@@ -194,12 +191,8 @@ class AioConnection(asyncio.Protocol):
 
 
 class AioPool:
-    """A server's connections on one event loop: at most ``size`` open, idle ones reused.
-
-    A caller beyond ``size`` waits for a connection to come back rather than
-    open another, so a burst of requests never opens more connections to the
-    server than the pool's size.
-    """
+    """A server's connections on one event loop: at most ``size`` open, idle ones reused; a
+    caller beyond ``size`` waits for one to come back, so a burst never opens more."""
 
     def __init__(self, server: Server, options: NodeOptions) -> None:
         self.host, self.port = server.host, server.port
@@ -239,10 +232,6 @@ class AioPool:
 
 def _storage(verb: bytes, key: str, value: bytes, expire: int, extra: bytes = b"") -> bytes:
     return b"%s %s 0 %d %d%s\r\n%s\r\n" % (verb, key.encode(), expire, len(value), extra, value)
-
-
-def _parse_with_cas(buf: bytes) -> tuple[object, int] | int:
-    return parse_values(buf, with_cas=True)
 
 
 def _raise_error(line: bytes) -> None:

@@ -1,20 +1,11 @@
 """The memcached store on an event loop: the same steps, awaited on asyncio connections.
 
-:class:`AsyncMemcachedStore` is a :class:`~mcache.stores.memcached.store.MemcachedStore`'s
-async twin. It performs the very steps the blocking store performs
-(:mod:`mcache.stores.memcached.steps`: the same ring, replicas, failover and server
-health, shared with the blocking store), sending each command on an asyncio
-connection (:mod:`mcache.stores.memcached.aio_connection`) instead of blocking a thread. A
-multi-server read sends every server its ``get`` at once and awaits them
-together.
-
-Connections belong to the loop that opened them, so each loop gets its own
-pool per server, of at most ``max_pool_size`` connections (the store's
-setting), closed when the loop shuts down (:class:`~.loop_local.LoopLocal`).
-
-One thing still blocks the loop: probing a server that was marked dead, once
-per ``dead_timeout``, which the shared health record does with a blocking
-client (at most ``connect_timeout`` plus a ``stats``).
+:class:`AsyncMemcachedStore`, a :class:`~mcache.stores.memcached.store.MemcachedStore`'s
+async twin, performs the blocking store's own steps (:mod:`mcache.stores.memcached.steps`:
+one ring, replicas, failover and server health, shared) on asyncio connections
+(:mod:`mcache.stores.memcached.aio_connection`), a pool per server and loop
+(:class:`~.loop_local.LoopLocal`). One thing still blocks the loop: probing a server marked
+dead, once per ``dead_timeout``, with a blocking client (``connect_timeout`` and a ``stats``).
 """
 
 from __future__ import annotations
@@ -28,30 +19,25 @@ from mcache.contract.stepped_twin import SteppedTwin
 from mcache.contract.store import LeaseBid
 from mcache.sansio.steps import arun_steps
 from mcache.stores.memcached.aio_connection import AioPool
+from mcache.stores.memcached.node import Node
 from mcache.stores.memcached.steps import FetchOwners, NodeCall
 from mcache.stores.memcached.store import stats_report
 
 if TYPE_CHECKING:
-    from mcache.stores.memcached.node import Node
     from mcache.stores.memcached.store import MemcachedStore
 
 __all__ = ["AsyncMemcachedStore"]
 
 
-class _LoopPools:
+class _LoopPools(dict[Node, AioPool]):
     """One event loop's connection pools, one per server, made on first use."""
 
-    def __init__(self) -> None:
-        self.pools: dict[Node, AioPool] = {}
-
-    def of(self, node: Node) -> AioPool:
-        pool = self.pools.get(node)
-        if pool is None:
-            pool = self.pools[node] = AioPool(node.server, node.options)
+    def __missing__(self, node: Node) -> AioPool:
+        pool = self[node] = AioPool(node.server, node.options)
         return pool
 
     async def close(self) -> None:
-        for pool in self.pools.values():
+        for pool in self.values():
             pool.close()
 
 
@@ -73,10 +59,7 @@ class AsyncMemcachedStore(SteppedTwin):
             return await _on_node(pools, operation)
         groups = operation.groups  # type: ignore[union-attr]
         calls = [NodeCall(node, "get_many", (group,)) for node, group in groups.items()]
-        replies = await asyncio.gather(
-            *(_on_node(pools, call) for call in calls),
-            return_exceptions=True,
-        )
+        replies = await asyncio.gather(*(_on_node(pools, c) for c in calls), return_exceptions=True)
         found: dict[str, bytes] = {}
         retry: list[str] = []
         for group, reply in zip(groups.values(), replies, strict=True):
@@ -127,11 +110,8 @@ async def _on_node(pools: _LoopPools, call: NodeCall) -> Any:
     """Run one command on a server, translating failures as the blocking store does."""
     node = call.node
     try:
-        result = await pools.of(node).run(call.command, call.args)
+        result = await pools[node].run(call.command, call.args)
     except Exception as error:
-        translated = node.failure(error, call.key)
-        if translated is error:
-            raise
-        raise translated from error
+        raise node.failure(error, call.key) from error
     node.answered()
     return result

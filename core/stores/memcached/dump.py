@@ -1,7 +1,6 @@
 """memcached's ``lru_crawler metadump all``: every item's key, expiry, last access and size.
 
-pymemcache has no call for it, and it is one command answered by lines until
-``END``, so it is spoken here over a socket of its own (the pool's
+pymemcache has no call for it, so it is spoken here over a socket of its own (the pool's
 connections stay free for requests). The stats commands use it for ``--top``.
 """
 
@@ -23,12 +22,9 @@ _BUSY_RETRIES = 20
 
 
 def metadump(host: str, port: int, timeout: float = 10.0, limit: int = 1_000_000) -> Iterator[Item]:
-    """Yield the items of one memcached server (at most ``limit``).
-
-    The crawler runs one job at a time; ``BUSY`` is waited out for a while.
-    Raises ``OSError`` (the server is unreachable) or ``RuntimeError`` (it
-    refused the command: too old, or started with ``-o no_lru_crawler``).
-    """
+    """Yield the items of one memcached server (at most ``limit``), waiting out the
+    crawler's ``BUSY`` a while. Raises ``OSError`` (the server is unreachable) or
+    ``RuntimeError`` (too old, or started with ``-o no_lru_crawler``)."""
     for _ in range(_BUSY_RETRIES):
         with socket.create_connection((host, port), timeout=timeout) as connection:
             connection.sendall(b"lru_crawler metadump all\r\n")

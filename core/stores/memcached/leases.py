@@ -1,26 +1,17 @@
 """The memcached store's meta-protocol side: the server's leases, in the read itself.
 
-With the text protocol a build takes its lock with an ``add`` of a lock key,
-reads again, writes with ``gets`` + ``cas`` and frees the lock with another
-``gets`` + ``cas``. memcached 1.6 does the same in the read and the write
-(:mod:`mcache.stores.memcached.meta`): ``mg … N R`` leases a miss or a stale item to one
-reader, ``ms … C`` stores only under that lease, ``md … I`` marks an item stale
-and hands its rebuild to the next reader, ``ma … N J`` creates a counter as it
-counts. This mixin is the :class:`~mcache.contract.store.LeasesInRead` capability of
-:class:`~mcache.stores.memcached.store.MemcachedStore`, written as steps like the rest of it.
-
-Which protocol a pool speaks is decided once, on first need: ``protocol=auto``
-(the default) asks every server with ``mn`` and uses the meta commands when all
-of them that answer do (memcached 1.6+), the text protocol when one does not;
-``meta`` and ``text`` say so outright (``meta`` still falls back, logged, when a
-server does not speak it). Calls wait for the answer rather than build on the
-text protocol's lock meanwhile: the two kinds of lock do not exclude each other.
-When no server can be reached the question stays open (the text protocol is
-used) and is asked again 30 seconds later.
+memcached 1.6's meta commands (:mod:`mcache.stores.memcached.meta`) lease a miss or a stale
+item to one reader in the read, store only under that lease, and create a counter as they
+count: what the text protocol does with a lock key and ``gets`` + ``cas``. This mixin is
+:class:`~mcache.stores.memcached.store.MemcachedStore`'s
+:class:`~mcache.contract.store.LeasesInRead` capability, as steps. Which protocol a pool
+speaks is decided once, on first need, and calls wait for the answer: the two kinds of lock
+do not exclude each other. See docs/explanation/memcached-protocols.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Mapping
@@ -35,7 +26,7 @@ from mcache.model.ring import Server
 from mcache.sansio.steps import Steps
 from mcache.stores.memcached import meta
 from mcache.stores.memcached.node import Node, NodeDown
-from mcache.stores.memcached.steps import NodeCall, expire_of
+from mcache.stores.memcached.steps import NodeCall, check_deltas, expire_of
 
 __all__ = ["PROTOCOLS", "LeasePlan", "MemcachedLeases", "leased"]
 
@@ -77,17 +68,14 @@ class MemcachedLeases:
     # -- which protocol -----------------------------------------------------------------------
 
     def speaks_meta(self) -> bool:
-        """Whether every server answers the meta commands (asked once, on first need;
-        while another thread asks, this waits for its answer)."""
+        """Whether every server answers the meta commands (asked once, on first need)."""
         known = self._meta
         return known if known is not None else self._ask_servers()
 
     @property
     def leases_in_read(self) -> bool:
         """Whether ``get_or_build`` may take the server's lease in its read: the meta
-        protocol, and one copy of each key (a lease lives on one server). A call made
-        while another thread asks the servers waits for the answer: a build on the
-        text path's lock and one on the server's lease would not exclude each other."""
+        protocol, and one copy of each key (a lease lives on one server)."""
         return self.replicas == 1 and self.speaks_meta()
 
     @property
@@ -121,41 +109,33 @@ class MemcachedLeases:
             return False
         if True not in answers.values():
             return False  # nobody could be asked: the text protocol until next time
-        # A server that could not be reached is down: it serves no key meanwhile, and
-        # is taken to be like the others (one that rejoins without the meta commands
-        # fails its reads, and the calls fall back on building; see the docs).
+        # A server that could not be reached is down, serves no key meanwhile, and is taken
+        # to be like the others (see docs/explanation/memcached-protocols.md).
         self._meta = True
         return True
 
     # -- reads that lease ---------------------------------------------------------------------
 
     def get_many_leasing_steps(self, keys: list[str], bid: LeaseBid) -> Steps[dict[str, bytes]]:
-        """``get_many(keys)``, bidding in the same request for the lease on ``keys[0]``.
-
-        The first key's server gets ``mg`` with ``N`` (a miss is leased to one
-        reader) and ``R`` (so is an item with at most ``bid.early_ttl`` seconds
-        left), followed on the same connection by a text ``get`` of the other keys
-        it owns: one round trip. Keys on other servers are fetched after it.
-        """
+        """``get_many(keys)``, bidding in the same request for the lease on ``keys[0]``: its
+        server gets an ``mg`` (``N``: a miss is leased to one reader, ``R``: so is an item
+        with at most ``bid.early_ttl`` seconds left) and a ``get`` of the other keys it owns,
+        in one round trip; keys on other servers are fetched after it."""
         bid.outcome, bid.unleased = None, False
-        if self._dead:  # a stand-in may own the key: lease nothing, lock portably
-            bid.token, bid.unleased = None, True
-            return (yield from self.get_many_steps(keys))  # type: ignore[attr-defined]
-        lead, request, beside, elsewhere = self._lease_plan(keys, bid)
-        try:
-            reply, found = yield NodeCall(lead, "leased_get", (request, beside), keys[0])
-        except NodeDown:
-            bid.token, bid.unleased = None, True
-            return (yield from self.get_many_steps(keys))  # type: ignore[attr-defined]
-        leased(bid, keys[0], reply, found)
-        if elsewhere:
-            found.update((yield from self.get_many_steps(elsewhere)))  # type: ignore[attr-defined]
-        return found  # type: ignore[no-any-return]
+        if not self._dead:  # else a stand-in may own the key: lease nothing, lock portably
+            lead, request, beside, elsewhere = self._lease_plan(keys, bid)
+            with contextlib.suppress(NodeDown):  # leasing nothing below
+                reply, found = yield NodeCall(lead, "leased_get", (request, beside), keys[0])
+                leased(bid, keys[0], reply, found)
+                if elsewhere:
+                    found.update((yield from self.get_many_steps(elsewhere)))  # type: ignore[attr-defined]
+                return found  # type: ignore[no-any-return]
+        bid.token, bid.unleased = None, True
+        return (yield from self.get_many_steps(keys))  # type: ignore[attr-defined]
 
     def _lease_plan(self, keys: list[str], bid: LeaseBid) -> LeasePlan:
-        """Return the server of ``keys[0]``, its ``mg``, the other keys it owns and the
-        rest: checked and placed once per key set and bid, as a hit asks the same every
-        time."""
+        """Return the server of ``keys[0]``, its ``mg``, the other keys it owns and the rest:
+        checked and placed once per key set and bid, as a hit asks the same every time."""
         wanted = (*keys, bid.lease_ttl, bid.early_ttl)
         plan = self._lease_plans.get(wanted)
         if plan is None:
@@ -173,15 +153,10 @@ class MemcachedLeases:
         return plan
 
     def claim_stale_steps(self, key: str, token: int, bid: LeaseBid) -> Steps[None]:
-        """Mark the item read with ``token`` stale and bid for its rebuild, in one request.
-
-        For an entry stale by what only the reader knows (a bumped tag), or whose
-        lease holder stopped renewing it: of the readers that saw it, one ``md … I
-        C`` succeeds (it also clears the server's note that a lease was given), and
-        the ``mg`` right after leases the rebuild to one reader; every later read
-        gets the stale value flagged (``X``) with the news that someone rebuilds it
-        (``Z``). The item is held as a leased stale item is (:func:`stale_hold_ttl`).
-        """
+        """Mark the item read with ``token`` stale and bid for its rebuild, in one request:
+        for an entry stale by what only the reader knows (a bumped tag), or whose lease
+        holder stopped renewing it. One reader's ``md … I C`` succeeds, the ``mg`` after it
+        leases the rebuild to one reader, and later reads get the stale value (``X Z``)."""
         validate_store_key(key)
         requests = [
             meta.delete(key, stale_ttl=stale_hold_ttl(bid.lease_ttl), cas=token),
@@ -199,14 +174,10 @@ class MemcachedLeases:
         return replies[0].code == b"HD"  # type: ignore[no-any-return]
 
     def keep_lease_steps(self, key: str, token: int, ttl: int) -> Steps[bool]:
-        """Give the item leased with ``token`` ``ttl`` more seconds, if it is still that item.
-
-        A plain touch would reach whatever the key holds now: a page another
-        caller rebuilt meanwhile would have its life cut to a lock's. So the cas
-        is checked first (``mg … c``), and the touch (``mg … T``, which keeps the
-        cas) follows only if it is still the lease's; a write between the two is
-        the only case left, and its own cas shows in the touch's reply.
-        """
+        """Give the item leased with ``token`` ``ttl`` more seconds, if it is still that item:
+        a plain touch could cut a page rebuilt meanwhile to a lock's life, so the cas is
+        checked first (``mg … c``), then touched (``mg … T``, keeping the cas); a write
+        between the two shows its own cas in the touch's reply."""
         validate_store_key(key)
         check = [b"mg %s c\r\n" % key.encode()]
         replies = yield from self._on_owner_steps(key, "meta", (check,))  # type: ignore[attr-defined]
@@ -232,9 +203,7 @@ class MemcachedLeases:
     ) -> Steps[dict[str, int]]:
         """Add each delta, creating a missing key at its ``initial`` value (no expiry),
         in one pipelined batch of ``ma`` per server; return each key's new value."""
-        for key, delta in deltas.items():
-            validate_store_key(key)
-            check_delta(delta)
+        check_deltas(deltas)
         batches = yield from self._grouped_steps(  # type: ignore[attr-defined]
             deltas, "meta", lambda group: _arithmetic_batch(group, deltas, initial)
         )
@@ -268,8 +237,7 @@ def leased(bid: LeaseBid, key: str, reply: meta.MetaReply, found: dict[str, byte
 
 
 def _answer(bid: LeaseBid, reply: meta.MetaReply) -> None:
-    """Record in ``bid`` what the server said of its lease (one pass over its flags:
-    this runs on every hit)."""
+    """Record in ``bid`` what the server said of its lease, in one pass (every hit does)."""
     outcome, token, left, stale = None, None, None, False
     for flag in reply.flags:
         first = flag[:1]

@@ -1,19 +1,12 @@
 """memcached's meta protocol (1.6+): requests built, replies parsed, support probed.
 
-The text protocol needs a separate ``add`` for a lock, a ``get`` again, a
-``gets`` + ``cas`` to let go: the meta commands carry all of that in the read
-and the write. ``mg <key> … N<ttl>`` creates a placeholder on a miss and tells
-exactly one client it won (``W``) and the others that a winner exists (``Z``);
-``R<ttl>`` wins one client an early rebuild before the item expires;
-``md <key> I`` marks an item stale instead of deleting it, so the next reader
-gets the stale value with a win (``X`` and ``W``); ``ms <key> … C<cas>`` stores
-only if the item is unchanged since that read. Together, the server's own leases
-(Facebook's, NSDI 2013): no herd, and no stale set.
+The meta commands carry in the read and the write what the text protocol needs
+separate requests for (a lock's ``add``, a second ``get``, a ``gets`` + ``cas``):
+the server's own leases (Facebook's, NSDI 2013). Which flags do what, and what
+each path costs: see docs/explanation/memcached-protocols.md.
 
-As :mod:`mcache.stores.memcached.wire`, the parser is pure: given the bytes received so far it
-returns the reply and where it ended, or how many bytes it needs before it is
-worth trying again, so the blocking and the asyncio clients feed it alike;
-:func:`read_reply` and :func:`speaks_meta` are the blocking socket's side.
+As :mod:`mcache.stores.memcached.wire`, the parser is pure, so the blocking and the asyncio
+clients feed it alike; :func:`read_reply` and :func:`speaks_meta` are the blocking socket's side.
 """
 
 from __future__ import annotations
@@ -21,7 +14,9 @@ from __future__ import annotations
 import socket
 from typing import NamedTuple
 
-from mcache.stores.memcached.wire import Parsed, ProtocolError, parse_values, replied_error
+from pymemcache.exceptions import MemcacheError, MemcacheUnknownCommandError
+
+from mcache.stores.memcached.wire import Parsed, ProtocolError, parse_values, receive, replied_error
 
 __all__ = [
     "MetaReply",
@@ -43,11 +38,8 @@ NOOP = b"mn\r\n"
 
 
 class MetaReply(NamedTuple):
-    """One meta reply: its code, its value (``VA`` only) and its flags.
-
-    A named tuple, not a frozen dataclass: one is made for every hit, and a
-    tuple is made at a third of the cost.
-    """
+    """One meta reply: its code, its value (``VA`` only) and its flags; a named tuple, made
+    at a third of a frozen dataclass's cost, as one is made for every hit."""
 
     code: bytes
     """``VA`` (a value follows), ``HD`` (done), ``EN`` (miss), ``NS`` (not stored),
@@ -96,18 +88,12 @@ class MetaReply(NamedTuple):
 
 
 def get(
-    key: str,
-    *,
-    lease_ttl: int | None = None,
-    early_ttl: int | None = None,
-    quiet: bool = False,
+    key: str, *, lease_ttl: int | None = None, early_ttl: int | None = None, quiet: bool = False
 ) -> bytes:
-    """Return an ``mg`` reading the value, its cas and its TTL.
-
-    ``lease_ttl``: on a miss, create a placeholder living that long and win it
-    (``N``). ``early_ttl``: win a rebuild while that many seconds or fewer are
-    left (``R``). ``quiet``: no reply on a miss (``q``; end a batch with :data:`NOOP`).
-    """
+    """Return an ``mg`` reading the value, its cas and its TTL. ``lease_ttl``: on a miss,
+    create a placeholder living that long and win it (``N``). ``early_ttl``: win a rebuild
+    while that many seconds or fewer are left (``R``). ``quiet``: no reply on a miss (``q``;
+    end a batch with :data:`NOOP`)."""
     request = [b"mg", key.encode(), b"v", b"c", b"t"]
     if lease_ttl is not None:
         request.append(b"N%d" % lease_ttl)
@@ -119,12 +105,9 @@ def get(
 
 
 def set_(key: str, value: bytes, ttl: int, *, cas: int | None = None, mode: bytes = b"") -> bytes:
-    """Return an ``ms`` storing ``value`` for ``ttl`` seconds (0: no expiry).
-
-    ``cas``: only if the item's cas is still this one (``C``), the guard that
-    keeps a build whose lease was lost from storing. ``mode``: ``E`` add, ``A``
-    append, ``P`` prepend, ``R`` replace; set by default.
-    """
+    """Return an ``ms`` storing ``value`` for ``ttl`` seconds (0: no expiry). ``cas``: only
+    if the item's cas is still this one (``C``), so a build that lost its lease stores
+    nothing. ``mode``: ``E`` add, ``A`` append, ``P`` prepend, ``R`` replace; set by default."""
     request = [b"ms", key.encode(), b"%d" % len(value), b"T%d" % ttl]
     if cas is not None:
         request.append(b"C%d" % cas)
@@ -136,9 +119,8 @@ def set_(key: str, value: bytes, ttl: int, *, cas: int | None = None, mode: byte
 def delete(
     key: str, *, stale: bool = False, stale_ttl: int | None = None, cas: int | None = None
 ) -> bytes:
-    """Return an ``md``; with ``stale``, mark the item stale instead (``I``), for
-    ``stale_ttl`` more seconds if given (``T``): the next reader gets the old value
-    and the win to rebuild it. ``cas``: only if the item's cas is still this one."""
+    """Return an ``md``; with ``stale``, mark the item stale instead (``I``), for ``stale_ttl``
+    more seconds if given (``T``). ``cas``: only if the item's cas is still this one."""
     request = [b"md", key.encode()]
     if stale or stale_ttl is not None:
         request.append(b"I")
@@ -152,9 +134,8 @@ def delete(
 def arithmetic(
     key: str, delta: int, *, create_ttl: int | None = None, initial: int = 0, down: bool = False
 ) -> bytes:
-    """Return an ``ma`` adding ``delta`` and returning the new value; with ``create_ttl``,
-    a missing counter is created at ``initial`` (``N``, ``J``) in the same command:
-    the text protocol's incr → add → incr becomes one round trip."""
+    """Return an ``ma`` adding ``delta`` and returning the new value; with ``create_ttl``, a
+    missing counter is created at ``initial`` (``N``, ``J``): incr → add → incr in one."""
     request = [b"ma", key.encode(), b"D%d" % delta, b"v"]
     if create_ttl is not None:
         request += [b"N%d" % create_ttl, b"J%d" % initial]
@@ -169,9 +150,8 @@ def noop() -> bytes:
 
 
 def parse_reply(buf: bytes, start: int = 0) -> Parsed | int:
-    """Parse one meta reply at ``buf[start:]``: ``(MetaReply, end)``, or the length
-    ``buf`` must reach before another try. A value is read by its announced size,
-    never searched for: it may hold any bytes, a reply line's included."""
+    """Parse one meta reply at ``buf[start:]``: ``(MetaReply, end)``, or the length ``buf``
+    must reach first. A value is read by its announced size: it may hold any bytes."""
     eol = buf.find(b"\r\n", start)
     if eol < 0:
         return len(buf) + 1
@@ -208,9 +188,8 @@ def parse_replies(buf: bytes, count: int) -> Parsed | int:
 
 
 def parse_reply_and_values(buf: bytes) -> Parsed | int:
-    """Parse an ``mg`` reply followed by a text ``get``'s ``VALUE``s up to ``END``:
-    ``((MetaReply, {key: value}), end)``. One request reads an entry with its lease
-    and the tag versions beside it on the same server, in one round trip."""
+    """Parse an ``mg`` reply and a text ``get``'s after it: ``((MetaReply, {key: value}),
+    end)``, an entry with its lease and the tag versions beside it in one round trip."""
     parsed = parse_reply(buf)
     if type(parsed) is int:
         return parsed
@@ -225,34 +204,20 @@ def parse_reply_and_values(buf: bytes) -> Parsed | int:
 def read_reply(sock: socket.socket, buf: bytes = b"") -> tuple[MetaReply, bytes]:
     """Read one reply from ``sock`` (after what ``buf`` already holds); return it and
     the bytes received past its end (the next replies of a pipelined batch)."""
-    while True:
-        parsed = parse_reply(buf)
-        if type(parsed) is tuple:
-            reply, end = parsed
-            return reply, buf[end:]  # type: ignore[return-value]
-        while len(buf) < parsed:  # type: ignore[operator]
-            chunk = sock.recv(max(65536, len(buf)))
-            if not chunk:
-                raise ConnectionResetError("memcached closed the connection mid-reply")
-            buf += chunk
+    return receive(sock, parse_reply, buf)  # type: ignore[return-value]
 
 
 def speaks_meta(sock: socket.socket) -> bool:
     """Return whether the server on ``sock`` answers meta commands (memcached 1.6+):
     asked once per server, so a pool of older servers keeps the text protocol."""
     sock.sendall(NOOP)
-    buf = b""
-    while b"\r\n" not in buf:
-        chunk = sock.recv(64)
-        if not chunk:
-            raise ConnectionResetError("memcached closed the connection during the probe")
-        buf += chunk
-    line = buf.split(b"\r\n", 1)[0]
-    if line == b"MN":
-        return True
-    if line == b"ERROR":
+    try:
+        reply, _rest = read_reply(sock)
+    except MemcacheUnknownCommandError:  # ``ERROR``: no such command
         return False
-    raise ProtocolError(f"unexpected answer to mn: {line[:200]!r}")
+    if reply.code != b"MN":
+        raise ProtocolError(f"unexpected answer to mn: {reply.code!r}")
+    return True
 
 
 def probe(host: str, port: int, timeout: float) -> bool | None:
@@ -260,7 +225,6 @@ def probe(host: str, port: int, timeout: float) -> bool | None:
     meta protocol; None when it cannot be reached (ask again later)."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.settimeout(timeout)
             return speaks_meta(sock)
-    except (OSError, ProtocolError):
+    except (OSError, ProtocolError, MemcacheError):
         return None

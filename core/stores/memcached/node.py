@@ -1,16 +1,14 @@
 """One memcached server as the store sees it: idle connections and health.
 
-A server that refuses or times out ``retry_attempts`` times in a row is marked
-dead for ``dead_timeout`` seconds: during that time no call waits on it, and its
-keys are served by the next server on the ring. When the time is up, one caller
-probes it; if it answers it rejoins, flushed first when ``flush_on_rejoin`` is
-set, because while it was away its keys were rewritten on its stand-in and the
-copies it still holds may be older (a server that crashed comes back empty, but
-one that was only cut off or paused does not).
+A server that refuses or times out ``retry_attempts`` times in a row is marked dead for
+``dead_timeout`` seconds, its keys served by the next server on the ring meanwhile. Then one
+caller probes it; it rejoins flushed first (``flush_on_rejoin``), as the copies it still
+holds may be older than those rewritten on its stand-in, unless it restarted empty.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -30,7 +28,6 @@ from pymemcache.exceptions import (
 from mcache.errors import ConfigError, InvalidKey, NotNumeric, StoreUnavailable, ValueTooLarge
 from mcache.logs import FailureLog
 from mcache.model.ring import Server
-from mcache.stores.memcached.wire import ProtocolError
 
 __all__ = ["Node", "NodeDown", "NodeOptions"]
 
@@ -57,16 +54,10 @@ class NodeOptions:
     def __post_init__(self) -> None:
         if self.connect_timeout <= 0 or self.timeout <= 0:
             raise ConfigError("memcached: connect_timeout and timeout must be > 0 seconds")
-        if self.max_pool_size < 1:
-            raise ConfigError(f"memcached: max_pool_size must be >= 1, got {self.max_pool_size!r}")
-        if self.retry_attempts < 1:
-            raise ConfigError(
-                f"memcached: retry_attempts must be >= 1, got {self.retry_attempts!r}"
-            )
-        if self.dead_timeout < 0:
-            raise ConfigError(
-                f"memcached: dead_timeout must be >= 0 seconds, got {self.dead_timeout!r}"
-            )
+        for name, least in (("max_pool_size", 1), ("retry_attempts", 1), ("dead_timeout", 0)):
+            value = getattr(self, name)
+            if value < least:
+                raise ConfigError(f"memcached: {name} must be >= {least}, got {value!r}")
 
 
 class Node:
@@ -123,21 +114,15 @@ class Node:
         return self.failure(error, key)
 
     def failure(self, error: Exception, key: str = "") -> Exception:
-        """Return the error to raise for a call that failed, counting a lost connection.
-
-        Shared by the blocking clients and the asyncio connections (whose commands
-        raise what pymemcache's raise), so both mark a server dead the same way.
-        """
+        """Return the error to raise for a call that failed, counting a lost connection:
+        the blocking clients' and the asyncio connections' alike."""
+        message = f"memcached {self.server.name}: {type(error).__name__}: {error}"
         if isinstance(error, _CONNECTION_ERRORS):
             self._failed(error)
-            message = f"memcached {self.server.name}: {type(error).__name__}: {error}"
             return NodeDown(message)
-        translated = _translate(error, self.server, key)
-        if translated is not None:
-            return translated
-        # Anything else leaves the connection in an unknown state: it is closed above,
-        # and the caller sees a store failure, never a driver's ValueError.
-        return StoreUnavailable(f"memcached {self.server.name}: {type(error).__name__}: {error}")
+        # Anything else leaves the connection in an unknown state: it is closed, and the
+        # caller sees a store failure, never a driver's ValueError.
+        return _translate(error, self.server, key) or StoreUnavailable(message)
 
     def run(self, call: Callable[[Client], T], key: str = "") -> T:
         """Run ``call`` on a client of this server, translating driver errors."""
@@ -145,10 +130,7 @@ class Node:
         try:
             result = call(client)
         except Exception as error:
-            translated = self.broken(client, error, key)
-            if translated is error:
-                raise
-            raise translated from error
+            raise self.broken(client, error, key) from error
         self.give_back(client)
         return result
 
@@ -199,9 +181,8 @@ class Node:
             return False
         finally:
             client.close()
-        # A connection given back by a call that finished just as the server went
-        # away still points at the old process: the first call on it would fail
-        # and mark the rejoined server dead again. It rejoins with fresh ones.
+        # An idle connection may still point at the old process, and failing would mark the
+        # rejoined server dead again: it rejoins with fresh ones.
         self.close()
         self.failures = 0
         self.dead_until = 0.0
@@ -216,11 +197,9 @@ class Node:
 
     def close(self) -> None:
         """Close idle connections."""
-        while self.idle:
-            try:
+        with contextlib.suppress(IndexError):  # another thread took the last one
+            while True:
                 self.idle.pop().close()
-            except IndexError:
-                break
 
 
 def _translate(error: Exception, server: Server, key: str) -> Exception | None:
@@ -230,6 +209,4 @@ def _translate(error: Exception, server: Server, key: str) -> Exception | None:
         return NotNumeric(f"cannot incr/decr {key!r}: its value is not a decimal integer")
     if isinstance(error, MemcacheServerError) and "too large" in str(error):
         return ValueTooLarge(f"memcached {server.name} refused {key!r}: {error}")
-    if isinstance(error, MemcacheError | ProtocolError):
-        return StoreUnavailable(f"memcached {server.name}: {type(error).__name__}: {error}")
     return None

@@ -1,12 +1,12 @@
 """Memcached's ``stats``, ``stats slabs`` and ``stats items`` as plain mappings.
 
-pymemcache returns flat dicts with byte keys (``b"1:chunk_size"``,
-``b"items:1:number"``); the stats report wants text keys and one mapping per
-slab class, so the slab memory chart can be drawn from it directly.
+pymemcache returns flat dicts with byte keys (``b"items:1:number"``); the stats report wants
+text keys and one mapping per slab class, to draw the slab memory chart from directly.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 __all__ = ["parse_detail"]
@@ -20,14 +20,10 @@ def plain(value: object) -> int | float | str:
         return int(value)
     if isinstance(value, int | float | str):
         return value
-    if isinstance(value, bytes):
-        value = value.decode(errors="replace")
-    text = str(value)
+    text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
     for kind in (int, float):
-        try:
+        with contextlib.suppress(ValueError):
             return kind(text)
-        except ValueError:
-            continue
     return text
 
 
@@ -38,11 +34,9 @@ def parse_detail(raw: Mapping[object, object], kind: str) -> dict:
         return flat
     nested: dict[str, Fields] = {}
     for name, value in flat.items():
-        parts = name.split(":")
-        if kind == "items" and len(parts) == 3:
-            nested.setdefault(parts[1], {})[parts[2]] = value
-        elif kind == "slabs" and len(parts) == 2:
-            nested.setdefault(parts[0], {})[parts[1]] = value
+        parts = name.split(":")  # slabs: "1:chunk_size", items: "items:1:number"
+        if len(parts) == (3 if kind == "items" else 2):
+            nested.setdefault(parts[-2], {})[parts[-1]] = value
         else:
             nested.setdefault("total", {})[name] = value
     return nested

@@ -1,14 +1,11 @@
 """The memcached store's routing and commands, written once as steps for both drivers.
 
-Each ``*_steps`` method validates its arguments, picks servers on the ring
-(the owner, its replicas, every server), and yields the commands it sends
-them as :class:`NodeCall` (one command on one server) or :class:`FetchOwners`
-(one pipelined ``get`` per server). A server that does not answer raises
-:class:`~mcache.stores.memcached.node.NodeDown` where the command was yielded, so failover
-is plain ``try``/``except`` in the steps. :class:`~mcache.stores.memcached.store.MemcachedStore`
-performs the commands with pymemcache's blocking clients,
-:class:`~mcache.stores.memcached.async_store.AsyncMemcachedStore` on asyncio connections (see
-:mod:`mcache.sansio.steps`): one ring, one failover, one replication scheme.
+Each ``*_steps`` method checks its arguments, picks servers on the ring and yields its
+commands as :class:`NodeCall` or :class:`FetchOwners`; a server that does not answer raises
+:class:`~mcache.stores.memcached.node.NodeDown` at the yield, so failover is plain
+``try``/``except``. :class:`~mcache.stores.memcached.store.MemcachedStore` performs them with
+pymemcache's blocking clients, :class:`~mcache.stores.memcached.async_store.AsyncMemcachedStore`
+on asyncio connections (see :mod:`mcache.sansio.steps`): one ring, failover and replication.
 """
 
 from __future__ import annotations
@@ -47,17 +44,13 @@ class NodeCall:
 
 @dataclass(slots=True)
 class FetchOwners:
-    """One ``get`` per server for its group of keys, all sent before any reply is read.
-
-    Answers ``(found, keys to retry)``: a server that failed hands its keys back.
-    """
+    """One ``get`` per server for its group of keys, all sent first; ``(found, to retry)``."""
 
     groups: dict[Node, list[str]]
 
 
 class MemcachedSteps:
-    """The :class:`~mcache.contract.store.Store` contract on a memcached pool, as steps (see
-    the module)."""
+    """The :class:`~mcache.contract.store.Store` contract on a memcached pool, as steps."""
 
     ring: Ring
     servers: list[Server]
@@ -75,11 +68,8 @@ class MemcachedSteps:
     # -- routing (no I/O) ---------------------------------------------------------------------
 
     def _owner(self, key: str) -> Node:
-        """Return the key's owner while every server is up, remembering recent keys.
-
-        Hot keys are asked for again and again; a dict lookup (~0.05 µs) beats
-        hashing the key onto the continuum (~1.5 µs) on every hit.
-        """
+        """Return the key's owner while every server is up, remembering recent keys: for a
+        hot key a dict lookup (~0.05 µs) beats hashing onto the continuum (~1.5 µs)."""
         node = self._owners.get(key)
         if node is None:
             node = self._single or self._nodes[self.ring.server_for(key)]
@@ -106,13 +96,10 @@ class MemcachedSteps:
         return tuple(dict.fromkeys(self._copies(base).values()))
 
     def colocated(self, base: str, near: str) -> str:
-        """Return the key of ``spread(base)`` on the server that serves ``near`` now.
-
-        With replicas the choice follows the ring owner even while it is down:
-        the entry's replica still records the owner's copy, whose own replica
-        answers, so an outage costs a second server per read, not a rebuild of
-        every tagged entry the dead server owned.
-        """
+        """Return the key of ``spread(base)`` on the server that serves ``near`` now. With
+        replicas it follows the ring owner even while that is down: the owner's copy has a
+        replica too, so an outage costs a second server per read, not a rebuild of every
+        tagged entry the dead server owned."""
         if self._single is not None:
             return base
         if self._dead and self.replicas == 1:
@@ -122,12 +109,9 @@ class MemcachedSteps:
         return self._copies(base).get(server, base)
 
     def _copies(self, base: str) -> dict[Server, str]:
-        """Map each server to a key it owns, ``base`` or ``base~n`` for the smallest such n.
-
-        Found by trying suffixes on the ring (a few µs per server, once per base);
-        a server with too small a share of the continuum to be found within the
-        bound gets no copy, and readers near it use ``base`` (one more server).
-        """
+        """Map each server to a key it owns, ``base`` or ``base~n`` for the smallest such n,
+        found by trying suffixes (a few µs per server, once per base); a server with too
+        small a share of the ring gets no copy, and readers near it use ``base``."""
         copies = self._placed.get(base)
         if copies is None:
             copies = copies_per_owner(base, self.ring.server_for, self._placeable)
@@ -146,24 +130,27 @@ class MemcachedSteps:
                 continue
         raise StoreUnavailable(f"no memcached server answered for {key!r}")
 
-    def _on_replicas_steps(self, key: str, command: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
-        """Run ``command`` on each of the key's replicas that answers; raise if none does."""
+    def _on_all_steps(
+        self, nodes: Iterable[Node], command: str, args: tuple[Any, ...], key: str = ""
+    ) -> Steps[list[Any]]:
+        """Run ``command`` on all of ``nodes``; return the answers of those that answered."""
         results: list[Any] = []
-        for node in self._route(key, self.replicas):
+        for node in nodes:
             try:
                 results.append((yield NodeCall(node, command, args, key)))
             except NodeDown:
                 continue
+        return results
+
+    def _on_replicas_steps(self, key: str, command: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
+        """Run ``command`` on each of the key's replicas that answers; raise if none does."""
+        results = yield from self._on_all_steps(self._route(key, self.replicas), command, args, key)
         if not results:
             raise StoreUnavailable(f"no replica of {key!r} answered")
         return results
 
     def _copy_to_replicas_steps(self, key: str, command: str, args: tuple[Any, ...]) -> Steps[None]:
-        for node in self._route(key, self.replicas)[1:]:
-            try:
-                yield NodeCall(node, command, args, key)
-            except NodeDown:
-                continue
+        yield from self._on_all_steps(self._route(key, self.replicas)[1:], command, args, key)
 
     def _grouped_steps(
         self,
@@ -191,27 +178,19 @@ class MemcachedSteps:
                 return done
         raise StoreUnavailable("no memcached server answered for a multi-key call")
 
-    def _everywhere_steps(self, command: str, args: tuple[Any, ...]) -> Steps[dict[Server, Any]]:
-        results: dict[Server, Any] = {}
-        for server, node in self._nodes.items():
-            if node.usable():
-                try:
-                    results[server] = yield NodeCall(node, command, args)
-                except NodeDown:
-                    continue
-        return results
+    def _everywhere_steps(self, command: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
+        usable = (node for node in self._nodes.values() if node.usable())  # probed in turn
+        return (yield from self._on_all_steps(usable, command, args))
 
     # -- reads --------------------------------------------------------------------------------
 
     def get_steps(self, key: str) -> Steps[bytes | NoValueType]:
         validate_store_key(key)
-        if self.replicas > 1 or self._dead:
-            return (yield from self.get_many_steps([key])).get(key, NO_VALUE)
-        try:
-            found = yield NodeCall(self._owner(key), "get_many", ([key],), key)
-        except NodeDown:
-            return (yield from self.get_many_steps([key])).get(key, NO_VALUE)
-        return found.get(key, NO_VALUE)  # type: ignore[no-any-return]
+        if self.replicas == 1 and not self._dead:
+            with contextlib.suppress(NodeDown):  # failing over below
+                found = yield NodeCall(self._owner(key), "get_many", ([key],), key)
+                return found.get(key, NO_VALUE)  # type: ignore[no-any-return]
+        return (yield from self.get_many_steps([key])).get(key, NO_VALUE)
 
     def get_many_steps(self, keys: Iterable[str]) -> Steps[dict[str, bytes]]:
         """With replicas, keys missing on their owner are looked up on the next replica,
@@ -233,12 +212,9 @@ class MemcachedSteps:
         return wanted
 
     def _owner_groups(self, keys: Iterable[str]) -> dict[Node, list[str]]:
-        """Group ``keys`` (checked, once each) by owner, every server up and one replica.
-
-        The groups of recent key sets are remembered: a tagged hit asks for the
-        same entry and tag-copy keys every time, and checking and placing them
-        again cost more than the rest of the store's part of the hit.
-        """
+        """Group ``keys`` (checked, once each) by owner, every server up and one replica,
+        remembering recent key sets: a tagged hit asks for the same keys every time, and
+        checking and placing them cost more than the rest of the store's part of the hit."""
         wanted = tuple(keys)
         try:
             groups = self._groups.get(wanted)
@@ -317,12 +293,9 @@ class MemcachedSteps:
         return any((yield from self._on_replicas_steps(key, "append", (key, value))))
 
     def incr_steps(self, key: str, delta: int, command: str = "incr") -> Steps[int | None]:
-        """``incr`` (wrapping at 2**64) or ``decr`` (flooring at 0) on the owner.
-
-        Replicas apply the same delta rather than copy the owner's result, so
-        concurrent increments converge on every replica; one that lost the key
-        (a rejoined server) is seeded with the owner's count, without a TTL.
-        """
+        """``incr`` (wrapping at 2**64) or ``decr`` (flooring at 0) on the owner. Replicas
+        apply the same delta, so concurrent increments converge on each; one that lost the
+        key (a rejoined server) is seeded with the owner's count, without a TTL."""
         validate_store_key(key)
         check_delta(delta)
         number = yield from self._on_owner_steps(key, command, (key, delta))
@@ -338,9 +311,7 @@ class MemcachedSteps:
     def incr_many_steps(self, deltas: Mapping[str, int]) -> Steps[dict[str, int | None]]:
         """One pipelined batch of ``incr`` per server; a replica that lost a key is seeded
         with the owner's result, so a failover never reads an old count."""
-        for key, delta in deltas.items():
-            validate_store_key(key)
-            check_delta(delta)
+        check_deltas(deltas)
         results: dict[str, int | None] = {}
         for rank in range(self.replicas):
             batches = yield from self._grouped_steps(
@@ -355,10 +326,8 @@ class MemcachedSteps:
         return results
 
     def _seed_replica_steps(self, key: str, number: int, rank: int) -> Steps[None]:
-        nodes = self._route(key, rank + 1)
-        if len(nodes) > rank:
-            with contextlib.suppress(NodeDown):
-                yield NodeCall(nodes[rank], "set", (key, b"%d" % number, 0), key)
+        seeded = self._route(key, rank + 1)[rank:]  # the rank-th replica, if there is one
+        yield from self._on_all_steps(seeded, "set", (key, b"%d" % number, 0), key)
 
     def cas_steps(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> Steps[bool]:
         validate_store_key(key)
@@ -375,12 +344,10 @@ class MemcachedSteps:
         validate_store_key(key)
         if self.replicas == 1:
             return bool((yield from self._on_owner_steps(key, "delete", (key,))))
-        return any((yield from self._everywhere_steps("delete", (key,))).values())
+        return any((yield from self._everywhere_steps("delete", (key,))))
 
     def delete_many_steps(self, keys: Iterable[str]) -> Steps[None]:
-        keys = list(keys)
-        for key in keys:
-            validate_store_key(key)
+        keys = self._wanted(keys)
         if self.replicas == 1:
             yield from self._grouped_steps(keys, "delete_many", _keys_only)
         elif keys:
@@ -406,6 +373,13 @@ class MemcachedSteps:
             except NodeDown as error:
                 report[server] = {"error": str(error), "dead": 1}
         return report
+
+
+def check_deltas(deltas: Mapping[str, int]) -> None:
+    """Check a multi-key increment's keys and deltas before anything is sent."""
+    for key, delta in deltas.items():
+        validate_store_key(key)
+        check_delta(delta)
 
 
 def _keys_only(group: list[str]) -> tuple[Any, ...]:

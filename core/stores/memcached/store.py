@@ -1,14 +1,11 @@
 """The memcached store: a pool of servers behind the Store contract.
 
-Keys are placed by a ring (:mod:`mcache.model.ring`); multi-key calls are grouped so
-each server gets one request. Servers that stop answering are routed around
-(:mod:`mcache.stores.memcached.node`), and keys that must not be lost can be written to
-several servers (``replicas``): the replicas of a key are the servers that
-follow its owner on the ring, which are also where its reads fail over to.
-
-The routing and the commands are steps (:mod:`mcache.stores.memcached.steps`) that this
-store performs with pymemcache's blocking clients and its async twin
-(:meth:`MemcachedStore.asynchronous`) on asyncio connections.
+Keys are placed by a ring (:mod:`mcache.model.ring`), one request per server for a multi-key
+call; servers that stop answering are routed around (:mod:`mcache.stores.memcached.node`),
+and keys that must not be lost can be written to the ``replicas`` servers that follow their
+owner on the ring, where their reads fail over to. The routing and the commands are steps
+(:mod:`mcache.stores.memcached.steps`), performed here with pymemcache's blocking clients
+and by the async twin (:meth:`MemcachedStore.asynchronous`) on asyncio connections.
 """
 
 from __future__ import annotations
@@ -52,11 +49,8 @@ ITEM_HEADROOM = 512
 
 
 class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
-    """A pool of memcached servers with failover and optional replication.
-
-    ``protocol``: ``auto`` (the meta commands where every server speaks them,
-    see :mod:`mcache.stores.memcached.leases`), ``meta`` or ``text``.
-    """
+    """A pool of memcached servers with failover and optional replication. ``protocol``:
+    ``auto`` (see :mod:`mcache.stores.memcached.leases`), ``meta`` or ``text``."""
 
     traits = StoreTraits(
         expiry_slack=1,  # its clock counts whole seconds: a TTL of t lasts t - 1 to t seconds
@@ -120,11 +114,8 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         return f"MemcachedStore({names!r}, replicas={self.replicas})"
 
     def with_replicas(self, replicas: int) -> MemcachedStore:
-        """Return a view of this store (same servers and health) writing to ``replicas`` servers.
-
-        Use it for keys that must survive a server's loss, e.g. sessions:
-        ``sessions = store.with_replicas(2)``.
-        """
+        """Return a view of this store (same servers and health) writing to ``replicas``
+        servers, for keys that must survive a server's loss: ``store.with_replicas(2)``."""
         view = copy.copy(self)
         view._twin = None
         view.replicas = _checked_replicas(replicas, len(self.servers))
@@ -160,13 +151,9 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
     # -- the Store contract: the steps, performed ---------------------------------------------
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
-        """Return the values of the keys that exist, one request per server.
-
-        :meth:`get_many_steps`' first step is taken here, in line: it is the
-        whole of a tagged hit's read while every server is up, and running it
-        through the steps' driver cost ~2.5 µs per hit. Failover goes on in
-        the steps, from the keys the first step could not fetch.
-        """
+        """Return the values of the keys that exist, one request per server; the first step
+        of :meth:`get_many_steps`, a whole tagged hit while every server is up, is taken here
+        in line (the steps' driver cost ~2.5 µs per hit), failover in the steps."""
         if self.replicas > 1 or self._dead:
             return run_steps(self.get_many_steps(keys), self._perform)
         groups = self._owner_groups(keys)
@@ -178,12 +165,9 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         return run_steps(self._replicas_fetch_steps(found, missing), self._perform)
 
     def get_many_leasing(self, keys: list[str], bid: LeaseBid) -> dict[str, bytes]:
-        """``get_many(keys)``, bidding for the server's lease on ``keys[0]`` (meta protocol).
-
-        As :meth:`get_many`, the usual case (every server up, the keys on the
-        first key's server) is done here in line, not through the steps' driver:
-        it is the whole of a tagged hit's read.
-        """
+        """``get_many(keys)``, bidding for the server's lease on ``keys[0]`` (meta protocol);
+        as in :meth:`get_many`, the usual case (every server up, the keys on the first key's
+        server) is done here in line, not through the steps' driver."""
         if self._dead:
             return run_steps(self.get_many_leasing_steps(keys, bid), self._perform)
         lead, request, beside, elsewhere = self._lease_plan(keys, bid)

@@ -1,17 +1,12 @@
 """The memcached text protocol's replies, parsed once for the blocking and the asyncio client.
 
-A cache hit is the hot path of the whole library, and pymemcache's generic
-command machinery costs about a third of a loopback round trip on top of the
-network. Sending ``get k1 k2 …`` and parsing the ``VALUE``/``END`` reply here,
-on the socket of a pymemcache client (which keeps owning connect, timeouts and
-close), brings a hit close to the bare-socket cost, and lets a multi-server read
-send every server its request before reading any reply.
-
-The parsers are pure: given the bytes received so far, each returns the reply
-and where it ended, or how many bytes it needs before it is worth trying again.
-The blocking reader (:func:`read_values`) and the asyncio connection
-(:mod:`mcache.stores.memcached.aio_connection`) feed them as bytes arrive, so a reply split at any
-boundary parses the same way in both.
+A hit is the library's hot path, and pymemcache's generic command machinery costs about a
+third of a loopback round trip: sending ``get k1 k2 …`` and parsing its reply here, on a
+pymemcache client's socket, brings a hit close to the bare-socket cost, and lets a
+multi-server read send every request first. The parsers are pure (the bytes so far in; the
+reply and where it ended, or the length needed first, out), so the blocking reader
+(:func:`read_values`) and the asyncio connection (:mod:`mcache.stores.memcached.aio_connection`)
+feed them alike.
 """
 
 from __future__ import annotations
@@ -33,6 +28,7 @@ __all__ = [
     "parse_values",
     "read_parsed",
     "read_values",
+    "receive",
     "replied_error",
     "send_get",
 ]
@@ -47,13 +43,9 @@ Parsed = tuple[object, int]
 
 
 def parse_values(buf: bytes, with_cas: bool = False) -> Parsed | int:
-    """Parse a ``get``/``gets`` reply: every ``VALUE`` up to ``END``.
-
-    Returns ``({key: value}, end)`` (``{key: (value, cas)}`` with ``with_cas``),
-    or the length ``buf`` must reach before another try. Parsed header by
-    header with the announced sizes, never by searching for ``END``: a value
-    may contain any bytes, ``END\\r\\n`` included.
-    """
+    """Parse a ``get``/``gets`` reply into ``{key: value}`` (``{key: (value, cas)}`` with
+    ``with_cas``), by the announced sizes, never by searching for ``END``: a value may hold
+    any bytes, ``END\\r\\n`` included."""
     found: dict[str, object] = {}
     pos = 0
     while True:
@@ -145,14 +137,22 @@ def read_values(client: Client) -> dict[str, bytes]:
 def read_parsed(sock: socket.socket, parse: Callable[[bytes], Parsed | int]) -> object:
     """Read one whole reply from a blocking ``sock``, as ``parse`` tells its end;
     nothing may follow it (one request at a time on a connection)."""
-    buf = sock.recv(65536)  # an empty buffer never holds a reply: no parse for it
+    reply, rest = receive(sock, parse, sock.recv(65536))
+    if rest:
+        raise ProtocolError("bytes after the reply")
+    return reply
+
+
+def receive(
+    sock: socket.socket, parse: Callable[[bytes], Parsed | int], buf: bytes = b""
+) -> tuple[object, bytes]:
+    """Read from a blocking ``sock``, after what ``buf`` holds, until ``parse`` finds a
+    whole reply; return it and the bytes received past its end."""
     while True:
         parsed = parse(buf)
         if type(parsed) is tuple:
             reply, end = parsed
-            if end != len(buf):
-                raise ProtocolError("bytes after the reply")
-            return reply
+            return reply, buf[end:]
         while len(buf) < parsed:  # type: ignore[operator]
             chunk = sock.recv(max(65536, len(buf)))
             if not chunk:

@@ -1,10 +1,9 @@
 """The in-process store on an event loop: the same memory, no threads, no waiting.
 
-:class:`AsyncMemoryStore` is :class:`~mcache.stores.memory.store.MemoryStore`'s
-async twin: it answers from the very items its sync store holds, so a site
-that reads a key from a sync view and from an async one sees one cache. Each
-operation takes the store's lock for a few microseconds and never waits on
-I/O, so it is called directly on the loop: no thread hop.
+:class:`AsyncMemoryStore` answers from the very items its
+:class:`~mcache.stores.memory.store.MemoryStore` holds, so sync and async views see
+one cache. An operation holds the store's lock for microseconds and never waits
+on I/O, so it is called directly on the loop: no thread hop.
 """
 
 from __future__ import annotations

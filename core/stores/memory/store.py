@@ -14,6 +14,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mcache.clock import Clock, system_clock
@@ -37,13 +38,11 @@ ITEM_OVERHEAD = 50
 """Bytes charged per item on top of key and value, close to memcached's item header."""
 
 
+@dataclass(slots=True)
 class _Item:
-    __slots__ = ("cas_unique", "expires_at", "value")
-
-    def __init__(self, value: bytes, expires_at: float, cas_unique: int) -> None:
-        self.value = value
-        self.expires_at = expires_at
-        self.cas_unique = cas_unique
+    value: bytes
+    expires_at: float
+    cas_unique: int
 
 
 class MemoryStore:
@@ -83,9 +82,7 @@ class MemoryStore:
     # -- internals (call with the lock held) -------------------------------------------
 
     def _expiry(self, ttl: int) -> float:
-        if ttl == 0:
-            return 0.0
-        return self._clock.time() + ttl
+        return 0.0 if ttl == 0 else self._clock.time() + ttl
 
     def _live(self, key: str, now: float) -> _Item | None:
         item = self._items.get(key)
@@ -118,10 +115,19 @@ class MemoryStore:
         while self._bytes > self.max_bytes and self._items:
             key, item = self._items.popitem(last=False)
             self._bytes -= len(key) + len(item.value) + ITEM_OVERHEAD
-            if item.expires_at and item.expires_at <= now:
-                self._counts["reclaimed"] += 1
-            else:
-                self._counts["evictions"] += 1
+            expired = item.expires_at and item.expires_at <= now
+            self._counts["reclaimed" if expired else "evictions"] += 1
+
+    def _read(self, key: str, now: float) -> _Item | None:
+        """Return the live item under ``key`` as a read does: counted, moved to the LRU's end."""
+        self._counts["cmd_get"] += 1
+        item = self._live(key, now)
+        if item is None:
+            self._counts["get_misses"] += 1
+            return None
+        self._items.move_to_end(key)
+        self._counts["get_hits"] += 1
+        return item
 
     def _check_value(self, key: str, value: bytes) -> None:
         if len(value) > self.max_value_size:
@@ -133,14 +139,8 @@ class MemoryStore:
         """Return the value stored under ``key``, or ``NO_VALUE``."""
         validate_store_key(key)
         with self._lock:
-            self._counts["cmd_get"] += 1
-            item = self._live(key, self._clock.time())
-            if item is None:
-                self._counts["get_misses"] += 1
-                return NO_VALUE
-            self._items.move_to_end(key)
-            self._counts["get_hits"] += 1
-            return item.value
+            item = self._read(key, self._clock.time())
+        return NO_VALUE if item is None else item.value
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist."""
@@ -151,14 +151,9 @@ class MemoryStore:
         with self._lock:
             now = self._clock.time()
             for key in keys:
-                self._counts["cmd_get"] += 1
-                item = self._live(key, now)
-                if item is None:
-                    self._counts["get_misses"] += 1
-                    continue
-                self._items.move_to_end(key)
-                self._counts["get_hits"] += 1
-                found[key] = item.value
+                item = self._read(key, now)
+                if item is not None:
+                    found[key] = item.value
         return found
 
     def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
@@ -340,24 +335,8 @@ class MemoryStore:
         return twin_made_once(self, lambda: AsyncMemoryStore(self))
 
 
-_COUNTER_NAMES = (
-    "cmd_get",
-    "cmd_set",
-    "cmd_touch",
-    "get_hits",
-    "get_misses",
-    "delete_hits",
-    "delete_misses",
-    "incr_hits",
-    "incr_misses",
-    "decr_hits",
-    "decr_misses",
-    "cas_hits",
-    "cas_misses",
-    "cas_badval",
-    "touch_hits",
-    "touch_misses",
-    "total_items",
-    "evictions",
-    "reclaimed",
-)
+_COUNTED = ("get", "delete", "incr", "decr", "cas", "touch")  # each with hits and misses
+_COUNTER_NAMES = [
+    *(f"{command}_{outcome}" for command in _COUNTED for outcome in ("hits", "misses")),
+    *("cmd_get", "cmd_set", "cmd_touch", "cas_badval", "total_items", "evictions", "reclaimed"),
+]

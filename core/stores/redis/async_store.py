@@ -1,22 +1,18 @@
 """The Redis store on an event loop: redis-py's asyncio client, the same steps.
 
-:class:`AsyncRedisStore` is a :class:`~mcache.stores.redis.store.RedisStore`'s
-async twin. It performs the very steps the sync store performs
-(:mod:`mcache.stores.redis.steps`: the same validation, Lua scripts and reply handling),
+:class:`AsyncRedisStore` performs the very steps a
+:class:`~mcache.stores.redis.store.RedisStore` performs (:mod:`mcache.stores.redis.steps`),
 awaiting each command on the running loop instead of blocking a thread.
-
-An asyncio connection belongs to the loop that opened it, so the twin keeps
-one client per event loop (an ASGI server has one; ``asyncio.run`` in a test
-makes a new one each time), each on a *blocking* pool of at most
-``max_connections`` (the sync store's setting, else 64): a burst of requests
-waits up to ``socket_timeout`` for a free connection rather than opening one
-per request. :meth:`close` releases the running loop's connections; a loop
-that is gone takes its client with it.
+An asyncio connection belongs to the loop that opened it, so the twin keeps one
+client per event loop, each on a *blocking* pool of at most ``max_connections``
+(else 64): a burst waits up to ``socket_timeout`` for a free connection rather
+than opening one per request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +24,6 @@ from mcache.contract.stepped_twin import SteppedTwin
 from mcache.errors import ConfigError
 from mcache.sansio.steps import arun_steps
 from mcache.stores.redis.steps import Command, Pipelined, Scripted
-from mcache.stores.redis.store import stats_from_info
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -124,26 +119,18 @@ class AsyncRedisStore(SteppedTwin):
     async def _perform(self, operation: Command | Scripted | Pipelined) -> Any:
         """Perform one operation of the steps on the running loop's client."""
         here = await self._clients.get()
-        if here.opening is not None:
-            try:
-                await here.open()
-            except self.store._FAILURES as error:
-                raise self.store.translated(error) from error
-        if here.slots is None:
-            return await self._on(here, operation)
-        async with here.slots:
-            return await self._on(here, operation)
-
-    async def _on(self, here: LoopClient, operation: Command | Scripted | Pipelined) -> Any:
         try:
-            if type(operation) is Command:
-                return await operation.call(here.reader if operation.reader else here.client)
-            if type(operation) is Scripted:
-                return await here.script(operation.source)(operation.keys, operation.args)
-            client = here.reader if operation.reader else here.client  # type: ignore[union-attr]
-            pipe = client.pipeline(transaction=False)
-            operation.fill(pipe)  # type: ignore[union-attr]
-            return await pipe.execute()
+            if here.opening is not None:
+                await here.open()
+            async with here.slots or contextlib.nullcontext():
+                if type(operation) is Command:
+                    return await operation.call(here.reader if operation.reader else here.client)
+                if type(operation) is Scripted:
+                    return await here.script(operation.source)(operation.keys, operation.args)
+                client = here.reader if operation.reader else here.client  # type: ignore[union-attr]
+                pipe = client.pipeline(transaction=False)
+                operation.fill(pipe)  # type: ignore[union-attr]
+                return await pipe.execute()
         except self.store._FAILURES as error:
             raise self.store.translated(error, getattr(operation, "key", "")) from error
 
@@ -162,9 +149,9 @@ class AsyncRedisStore(SteppedTwin):
         return await arun_steps(self.store.pfcount_steps(keys), self._perform)
 
     async def stats(self) -> dict[str, dict[str, int | float | str]]:
-        info = await self._perform(Command(lambda client: client.info()))
-        kwargs = (await self._clients.get()).client.connection_pool.connection_kwargs
-        return stats_from_info(info, kwargs)
+        """The sync store's, in a worker thread: an operator's rare call (``mcache_stats``),
+        which Sentinel and Cluster answer for every server of the topology."""
+        return await asyncio.to_thread(self.store.stats)
 
     async def close(self) -> None:
         """Close the running loop's connections; the next call on this loop reconnects."""

@@ -2,28 +2,18 @@
 
 ``redis+cluster://[user:password@]n1:7000,n2:7001?replica_reads=true&tag_copies=16``
 
-redis-py's ``RedisCluster`` learns which primary serves each of the 16,384
-slots from any node named in the URL, follows ``MOVED`` redirections, and asks
-again for the map when a node stops answering. Every command of the store
-touches one key, or is split by redis-py into one request per node sent in one
-pipelined round (``get_many``, ``set_many``, ``incr_many``, ``delete_many``).
-Nothing retries inside a request: while a primary is down its slots miss and
-drop writes, the others answer, and once its replica is promoted the client's
-next map sends the slots there.
+redis-py's ``RedisCluster`` keeps the slot map (learnt from any node named) and
+follows ``MOVED``; a multi-key call goes to each node once, in one pipelined
+round. Nothing retries inside a request: while a primary is down its slots miss
+and drop writes, the others answer, until its promoted replica is in the map.
 
-Tag versions are read with every tagged hit, so the store places copies of
-each version next to the entries (:class:`~mcache.contract.store.Colocating`). The copies
-do not depend on the topology: the slot space is cut into ``tag_copies`` equal
-ranges and a tag has one copy in each (``name``, ``name~n``). A reader takes the
-copy served by the entry's own primary, so a hit is one request to one node;
-every process computes the same copies whatever map it holds, so a bump (which
-moves every copy) reaches all of them even across a resharding. A primary that
-serves none of the ranges' copies (more primaries than ``tag_copies``, or an
-uneven split) reads the first copy instead: one more node, still one round.
-
-Redis Cluster has one database (0) and refuses a multi-key command whose keys
-hash to different slots; ``pfcount`` therefore takes keys sharing a hash tag
-(``{…}``), as the online counters' are.
+Tag versions are read with every tagged hit, so each has a copy in each of
+``tag_copies`` equal slot ranges (``name``, ``name~n``: see
+:class:`~mcache.contract.store.Colocating`) and a reader takes the one its entry's
+primary serves: a hit is one request to one node. The copies do not depend on
+the map, so a bump reaches them all even across a resharding. A multi-key
+command needs one slot: ``pfcount`` takes keys sharing a hash tag (``{…}``).
+See docs/how-to/clusters.md#redis-sentinel-and-redis-cluster.
 """
 
 from __future__ import annotations
@@ -101,7 +91,7 @@ class ClusterRedisStore(RedisStore):
         check_options(socket_timeout, socket_connect_timeout, max_value_size)
         if not 1 <= tag_copies <= 1024:
             raise ConfigError(f"redis+cluster: tag_copies must be 1…1024, got {tag_copies!r}")
-        self.address = address = parse_cluster_url(url)
+        self.address = parse_cluster_url(url)
         self.url = url
         self.max_value_size = max_value_size
         self.max_connections = max_connections
@@ -112,15 +102,7 @@ class ClusterRedisStore(RedisStore):
         }
         self.tag_copies = tag_copies
         self.replica_reads = replica_reads
-        self._options: dict[str, Any] = {
-            "startup_nodes": [ClusterNode(host, port) for host, port in address.hosts],
-            "username": address.username,
-            "password": address.password,
-            "socket_timeout": socket_timeout,
-            "socket_connect_timeout": socket_connect_timeout,
-            "retry": Retry(NoBackoff(), 0),  # a failing node answers "miss" now, not later
-            "require_full_coverage": False,  # start, and keep going, while a primary is down
-        }
+        self._options = self.client_options(ClusterNode, Retry(NoBackoff(), 0))
         if max_connections is not None:
             self._options["max_connections"] = max_connections
         self._clients: dict[bool, RedisCluster] = {}  # replica reads or not: its client
@@ -128,6 +110,18 @@ class ClusterRedisStore(RedisStore):
         self._next_attempt = 0.0
         self._scripts = {}
         self._copies: BoundedMemo[str, tuple[tuple[str, int], ...]] = BoundedMemo(PER_KEY_LIMIT)
+
+    def client_options(self, node_class: type, retry: Any) -> dict[str, Any]:
+        """What a cluster client is made with: for redis-py's blocking classes here, its
+        asyncio ones in each event loop of the twin."""
+        return {
+            **self.timeouts,
+            "startup_nodes": [node_class(host, port) for host, port in self.address.hosts],
+            "username": self.address.username,
+            "password": self.address.password,
+            "retry": retry,  # a failing node answers "miss" now, not later
+            "require_full_coverage": False,  # start, and keep going, while a primary is down
+        }
 
     @property  # type: ignore[override]
     def _redis(self) -> RedisCluster:
@@ -203,8 +197,10 @@ class ClusterRedisStore(RedisStore):
         owner = owners.pop() if len(owners) == 1 else None
         if owner is None or owner.redis_connection is None:
             return None
+        pipe = owner.redis_connection.pipeline(transaction=False)
+        _queue_gets(pipe, keys)
         try:
-            values = _gets(owner.redis_connection, keys).execute(raise_on_error=False)
+            values = pipe.execute(raise_on_error=False)
         except self._FAILURES:
             return None
         return None if any(isinstance(value, Exception) for value in values) else values
@@ -256,7 +252,8 @@ class ClusterRedisStore(RedisStore):
         return tuple(key for key, _slot in self._placed(base))
 
     def colocated(self, base: str, near: str) -> str:
-        """Return the copy of ``base`` served by the primary that serves ``near`` now."""
+        """Return the copy of ``base`` served by the primary that serves ``near`` now
+        (``base`` itself if that primary serves none: one more node, still one round)."""
         placed = self._placed(base)
         if len(placed) > 1:
             slots = self._redis.nodes_manager.slots_cache
@@ -285,13 +282,6 @@ def _primary(slots: dict[int, list[ClusterNode]], slot: int) -> ClusterNode | No
     """The primary serving ``slot`` in a client's slot map (the first node listed), if any."""
     nodes = slots.get(slot)
     return nodes[0] if nodes else None
-
-
-def _gets(client: Any, keys: list[str]) -> Any:
-    """A pipeline of one ``GET`` per key on ``client`` (a node's, or the cluster's), unsent."""
-    pipe = client.pipeline(transaction=False)
-    _queue_gets(pipe, keys)
-    return pipe
 
 
 def _queue_gets(pipe: Any, keys: list[str]) -> None:

@@ -2,26 +2,19 @@
 
 ``redis+sentinel://[:password@]s1:26379,s2:26379/<service>/<db>?replica_reads=true``
 
-redis-py's ``Sentinel`` asks the sentinels for the service's primary each time
-it opens a connection, so once a replica is promoted the store's new
-connections go to it. A connection still open to the old primary fails once
-(the cache degrades as with any store failure: reads miss, writes drop, one log
-line per interval) and is replaced; one to an old primary that came back as a
-replica is dropped on its ``READONLY`` answer. Nothing retries or waits inside
-a request: a cache that is failing over answers "miss" at once.
-
-With ``replica_reads``, plain reads (``get``, ``get_many``: hits) go to the
-replicas the sentinels list, in turn, or to the primary when none answers.
-Everything that decides or writes (locks, leases' ``gets``/``cas``, tag bumps,
-counters, sessions' writes) stays on the primary. A replica lags its primary by
-what replication has not sent yet: a read there may miss an entry written, or
-a tag bumped, a moment ago.
+redis-py's ``Sentinel`` asks for the service's primary on every new connection,
+so the store follows a promotion; a connection still open to the old primary
+fails once (on ``READONLY`` if it came back as a replica) and is replaced.
+Nothing retries inside a request: a cache failing over answers "miss" at once.
+With ``replica_reads`` plain reads (hits) go to the replicas, which lag their
+primary; whatever decides or writes stays on the primary. See
+docs/how-to/clusters.md#redis-sentinel-and-redis-cluster.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import redis
@@ -82,40 +75,43 @@ class SentinelRedisStore(RedisStore):
         sentinel_password: str | None = None,
     ) -> None:
         self.address = address = parse_sentinel_url(url)
-        connection = {
-            "socket_timeout": socket_timeout,
-            "socket_connect_timeout": socket_connect_timeout,
-            "retry": Retry(NoBackoff(), 0),  # a failing cache answers "miss" now, not later
-        }
-        self.sentinel = Sentinel(
-            list(address.sentinels),
-            sentinel_kwargs={**connection, "password": sentinel_password},
-            **connection,
-        )
-        servers = {
-            "db": address.db,
-            "username": address.username,
-            "password": address.password,
-            "max_connections": max_connections,
-        }
-        primary = self.sentinel.master_for(address.service, **servers)
-        replica = self.sentinel.slave_for(address.service, **servers) if replica_reads else None
-        super().__init__(
-            url,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_connect_timeout,
-            max_connections=max_connections,
-            max_value_size=max_value_size,
-            client=primary,
-            replica=replica,
-        )
-        self._servers = {**servers, **connection}
         self.replica_reads = replica_reads
         self.sentinel_password = sentinel_password
         self.timeouts = {
             "socket_timeout": socket_timeout,
             "socket_connect_timeout": socket_connect_timeout,
         }
+        self.servers = {
+            "db": address.db,
+            "username": address.username,
+            "password": address.password,
+        }
+        self.sentinel, primary, replica = self.clients(
+            Sentinel, Retry(NoBackoff(), 0), max_connections=max_connections
+        )
+        super().__init__(
+            url,
+            **self.timeouts,
+            max_connections=max_connections,
+            max_value_size=max_value_size,
+            client=primary,
+            replica=replica,
+        )
+
+    def clients(self, sentinel_class: type, retry: Any, **pool: Any) -> tuple[Any, Any, Any]:
+        """Return a Sentinel of ``sentinel_class``, the primary's client and the replicas'
+        (None without ``replica_reads``): with redis-py's blocking classes for this store,
+        its asyncio ones for each event loop of the twin."""
+        connection = {**self.timeouts, "retry": retry}  # a failing cache answers "miss" now
+        sentinel = sentinel_class(
+            list(self.address.sentinels),
+            sentinel_kwargs={**connection, "password": self.sentinel_password},
+            **connection,
+        )
+        service, servers = self.address.service, {**self.servers, **pool}
+        primary = sentinel.master_for(service, **servers)
+        replica = sentinel.slave_for(service, **servers) if self.replica_reads else None
+        return sentinel, primary, replica
 
     def has_twin(self) -> bool:
         return True
@@ -135,7 +131,9 @@ class SentinelRedisStore(RedisStore):
         nodes += [("replica", node) for node in replicas]
         report: dict[str, dict[str, int | float | str]] = {}
         for role, (host, port) in nodes:
-            client = redis.Redis(host=host, port=port, **self._servers)
+            client = redis.Redis(
+                host=host, port=port, **self.servers, **self.timeouts, retry=Retry(NoBackoff(), 0)
+            )
             name = f"{host}:{port}/{self.address.db}"
             try:
                 report.update(role_stats(client, role, name, self._run))

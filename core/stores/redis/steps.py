@@ -1,12 +1,10 @@
 """The Redis store's operations, written once as sans-I/O steps for both drivers.
 
 Each ``*_steps`` method validates its arguments, yields the commands it needs
-(a :class:`Command`, a :class:`Scripted` Lua script, a :class:`Pipelined`
-batch) and turns their replies into the :class:`~mcache.contract.store.Store` contract's
-answers. :class:`~mcache.stores.redis.store.RedisStore` performs them with redis-py's
-blocking client, :class:`~mcache.stores.redis.async_store.AsyncRedisStore` with its
-asyncio client: one implementation of memcached's semantics on Redis, two
-ways to wait for the server (see :mod:`mcache.sansio.steps`).
+(a :class:`Command`, a :class:`Scripted` Lua script, a :class:`Pipelined` batch)
+and turns their replies into the :class:`~mcache.contract.store.Store` contract's
+answers: one implementation of memcached's semantics on Redis, performed by
+:class:`~mcache.stores.redis.store.RedisStore` and awaited by its async twin.
 """
 
 from __future__ import annotations

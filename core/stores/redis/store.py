@@ -3,13 +3,9 @@
 Where Redis and memcached disagree, memcached wins, because the cache logic is
 written against memcached: ``incr`` never creates a key and ``decr`` floors at 0
 (small Lua scripts), ``append`` never creates either, a TTL of 0 means "no
-expiry", and ``flush`` empties only this store's database.
-
-``gets``/``cas`` compare *content*: the token is the SHA-1 of the value read, and a
-Lua script writes only if the value still hashes to it. Unlike memcached's cas
-unique, this cannot see a write that put back the very bytes that were read (the
-ABA case); for a cache that is harmless, since the state is the one the caller
-saw. Locks use compare-and-delete on their own random token, which is exact.
+expiry", and ``flush`` empties only this store's database. ``gets``/``cas``
+compare *content* (the token is the value's SHA-1), which cannot see an ABA
+write: harmless for a cache (see docs/reference/stores.md#semantics-worth-knowing).
 """
 
 from __future__ import annotations
@@ -39,12 +35,8 @@ T = TypeVar("T")
 
 
 class RedisStore(RedisSteps, SteppedStore):
-    """One Redis database behind the :class:`~mcache.contract.store.Store` contract.
-
-    Each operation is written once, as steps that yield the commands they need
-    (:mod:`mcache.sansio.steps`); this class performs them with redis-py's blocking
-    client, :class:`~mcache.stores.redis.async_store.AsyncRedisStore` with its
-    asyncio client.
+    """One Redis database behind the :class:`~mcache.contract.store.Store` contract:
+    :class:`~mcache.stores.redis.steps.RedisSteps` performed with redis-py's blocking client.
     """
 
     traits = StoreTraits(
@@ -170,11 +162,8 @@ class RedisStore(RedisSteps, SteppedStore):
 
     def asynchronous(self) -> AsyncRedisStore | None:
         """Return this store's async twin on the same servers
-        (see :mod:`mcache.stores.redis.async_store`).
-
-        None for a store given its client: async callers reach it through a
-        worker thread (the twin cannot copy a client it did not make).
-        """
+        (see :mod:`mcache.stores.redis.async_store`), or None for a store given its client
+        (the twin cannot copy a client it did not make): async callers then use a thread."""
         if self._twin is None and not self.has_twin():
             return None
         return twin_made_once(self, self.new_twin)
@@ -215,31 +204,26 @@ def info_stats(
 
     Shared with the store over another Django cache, which may sit on django-redis.
     """
-    return stats_from_info(run(client.info), client.connection_pool.connection_kwargs)
-
-
-def stats_from_info(
-    info: dict[str, Any], kwargs: dict[str, Any]
-) -> dict[str, dict[str, int | float | str]]:
-    """Map one server's ``INFO`` reply to memcached's field names, keyed by ``host:port/db``."""
+    info, kwargs = run(client.info), client.connection_pool.connection_kwargs
     db = kwargs.get("db", 0)
     name = f"{kwargs.get('host', kwargs.get('path', 'redis'))}:{kwargs.get('port', '')}/{db}"
     keyspace = info.get(f"db{db}", {})
-    mapped: dict[str, int | float | str] = {
-        "pid": info.get("process_id", 0),
-        "uptime": info.get("uptime_in_seconds", 0),
-        "version": str(info.get("redis_version", "")),
-        "curr_connections": info.get("connected_clients", 0),
-        "curr_items": keyspace.get("keys", 0) if isinstance(keyspace, dict) else 0,
-        "bytes": info.get("used_memory", 0),
-        "limit_maxbytes": info.get("maxmemory", 0),
-        "get_hits": info.get("keyspace_hits", 0),
-        "get_misses": info.get("keyspace_misses", 0),
-        "evictions": info.get("evicted_keys", 0),
-        "reclaimed": info.get("expired_keys", 0),
-        "total_connections": info.get("total_connections_received", 0),
+    return {
+        name: {
+            "pid": info.get("process_id", 0),
+            "uptime": info.get("uptime_in_seconds", 0),
+            "version": str(info.get("redis_version", "")),
+            "curr_connections": info.get("connected_clients", 0),
+            "curr_items": keyspace.get("keys", 0) if isinstance(keyspace, dict) else 0,
+            "bytes": info.get("used_memory", 0),
+            "limit_maxbytes": info.get("maxmemory", 0),
+            "get_hits": info.get("keyspace_hits", 0),
+            "get_misses": info.get("keyspace_misses", 0),
+            "evictions": info.get("evicted_keys", 0),
+            "reclaimed": info.get("expired_keys", 0),
+            "total_connections": info.get("total_connections_received", 0),
+        }
     }
-    return {name: mapped}
 
 
 def role_stats(

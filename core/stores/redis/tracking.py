@@ -1,25 +1,17 @@
 """Redis's pushed invalidations (``CLIENT TRACKING``), for a process's near cache.
 
-One connection of its own, opened with RESP2 whatever the store's clients
-speak, does three things: it asks for its own id, turns tracking on in
-broadcast mode for the namespace's prefixes with its invalidations redirected
-to itself (``CLIENT TRACKING ON REDIRECT <own id> BCAST PREFIX …``), and
-subscribes to ``__redis__:invalidate``. From then on Redis sends it the name
-of every key written under those prefixes, by any client, as the write
-happens. Broadcast mode needs no per-key bookkeeping in the server, and one
-connection means that losing it loses tracking and the subscription together,
-which the reading thread notices at once.
+One connection of its own (RESP2, whatever the store's clients speak) asks for
+its id, turns on ``CLIENT TRACKING ON REDIRECT <own id> BCAST PREFIX …`` for the
+namespace's prefixes and subscribes to ``__redis__:invalidate``: broadcast mode
+needs no per-key bookkeeping in the server, and one connection means losing it
+loses tracking and the subscription together, which the reading thread notices
+at once. The feed tells a :class:`Listener` which keys changed, that all may
+have (a flush), that it lost the connection or is live again; it reconnects on
+its own through the store's connection class, so it follows a Sentinel failover.
 
-The feed tells a listener (:class:`mcache.model.near.Coherence`) which keys changed,
-that everything may have (``FLUSHDB``, ``FLUSHALL``: a null message), that it
-lost the connection, and that it is live again. While it is not live the near
-cache keeps nothing. It reconnects on its own, with a capped back-off, and
-through the store's own connection class, so a Sentinel store's feed follows
-the primary after a failover.
-
-redis-py has client-side caching of its own, but only over RESP3 and keyed by
-whole commands, below the codec; the near cache keeps decoded entries and tag
-versions above it, so this small thread reads the invalidations itself.
+redis-py's own client-side caching works only over RESP3 and keyed by whole
+commands, below the codec; the near cache keeps decoded entries and tag
+versions above it. See docs/how-to/near-cache.md.
 """
 
 from __future__ import annotations

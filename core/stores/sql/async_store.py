@@ -1,19 +1,12 @@
 """The PostgreSQL store on an event loop: psycopg's async connections, the same steps.
 
-:class:`AsyncSqlStore` is a PostgreSQL :class:`~mcache.stores.sql.store.SqlStore`'s
-async twin. It performs the very steps the sync store performs
-(:mod:`mcache.stores.sql.steps`: the same statements, validation and answers), awaiting each
-statement on the running loop instead of blocking a thread.
-
-An asyncio connection belongs to the loop that opened it, so the twin keeps
-:class:`LoopConnections` per event loop: at most the connector's
-``max_connections``, opened by the statements that need them and kept idle
-for the next; a burst waits for a free one rather than opening one each. A
-connection that fails is closed, and a failed connect marks the database down
-for ``dead_timeout`` (both drivers' calls then fail at once), as the sync
-store does. SQLite has no twin (Python's driver blocks), nor does a Django
-``db:`` alias (Django's settings make its connections): async callers reach
-those through a worker thread.
+:class:`AsyncSqlStore` awaits the very steps a PostgreSQL
+:class:`~mcache.stores.sql.store.SqlStore` performs (:mod:`mcache.stores.sql.steps`) on
+the running loop's :class:`LoopConnections`: at most the connector's
+``max_connections``, opened by the statements that need them and kept idle for
+the next. A failed connect marks the database down for ``dead_timeout``, as the
+sync store does. SQLite (whose driver blocks) and a Django ``db:`` alias have no
+twin: async callers reach those through a worker thread.
 
 Why not psycopg_pool's ``AsyncConnectionPool``: its maintenance tasks take a
 cancellation for a failed connect and go on, so a loop that ends without

@@ -73,6 +73,11 @@ def _statement(sql: str) -> functools.cached_property[str]:
     return functools.cached_property(lambda dialect: dialect._(sql))
 
 
+def _own(field: str) -> functools.cached_property[str]:
+    """A statement a :class:`Dialect` is given in its database's words, as ``field``."""
+    return functools.cached_property(lambda dialect: dialect._(getattr(dialect, field)))
+
+
 @dataclasses.dataclass(frozen=True)
 class Dialect:
     """Every statement the store runs, for one database and one table.
@@ -113,17 +118,9 @@ class Dialect:
         + " WHERE {t}.expires_at <> 0 AND {t}.expires_at <= %s"
     )
 
-    @functools.cached_property
-    def append(self) -> str:
-        return self._(self.append_sql)
-
-    @functools.cached_property
-    def incr(self) -> str:
-        return self._(self.incr_sql)
-
-    @functools.cached_property
-    def decr(self) -> str:
-        return self._(self.decr_sql)
+    append = _own("append_sql")
+    incr = _own("incr_sql")
+    decr = _own("decr_sql")
 
     exists = _statement("SELECT 1 FROM {t} WHERE key = %s AND {live}")
 

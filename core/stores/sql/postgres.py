@@ -5,9 +5,6 @@ the table. Statements are prepared on first use (``prepare=false`` for a
 pooler that cannot keep them) but planned for each call's arguments (see
 ``CUSTOM_PLANS``), and each carries a ``statement_timeout`` of ``timeout``
 seconds, so a database that hangs fails a call instead of a page.
-
-On an event loop the store's twin (:mod:`mcache.stores.sql.async_store`) opens async connections
-as they are needed, at most ``max_connections`` per loop (10 unless told).
 """
 
 from __future__ import annotations

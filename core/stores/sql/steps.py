@@ -1,12 +1,10 @@
 """The durable store's operations, written once as sans-I/O steps for both drivers.
 
-Each ``*_steps`` method validates its arguments, yields the statements it
-needs (a :class:`Statement`: SQL, parameters and what to read back) and turns
-their answers into the :class:`~mcache.contract.store.Store` contract's.
-:class:`~mcache.stores.sql.store.SqlStore` runs them on a DB-API connection per
-thread; :class:`~mcache.stores.sql.async_store.AsyncSqlStore` awaits them on a
-psycopg async pool per event loop: one implementation of memcached's
-semantics in SQL, two ways to wait for the database (see :mod:`mcache.sansio.steps`).
+Each ``*_steps`` method validates its arguments, yields the statements it needs
+(:class:`Statement`) and turns their answers into the :class:`~mcache.contract.store.Store`
+contract's: :class:`~mcache.stores.sql.store.SqlStore` runs them on a DB-API
+connection per thread, :class:`~mcache.stores.sql.async_store.AsyncSqlStore`
+awaits them on psycopg's async connections (see :mod:`mcache.sansio.steps`).
 """
 
 from __future__ import annotations

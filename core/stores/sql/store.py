@@ -1,14 +1,10 @@
 """A durable store: one table of PostgreSQL or SQLite, with memcached's semantics.
 
 Every operation is one statement in autocommit, so each is atomic on its own
-and visible to every process at once: ``add`` is an insert that replaces only
-an expired row (``ON CONFLICT … DO UPDATE … WHERE``: of racing callers one
-wins), ``incr`` an update that never creates, ``gets``/``cas`` compare the
-random version every write sets (so a delete and a re-insert never pass for
-the same value). Expired rows are invisible at once and deleted later, in
-bounded batches, by :class:`~mcache.stores.sql.upkeep.Upkeep`, which also
-keeps the table under ``max_bytes`` by evicting the least recently used rows.
-The table is created on first use (see :mod:`mcache.stores.sql.dialects`).
+and visible to every process at once (``add`` replaces only an expired row: of
+racing callers one wins). Expired rows are invisible at once and deleted later
+by :class:`~mcache.stores.sql.upkeep.Upkeep`, which also keeps the table under
+``max_bytes``. See docs/how-to/durable-tier.md#how-it-works-and-what-it-costs.
 """
 
 from __future__ import annotations
@@ -36,11 +32,8 @@ __all__ = ["SqlStore"]
 
 
 class SqlStore(SqlSteps, SteppedStore):
-    """One table of a relational database behind the :class:`~mcache.contract.store.Store` contract.
-
-    The contract is :class:`~mcache.stores.sql.steps.SqlSteps`' steps, run here on
-    one connection per thread.
-    """
+    """One table of a relational database behind the :class:`~mcache.contract.store.Store` contract:
+    :class:`~mcache.stores.sql.steps.SqlSteps` run on one connection per thread."""
 
     traits = StoreTraits(async_twin=True, incr_many=True, tells_time_left=True)
 
@@ -124,11 +117,8 @@ class SqlStore(SqlSteps, SteppedStore):
         return operation.run()
 
     def asynchronous(self) -> AsyncSqlStore | None:
-        """Return the async twin (PostgreSQL's, see :mod:`mcache.stores.sql.async_store`), or None.
-
-        SQLite and a Django ``db:`` alias have none: async callers reach them
-        through a worker thread.
-        """
+        """Return the async twin (PostgreSQL's, see :mod:`mcache.stores.sql.async_store`), or
+        None (SQLite, a Django ``db:`` alias): async callers then use a worker thread."""
         if self._twin is None and not hasattr(self.connector, "aconnect"):
             return None
         return twin_made_once(self, self._new_twin)

@@ -1,23 +1,15 @@
 """Keeping a durable store's table in bounds, off the request path.
 
 A request never scans the table: reads skip expired rows by their
-``expires_at``, and everything else happens here, on one thread per store and
-process, every ``sweep_interval`` seconds or sooner after many writes (or,
-with ``sweep_thread=false``, whenever the application calls
-``store.upkeep.sweep()``, from a periodic job say):
-
-1. *Recency.* A read does not write; it notes its key in memory, and the sweep
-   moves the ``used_at`` of the keys read since the last one, in batches, and
-   only where it is older than a minute. Eviction order is therefore LRU to
-   within a sweep interval (the approximation the docs state).
-2. *Expiry*, by one process at a time (the one whose ``add`` of a marker row
-   won): expired rows are deleted ``sweep_batch`` at a time through the
-   ``expires_at`` index, with a pause between batches so that other writers
-   get the table in between, up to ``MAX_BATCHES`` per sweep.
-3. *Size.* The table's rows and bytes are estimated from a uniform sample (the
-   rows whose random version falls in a range, read through an index), and
-   while the estimate is over ``max_bytes`` the least recently used rows go,
-   a batch at a time, until it is 5% under.
+``expires_at``, and the rest happens here, on one thread per store and process,
+every ``sweep_interval`` seconds or sooner after many writes (or, with
+``sweep_thread=false``, whenever the application calls ``store.upkeep.sweep()``).
+A sweep moves the ``used_at`` of the keys read since the last one (a read never
+writes), deletes expired rows ``sweep_batch`` at a time with a pause between
+batches (one process at a time: the one whose ``add`` of a marker row won), and
+while the size estimated from a uniform sample is over ``max_bytes`` evicts the
+least recently used rows until it is 5% under. See
+docs/how-to/durable-tier.md#how-it-works-and-what-it-costs.
 """
 
 from __future__ import annotations
@@ -84,10 +76,8 @@ class Upkeep:
         self._ensure_running()
 
     def _ensure_running(self) -> None:
-        if not self.thread:
-            return
         thread = self._thread
-        if thread is not None and thread.is_alive():
+        if not self.thread or (thread is not None and thread.is_alive()):
             return
         with self._lock:
             if self._thread is None or not self._thread.is_alive():  # not started, or forked
@@ -128,17 +118,12 @@ class Upkeep:
     def sweep(self) -> dict[str, int]:
         """Run one sweep now; return what it did (rows marked, expired, evicted, batches)."""
         with self._sweeping:
-            return self._sweep()
-
-    def _sweep(self) -> dict[str, int]:
-        done = {"marked": self._mark_used(), "expired": 0, "evicted": 0, "batches": 0}
-        if not self._take_turn():
+            done = {"marked": self._mark_used(), "expired": 0, "evicted": 0, "batches": 0}
+            if self._take_turn():
+                expired, batches = self._delete_in_batches(self.store.dialect.sweep_expired, True)
+                evicted, more = self._evict()
+                done.update(expired=expired, evicted=evicted, batches=batches + more)
             return done
-        expired, batches = self._delete_in_batches(self.store.dialect.sweep_expired, True)
-        done.update(expired=expired, batches=batches)
-        evicted, batches = self._evict()
-        done["evicted"], done["batches"] = evicted, done["batches"] + batches
-        return done
 
     def _mark_used(self) -> int:
         keys, self._read = list(self._read), set()

@@ -1,10 +1,9 @@
 """Tiers on an event loop: the tiered store's steps, each tier's call awaited on its own twin.
 
-:class:`AsyncTieredStore` performs :class:`~mcache.stores.tiered.store.TieredStore`'s
-steps with the async driver: a tier with an async twin (memory, memcached,
-Redis) is awaited on the loop, and one without (the durable tier) is called in
-a worker thread, one hop per call to that tier alone. A hit in a hot tier
-that has a twin therefore never leaves the loop, however slow the cold tier.
+:class:`AsyncTieredStore` awaits a tier with an async twin (memory, memcached,
+Redis) on the loop and calls one without (the durable tier) in a worker thread,
+so a hit in a hot tier that has a twin never leaves the loop, however slow the
+cold tier.
 """
 
 from __future__ import annotations

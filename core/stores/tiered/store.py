@@ -1,31 +1,13 @@
 """Tiers: a faster store in front of a slower one, nested as deep as a site needs.
 
-``memory://`` over ``memcached://`` over ``postgresql://`` is three tiers: a
-process's RAM, the site's RAM, and a table that survives both restarting.
-Reads try the hot tier and fall back to the cold one, copying what they find
-into the hot tier for the time the value has left there (a cold tier that
-cannot say, like memcached, lends it for ``hot_ttl`` or a minute), so a hot
-tier flushed or restarted refills from the cold one without a build. Writes
-go through, cold tier first, so the colder tier is never behind; deletes reach
-every tier. The cold tier is the authority: ``add``, ``gets``/``cas`` and
-counting happen there.
-
-Two kinds of hot tier:
-
-* **Process-local** (``memory://``): another process's write or delete reaches
-  it only when its copy expires, so copies live at most ``hot_ttl`` (default
-  5 s). Counters and tag versions are never copied into it, and tag versions
-  and locks are read from the cold tier (:attr:`TieredStore.shared`), so
-  invalidation still holds on a near hit.
-* **Shared** (``memcached://``, ``redis://``): every process reads the same
-  copies and every write goes through them, so they live as long as the value
-  (``hot_ttl``, if given, caps that). The whole stack is then what processes
-  share: tag versions are read from the hot tier and refilled from the cold
-  one. A copied number (a counter, a tag version) is only ever *raised* to
-  what the cold tier counted, and a copy is only added where none is, so two
-  processes racing can never move a tag version back; an invalidation
-  therefore reaches every tier. A hot tier that fails is skipped: reads go to
-  the cold tier, and writes that reached it count as done.
+Reads fall back from the hot tier to the cold one and copy what they find
+back, so a flushed hot tier refills without a build; writes go through, cold
+first, so the colder tier is never behind; the cold tier is the authority
+(``add``, ``gets``/``cas``, counting). A process-local hot tier (``memory://``)
+keeps copies at most ``hot_ttl`` (5 s) and never holds counters, with tag versions
+and locks read from the cold tier (:attr:`TieredStore.shared`); a shared one
+(memcached, Redis) only ever *raises* a copied count, so racing processes never
+move a tag version back. See docs/how-to/durable-tier.md#tiers-nest.
 
 Every operation is written once, as steps that yield each tier's calls
 (:class:`~mcache.sansio.steps.StoreCall`): the store calls its tiers, its async twin
@@ -111,15 +93,12 @@ class TieredStore(SteppedStore):
 
     def _copy_steps(self, key: str, value: bytes, left: int | None, filling: bool) -> Steps[None]:
         """Put a copy of ``value`` in the hot tier (``filling``: only where none is)."""
-        is_count = stored_count(value) is not None
-        hot = self.hot
         try:
-            if is_count and self.private_hot:
-                yield StoreCall(hot, "delete", (key,))  # a private copy of a shared count
-            elif filling:
-                yield StoreCall(hot, "add", (key, value, self._copy_ttl(left)))
+            if self.private_hot and stored_count(value) is not None:
+                yield StoreCall(self.hot, "delete", (key,))  # a private copy of a shared count
             else:
-                yield StoreCall(hot, "set", (key, value, self._copy_ttl(left)))
+                command = "add" if filling else "set"
+                yield StoreCall(self.hot, command, (key, value, self._copy_ttl(left)))
         except ValueTooLarge:
             yield from self._drop_steps(key)  # the hot tier may be smaller; the cold serves it
         except StoreUnavailable:

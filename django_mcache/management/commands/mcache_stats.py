@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.cache import caches
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcache import Cache
 from mcache.admin.stats_command import SERVER_DOWN, StatsError, StatsRequest, down_message, run
+
+from ...aliases import check_alias
 
 
 class Command(BaseCommand):
@@ -58,19 +61,11 @@ class Command(BaseCommand):
 
 
 def _core_cache(alias: str) -> Cache:
-    from django.conf import settings
-
-    if alias not in settings.CACHES:
-        raise CommandError(
-            f"no cache {alias!r} in settings.CACHES; choose one of {', '.join(settings.CACHES)}"
-        )
-    core = getattr(caches[alias], "mcache", None)
-    if not isinstance(core, Cache):
-        raise CommandError(
-            f"CACHES[{alias!r}] is not an mcache cache:"
-            " its BACKEND must be django_mcache.backend.MCacheBackend"
-        )
-    return core
+    try:
+        check_alias(alias, "--cache")
+    except ImproperlyConfigured as error:
+        raise CommandError(str(error)) from None
+    return caches[alias].mcache  # type: ignore[no-any-return]
 
 
 def _store_keys(cache: Cache, backend: Any, key: str) -> list[str]:

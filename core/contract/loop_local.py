@@ -1,12 +1,10 @@
 """One value per running event loop (a client, connection pools), closed by its loop.
 
-Asyncio connections belong to the loop that opened them: an ASGI server has
-one loop, but ``asyncio.run`` in a test, asgiref's loop for one Flask request
-or a thread with a loop of its own each need their own. A loop that ends
-finalizes its async generators first (``shutdown_asyncgens``); the closer made
-here is one, so the value is closed then, on its loop, instead of being left to
-a closed one ("Event loop is closed", unclosed-transport warnings). A loop that
-is garbage collected takes its value with it (the map is weak).
+Asyncio connections belong to the loop that opened them, and ``asyncio.run`` in a
+test or asgiref's loop for one Flask request each need their own. The closer made
+here is an async generator, which an ending loop finalizes (``shutdown_asyncgens``):
+the value is closed on its loop, not left to a closed one ("Event loop is closed").
+A loop that is garbage collected takes its value with it (the map is weak).
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ import asyncio
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 __all__ = ["LoopLocal"]
@@ -22,14 +21,12 @@ __all__ = ["LoopLocal"]
 T = TypeVar("T")
 
 
+@dataclass(slots=True, eq=False)
 class _Held(Generic[T]):
     """A loop's value and the async generator that closes it with the loop."""
 
-    __slots__ = ("closing", "value")
-
-    def __init__(self, value: T) -> None:
-        self.value = value
-        self.closing: AsyncGenerator[None, None] | None = None
+    value: T
+    closing: AsyncGenerator[None, None] | None = None
 
 
 class LoopLocal(Generic[T]):

@@ -1,11 +1,8 @@
 """What every stepped store's blocking side shares: each contract call, its steps performed.
 
-A store written as steps (memcached, Redis, SQL, tiers) answers each call of the
-:class:`~mcache.contract.store.Store` contract by running ``<call>_steps`` with its
-``_perform`` doing the I/O; its async twin (:class:`~mcache.contract.stepped_twin.SteppedTwin`)
-awaits the very same steps. The calls whose steps take the same arguments everywhere are
-here, once; a store adds ``_perform`` and what is its own (``stats``, ``close``…), and
-overrides a call only for a hand-tuned fast path, which it says it is.
+The calls whose steps take the same arguments in every store (memcached, Redis, SQL,
+tiers) are here, once; a store's async twin (:class:`~mcache.contract.stepped_twin.SteppedTwin`)
+awaits the same steps. A store overrides a call only for a hand-tuned fast path.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What every stepped store's async twin shares: the contract, each call its store's steps awaited.
 
-A store written as steps (Redis, memcached) answers each call of the
-:class:`~mcache.contract.store.Store` contract by running ``<call>_steps``; its async twin
-awaits the same steps with ``_perform`` doing the I/O on the running loop. The
-calls whose steps take the same arguments everywhere are here, once; a twin
-adds ``_perform`` and what is its own (``stats``, ``close``…), or overrides
-what its store's steps do differently (Redis' ``incr``, a tier's ``incr``).
+The twin of a :class:`~mcache.contract.stepped_store.SteppedStore` awaits the same
+steps, its ``_perform`` doing the I/O on the running loop; it adds what is its own
+(``stats``, ``close``…) and overrides what its store's steps do differently.
 """
 
 from __future__ import annotations

@@ -36,10 +36,8 @@ MAX_KEY_BYTES: Final = 250
 
 
 class NoValueType:
-    """Type of :data:`NO_VALUE`: the answer for a miss.
-
-    A miss is never ``None``, because ``None`` is a perfectly good cached value.
-    """
+    """Type of :data:`NO_VALUE`: the answer for a miss (never ``None``, a perfectly good
+    cached value)."""
 
     _instance: NoValueType | None = None
 
@@ -68,21 +66,17 @@ CasToken = object
 class StoreTraits:
     """What a store can do beyond the operations every store has, declared once.
 
-    A :class:`Cache` reads its store's ``traits`` when it is built and takes
-    each path by them: no call site asks a store whether it has a method. Each
-    true trait promises the methods named beside it (the contract suite,
-    :class:`mcache.testing.store_contract.StoreContract`, checks that what a store declares is
-    what it does; a trait left undeclared is never used, whatever methods the
-    store has). A third-party store declares ``traits = StoreTraits()`` and gets
-    the portable paths, which every store keeps.
+    A :class:`Cache` takes each path by its store's ``traits``, never by asking
+    whether it has a method. Each true trait promises the methods named beside it
+    (:class:`mcache.testing.store_contract.StoreContract` checks that); a
+    third-party store declares ``traits = StoreTraits()`` and gets the portable paths.
     """
 
     expiry_slack: int = 0
     """Seconds sooner than its TTL a key may expire (a server counting whole seconds:
     memcached 1). Locks and leases add it to their TTL."""
     process_local: bool = False
-    """Its data lives in this process alone (``memory://``): the adapters warn when
-    what must be shared across processes is put there."""
+    """Its data lives in this process alone (``memory://``): the adapters warn of it."""
     async_twin: bool = False
     """``asynchronous()`` returns its :class:`AsyncStore` twin (or None for an instance
     that has none); without, async callers reach it in a worker thread."""
@@ -91,8 +85,7 @@ class StoreTraits:
     hyperloglog: bool = False
     """``pfadd(key, member, ttl)`` and ``pfcount(keys)`` (Redis: online visitors)."""
     pushes_invalidations: bool = False
-    """``invalidation_feed(prefixes, listener)``: the server tells a near cache what
-    changed (Redis client tracking)."""
+    """``invalidation_feed(prefixes, listener)``: Redis client tracking, for a near cache."""
     tiered: bool = False
     """``shared`` (the tier every process sees) and ``forget_near(key)``."""
     colocates: bool = False
@@ -105,8 +98,7 @@ class StoreTraits:
     """:class:`LeasesInRead`: the server's own lease won in the read, when its
     ``leases_in_read`` says the servers speak it (asked once, on first need)."""
     server_detail: bool = False
-    """``stats_detail(kind)`` (slab classes) and ``metadump(limit)`` (keys by last
-    access): memcached's, for the stats commands."""
+    """memcached's ``stats_detail(kind)`` and ``metadump(limit)``, for the stats commands."""
 
 
 @runtime_checkable
@@ -128,11 +120,9 @@ class Store(Protocol):
 
     def get(self, key: str) -> bytes | NoValueType:
         """Return the value stored under ``key``, or ``NO_VALUE``."""
-        ...
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist; missing keys are absent."""
-        ...
 
     def set(self, key: str, value: bytes, ttl: int = 0) -> None:
         """Store ``value`` unconditionally.
@@ -141,19 +131,15 @@ class Store(Protocol):
         empty: the old value is deleted, as memcached does, so a failed update
         never leaves an outdated value behind.
         """
-        ...
 
     def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
         """Store several values; return the keys that could not be stored."""
-        ...
 
     def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
         """Store only if absent; exactly one of many concurrent callers wins."""
-        ...
 
     def append(self, key: str, value: bytes) -> bool:
         """Append bytes to an existing value; ``False`` when the key is missing."""
-        ...
 
     def incr(self, key: str, delta: int = 1) -> int | None:
         """Atomically add ``delta`` to a decimal value; ``None`` when missing.
@@ -161,53 +147,41 @@ class Store(Protocol):
         Never creates the key (memcached semantics): counters that must start
         from nothing use ``add`` after a ``None``.
         """
-        ...
 
     def decr(self, key: str, delta: int = 1) -> int | None:
         """Atomically subtract ``delta``, flooring at 0; ``None`` when missing."""
-        ...
 
     def gets(self, key: str) -> tuple[bytes | NoValueType, CasToken | None]:
         """Return ``(value, token)`` for a later :meth:`cas`; ``(NO_VALUE, None)`` on a miss."""
-        ...
 
     def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
         """Store only if the key is unchanged since :meth:`gets` returned ``token``."""
-        ...
 
     def delete(self, key: str) -> bool:
         """Delete ``key``; ``True`` when it existed."""
-        ...
 
     def delete_many(self, keys: Iterable[str]) -> None:
         """Delete several keys."""
-        ...
 
     def touch(self, key: str, ttl: int) -> bool:
         """Give an existing key a new TTL; ``False`` when it is missing."""
-        ...
 
     def flush(self) -> None:
         """Remove everything (on every server of the store)."""
-        ...
 
     def stats(self) -> dict[str, dict[str, int | float | str]]:
         """Return memcached-style statistics, one mapping per server."""
-        ...
 
     def close(self) -> None:
         """Release connections; the store may reconnect on next use."""
-        ...
 
 
 @runtime_checkable
 class AsyncStore(Protocol):
     """:class:`Store`'s contract for an event loop: the same operations, awaited.
 
-    The same semantics and exceptions as :class:`Store`, checked by the same
-    contract suite (:class:`mcache.testing.async_driver.AsyncStoreContract` drives it). An
-    async store never hands work to a thread: it waits on its own sockets (or,
-    in-process, does not wait at all), so a hit costs an ASGI server no hop.
+    Checked by the same contract suite (:class:`mcache.testing.async_driver.AsyncStoreContract`
+    drives it). It never hands work to a thread, so a hit costs an ASGI server no hop.
     """
 
     max_value_size: int
@@ -244,56 +218,41 @@ class AsyncStore(Protocol):
 
     async def close(self) -> None:
         """Release the running event loop's connections (call it before the loop closes)."""
-        ...
 
 
 @runtime_checkable
 class Colocating(Protocol):
     """A store spread over several servers that can place related keys together.
 
-    Tag versions are read with every tagged hit. Spread over the ring, an entry
-    and its two tags touch three servers per hit, and a hit is as slow as the
-    slowest of them; with a copy of each version on every server, the copy next
-    to the entry comes back in the entry's own request. Copies are distinct
-    keys, every one of which a bump moves, so where a key actually lives never
-    decides correctness (after a failover, a read may merely cost two servers
-    instead of one), provided every process sharing the keys computes the same
-    copies: a store wrapping a ``Colocating`` one must forward both methods.
+    It keeps a copy of each tag version on every server, so a tagged hit asks the
+    entry's server alone (docs/explanation/tags.md). Copies are distinct keys that
+    a bump all moves, so placement never decides correctness, provided every
+    process computes the same copies: a store wrapping one must forward both methods.
     """
 
     def spread(self, base: str) -> tuple[str, ...]:
         """Return keys derived from ``base``, one owned by each server, ``base`` itself first."""
-        ...
 
     def colocated(self, base: str, near: str) -> str:
         """Return the key of ``spread(base)`` served by the server that serves ``near`` now."""
-        ...
 
 
 @runtime_checkable
 class TellsTimeLeft(Protocol):
-    """A store that can say how long each value has left.
-
-    A tiered store copies what it finds in such a cold tier into its hot tier
-    for exactly that long, so the copy expires with the original.
-    """
+    """A store that can say how long each value has left: a tiered store copies what it
+    finds in such a cold tier to its hot tier for that long, to expire with the original."""
 
     def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
-        """Return ``{key: (value, seconds left)}`` for the keys that exist.
-
-        0 means the value never expires; None that this store cannot tell.
-        """
-        ...
+        """Return ``{key: (value, seconds left)}`` for the keys that exist (0: never
+        expires; None: this store cannot tell)."""
 
 
 @dataclass(slots=True)
 class StaleClaim:
     """A reader's bid for a stale entry's rebuild, made in the read itself.
 
-    ``outcome`` is set by the store: True when this reader took the lock,
-    False when the entry was claimable but the lock was held already, None
-    when the entry was not in its stale window (a hit, a miss, or stale for
-    another reason: a bumped tag), so nothing was tried.
+    ``outcome`` is set by the store: True when this reader took the lock, False when
+    another holds it, None when the entry was not in its stale window (nothing tried).
     """
 
     lock_key: str
@@ -308,33 +267,26 @@ class StaleClaim:
 class ClaimsStale(Protocol):
     """A store that can claim a stale entry's rebuild in the same round trip as its read.
 
-    A native single-flight (``docs/explanation/memcached-protocols.md``). An entry
-    is written to live ``stale_ttl`` seconds in the store past its fresh time, so
-    one with at most that long left is stale by time; the store checks that and
-    takes the entry's lock (an ``add`` of the claim's token) in the read, where the
-    portable path spends a second round trip on the ``add``. It is the rule of
-    memcached's meta protocol (``mg … R<seconds>``: a win for the first reader of an
-    item with less than that left), done by the store.
+    A native single-flight (``docs/explanation/memcached-protocols.md``): an entry
+    with at most ``stale_ttl`` seconds left in the store is stale by time, and the
+    store takes its lock (an ``add`` of the claim's token) in the read, saving the
+    portable path's second round trip (the rule of memcached's ``mg … R<seconds>``).
     """
 
     @property
     def claims_in_read(self) -> bool:
         """Whether reads may claim: not when they go to a replica, which cannot write."""
-        ...
 
     def get_many_claiming(self, keys: list[str], claim: StaleClaim) -> dict[str, bytes]:
         """Return ``get_many(keys)``, claiming ``keys[0]``'s rebuild if it is in its window."""
-        ...
 
 
 def stale_hold_ttl(lease_ttl: int) -> int:
     """The life a stale item leased for rebuilding is held to: a lock's, and as much again.
 
-    Its holder renews it every third of its lock timeout, so while the holder
-    lives the item has more than ``lease_ttl`` seconds left; a reader that finds
-    it leased to another with less (:func:`mcache.engine.server_lease.holder_gone`)
-    knows the holder stopped renewing (killed, or its queued job lost), and
-    takes the rebuild over with the stale value still there to serve.
+    A living holder renews it every third of its lock timeout, so a reader that finds
+    less than ``lease_ttl`` left (:func:`mcache.engine.server_lease.holder_gone`)
+    takes the rebuild over, with the stale value still there to serve.
     """
     return 2 * lease_ttl
 
@@ -370,35 +322,27 @@ class LeaseBid:
 class LeasesInRead(Protocol):
     """A store whose server leases a miss or a stale entry to one reader, in the read.
 
-    A native single-flight (``docs/explanation/memcached-protocols.md``):
-    ``get_or_build`` then takes no lock key
-    and frees none. The lease is the item's cas; the entry's write is guarded by
-    it (``leased_write``), so a build whose lease an invalidation or a newer
-    write took cannot store.
+    A native single-flight (``docs/explanation/memcached-protocols.md``): no lock
+    key. The lease is the item's cas and guards the entry's write (``leased_write``),
+    so a build whose lease an invalidation or a newer write took cannot store.
     """
 
     @property
     def leases_in_read(self) -> bool:
         """Whether reads may lease now (the store may ask its servers, once)."""
-        ...
 
     def get_many_leasing(self, keys: list[str], bid: LeaseBid) -> dict[str, bytes]:
         """Return ``get_many(keys)``, bidding for the lease on ``keys[0]``."""
-        ...
 
     def claim_stale(self, key: str, token: int, bid: LeaseBid) -> None:
         """Mark the entry read with ``token`` stale, held :func:`stale_hold_ttl` of
         ``bid.lease_ttl`` more seconds, and bid for its rebuild."""
-        ...
 
     def release_lease(self, key: str, token: int) -> bool:
         """Hand a stale entry's lease, not used, to the next reader."""
-        ...
 
     def keep_lease(self, key: str, token: int, ttl: int) -> bool:
         """Give the item ``ttl`` more seconds only if its cas is still ``token``."""
-        ...
 
     def leased_write(self, key: str, value: bytes, token: int, ttl: int) -> bool:
         """Store only if the item's cas is still ``token``; ttl -1 removes it instead."""
-        ...

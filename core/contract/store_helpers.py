@@ -35,11 +35,8 @@ _TWIN_LOCK = threading.Lock()  # making a twin is rare: one lock for every store
 
 
 def twin_made_once(store: Any, make: Callable[[], Twin]) -> Twin:
-    """Return ``store._twin``, made by ``make()`` on the first call.
-
-    Callers racing to the first call share one twin; once it exists no lock is
-    taken (every awaited store call asks for it).
-    """
+    """Return ``store._twin``, made by ``make()`` on the first call (racing callers share
+    one); once it exists no lock is taken, as every awaited store call asks for it."""
     twin = store._twin
     if twin is None:
         with _TWIN_LOCK:
@@ -88,10 +85,8 @@ def copies_per_owner(base: str, owner_of: Callable[[str], Owner], owners: int) -
     """Map each owner to a key it owns: ``base`` for its own, else ``base~n`` for the
     smallest such n (see :class:`~mcache.contract.store.Colocating`).
 
-    Tries :data:`COPY_SEARCH_PER_OWNER` suffixes per owner at most, and none
-    that would make a key too long: an owner with too small a share to be
-    found within that bound gets no copy, and readers near it use ``base``.
-    """
+    Tries :data:`COPY_SEARCH_PER_OWNER` suffixes per owner at most, none making a key
+    too long; an owner not found so gets no copy, and readers near it use ``base``."""
     copies = {owner_of(base): base}
     limit = COPY_SEARCH_PER_OWNER * owners
     if len(base) + len(str(limit)) + 1 <= MAX_KEY_BYTES:

@@ -1,15 +1,10 @@
 """Counters a database could not take at web load, kept in the cache's store.
 
 Every page view as an ``UPDATE`` is a write per request; memcached's atomic
-``incr`` is a microsecond on a server that is there anyway. The keys live under
-the cache's namespace with a class prefix (``c`` counters and view counters,
-``o`` online slots, ``ou`` their HyperLogLogs, ``om`` online markers, ``v``
-visitor counters) so the stats
-report can tell them from cache entries.
-
-Counts are only as durable as the store: an evicted or lost counter starts
-again (from ``initial`` for a ``ViewCounter``), which is why view counts are
-handed back to the database with :meth:`ViewCounter.flush`.
+``incr`` is a microsecond on a server that is there anyway. Keys carry a class
+prefix (``c`` here) so the stats report can tell them from cache entries. Counts
+are only as durable as the store, which is why view counts are handed back to the
+database with :meth:`ViewCounter.flush`. See docs/how-to/counters.md.
 """
 
 from __future__ import annotations
@@ -28,13 +23,7 @@ from mcache.sansio.steps import Steps, StoreCall, aperform, arun_steps, one, per
 if TYPE_CHECKING:
     from mcache.engine.parts import CacheParts
 
-__all__ = [
-    "ROBOTS",
-    "Counter",
-    "ViewCounter",
-    "counter_key",
-    "is_robot",
-]
+__all__ = ["ROBOTS", "Counter", "ViewCounter", "counter_key", "is_robot"]
 
 ROBOTS = ("bot", "crawler", "spider", "slurp", "curl", "wget", "python-requests")
 """User-agent substrings of visits that are not online visitors (both adapters' default)."""
@@ -51,36 +40,10 @@ _RETRIES = 5
 
 def counter_key(cache: CacheParts, kind: str, *parts: object, hash_tag: bool = False) -> str:
     """Return ``{ns}:{kind}:…`` for a counter: readable, memcached-safe, namespaced.
-
-    ``hash_tag`` wraps the parts' key in braces: keys that extend it share a
-    Redis Cluster hash slot.
-    """
+    ``hash_tag`` braces the parts' key, so keys extending it share a Redis Cluster slot."""
     digest_key = make_key("", *parts)
     prefix = f"{cache.namespace}:{kind}" if cache.namespace else kind
     return f"{prefix}:{{{digest_key}}}" if hash_tag else f"{prefix}:{digest_key}"
-
-
-def bump(
-    parts: CacheParts,
-    key: str,
-    delta: int,
-    ttl: int = 0,
-    seed: Callable[[], int] | None = None,
-    on_seeded: Callable[[int], object] | None = None,
-) -> int:
-    """Add ``delta`` to a counter, creating it (from ``seed()`` or 0) if missing.
-
-    The incr → add → incr loop: ``incr`` never creates a key, and of several
-    callers that find it missing exactly one ``add`` wins; the others ``incr``
-    again, so no first increment is lost and the seed is applied once (only the
-    winner calls ``on_seeded(seed)``). On a store that creates what it counts
-    (memcached's meta protocol: ``ma … N J``) a counter without a seed takes one
-    command instead. A store that is down counts nothing and answers what the
-    seed says (the database's count for a view counter) or 0, logged, never an
-    exception; so does a key that vanishes between ``incr`` and ``add`` on every
-    one of its tries.
-    """
-    return run_steps(bump_steps(parts, key, delta, ttl, seed, on_seeded), perform)
 
 
 def bump_steps(
@@ -91,7 +54,14 @@ def bump_steps(
     seed: Callable[[], int] | None = None,
     on_seeded: Callable[[int], object] | None = None,
 ) -> Steps[int]:
-    """:func:`bump`, as steps: the one algorithm both the sync and the async counters run."""
+    """Add ``delta`` to a counter, creating it (from ``seed()`` or 0) if missing.
+
+    The incr → add → incr loop: ``incr`` never creates a key, and of several
+    callers that find it missing exactly one ``add`` wins (and calls
+    ``on_seeded(seed)``); the others ``incr`` again, so no first increment is
+    lost. A store that is down counts nothing and answers ``seed()`` or 0, logged.
+    As steps: the one algorithm both the sync and the async counters run.
+    """
     store = parts.store
     if (
         delta > 0
@@ -141,7 +111,7 @@ class Counter:
 
     def incr(self, delta: int = 1) -> int:
         """Add ``delta`` (>= 0) and return the new count."""
-        return bump(self.parts, self.key, delta, self.ttl)
+        return run_steps(bump_steps(self.parts, self.key, delta, self.ttl), perform)
 
     async def aincr(self, delta: int = 1) -> int:
         """Await :meth:`incr` (on the store's async twin: no thread)."""
@@ -165,16 +135,12 @@ class Counter:
 class ViewCounter:
     """View counts per object, seeded from the database, written back in batches.
 
-    ``initial(ident)`` reads the persisted count of an object (e.g. its
-    ``views`` column) when the cache has none. ``flush(write_back)`` hands
-    ``write_back(ident, delta)`` the views counted since the last flush, for every
-    object viewed since, from whichever process calls it, so the database gets one
-    write per object per period instead of one per view.
-
-    Each object has its count and a *baseline*: the count the database already
-    has. A flush moves the baseline up to the count with ``gets``/``cas`` before
-    calling ``write_back`` (and gives the delta back if that raises), so two
-    flushes racing never write the same views twice.
+    ``initial(ident)`` reads the persisted count (e.g. a ``views`` column) when the
+    cache has none; ``flush(write_back)`` hands ``write_back(ident, delta)`` the
+    views counted since the last flush, so the database gets one write per object
+    per period instead of one per view. A flush claims each delta by moving the
+    object's *baseline* with ``gets``/``cas``, so racing flushes never write the
+    same views twice (docs/how-to/counters.md).
     """
 
     def __init__(self, parts: CacheParts, name: str, initial: Callable[[Any], int] | None = None,
@@ -214,11 +180,12 @@ class ViewCounter:
         )
 
     def _count(self, ident: Hashable, delta: int) -> int:
-        return bump(
+        counting = bump_steps(
             self.parts, self.key(ident), delta, self.ttl,
             seed=lambda: int(self.initial(ident)),
             on_seeded=lambda base: self._set_baseline(ident, base),
         )  # fmt: skip
+        return run_steps(counting, perform)
 
     def incr(self, obj: Any, delta: int = 1) -> int:
         """Count ``delta`` views of ``obj``; return its new count."""
@@ -274,12 +241,8 @@ class ViewCounter:
         self.push()
         data = self.parts.store_call("counter", lambda: self.parts.store.get(self.dirty_key), b"")
         idents = _decode_idents(data if isinstance(data, bytes) else b"")
-        pending = {}
-        for ident in dict.fromkeys(idents):
-            delta = self._delta(ident)
-            if delta:
-                pending[ident] = delta[0]
-        return pending
+        found = {ident: self._delta(ident) for ident in dict.fromkeys(idents)}
+        return {ident: delta[0] for ident, delta in found.items() if delta}
 
     def _delta(self, ident: Hashable) -> tuple[int, int, Any] | None:
         """Return ``(delta, count, cas token of the baseline)`` for one object, or None."""
@@ -297,11 +260,8 @@ class ViewCounter:
         return count - saved, count, token
 
     def flush(self, write_back: Callable[[Hashable, int], object]) -> int:
-        """Call ``write_back(ident, delta)`` for each object viewed since the last flush.
-
-        Returns how many objects were written. An object whose ``write_back``
-        raises keeps its delta for the next flush.
-        """
+        """Call ``write_back(ident, delta)`` for each object viewed since the last flush;
+        return how many were written (one whose ``write_back`` raises keeps its delta)."""
         self.push()
         written, failed = 0, []
         for ident in dict.fromkeys(self._take_dirty()):

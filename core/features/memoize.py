@@ -119,13 +119,8 @@ class Memoized:
         build = functools.partial(self.uncached, *args, **kwargs)
         if self.is_async:
             build = functools.partial(_run_coroutine, build)
-        return self.cache.refresh(
-            self.key(*args, **kwargs),
-            build,
-            ttl=self.ttl,
-            tags=self._tags(args, kwargs),
-            **self.options,
-        )
+        key, tags = self.key(*args, **kwargs), self._tags(args, kwargs)
+        return self.cache.refresh(key, build, ttl=self.ttl, tags=tags, **self.options)
 
     def invalidate(self, *args: Any, **kwargs: Any) -> bool:
         """Forget the cached result for these arguments; ``True`` when there was one."""
@@ -185,10 +180,8 @@ def memoize(
 ) -> Callable[[Callable[..., Any]], Memoized]:
     """Return the decorator that ``Cache.cached`` hands out.
 
-    ``refuse``: an adapter's check of each result. A memoized view returns
-    its framework's response, cookies and all, and every later caller would
-    get that one visitor's response; the adapters refuse it, naming their
-    ``cached_view``, which caches pages without that leak.
+    ``refuse``: an adapter's check of each result, so that one visitor's response,
+    cookies and all, is never handed to every later caller (:func:`refuse_instances_of`).
     """
     check_options(options)
 

@@ -1,20 +1,11 @@
 """Raw keys: values another program wrote, or will read, on the same servers.
 
-Everything else in mcache namespaces its keys (``<namespace>:<readable>:<digest>``)
-and frames its values (a codec header, maybe a signature). A PHP page, a Go
-service or a python-memcached script sharing the pool knows neither, so
-``cache.raw`` reads and writes the key exactly as given and the value as bare
-bytes: a ``str`` is written as UTF-8, an ``int`` as its decimal digits (what
-``incr`` counts and every client reads back as a number), with memcached flags 0,
-which python-memcached, pymemcache and PHP's clients read back as a plain string.
-What comes back is always ``bytes``: decoding is the caller's, since only it
-knows what the other program meant.
-
-On a memcached pool the key goes to the server its ring names; with
-``hashing=modulo`` that is the server python-memcached, PHP's memcache and
-libmemcached's CRC hash pick (see :class:`mcache.model.ring.ModuloRing`), with
-``ketama`` the server every libketama client picks. A store failure is logged
-and degrades as every other call does: a read returns ``default``, a write False.
+Everything else in mcache namespaces its keys and frames its values; a PHP page,
+a Go service or a python-memcached script sharing the pool knows neither. So
+``cache.raw`` takes the key exactly as given and the value as bare bytes (a
+``str`` as UTF-8, an ``int`` as decimal digits, flags 0) and always returns
+``bytes``: only the caller knows what the other program meant. See
+docs/how-to/core.md ("Share keys with other programs").
 """
 
 from __future__ import annotations

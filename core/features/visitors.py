@@ -1,11 +1,8 @@
 """Counters of visitors: who is online now, and visitors per period.
 
-Both are built on :func:`~mcache.features.counters.bump` (the incr → add loop) and
-keep their keys beside the other counters (``o`` online slots, ``ou`` their
-HyperLogLogs, ``om`` online markers, ``v`` visitor periods). Online visits are
-counted on every request, so :meth:`OnlineCounter.hit` is written as steps and
-has an awaitable twin (:meth:`OnlineCounter.ahit`) that an ASGI site's
-middleware awaits without a thread.
+Both are built on :func:`~mcache.features.counters.bump_steps` (the incr → add loop).
+Online visits are counted on every request, so :meth:`OnlineCounter.hit` is
+written as steps, with an awaitable twin an ASGI middleware awaits without a thread.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from mcache.contract.store import NO_VALUE
 from mcache.contract.store_helpers import stored_count
-from mcache.features.counters import bump, bump_steps, counter_key
+from mcache.features.counters import bump_steps, counter_key
 from mcache.model.keys import make_key
 from mcache.sansio.steps import Steps, StoreCall, aperform, arun_steps, one, perform, run_steps
 
@@ -29,24 +26,11 @@ __all__ = ["OnlineCounter", "VisitorCounter"]
 class OnlineCounter:
     """Visitors seen in the last ``window`` seconds: ``slots - 1`` complete slots and a filling one.
 
-    Time is cut into slots of ``window / (slots - 1)`` seconds, numbered
-    ``floor(now / slot_len)``; the defaults (300 s, 6 slots) are the six
-    one-minute keys of A. Smirnov's online counter (HighLoad++ 2008): the count
-    is the sum of the five complete minutes before the current one, read in
-    one ``get_many``, while the sixth fills. Each slot is counted with
-    incr/add and created to outlive the last count that reads it. Keys carry
-    the slot's absolute number rather than ``number % slots``: a key reused the
-    next time round would still hold its previous round's count until it expired.
-
-    ``hit(visitor)`` counts a visitor at most once in any window: an ``add`` of
-    a marker that lives until the slot where the window that counted the visit
-    has passed decides, so repeat visits cost one failed ``add`` and no session
-    write, and a steady visitor is counted exactly once in every window.
-
-    On Redis (``unique="auto"`` or ``"hll"``) each slot is a HyperLogLog instead:
-    ``PFADD`` per visit, ``PFCOUNT`` over the slots for the count — about 12 KB
-    per slot however many visitors, with a standard error of 0.81%, and a visitor
-    seen in two slots counted once. Markers are exact but cost a key per visitor.
+    A. Smirnov's online counter (HighLoad++ 2008): slots of ``window / (slots - 1)``
+    seconds, keyed by their absolute number (a key reused ``% slots`` would still
+    hold its previous round's count); ``hit(visitor)`` counts a visitor once per
+    window by an ``add`` of a marker, or on Redis a HyperLogLog per slot (~12 KB,
+    0.81% error). The rules and their reasons: docs/how-to/counters.md.
     """
 
     def __init__(
@@ -87,11 +71,8 @@ class OnlineCounter:
     def hit_steps(self, visitor: Hashable | None) -> Steps[bool]:
         """:meth:`hit`, as steps; a store failure counts nothing (logged).
 
-        Expiry on memcached is in whole seconds and may come up to one early, so
-        each TTL is rounded up and given a second more: a slot outlives the last
-        count that reads it, and a marker never expires inside the window whose
-        count holds its visit (a double count); a visitor seen only in the first
-        second after it is counted with their next visit.
+        memcached's expiry is in whole seconds and may come up to one early, so each
+        TTL is rounded up and given a second more: no slot or marker dies too soon.
         """
         now = self.parts.clock.time()
         slot = math.floor(now / self.slot_len)
@@ -115,10 +96,8 @@ class OnlineCounter:
     def unique_key(self, slot: int) -> str:
         """Return the HyperLogLog key of one slot (kept apart from anonymous hit counts).
 
-        The slots of one counter share a Redis hash tag (``{…}`` around the name's
-        part), so on a Redis Cluster they live in one hash slot and the count stays
-        one ``PFCOUNT``; elsewhere the braces are just characters.
-        """
+        A counter's slots share a Redis hash tag, so on a Redis Cluster the count stays
+        one ``PFCOUNT``."""
         return f"{counter_key(self.parts, 'ou', self.name, hash_tag=True)}:{slot}"
 
     def count(self) -> int:
@@ -138,14 +117,9 @@ class OnlineCounter:
 class VisitorCounter:
     """Visits per period ``T``: this period's count, and the last complete period's.
 
-    The classic memcached recipe keeps a *current* key that expires at the
-    period's end and a *shadow* that outlives it, because its keys do not
-    name their period. These keys do (``floor(now / T)``), so one key a
-    period serves both reads: ``value()`` reads period ``n``'s key during
-    ``n``, ``previous()`` reads it during ``n + 1``. It is created to live
-    until ``n + 1`` ends, rounded up and one second more: memcached's expiry
-    is in whole seconds and may come up to one early, and a count must not
-    drop to 0 in a period's last second.
+    Keys name their period (``floor(now / T)``), so one key serves both reads (the
+    classic recipe's current/shadow pair is not needed); it lives until the next
+    period ends, plus a second for memcached's whole-second expiry.
     """
 
     def __init__(self, parts: CacheParts, name: str, period: int = 3600) -> None:
@@ -165,7 +139,7 @@ class VisitorCounter:
         """Count a visit; return the current period's count."""
         index, into = divmod(self.parts.clock.time(), self.period)
         ttl = math.ceil(2 * self.period - into) + 1
-        return bump(self.parts, self._key(int(index)), 1, ttl)
+        return run_steps(bump_steps(self.parts, self._key(int(index)), 1, ttl), perform)
 
     def value(self) -> int:
         """Return the current period's count."""

@@ -1,11 +1,8 @@
 """Warm-up: build a list of cached functions' results before visitors ask for them.
 
-``manage.py mcache_warm`` and ``flask mcache warm`` call :func:`warm` with
-what a callable of the site's yields: ``(cached_function, args)`` or
-``(cached_function, args, kwargs)``. Each is rebuilt now, in this process
-(``cache.refresh``: out of turn, whatever its state), or, with ``queue``,
-handed to the cache's refresher (a task queue's workers) under its lock, as a
-stale key's rebuild is.
+``manage.py mcache_warm`` and ``flask mcache warm`` rebuild each ``(cached_function,
+args[, kwargs])`` a callable of the site's yields, now (``cache.refresh``) or, with
+``queue``, on the cache's refresher under its lock (docs/how-to/task-queue.md).
 """
 
 from __future__ import annotations
@@ -129,10 +126,8 @@ class Progress:
 
 def warm_from(source: str, queue: bool, write: Callable[[str], None], terminal: bool) -> Progress:
     """What ``mcache_warm`` and ``flask mcache warm`` run: read, warm, wait; return the outcome.
-
-    Raises :class:`ConfigError` for a ``source`` that cannot be used. With an
-    in-process refresher, what was handed to it is finished before returning.
-    """
+    Raises :class:`ConfigError` for an unusable ``source``; an in-process refresher's work
+    is finished before returning."""
     items = items_of(source)
     progress = Progress(len(items), write, terminal)
     try:

@@ -4,18 +4,15 @@ Everything a store holds passes through a :class:`Codec`, so this is the one pla
 that decides three things:
 
 * **Counters stay counters.** A plain ``int`` is stored as ASCII decimal
-  (``b"42"``) with no header, because memcached's server-side ``incr``/``decr``
-  only work on such values. The price: raw integers are never compressed or
-  signed, so someone who can write to the cache can change a counter, but can
-  never make this process unpickle anything.
-* **Bad bytes are a miss, never an exception.** Values written by an older
-  release, by another program, truncated by a proxy or tampered with decode to
-  ``NO_VALUE``; the next build overwrites them. Each kind of failure is logged at
-  most once per interval, so a poisoned key cannot flood the log.
-* **Signed values are bound to their key.** With a ``signing_key`` the
-  HMAC-SHA256 tag covers the store key, the header and the body, so a value copied
-  from another key (or an unsigned value slipped in) is rejected *before* it is
-  decompressed or unpickled.
+  (``b"42"``) with no header, so memcached's ``incr``/``decr`` work on it; it is
+  never compressed or signed: a tamperer can change a count, never make this
+  process unpickle anything.
+* **Bad bytes are a miss, never an exception.** Values of an older release, of
+  another program, truncated or tampered with decode to ``NO_VALUE`` (each kind
+  of failure logged at most once per interval); the next build overwrites them.
+* **Signed values are bound to their key.** The HMAC-SHA256 tag covers the
+  store key, header and body, so a value copied from another key (or unsigned)
+  is rejected before it is decompressed or unpickled (docs/explanation/security.md).
 
 Wire format of everything except a raw ``int``::
 
@@ -65,11 +62,9 @@ class Serializer(Protocol):
 
     def dumps(self, obj: object) -> bytes:
         """Serialize ``obj``."""
-        ...
 
     def loads(self, data: bytes) -> object:
         """Deserialize ``data``."""
-        ...
 
 
 class PickleSerializer:
@@ -89,9 +84,8 @@ class PickleSerializer:
 class JsonSerializer:
     """Serialize JSON types as compact UTF-8 JSON.
 
-    Only JSON types round-trip: tuples come back as lists, non-string mapping keys
-    come back as strings, and anything else (sets, bytes inside a structure, dates,
-    objects) makes ``dumps`` raise ``TypeError``.
+    Only JSON types round-trip: tuples come back as lists, non-string mapping keys as
+    strings; anything else (sets, bytes, dates, objects) makes ``dumps`` raise ``TypeError``.
     """
 
     name = "json"
@@ -109,10 +103,8 @@ class JsonSerializer:
 
 
 class MsgpackSerializer:
-    """Serialize JSON-like types (plus bytes, int keys) with msgpack.
-
-    As with JSON, tuples come back as lists; unsupported types raise ``TypeError``.
-    """
+    """Serialize JSON-like types (plus bytes, int keys) with msgpack: as with JSON, tuples
+    come back as lists, and unsupported types raise ``TypeError``."""
 
     name = "msgpack"
 
@@ -141,11 +133,6 @@ _BUILTIN: dict[str, tuple[Callable[[], Serializer], int]] = {
     "msgpack": (MsgpackSerializer, _MSGPACK),
 }
 _BUILTIN_IDS = {factory: serializer_id for factory, serializer_id in _BUILTIN.values()}
-
-
-def _identity(data: bytes) -> bytes:
-    """Return raw bytes unchanged."""
-    return data
 
 
 def _make_serializer(serializer: str | Serializer) -> tuple[Serializer, int]:
@@ -228,17 +215,13 @@ class Codec:
         self._plain_header = b"" if self._mac_base else _HEADERS[self._serializer_id]
         self._plain_loads = self.serializer.loads
         self._decoders: dict[int, Callable[[bytes], object]] = {
-            _RAW: _identity,
+            _RAW: bytes,  # raw bytes come back as they are
             self._serializer_id: self.serializer.loads,
         }
 
     def storable_bytes(self, data: bytes) -> bytes | str:
-        """Return ``data`` in a form this codec can keep inside a structure.
-
-        JSON has no bytes: for it the bytes go in as a latin-1 string, one
-        character per byte, which ``bytes_of`` turns back. Other serializers
-        keep bytes as they are.
-        """
+        """Return ``data`` in a form this codec can keep inside a structure: JSON has no
+        bytes, so for it a latin-1 string (one character per byte) ``bytes_of`` turns back."""
         return data.decode("latin-1") if self.serializer.name == "json" else data
 
     @staticmethod

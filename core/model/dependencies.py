@@ -1,28 +1,15 @@
 """What a build read: the tags of every cached value used inside it, at any depth.
 
-A page that holds a cached fragment is only as fresh as the fragment: if
-``invalidate("categories")`` makes the fragment stale, the page holding its old
-copy is stale too. So while a build runs, every cached value read inside it
-(``get_or_build``, ``cached`` functions, template fragments, plain ``get``)
-reports the tag versions it was validated against to the enclosing build, and
-the entry that build stores records them next to its own tags. A bump of any
-of them then makes the enclosing entry stale as well: Russian-doll caching
-without hand-kept keys (composition rule 1 in ``docs/explanation/consistency.md``).
+A page that holds a cached fragment is only as fresh as the fragment. So every
+cached value read inside a build reports the tag versions it was validated
+against, and the entry the build stores records them next to its own tags:
+composition rules 1 and 2 in ``docs/explanation/consistency.md``.
 
-The current build lives in a context variable, so it follows the build through
-nested calls, ``await`` and tasks started inside it, and never leaks to other
-requests or threads. A value that could only be had stale (another process
-holds its lock) marks the build ``stale``: the entry is then stored already
-stale, so the next reader rebuilds it (rule 2).
-
-Versions are recorded per tag *copy* (the label an entry records, see
-:mod:`mcache.model.tags`): a version is only ever compared with the copy it was read
-from. Two reads of one copy at different versions keep the older, so the
-entry is stale if anything it holds is. Tags belong to one store and
-namespace (a build's *scope*): a value read from another cache cannot be
-checked against this one's tags, so only its staleness crosses over, not its
-tags (a page on one cache is not invalidated by the tags of a fragment cached
-on another).
+The current build lives in a context variable, so it follows nested calls,
+``await`` and tasks started inside it, and never leaks to other requests.
+Versions are recorded per tag *copy* (:mod:`mcache.model.tags`); two reads of one
+copy keep the older version. Tags belong to one store and namespace (a build's
+*scope*): a value read from another cache passes on only its staleness.
 """
 
 from __future__ import annotations
@@ -67,10 +54,8 @@ def inside_build() -> bool:
 
 
 def report(scope: object, versions: Mapping[str, int], stale: bool = False) -> None:
-    """Tell the enclosing build, if any, what the value just read depends on.
-
-    ``scope`` names the tags the versions belong to (a store and namespace).
-    """
+    """Tell the enclosing build, if any, what the value just read depends on (``scope``:
+    the store and namespace the tags of ``versions`` belong to)."""
     build = _CURRENT.get()
     if build is not None and (versions or stale):
         build.add(scope, versions, stale)

@@ -1,17 +1,14 @@
 """The envelope a ``get_or_build`` entry is stored in.
 
-An entry carries its own *fresh-until* time, so it can live in the store longer
-than it is fresh (store TTL = ttl + stale_ttl) and be served stale while one
-caller rebuilds it. It also records how long its build took (for early,
-probabilistic refresh) and the versions of its tags as they were read *before*
-the build started, so a tag bumped during the build leaves it stale.
-
-The envelope is a plain list so that every codec (pickle, JSON, msgpack) can
-carry it: ``["mc1", value, fresh_until_ms, build_ms, {tag: version}]``.
+An entry carries its own *fresh-until* time, so it can outlive its freshness in the
+store (TTL = ttl + stale_ttl) and be served stale while one caller rebuilds it; how
+long its build took (for early refresh); and its tags' versions as read *before* the
+build started, so a tag bumped during the build leaves it stale. It is a plain list,
+which every codec can carry: ``["mc1", value, fresh_until_ms, build_ms, {tag: version}]``.
 
 While the first build of a missing key runs, the key holds a *placeholder*,
-``["mc1p", token]`` (see :mod:`mcache.engine.write_lease`): no value, so every reader treats
-it as a miss, but something the build's write can be compared against.
+``["mc1p", token]`` (see :mod:`mcache.engine.write_lease`): a miss to every reader,
+but something the build's write can be compared against.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Rebuild jobs as data: what a task-queue worker needs to rebuild an entry.
 
-A closure cannot be pickled, nor sent to another process. A rebuild that may
-leave the process is therefore described by names and data (rebuild jobs are
-data: ``docs/how-to/task-queue.md``): the builder's import path, its arguments (encoded with the
-cache's codec, so signed when the cache signs), the entry's key, tags and
-options, the lock the enqueuer holds and its owner token, and the fresh-until
-time of the stale entry it saw (for the worker's control check).
+A closure cannot be sent to another process, so a rebuild that may leave the
+process is described by names and data (see "Jobs are data" in
+docs/how-to/task-queue.md), including the fresh-until time of the stale entry
+the enqueuer saw, for the worker's control check.
 
 A builder is *addressable* when importing its path gives it back: a
-module-level function, a ``functools.partial`` of one, or a function decorated
-with ``@cache.cached`` (whose module attribute is the cached wrapper: the
-wrapper names the plain function in ``__mcache_uncached__``). Lambdas, closures
-and bound methods are not: they stay in the process that made them.
+module-level function, a ``functools.partial`` of one, or a ``@cache.cached``
+function (the wrapper names the plain function in ``__mcache_uncached__``).
 """
 
 from __future__ import annotations

@@ -2,25 +2,20 @@
 
 Two calls must share a cache entry exactly when their parameters are the same values
 of the same types, in every process, on every host, under every Python version. So
-nothing here uses ``hash()`` (salted per process for str/bytes) or ``repr()`` (not a
-contract; changes between versions and includes memory addresses). Instead each value
-is written as a type tag, a byte length and its content, recursively::
+nothing here uses ``hash()`` (salted per process) or ``repr()`` (no contract, memory
+addresses). Each value is written as a type tag, a byte length and its content,
+recursively (``"hello"`` -> ``b"s5:hello"``, ``("a", 1)`` -> ``b"t8:s1:ai1:1"``).
 
-    "hello"      -> b"s5:hello"
-    ("a", 1)     -> b"t8:s1:ai1:1"
+The length prefix keeps ``("a b",)`` and ``("a", "b")`` apart; the tag keeps ``1``,
+``1.0``, ``True``, ``"1"`` and ``b"1"`` apart; mappings and sets are sorted by their
+encoded bytes, so order and hash seed do not matter. A type that cannot be encoded
+faithfully is an error, never a fallback: a key that differs between processes is a
+permanent miss, and one too coarse serves one caller's data to another.
 
-The length prefix makes the encoding prefix-free, so ``("a b",)`` and ``("a", "b")``
-cannot produce the same bytes; the tag keeps ``1``, ``1.0``, ``True``, ``"1"`` and
-``b"1"`` apart; mappings and sets are sorted by their encoded bytes so insertion order
-and hash seed do not matter. A type we cannot encode faithfully is an error, never a
-silent fallback: a key that differs between processes is a permanent miss, and a key
-that is too coarse serves one caller's data to another.
-
-The key itself is ``"{namespace}:{readable}:{digest}"``. The BLAKE2b digest carries
-the uniqueness; the readable prefix (leading str/int parts and str/int named
-arguments) is only there so a human reading a key dump or a trace can tell
-keys apart. Memcached limits keys to 250 bytes without whitespace or control
-characters, and every store enforces the same rule through :func:`validate_store_key`.
+The key is ``"{namespace}:{readable}:{digest}"``: the BLAKE2b digest carries the
+uniqueness, the readable prefix (leading str/int parts and str/int named arguments)
+lets a human tell keys apart. Every store enforces memcached's rule (at most 250
+bytes, no whitespace or control characters) through :func:`validate_store_key`.
 """
 
 from __future__ import annotations
@@ -79,22 +74,9 @@ def _type_name(cls: type) -> bytes:
 # c __cache_key__() result, m model instance, o dataclass instance.
 
 
-def _encode_none(obj: None) -> bytes:
-    return b"N0:"
-
-
-def _encode_bool(obj: bool) -> bytes:
-    return b"b1:1" if obj else b"b1:0"
-
-
 def _encode_int(obj: int) -> bytes:
     # Hex, not decimal: str() refuses ints over 4300 digits since Python 3.11.
     return _frame(b"i", b"%x" % int(obj))
-
-
-def _encode_float(obj: float) -> bytes:
-    # float.hex is exact and version-independent; it keeps 0.0 and -0.0 apart.
-    return _frame(b"f", float.hex(obj).encode("ascii"))
 
 
 def _encode_str(obj: str) -> bytes:
@@ -115,28 +97,21 @@ def _leaf(tag: bytes, content: Callable[[Any], str]) -> Callable[[Any], bytes]:
     return lambda obj: _frame(tag, content(obj).encode("ascii"))
 
 
-_encode_datetime = _leaf(b"T", datetime.datetime.isoformat)
-_encode_date = _leaf(b"D", datetime.date.isoformat)
-_encode_time = _leaf(b"H", datetime.time.isoformat)
-_encode_timedelta = _leaf(b"R", lambda d: f"{d.days},{d.seconds},{d.microseconds}")
-_encode_decimal = _leaf(b"n", str)
-_encode_uuid = _leaf(b"u", lambda u: u.hex)
-
 _LEAVES: dict[type, Callable[[Any], bytes]] = {
-    type(None): _encode_none,
-    bool: _encode_bool,
+    type(None): lambda obj: b"N0:",
+    bool: lambda obj: b"b1:1" if obj else b"b1:0",
     int: _encode_int,
-    float: _encode_float,
+    float: _leaf(b"f", float.hex),  # exact, version-independent; keeps 0.0 and -0.0 apart
     str: _encode_str,
     bytes: _encode_bytes,
     bytearray: _encode_bytes,
     memoryview: _encode_bytes,
-    datetime.datetime: _encode_datetime,
-    datetime.date: _encode_date,
-    datetime.time: _encode_time,
-    datetime.timedelta: _encode_timedelta,
-    decimal.Decimal: _encode_decimal,
-    uuid.UUID: _encode_uuid,
+    datetime.datetime: _leaf(b"T", datetime.datetime.isoformat),
+    datetime.date: _leaf(b"D", datetime.date.isoformat),
+    datetime.time: _leaf(b"H", datetime.time.isoformat),
+    datetime.timedelta: _leaf(b"R", lambda d: f"{d.days},{d.seconds},{d.microseconds}"),
+    decimal.Decimal: _leaf(b"n", str),
+    uuid.UUID: _leaf(b"u", lambda u: u.hex),
 }
 
 # For subclasses, tried with isinstance in this order (datetime is a subclass of date).
@@ -162,15 +137,11 @@ def _encode_flat_tuple(obj: tuple[Any, ...]) -> bytes | None:
     for item in obj:
         kind = type(item)
         if kind is str:
-            content = str.encode(item, "utf-8", "surrogatepass")
-            tag = b"s"
+            out.append(_frame(b"s", str.encode(item, "utf-8", "surrogatepass")))
         elif kind is int:
-            content = b"%x" % item
-            tag = b"i"
+            out.append(_frame(b"i", b"%x" % item))
         else:
             return None
-        size = len(content)
-        out.append(tag + (_SIZES[size] if size < 256 else b"%d:" % size) + content)
     return _frame(b"t", b"".join(out))
 
 
@@ -287,8 +258,8 @@ def canonical_bytes(obj: object) -> bytes:
     return _encode(obj, set(), 0)
 
 
-def _check_namespace(namespace: object) -> str:
-    """Return ``namespace`` if it is usable in a key, else raise InvalidKey."""
+def _check_namespace(namespace: object) -> None:
+    """Raise InvalidKey unless ``namespace`` is usable in a key."""
     if not isinstance(namespace, str):
         raise InvalidKey(f"namespace must be a str, not {type(namespace).__qualname__}")
     if len(namespace) > MAX_NAMESPACE_CHARS:
@@ -301,7 +272,6 @@ def _check_namespace(namespace: object) -> str:
             f"namespace {namespace[:40]!r} contains {bad.group()!r}: only visible ASCII "
             "without whitespace or control characters is allowed"
         )
-    return namespace
 
 
 def _readable_piece(value: object, budget: int) -> str | None:
@@ -348,11 +318,8 @@ def _readable(parts: tuple[object, ...], named: dict[str, object], budget: int) 
 
 _checked_namespaces: set[str] = set()
 _NO_NAMED: Final = b"d0:"
-
-
 _FLAT_KINDS: Final = frozenset({str, int})
-_MEMO_SIZE: Final = 2048
-_memo: BoundedMemo[tuple[object, ...], str] = BoundedMemo(_MEMO_SIZE)
+_memo: BoundedMemo[tuple[object, ...], str] = BoundedMemo(2048)
 
 
 def make_key(namespace: str, *parts: object, **named: object) -> str:

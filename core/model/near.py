@@ -6,24 +6,11 @@ with the tag versions it was checked against (those live in
 against those versions and its own fresh-until time and costs no I/O at all.
 
 How long a copy may be trusted is a stated number (composition rule 5 in
-``docs/explanation/consistency.md``):
-
-* **With pushed invalidations** (Redis, Redis Sentinel: ``CLIENT TRACKING``,
-  see :mod:`mcache.stores.redis.tracking`) the server tells this process about
-  every write to the namespace's keys, entries and tag versions alike, and the
-  copies go within milliseconds. A lost tracking connection empties the near
-  cache, and nothing is kept again until tracking is back.
-* **Without** (memcached, SQL stores, Redis Cluster), a copy and the tag
-  versions it was checked against live at most ``near_ttl`` seconds: another
-  process's write or ``invalidate`` may go unseen here for that long.
-
-In both cases this process's own writes, deletes and bumps are seen at once.
-
-What a hit returns is a copy of the cached value, made from its serialized
-form (immutable scalars are returned as they are): a caller that changes what
-it got never changes what the next caller gets, as with Django's local-memory
-cache. Copies are bounded by ``near_size``; when it is reached, the oldest
-copy goes first.
+``docs/explanation/consistency.md``): until the store pushes its invalidation
+(Redis: :mod:`mcache.stores.redis.tracking`), else at most ``near_ttl`` seconds;
+this process's own writes, deletes and bumps are seen at once. A hit returns a
+copy made from the serialized value, so a caller that changes what it got never
+changes what the next caller gets. See docs/how-to/near-cache.md.
 """
 
 from __future__ import annotations
@@ -33,6 +20,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcache.errors import ConfigError
@@ -50,11 +38,9 @@ _AS_THEY_ARE = (str, bytes, int, float, bool, type(None))
 class Invalidations:
     """Which keys were invalidated since a read began, so a read never keeps what it missed.
 
-    A read that started before another process's write may finish after the
-    server pushed that write's invalidation: keeping what it read would keep
-    an old value for as long as copies live. So every read takes a
-    :meth:`mark` first, and what it read is kept only if no invalidation of
-    its key (and no reset) came after the mark.
+    A read that started before another process's write may finish after that
+    write's invalidation arrived. So every read takes a :meth:`mark` first, and what
+    it read is kept only if no invalidation of its key (and no reset) came after it.
     """
 
     __slots__ = ("_dropped", "_floor", "_lock", "_seq", "listening", "wake")
@@ -101,18 +87,16 @@ class Invalidations:
             self._dropped.clear()
 
 
+@dataclass(slots=True, eq=False)
 class NearCopy:
     """An entry kept near: its metadata, its value (or how to copy it) and its time limit."""
 
-    __slots__ = ("entry", "names", "serialized", "until")
-
-    def __init__(self, entry: Entry, names: list[str], serialized: bytes | None, until: float):
-        self.entry = entry
-        self.names = names
-        """The tags the caller declared when the entry was found current."""
-        self.serialized = serialized
-        """The value serialized, to copy it from on each hit; None: returned as it is."""
-        self.until = until
+    entry: Entry
+    names: list[str]
+    """The tags the caller declared when the entry was found current."""
+    serialized: bytes | None
+    """The value serialized, to copy it from on each hit; None: returned as it is."""
+    until: float
 
 
 class NearCache:
@@ -174,9 +158,8 @@ class NearCache:
 class Coherence:
     """Keeps a cache's near copies and tag versions in step with what changed.
 
-    Its cache's own writes and deletes report here (:meth:`changed`), and so
-    does the store's invalidation feed where it has one (see
-    :mod:`mcache.stores.redis.tracking`), which also says when it is
+    Its cache's own writes and deletes report here (:meth:`changed`), and so does the
+    store's invalidation feed (:mod:`mcache.stores.redis.tracking`), also when it is
     :meth:`lost` and :meth:`live` again.
     """
 
@@ -184,11 +167,9 @@ class Coherence:
         self.invalidations = invalidations
         self.near = near
         self.tags = tags
-        """:class:`mcache.model.tags.Tags`, whose process-local versions are dropped with the
-        rest."""
+        """:class:`mcache.model.tags.Tags`: its process-local versions go with the rest."""
         self.feed: Any = None
-        """The store's :class:`~mcache.stores.redis.tracking.InvalidationFeed`, if it pushes
-        invalidations (see :meth:`follow`)."""
+        """The store's :class:`~mcache.stores.redis.tracking.InvalidationFeed`, if any."""
         if near is not None:
             _watch_forks(self)
 

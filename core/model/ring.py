@@ -1,13 +1,8 @@
 """Server selection for a pool of memcached servers.
 
 Memcached servers do not know about each other: the client decides which server
-owns a key. ``KetamaRing`` is the libketama continuum (md5, 40 × 4 points per
-server scaled by weight), so a pool can be shared with any other ketama client,
-and adding or removing a server moves only that server's share of the keys.
-``ModuloRing`` is the classic clients' ``(crc32(key) >> 16) & 0x7fff`` modulo the
-pool, for pools shared with python-memcached, PHP's memcache or libmemcached's
-CRC hash. Lookups are a bisect over a precomputed array: about a
-microsecond, whatever the number of servers.
+owns a key, the way other clients sharing the pool do (libketama's continuum, or
+the classic clients' CRC modulo). See "Placement" in docs/how-to/clusters.md.
 """
 
 from __future__ import annotations
@@ -62,11 +57,9 @@ LIBKETAMA_POINTS = 160
 class KetamaRing(Ring):
     """The libketama continuum with weights.
 
-    ``points`` is the number of continuum points per server of average weight.
-    libketama's 160 keeps the pool shareable with every other ketama client, but
-    spreads keys unevenly: over four equal servers one may get 15% more than its
-    share. 4000 points bring that within ±3% at the price of compatibility
-    (keys land elsewhere than other clients expect); see ``bench_ring``.
+    ``points`` per server of average weight: libketama's 160 keeps the pool
+    shareable with other ketama clients but spreads keys unevenly (one of four
+    servers may get 15% more); 4000 bring that within ±3%, at that price.
     """
 
     def __init__(self, servers: Sequence[Server], points: int = LIBKETAMA_POINTS) -> None:
@@ -75,10 +68,9 @@ class KetamaRing(Ring):
         self.servers = _checked(servers)
         self.points = points
         total = sum(s.weight for s in self.servers)
-        count = len(self.servers)
         points_list: list[tuple[int, int]] = []
         for index, server in enumerate(self.servers):
-            repeats = int(server.weight / total * (points // 4) * count)
+            repeats = int(server.weight / total * (points // 4) * len(self.servers))
             for k in range(repeats):
                 digest = hashlib.md5(f"{server.name}-{k}".encode()).digest()
                 for h in range(4):
@@ -119,11 +111,8 @@ class ModuloRing(Ring):
     """The classic clients' modulo: ``(crc32(key) >> 16) & 0x7fff`` over weighted slots.
 
     python-memcached, PHP's memcache and libmemcached's CRC hash pick a server so
-    (not ``crc32 % n``, which agrees with them on about a quarter of keys), each
-    server repeated ``weight`` times in pool order; a pool shared with them puts
-    every key on the server they read it from. When that server is down, the
-    next one tried is the one python-memcached retries: the hash of the previous
-    hash followed by the attempt number, then the rest in pool order.
+    (not ``crc32 % n``), each server repeated ``weight`` times in pool order. When
+    it is down, the next tried are python-memcached's retries, then the rest.
     """
 
     RETRIES = 10

@@ -6,31 +6,18 @@ starts; it is valid only while each tag still has that version. Bumping a tag
 therefore invalidates every entry that carries it, however many there are,
 without finding or deleting any of them.
 
-A bump moves a version to ``max(now, old + 1)``: it reads the old version, then
-adds the difference with the store's atomic ``incr``. Two concurrent bumps both
-land (each adds at least 1), the result is never behind the clock, and a clock
-that runs late on one host cannot move a version backwards, so an invalidated
-entry can never become valid again. A tag key the store lost (evicted, or the
-server restarted) counts as changed now: it is recreated with the current time,
-which differs from every version an entry recorded before.
+Why a bump is ``max(now, old + 1)`` by ``incr``, why a lost tag key is
+recreated at the current time, and how a pool keeps a copy of each version on
+every server: docs/explanation/tags.md. An entry records which copy it read
+(its label: the copy's key without the tag prefix, ``name`` or ``name~n``), so
+a version is only ever compared with the copy it came from; every process
+sharing a namespace must see the same servers (:class:`~mcache.contract.store.Colocating`).
 
-A store spread over several servers (:class:`~mcache.contract.store.Colocating`) keeps a
-copy of each version on every server (``{ns}:t:{name}``, and ``…~n`` suffixes
-that land on the other servers). A read takes the copy on the entry's own
-server, so a tagged hit is one request to one server; a bump moves every copy.
-The entry records which copy it read (its label: the copy's key without the
-tag prefix, so ``name`` or ``name~n``), so a version is only ever compared with
-the copy it came from. Every process sharing a namespace must therefore see
-the same servers through a store that places copies, or its bumps would miss
-the copies it does not know of.
-
-``local_ttl`` enables a process-local copy of tag versions: reads within that
-many seconds of the last fetch skip the tag keys, so a hit is one key's round
-trip; in exchange a bump made by *another* process may go unseen here for up to
-``local_ttl``, unless the store pushes its invalidation (Redis tracking, see
-:mod:`mcache.model.near`). It is off by default; a bump made by this process updates
-its copy at once. A version read is kept only if no invalidation of its key
-arrived since the read began (:class:`~mcache.model.near.Invalidations`).
+``local_ttl`` (``tag_cache_ttl``) keeps a process-local copy of versions: a bump
+by *another* process may go unseen here that long, unless the store pushes
+invalidations (:mod:`mcache.model.near`). A version read is kept only if no
+invalidation of its key arrived since the read began
+(:class:`~mcache.model.near.Invalidations`).
 """
 
 from __future__ import annotations
@@ -41,7 +28,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from mcache.clock import Clock
-from mcache.contract.store import NO_VALUE, Colocating, Store
+from mcache.contract.store import Colocating, Store
 from mcache.contract.store_helpers import stored_count
 from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 from mcache.model.keys import MAX_KEY_BYTES, make_key
@@ -99,12 +86,8 @@ class Tags:
         return key
 
     def near(self, names: Iterable[str], key: str) -> list[Slot]:
-        """Return the copy of each tag to read along with the entry stored under ``key``.
-
-        A copy's label is its store key without the tag prefix (the name itself
-        for a readable name's first copy): one label, one key, so an entry can
-        never mistake one copy's version for another's.
-        """
+        """Return the copy of each tag to read along with the entry stored under ``key``
+        (labelled by its key without the tag prefix: one label, one key)."""
         placing, cut = self._placing, len(self._prefix)
         if placing is None:
             return [(k[cut:], k) for k in map(self.key, names)]
@@ -167,9 +150,8 @@ class Tags:
     def versions_found(
         self, slots: Iterable[Slot], found: Mapping[str, bytes], mark: int
     ) -> tuple[dict[str, int], list[Slot]]:
-        """Return the versions a ``get_many`` result holds (remembered), and the copies it
-        lacks, which :meth:`create` makes (no I/O here: the async read path uses it too).
-        ``mark``: :meth:`Invalidations.mark` taken before the read."""
+        """Return the versions a ``get_many`` result holds (remembered; ``mark``: taken
+        before the read), and the copies it lacks, for :meth:`create_steps` to make."""
         versions: dict[str, int] = {}
         missing: list[Slot] = []
         for label, key in slots:
@@ -220,9 +202,8 @@ class Tags:
     def strays(self, labels: Iterable[str]) -> set[str]:
         """Return the labels that are no longer a copy of their tag: the pool changed since.
 
-        A bump moves only the copies of the servers the pool has now, so a copy
-        recorded before a server left may never move again; an entry that
-        recorded one must count as changed, not as current for ever.
+        A bump moves only the copies on the pool's servers now, so an entry that
+        recorded another must count as changed, not as current for ever.
         """
         if self._placing is None:
             return set()
@@ -238,10 +219,8 @@ class Tags:
         return known
 
     def of_labels(self, labels: Iterable[str]) -> dict[str, int]:
-        """Return the current versions of the copies an entry recorded (its ``tags``).
-
-        A stray copy (see :meth:`strays`) gets version -1, which no entry recorded.
-        """
+        """Return the current versions of the copies an entry recorded (its ``tags``);
+        a stray copy (:meth:`strays`) gets -1, which no entry recorded."""
         return run_steps(self.of_labels_steps(labels), perform)
 
     def of_labels_steps(self, labels: Iterable[str]) -> Steps[dict[str, int]]:
@@ -257,14 +236,10 @@ class Tags:
     def _recreate_steps(
         self, slots: list[Slot], now: int, forward: bool, seen: Mapping[str, int] | None = None
     ) -> Steps[dict[str, int]]:
-        """Create missing copies at ``now``; where someone else just did, take their version.
-
-        With ``forward`` (a bump) that version is moved on as well. Foreign bytes
-        under a tag key, or a key that vanished again, are replaced by ``now``,
-        or by one more than ``seen[key]`` (a version read moments ago, e.g. on a
-        replica), whichever is later: a host whose clock runs late must not move
-        a version backwards.
-        """
+        """Create missing copies at ``now``; where someone else just did, take their version
+        (moved on as well with ``forward``: a bump). Foreign bytes, or a key that vanished
+        again, are replaced by ``now`` or ``seen[key] + 1``, whichever is later: a host
+        whose clock runs late must not move a version backwards."""
         versions: dict[str, int] = {}
         seen = seen or {}
         for label, key in slots:
@@ -287,11 +262,9 @@ class Tags:
     def bump_steps(self, names: Iterable[str]) -> Steps[dict[str, int]]:
         """Move every copy of each tag to ``max(now, old + 1)``; return each tag's new version.
 
-        Two round trips whatever the number of tags: one read of every copy, one
-        batch of increments (pipelined per server where the store can). Missing
-        copies are created with ``add``, or in the batch itself where the store
-        creates what it counts (:meth:`_bump_creating_steps`). As steps (see
-        :mod:`mcache.sansio.steps`).
+        Two round trips whatever the number of tags: one read of every copy, one batch
+        of increments. Missing copies are created with ``add``, or in the batch where
+        the store creates what it counts (:meth:`_bump_creating_steps`).
         """
         names = list(dict.fromkeys(names))
         slots = list(dict.fromkeys(slot for name in names for slot in self.everywhere(name)))
@@ -299,16 +272,9 @@ class Tags:
             return {}
         found = yield StoreCall(self.store, "get_many", ([key for _, key in slots],))
         now = self.clock.time_ms()
-        deltas: dict[str, int] = {}
-        seen: dict[str, int] = {}
-        missing: list[Slot] = []
-        for slot in slots:
-            old = stored_count(found.get(slot[1], NO_VALUE))
-            if old is None:
-                missing.append(slot)
-            else:
-                seen[slot[1]] = old
-                deltas[slot[1]] = max(1, now - old)
+        seen = {key: old for _, key in slots if (old := stored_count(found.get(key))) is not None}
+        missing = [slot for slot in slots if slot[1] not in seen]
+        deltas = {key: max(1, now - old) for key, old in seen.items()}
         if self.store.traits.leases and self.store.creates_counters:  # type: ignore[attr-defined]
             versions = yield from self._bump_creating_steps(slots, deltas, seen, missing, now)
         else:
@@ -333,12 +299,9 @@ class Tags:
         now: int,
     ) -> Steps[dict[str, int]]:
         """The increments of :meth:`bump_steps` on a store that creates what it counts
-        (memcached's ``ma … N J``): a copy that was missing, or vanished since the read,
-        is created at its new version in the same batch, not by ``add`` one at a time.
-
-        A copy that someone else created meanwhile is counted up by one instead, which
-        may leave it behind ``now``: only those are moved on afterwards.
-        """
+        (memcached's ``ma … N J``): a missing copy is created in the same batch. One that
+        someone else created meanwhile is counted up by one, which may leave it behind
+        ``now``: only those are moved on afterwards."""
         targets = {key: seen[key] + delta for key, delta in deltas.items()}
         for _, key in missing:
             targets[key] = max(now, self._created.get(key, 0) + 1)

@@ -1,14 +1,11 @@
 """Sans-I/O steps: logic written once as a generator that yields the I/O it needs.
 
-A step function does no I/O of its own. It yields an operation (a store
-command, a pause, a call of the caller's builder) and receives that
-operation's result, or has its failure raised where it yielded, so its
-``try``/``finally`` blocks see I/O errors, and cancellations, as they would in
-plain code. Two drivers run the same steps: :func:`run_steps` with
-:func:`perform` (each operation's ``run``: a call), :func:`arun_steps` with
-:func:`aperform` (its ``arun``: an await). That is how the sync and the async
-``get_or_build`` (and the stores below them) share one implementation instead
-of keeping twin copies in step.
+A step function yields each operation it needs (a store command, a pause, a call
+of the builder) and receives its result, or has its failure raised where it
+yielded, so its ``try``/``finally`` blocks see I/O errors and cancellations as
+plain code would. :func:`run_steps` calls each operation, :func:`arun_steps`
+awaits it: the sync and async code paths share one implementation
+(docs/explanation/architecture.md).
 """
 
 from __future__ import annotations
@@ -115,8 +112,7 @@ perform: Callable[[Operation], Any] = methodcaller("run")
 _call = perform  # for arun_steps, whose own ``perform`` is the async one
 
 aperform: Callable[[Operation], Awaitable[Any]] = methodcaller("arun")
-"""Perform an operation of the algorithm's steps by awaiting (the async driver's):
-``operation.arun()``."""
+"""Perform an operation by awaiting ``operation.arun()`` (the async driver's)."""
 
 
 def twin_of(store: Any) -> Any:
@@ -127,11 +123,8 @@ def twin_of(store: Any) -> Any:
 
 @dataclass(slots=True)
 class StoreCall:
-    """``store.<method>(*args)``; awaited on the store's async twin where it has one.
-
-    A store without a twin (memcached, tiered, a third party's) is called in a
-    worker thread by the async driver: each such call is a thread hop.
-    """
+    """``store.<method>(*args)``; awaited on the store's async twin where it has one,
+    else called in a worker thread by the async driver (each such call a thread hop)."""
 
     store: Any
     method: str
@@ -157,12 +150,10 @@ class StoreCall:
 class Shielded:
     """Steps run as one operation that a cancellation cannot cut short.
 
-    For what wins something (a lock, a lease) or frees it. The sync driver
-    runs the steps in place. The async one runs them as a task of their own,
-    shielded: a caller cancelled meanwhile (anyio cancels again and again)
-    leaves them to finish, and whatever they won then goes to ``let_go``,
-    whose steps free it, so nothing is held for a caller that is gone. If the
-    loop closes first, a won lock frees on its own within its timeout.
+    For what wins something (a lock, a lease) or frees it. The async driver runs
+    them as a shielded task of their own: a caller cancelled meanwhile (anyio cancels
+    again and again) leaves them to finish, and what they won goes to ``let_go``'s
+    steps to be freed. If the loop closes first, a won lock frees within its timeout.
     """
 
     steps: Steps[Any]
@@ -192,11 +183,10 @@ class Shielded:
 def _finish(steps: Steps[T]) -> Awaitable[T]:
     """Run ``steps`` on the loop; if the loop cancels them (it is closing), finish by calling.
 
-    Only the loop's shutdown cancels a shielded task. The operation in flight
-    is done again by the sync driver, and so is the rest, so a release is never
-    cut off half-way. Its outcome was unknown, and repeating it is harmless: a
-    ``gets`` or a ``cas`` on a token at worst finds its work done; an ``add``
-    that had landed is taken for lost, and its lock frees within its timeout.
+    Only the loop's shutdown cancels a shielded task. The sync driver then does the
+    operation in flight again, and the rest, so a release is never cut off half-way;
+    repeating it is harmless (a ``cas`` at worst finds its work done; an ``add`` that
+    had landed is taken for lost, and its lock frees within its timeout).
     """
     return arun_steps(steps, aperform, finish=True)
 

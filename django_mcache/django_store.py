@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from mcache.errors import ConfigError, NotNumeric, StoreUnavailable, ValueTooLarge
-from mcache.model.keys import validate_store_key
+from mcache.model.keys import validate_store_key, validated_keys
 from mcache.stores import (
     NO_VALUE,
     CasToken,
@@ -27,7 +27,7 @@ from mcache.stores import (
     NoValueType,
     StoreTraits,
     check_delta,
-    too_large_message,
+    check_size,
 )
 
 __all__ = ["DjangoCacheStore"]
@@ -91,7 +91,7 @@ class DjangoCacheStore:
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist."""
-        found = self._call("get_many", _validated(dict.fromkeys(keys)))
+        found = self._call("get_many", validated_keys(dict.fromkeys(keys)))
         values = {key: _from_django(value) for key, value in found.items()}
         return {key: value for key, value in values.items() if value is not NO_VALUE}  # type: ignore[misc]
 
@@ -105,7 +105,7 @@ class DjangoCacheStore:
     def _check_size(self, key: str, value: bytes) -> None:
         if len(value) > self.max_value_size:
             self._call("delete", key)  # as memcached: a failed update leaves no old value
-            raise ValueTooLarge(too_large_message(key, len(value), self.max_value_size))
+        check_size(key, value, self.max_value_size)
 
     def set(self, key: str, value: bytes, ttl: int = 0) -> None:
         """Store ``value``; ``ttl`` 0 keeps it forever, negative expires it at once."""
@@ -115,7 +115,7 @@ class DjangoCacheStore:
 
     def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
         """Store several values; return the keys that were too large."""
-        _validated(items)
+        validated_keys(items)
         failed = [key for key, value in items.items() if len(value) > self.max_value_size]
         if failed:
             self._call("delete_many", failed)
@@ -125,8 +125,7 @@ class DjangoCacheStore:
     def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
         """Store ``value`` only if ``key`` is absent (atomic where the other cache's is)."""
         validate_store_key(key)
-        if len(value) > self.max_value_size:
-            raise ValueTooLarge(too_large_message(key, len(value), self.max_value_size))
+        check_size(key, value, self.max_value_size)
         return bool(self._call("add", key, _to_django(value), _timeout(ttl)))
 
     def append(self, key: str, value: bytes) -> bool:
@@ -184,7 +183,7 @@ class DjangoCacheStore:
 
     def delete_many(self, keys: Iterable[str]) -> None:
         """Remove several keys."""
-        self._call("delete_many", _validated(keys))
+        self._call("delete_many", validated_keys(keys))
 
     def touch(self, key: str, ttl: int) -> bool:
         """Give ``key`` a new TTL; ``False`` when it is missing."""
@@ -207,13 +206,6 @@ class DjangoCacheStore:
 
     def close(self) -> None:
         """Nothing to release: Django owns the other cache's connections."""
-
-
-def _validated(keys: Iterable[str]) -> list[str]:
-    keys = list(keys)
-    for key in keys:
-        validate_store_key(key)
-    return keys
 
 
 def _timeout(ttl: int) -> float | None:

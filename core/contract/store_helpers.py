@@ -8,11 +8,13 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from mcache.contract.store import MAX_KEY_BYTES
+from mcache.errors import ValueTooLarge
 
 __all__ = [
     "COPY_SEARCH_PER_OWNER",
     "MiB",
     "check_delta",
+    "check_size",
     "copies_per_owner",
     "counted",
     "stored_count",
@@ -71,6 +73,12 @@ def check_delta(delta: int) -> None:
     """Refuse what memcached refuses: ``incr``/``decr`` take a non-negative int."""
     if not isinstance(delta, int) or isinstance(delta, bool) or delta < 0:
         raise ValueError(f"delta must be a non-negative int, got {delta!r}; use decr to subtract")
+
+
+def check_size(key: str, value: bytes, limit: int, hint: str = "") -> None:
+    """Refuse a value over the store's ``limit`` (``hint``: a server's own limit, if it has one)."""
+    if len(value) > limit:
+        raise ValueTooLarge(too_large_message(key, len(value), limit) + hint)
 
 
 def too_large_message(key: str, size: int, limit: int) -> str:

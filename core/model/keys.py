@@ -27,7 +27,7 @@ import enum
 import hashlib
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import PurePath, PureWindowsPath
 from typing import Any, Final
 
@@ -42,6 +42,7 @@ __all__ = [
     "keyable",
     "make_key",
     "validate_store_key",
+    "validated_keys",
 ]
 
 MAX_NAMESPACE_CHARS: Final = 100
@@ -356,6 +357,15 @@ def _make_key(namespace: str, parts: tuple[object, ...], named: dict[str, object
     fixed = len(namespace) + 1 + 1 + len(digest)
     readable = _readable(parts, named, min(_MAX_READABLE, MAX_KEY_BYTES - fixed))
     return ":".join([piece for piece in (namespace, readable, digest) if piece])
+
+
+def validated_keys(keys: Iterable[str]) -> list[str]:
+    """Return ``keys`` as a list, each checked by :func:`validate_store_key` (a batch is
+    refused whole, before any of it reaches a server)."""
+    keys = list(keys)
+    for key in keys:
+        validate_store_key(key)
+    return keys
 
 
 def validate_store_key(key: str) -> None:

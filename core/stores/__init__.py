@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import MAX_KEY_BYTES, NO_VALUE, CasToken, NoValueType, Store, StoreTraits
-from mcache.contract.store_helpers import MiB, check_delta, too_large_message
+from mcache.contract.store_helpers import MiB, check_delta, check_size, too_large_message
 from mcache.stores.memory.store import MemoryStore
 from mcache.stores.tiered.store import TieredStore
 from mcache.stores.url import from_url
@@ -41,6 +41,7 @@ __all__ = [
     "StoreTraits",
     "TieredStore",
     "check_delta",
+    "check_size",
     "from_url",
     "too_large_message",
 ]

@@ -21,7 +21,7 @@ from mcache.contract.store_helpers import check_delta
 from mcache.errors import ConfigError
 from mcache.logs import FailureLog, logger
 from mcache.memo import BoundedMemo
-from mcache.model.keys import validate_store_key
+from mcache.model.keys import validate_store_key, validated_keys
 from mcache.model.ring import Server
 from mcache.sansio.steps import Steps
 from mcache.stores.memcached import meta
@@ -139,8 +139,7 @@ class MemcachedLeases:
         wanted = (*keys, bid.lease_ttl, bid.early_ttl)
         plan = self._lease_plans.get(wanted)
         if plan is None:
-            for key in keys:
-                validate_store_key(key)
+            validated_keys(keys)
             lead = self._owner(keys[0])  # type: ignore[attr-defined]
             beside, elsewhere = [], []
             for other in keys[1:]:

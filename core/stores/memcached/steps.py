@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcache.contract.store import NO_VALUE, CasToken, NoValueType
-from mcache.contract.store_helpers import check_delta, copies_per_owner, too_large_message
-from mcache.errors import StoreUnavailable, ValueTooLarge
-from mcache.model.keys import validate_store_key
+from mcache.contract.store_helpers import check_delta, check_size, copies_per_owner
+from mcache.errors import StoreUnavailable
+from mcache.model.keys import validate_store_key, validated_keys
 from mcache.model.ring import Ring, Server
 from mcache.sansio.steps import Steps
 from mcache.stores.memcached.node import Node, NodeDown
@@ -207,8 +207,7 @@ class MemcachedSteps:
     def _wanted(self, keys: Iterable[str]) -> list[str]:
         """Return ``keys`` once each, every one checked."""
         wanted = list(dict.fromkeys(keys))
-        for key in wanted:
-            validate_store_key(key)
+        validated_keys(wanted)
         return wanted
 
     def _owner_groups(self, keys: Iterable[str]) -> dict[Node, list[str]]:
@@ -248,9 +247,7 @@ class MemcachedSteps:
     # -- writes -------------------------------------------------------------------------------
 
     def _check_size(self, key: str, value: bytes) -> None:
-        if len(value) > self.max_value_size:
-            message = too_large_message(key, len(value), self.max_value_size)
-            raise ValueTooLarge(f"{message}; memcached's own limit is its -I setting")
+        check_size(key, value, self.max_value_size, "; memcached's own limit is its -I setting")
 
     def set_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[None]:
         validate_store_key(key)

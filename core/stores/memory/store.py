@@ -22,12 +22,12 @@ from mcache.contract.store import NO_VALUE, CasToken, NoValueType, StoreTraits
 from mcache.contract.store_helpers import (
     MiB,
     check_delta,
+    check_size,
     counted,
-    too_large_message,
     twin_made_once,
 )
 from mcache.errors import ConfigError, NotNumeric, ValueTooLarge
-from mcache.model.keys import validate_store_key
+from mcache.model.keys import validate_store_key, validated_keys
 
 if TYPE_CHECKING:
     from mcache.stores.memory.async_store import AsyncMemoryStore
@@ -129,10 +129,6 @@ class MemoryStore:
         self._counts["get_hits"] += 1
         return item
 
-    def _check_value(self, key: str, value: bytes) -> None:
-        if len(value) > self.max_value_size:
-            raise ValueTooLarge(too_large_message(key, len(value), self.max_value_size))
-
     # -- the Store contract ---------------------------------------------------------------
 
     def get(self, key: str) -> bytes | NoValueType:
@@ -144,9 +140,7 @@ class MemoryStore:
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist."""
-        keys = list(keys)
-        for key in keys:
-            validate_store_key(key)
+        keys = validated_keys(keys)
         found: dict[str, bytes] = {}
         with self._lock:
             now = self._clock.time()
@@ -158,9 +152,7 @@ class MemoryStore:
 
     def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
         """Return ``{key: (value, seconds left)}`` for the keys that exist (0: no expiry)."""
-        keys = list(keys)
-        for key in keys:
-            validate_store_key(key)
+        keys = validated_keys(keys)
         found: dict[str, tuple[bytes, int | None]] = {}
         with self._lock:
             now = self._clock.time()
@@ -180,7 +172,7 @@ class MemoryStore:
                 old = self._items.get(key)
                 if old is not None:
                     self._remove(key, old)
-                self._check_value(key, value)
+                check_size(key, value, self.max_value_size)
             self._store(key, value, self._expiry(ttl))
 
     def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
@@ -196,7 +188,7 @@ class MemoryStore:
     def add(self, key: str, value: bytes, ttl: int = 0) -> bool:
         """Store only if absent."""
         validate_store_key(key)
-        self._check_value(key, value)
+        check_size(key, value, self.max_value_size)
         with self._lock:
             self._counts["cmd_set"] += 1
             if self._live(key, self._clock.time()) is not None:
@@ -211,7 +203,7 @@ class MemoryStore:
             item = self._live(key, self._clock.time())
             if item is None:
                 return False
-            self._check_value(key, item.value + value)
+            check_size(key, item.value + value, self.max_value_size)
             self._store(key, item.value + value, item.expires_at)
             return True
 
@@ -255,7 +247,7 @@ class MemoryStore:
     def cas(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> bool:
         """Store only if the key still carries ``token``."""
         validate_store_key(key)
-        self._check_value(key, value)
+        check_size(key, value, self.max_value_size)
         with self._lock:
             item = self._live(key, self._clock.time())
             if item is None:

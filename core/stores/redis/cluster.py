@@ -33,7 +33,7 @@ from mcache.contract.store import StoreTraits
 from mcache.contract.store_helpers import MiB, copies_per_owner
 from mcache.errors import ConfigError, StoreUnavailable
 from mcache.memo import PER_KEY_LIMIT, BoundedMemo
-from mcache.model.keys import validate_store_key
+from mcache.model.keys import validated_keys
 from mcache.sansio.steps import Steps
 from mcache.stores.redis.hosts import HostsURL, parse_hosts_url
 from mcache.stores.redis.steps import Pipelined
@@ -167,8 +167,7 @@ class ClusterRedisStore(RedisStore):
         """Return the values of the keys that exist: one request per node, in one round."""
         keys = list(keys)
         if len(keys) > 1 and not self.replica_reads:
-            for key in keys:
-                validate_store_key(key)
+            validated_keys(keys)
             values = self._from_one_node(keys)
             if values is not None:
                 return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
@@ -179,8 +178,7 @@ class ClusterRedisStore(RedisStore):
         keys = list(keys)
         if len(keys) <= 1:
             return (yield from super().get_many_steps(keys))  # one key, one slot: MGET
-        for key in keys:
-            validate_store_key(key)
+        validated_keys(keys)
         values = yield Pipelined(lambda pipe: _queue_gets(pipe, keys), reader=True)
         return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
 
@@ -207,8 +205,7 @@ class ClusterRedisStore(RedisStore):
 
     def pfcount_steps(self, keys: list[str]) -> Steps[int]:
         """Count the distinct members across ``keys``, which must share a slot."""
-        for key in keys:
-            validate_store_key(key)
+        validated_keys(keys)
         if len({key_slot(key.encode()) for key in keys}) > 1:
             raise ValueError(
                 f"pfcount on a Redis Cluster needs keys of one hash slot (a shared {{…}} tag),"

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcache.contract.store import NO_VALUE, CasToken, NoValueType, StaleClaim
-from mcache.contract.store_helpers import check_delta, too_large_message
+from mcache.contract.store_helpers import check_delta, check_size
 from mcache.errors import ValueTooLarge
-from mcache.model.keys import validate_store_key
+from mcache.model.keys import validate_store_key, validated_keys
 from mcache.sansio.steps import Steps
 from mcache.stores.redis import lua
 
@@ -58,21 +58,15 @@ class RedisSteps:
     max_value_size: int
     _flush_options: dict[str, Any] = {}
 
-    def _check_size(self, key: str, value: bytes) -> None:
-        if len(value) > self.max_value_size:
-            raise ValueTooLarge(too_large_message(key, len(value), self.max_value_size))
-
     def get_steps(self, key: str, reader: bool = True) -> Steps[bytes | NoValueType]:
         validate_store_key(key)
         value = yield Command(lambda client: client.get(key), key, reader)
         return NO_VALUE if value is None else value
 
     def get_many_steps(self, keys: Iterable[str]) -> Steps[dict[str, bytes]]:
-        keys = list(keys)
+        keys = validated_keys(keys)
         if not keys:
             return {}
-        for key in keys:
-            validate_store_key(key)
         values = yield Command(lambda client: client.mget(keys), reader=True)
         return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
 
@@ -89,11 +83,9 @@ class RedisSteps:
     def get_many_expiring_steps(
         self, keys: Iterable[str]
     ) -> Steps[dict[str, tuple[bytes, int | None]]]:
-        keys = list(keys)
+        keys = validated_keys(keys)
         if not keys:
             return {}
-        for key in keys:
-            validate_store_key(key)
 
         def fill(pipe: Any) -> None:
             for key in keys:
@@ -111,7 +103,7 @@ class RedisSteps:
         validate_store_key(key)
         if len(value) > self.max_value_size:
             yield Command(lambda client: client.delete(key), key)
-            self._check_size(key, value)
+            check_size(key, value, self.max_value_size)
         if ttl < 0:
             yield Command(lambda client: client.delete(key), key)
         else:
@@ -119,8 +111,7 @@ class RedisSteps:
 
     def set_many_steps(self, items: Mapping[str, bytes], ttl: int = 0) -> Steps[list[str]]:
         failed = [k for k, v in items.items() if len(v) > self.max_value_size]
-        for key in items:
-            validate_store_key(key)
+        validated_keys(items)
 
         def fill(pipe: Any) -> None:
             for key, value in items.items():
@@ -135,7 +126,7 @@ class RedisSteps:
 
     def add_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
         validate_store_key(key)
-        self._check_size(key, value)
+        check_size(key, value, self.max_value_size)
         if ttl < 0:
             return not (yield Command(lambda client: client.exists(key), key))
         added = yield Command(lambda client: client.set(key, value, ex=ttl or None, nx=True), key)
@@ -143,7 +134,7 @@ class RedisSteps:
 
     def append_steps(self, key: str, value: bytes) -> Steps[bool]:
         validate_store_key(key)
-        self._check_size(key, value)
+        check_size(key, value, self.max_value_size)
         outcome = yield Scripted(lua.APPEND, [key], [value, self.max_value_size], key)
         if outcome == -1:
             raise ValueTooLarge(f"appending to {key!r} would exceed max_value_size")
@@ -176,8 +167,7 @@ class RedisSteps:
         return bool((yield Scripted(lua.PFADD, [key], [member, ttl], key)))
 
     def pfcount_steps(self, keys: list[str]) -> Steps[int]:
-        for key in keys:
-            validate_store_key(key)
+        validated_keys(keys)
         if not keys:
             return 0
         return int((yield Command(lambda client: client.pfcount(*keys))))
@@ -191,7 +181,7 @@ class RedisSteps:
 
     def cas_steps(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> Steps[bool]:
         validate_store_key(key)
-        self._check_size(key, value)
+        check_size(key, value, self.max_value_size)
         if not isinstance(token, str):
             return False
         return bool((yield Scripted(lua.CAS, [key], [token, value, ttl], key)))
@@ -201,9 +191,7 @@ class RedisSteps:
         return bool((yield Command(lambda client: client.delete(key), key)))
 
     def delete_many_steps(self, keys: Iterable[str]) -> Steps[None]:
-        keys = list(keys)
-        for key in keys:
-            validate_store_key(key)
+        keys = validated_keys(keys)
         if keys:
             yield Command(lambda client: client.delete(*keys))
 

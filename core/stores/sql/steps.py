@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import NO_VALUE, CasToken, NoValueType
-from mcache.contract.store_helpers import check_delta, too_large_message
-from mcache.errors import NotNumeric, StoreUnavailable, ValueTooLarge
-from mcache.model.keys import validate_store_key
+from mcache.contract.store_helpers import check_delta, check_size
+from mcache.errors import NotNumeric, StoreUnavailable
+from mcache.model.keys import validate_store_key, validated_keys
 from mcache.sansio.steps import Pause, Steps
 from mcache.stores.sql.dialects import SCHEMA, SCHEMA_KEY, reserved_row
 
@@ -67,10 +67,6 @@ class SqlSteps:
     def _row(self, key: str, value: bytes, ttl: int, now_ms: int) -> tuple[object, ...]:
         size = len(key) + len(value)
         return (key, value, new_version(), self._expires_at(ttl, now_ms), now_ms // 1000, size)
-
-    def _check_size(self, key: str, value: bytes) -> None:
-        if len(value) > self.max_value_size:
-            raise ValueTooLarge(too_large_message(key, len(value), self.max_value_size))
 
     # -- the table ----------------------------------------------------------------------------
 
@@ -128,8 +124,7 @@ class SqlSteps:
 
     def get_many_expiring_steps(self, keys: Iterable[str]) -> Steps[dict[str, tuple[bytes, int]]]:
         keys = list(dict.fromkeys(keys))
-        for key in keys:
-            validate_store_key(key)
+        validated_keys(keys)
         found: dict[str, tuple[bytes, int]] = {}
         now_ms = self.now_ms()
         for chunk in _chunks(keys):
@@ -147,7 +142,7 @@ class SqlSteps:
         validate_store_key(key)
         if len(value) > self.max_value_size or ttl < 0:
             yield from self.delete_steps(key)
-            self._check_size(key, value)
+            check_size(key, value, self.max_value_size)
             return
         yield Statement(self.dialect.upsert(1), self._row(key, value, ttl, self.now_ms()))
         self.counts["cmd_set"] += 1
@@ -155,8 +150,7 @@ class SqlSteps:
 
     def set_many_steps(self, items: Mapping[str, bytes], ttl: int = 0) -> Steps[list[str]]:
         failed = [key for key, value in items.items() if len(value) > self.max_value_size]
-        for key in items:
-            validate_store_key(key)
+        validated_keys(items)
         gone = failed if ttl >= 0 else list(items)
         if gone:
             yield from self.delete_many_steps(gone)
@@ -171,7 +165,7 @@ class SqlSteps:
 
     def add_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
         validate_store_key(key)
-        self._check_size(key, value)
+        check_size(key, value, self.max_value_size)
         now_ms = self.now_ms()
         if ttl < 0:
             return (yield Statement(self.dialect.exists, (key, now_ms), ONE)) is None
@@ -183,7 +177,7 @@ class SqlSteps:
 
     def append_steps(self, key: str, value: bytes) -> Steps[bool]:
         validate_store_key(key)
-        self._check_size(key, value)
+        check_size(key, value, self.max_value_size)
         params = (value, new_version(), len(value), key, self.now_ms(), len(value))
         changed = yield Statement(self.dialect.append, (*params, self.max_value_size))
         return bool(changed == 1)
@@ -214,7 +208,7 @@ class SqlSteps:
 
     def cas_steps(self, key: str, value: bytes, token: CasToken, ttl: int = 0) -> Steps[bool]:
         validate_store_key(key)
-        self._check_size(key, value)
+        check_size(key, value, self.max_value_size)
         if type(token) is not int:
             return False
         now_ms = self.now_ms()
@@ -233,8 +227,7 @@ class SqlSteps:
 
     def delete_many_steps(self, keys: Iterable[str]) -> Steps[None]:
         keys = list(dict.fromkeys(keys))
-        for key in keys:
-            validate_store_key(key)
+        validated_keys(keys)
         for chunk in _chunks(keys):
             yield Statement(self.dialect.delete_many(len(chunk)), chunk)
 

@@ -21,6 +21,13 @@ class SteppedTwin:
 
     store: Any
 
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.max_value_size = store.max_value_size
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store!r})"
+
     async def _perform(self, operation: Any) -> Any:
         raise NotImplementedError
 

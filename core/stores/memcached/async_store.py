@@ -45,12 +45,8 @@ class AsyncMemcachedStore(SteppedTwin):
     """:class:`~mcache.contract.store.AsyncStore` on the servers of a :class:`MemcachedStore`."""
 
     def __init__(self, store: MemcachedStore) -> None:
-        self.store = store
-        self.max_value_size = store.max_value_size
+        super().__init__(store)
         self._pools: LoopLocal[_LoopPools] = LoopLocal(_LoopPools, _LoopPools.close)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.store!r})"
 
     async def _perform(self, operation: NodeCall | FetchOwners) -> Any:
         """Perform one command of the steps on the running loop's connections."""

@@ -89,13 +89,9 @@ class AsyncRedisStore(SteppedTwin):
     """:class:`~mcache.contract.store.AsyncStore` on the database of a :class:`RedisStore`."""
 
     def __init__(self, store: RedisStore) -> None:
-        self.store = store
-        self.max_value_size = store.max_value_size
+        super().__init__(store)
         self.max_connections = store.max_connections or DEFAULT_MAX_CONNECTIONS
         self._clients: LoopLocal[LoopClient] = LoopLocal(self._new_client, LoopClient.close)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.store!r})"
 
     @property
     def claims_in_read(self) -> bool:

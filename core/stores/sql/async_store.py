@@ -87,14 +87,10 @@ class AsyncSqlStore(SteppedTwin):
     """:class:`~mcache.contract.store.AsyncStore` on the table of a PostgreSQL :class:`SqlStore`."""
 
     def __init__(self, store: SqlStore) -> None:
-        self.store = store
-        self.max_value_size = store.max_value_size
+        super().__init__(store)
         self._loops: LoopLocal[LoopConnections] = LoopLocal(
             self._new_connections, LoopConnections.close
         )
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.store!r})"
 
     def _new_connections(self) -> LoopConnections:
         connector: Any = self.store.connector

@@ -24,13 +24,7 @@ class AsyncTieredStore(SteppedTwin):
     """:class:`~mcache.contract.store.AsyncStore` over the async twins of a
     :class:`TieredStore`'s tiers."""
 
-    def __init__(self, store: TieredStore) -> None:
-        self.store = store
-        self.max_value_size = store.max_value_size
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.store!r})"
-
+    store: TieredStore
     _perform = staticmethod(aperform)  # each tier's call: on its twin, or in a thread
 
     async def get_many_expiring(self, keys: Iterable[str]) -> Expiring:

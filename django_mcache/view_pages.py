@@ -31,7 +31,7 @@ from django.utils.cache import (
 from django.utils.http import http_date
 
 from mcache.errors import Uncacheable
-from mcache.observe.outcome import reason_header
+from mcache.observe.outcome import outcome_headers
 from mcache.web.page import PageBuild
 
 if TYPE_CHECKING:
@@ -228,11 +228,11 @@ def _snapshot(response: HttpResponseBase, options: ViewOptions, reads_session: b
 
 
 def marked(response: Any, state: str, reason: str, options: ViewOptions) -> Any:
-    """Return ``response`` with the ``X-Cache`` header (``options.header``) and its reason."""
-    if options.header and isinstance(response, HttpResponseBase):
-        response[options.header] = state
-        if reason:
-            response[reason_header(options.header)] = reason
+    """Return ``response`` with the ``X-Cache`` header (``options.header``), its reason and
+    ``Cache-Status``."""
+    if isinstance(response, HttpResponseBase):
+        for name, value in outcome_headers(options.header, state, reason):
+            response[name] = value
     return response
 
 

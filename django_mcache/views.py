@@ -71,7 +71,8 @@ def cached_view(
     is fresh (``None``: the cache's ``TIMEOUT``; 0 or less, as with ``cache_page``:
     not cached). ``stale_wait``: how long a request finding the page stale while
     another rebuilds it waits for the new one (default: the cache's, 0).
-    ``header`` names the HIT/MISS/STALE response header (``None``: no header).
+    ``header`` names the HIT/MISS/STALE response header, sent with ``Cache-Status``
+    (``None``: neither).
 
     Written bare, ``@cached_view`` is ``@cached_view()``. An unknown ``cache``
     alias fails here, when the view module is imported, not at the first request.

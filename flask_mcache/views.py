@@ -23,7 +23,7 @@ from mcache import Cache
 from mcache.errors import Uncacheable
 from mcache.features.memoize import refuse_instances_of
 from mcache.model.dependencies import carried
-from mcache.observe.outcome import BYPASS, log_bypass, reason_header
+from mcache.observe.outcome import BYPASS, log_bypass, outcome_headers
 from mcache.sansio.steps import CallBuilder, one, perform, run_steps
 from mcache.web.page import PageBuild, PageSettings, serve_steps
 
@@ -185,11 +185,10 @@ def _refusal(response: Response, vary: tuple[str, ...]) -> str | None:
 
 
 def _marked(response: Response, state: str, reason: str, header: str | None) -> Response:
-    """Return ``response`` with the ``X-Cache`` header (``header``) and, if any, its reason."""
-    if header:
-        response.headers[header] = state
-        if reason:
-            response.headers[reason_header(header)] = reason
+    """Return ``response`` with the ``X-Cache`` header (``header``), its reason if any, and
+    ``Cache-Status``."""
+    for name, value in outcome_headers(header, state, reason):
+        response.headers[name] = value
     return response
 
 

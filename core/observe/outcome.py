@@ -3,7 +3,8 @@
 Both adapters answer with the same headers, ``X-Cache`` (or the view's own name) and
 ``X-Cache-Reason`` for a page not stored (one of :data:`REASONS`), so a site whose hit
 ratio is low can read why in the browser, or in the ``mcache.views`` DEBUG log, at most
-once a minute per view and reason (see docs/how-to/cache-a-page.md).
+once a minute per view and reason (see docs/how-to/cache-a-page.md). ``Cache-Status``
+says the same in the terms of RFC 9211, which CDNs and browsers' tools read.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ __all__ = [
     "REASONS",
     "STORE_FAILED",
     "UNCACHED",
+    "cache_status",
     "log_bypass",
+    "outcome_headers",
     "reason_header",
 ]
 
@@ -76,3 +79,30 @@ def log_bypass(view: str, reason: str, method: str, path: str) -> None:
 def reason_header(header: str) -> str:
     """Return the name of the header that carries the reason next to ``header``."""
     return f"{header}-Reason"
+
+
+def cache_status(state: str, reason: str) -> str:
+    """Return the ``Cache-Status`` member (RFC 9211) of a page answered ``state``, ``reason``.
+
+    A hit is ``hit``; a stale page served while it is rebuilt is ``fwd=stale``; a page
+    built for this request is ``fwd=uri-miss``, ``stored`` unless a ``reason`` says why
+    not; a page not cached at all is ``fwd=bypass`` with its reason as ``detail``.
+    """
+    if state == "HIT":
+        return "mcache; hit"
+    if state == "STALE":
+        return "mcache; fwd=stale"
+    if state == "MISS":
+        return f"mcache; fwd=uri-miss; {f'detail={reason}' if reason else 'stored'}"
+    return f"mcache; fwd=bypass; detail={reason}"
+
+
+def outcome_headers(header: str | None, state: str, reason: str) -> list[tuple[str, str]]:
+    """Return the headers that tell how a page was answered: ``header`` (``X-Cache``) with
+    ``state``, its reason if any, and ``Cache-Status``; none when ``header`` is None."""
+    if not header:
+        return []
+    headers = [(header, state), ("Cache-Status", cache_status(state, reason))]
+    if reason:
+        headers.append((reason_header(header), reason))
+    return headers

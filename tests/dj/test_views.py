@@ -312,11 +312,14 @@ def test_background_refresh_renders_in_the_requests_language(client: Client) -> 
 def test_async_view_refreshes_in_the_background_under_wsgi(client: Client) -> None:
     first = client.get("/async-background/")
     caches["default"].invalidate("async-bg")
+    assert first["Cache-Status"] == "mcache; fwd=uri-miss; stored"  # RFC 9211
     stale = client.get("/async-background/")
     assert stale["X-Cache"] == "STALE" and stale.content == first.content
+    assert stale["Cache-Status"] == "mcache; fwd=stale"
     wait_for(lambda: rendered("async_background") == 2)
     wait_for(lambda: client.get("/async-background/").content != first.content)
-    assert client.get("/async-background/")["X-Cache"] == "HIT"
+    hit = client.get("/async-background/")
+    assert (hit["X-Cache"], hit["Cache-Status"]) == ("HIT", "mcache; hit")
     assert rendered("async_background") == 2
 
 
@@ -376,5 +379,10 @@ def test_a_cache_timeout_of_zero_turns_page_caching_off() -> None:
 
 
 def bypassed(response: HttpResponseBase, reason: str) -> bool:
-    """Return whether ``response`` says it was not cached, for ``reason``."""
-    return response["X-Cache"] == "BYPASS" and response["X-Cache-Reason"] == reason
+    """Return whether ``response`` says it was not cached, for ``reason`` (in ``X-Cache`` and
+    in RFC 9211's ``Cache-Status``)."""
+    return (response["X-Cache"], response["X-Cache-Reason"], response["Cache-Status"]) == (
+        "BYPASS",
+        reason,
+        f"mcache; fwd=bypass; detail={reason}",
+    )

@@ -329,19 +329,22 @@ def test_background_refresh_re_renders_after_the_response(memcached_url: str) ->
         return f"news for {request.args.get('region')} #{count('news')}"
 
     client = app.test_client()
-    assert client.get("/news?region=eu").data == b"news for eu #1"
+    first = client.get("/news?region=eu")
+    assert first.data == b"news for eu #1"
+    assert first.headers["Cache-Status"] == "mcache; fwd=uri-miss; stored"  # RFC 9211
     with app.app_context():
         mcache.invalidate("news")
     stale = client.get("/news?region=eu")
     assert stale.headers["X-Cache"] == "STALE" and stale.data == b"news for eu #1"
+    assert stale.headers["Cache-Status"] == "mcache; fwd=stale"
     deadline = time.monotonic() + 5
     while count("news") < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     while client.get("/news?region=eu").headers["X-Cache"] != "HIT" and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert client.get("/news?region=eu").data == b"news for eu #2", (
-        "rendered with the request's args"
-    )
+    hit = client.get("/news?region=eu")
+    assert hit.data == b"news for eu #2", "rendered with the request's args"
+    assert hit.headers["Cache-Status"] == "mcache; hit"
 
 
 # -- after review ----------------------------------------------------------------------------
@@ -463,9 +466,14 @@ def test_cli_stats_lists_every_redis_node_with_its_role(topology: str, request) 
 
 
 def bypassed(response: TestResponse, reason: str) -> bool:
-    """Return whether ``response`` says it was not cached, for ``reason``."""
+    """Return whether ``response`` says it was not cached, for ``reason`` (in ``X-Cache`` and
+    in RFC 9211's ``Cache-Status``)."""
     headers = response.headers
-    return headers.get("X-Cache") == "BYPASS" and headers.get("X-Cache-Reason") == reason
+    return (headers.get("X-Cache"), headers.get("X-Cache-Reason"), headers.get("Cache-Status")) == (
+        "BYPASS",
+        reason,
+        f"mcache; fwd=bypass; detail={reason}",
+    )
 
 
 def test_a_head_that_finds_no_page_is_no_miss() -> None:

@@ -203,6 +203,7 @@ def test_a_page_rendered_with_the_store_down_says_so() -> None:
         flask_pages = [site.flask_app(url).test_client().get("/catalog/") for _ in range(2)]
     for headers in [*(p.headers for p in pages), *(p.headers for p in flask_pages)]:
         assert (headers["X-Cache"], headers["X-Cache-Reason"]) == ("MISS", "store-down")
+        assert headers["Cache-Status"] == "mcache; fwd=uri-miss; detail=store-down"
     assert [p.status_code for p in [*pages, *flask_pages]] == [200] * 4
 
 

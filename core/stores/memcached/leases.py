@@ -11,7 +11,6 @@ do not exclude each other. See docs/explanation/memcached-protocols.md.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Mapping
@@ -124,8 +123,11 @@ class MemcachedLeases:
         bid.outcome, bid.unleased = None, False
         if not self._dead:  # else a stand-in may own the key: lease nothing, lock portably
             lead, request, beside, elsewhere = self._lease_plan(keys, bid)
-            with contextlib.suppress(NodeDown):  # leasing nothing below
+            try:
                 reply, found = yield NodeCall(lead, "leased_get", (request, beside), keys[0])
+            except NodeDown:
+                pass  # leasing nothing below
+            else:
                 leased(bid, keys[0], reply, found)
                 if elsewhere:
                     found.update((yield from self.get_many_steps(elsewhere)))  # type: ignore[attr-defined]

@@ -10,7 +10,6 @@ on asyncio connections (see :mod:`mcache.sansio.steps`): one ring, failover and 
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -187,8 +186,11 @@ class MemcachedSteps:
     def get_steps(self, key: str) -> Steps[bytes | NoValueType]:
         validate_store_key(key)
         if self.replicas == 1 and not self._dead:
-            with contextlib.suppress(NodeDown):  # failing over below
+            try:
                 found = yield NodeCall(self._owner(key), "get_many", ([key],), key)
+            except NodeDown:
+                pass  # failing over below
+            else:
                 return found.get(key, NO_VALUE)  # type: ignore[no-any-return]
         return (yield from self.get_many_steps([key])).get(key, NO_VALUE)
 

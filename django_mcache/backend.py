@@ -35,7 +35,7 @@ from mcache.sansio.steps import (
     settled,
 )
 
-from .config import cache_from_settings
+from .config import cache_from_settings, page_defaults
 
 __all__ = ["MCacheBackend"]
 
@@ -119,6 +119,10 @@ class MCacheBackend(BaseCache):
         self._location, self._params = location, params
         self._mcache = _core_cache(location, params)
         self._pid = os.getpid()
+        try:
+            self.page_cookies, self.page_cdn = page_defaults(params.get("OPTIONS") or {})
+        except (ConfigError, AttributeError):  # reported by the core cache, as any bad option
+            self.page_cookies, self.page_cdn = None, False
 
     @property
     def mcache(self) -> Cache:

@@ -28,6 +28,7 @@ from mcache.model.codec import Codec
 from mcache.refreshers import NAMES as REFRESHER_NAMES
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
 from mcache.stores.url import SQL_STORE_OPTIONS, checked_options
+from mcache.web.page import cookie_names
 
 from .aliases import replication_lag
 from .db_store import DB_SCHEME
@@ -42,6 +43,8 @@ __all__ = [
 ALIAS_SCHEME = "alias:"
 DJANGO_CULL_OPTIONS = frozenset({"MAX_ENTRIES", "CULL_FREQUENCY"})
 """Django's local-memory culling knobs: memcached and Redis evict by LRU instead."""
+PAGE_OPTIONS = frozenset({"page_cookies", "page_cdn"})
+"""What ``@cached_view`` pages on this cache default to: read by :func:`page_defaults`."""
 
 _SAFE_NAMESPACE = re.compile(r"[!-~]{1,60}")
 
@@ -65,7 +68,8 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     if not isinstance(raw, Mapping):
         problems.add(f"OPTIONS must be a dict of option names to values, got {raw!r}")
         problems.raise_if_any()
-    options = {k: v for k, v in raw.items() if k not in DJANGO_CULL_OPTIONS}
+    options = {k: v for k, v in raw.items() if k not in DJANGO_CULL_OPTIONS | PAGE_OPTIONS}
+    problems.check("", lambda: page_defaults(raw))
     store_options = _store_options(location) - CACHE_OPTIONS - CODEC_OPTIONS
     known_options = CACHE_OPTIONS | CODEC_OPTIONS | store_options
     unknown = sorted(set(options) - known_options)
@@ -73,7 +77,7 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
         problems.add(
             f"unknown OPTIONS {named_with_guesses(unknown, known_options)} for LOCATION"
             f" {location!r}; "
-            f"mcache options: {', '.join(sorted(CACHE_OPTIONS))}; codec options: "
+            f"mcache options: {', '.join(sorted(CACHE_OPTIONS | PAGE_OPTIONS))}; codec options: "
             f"{', '.join(sorted(CODEC_OPTIONS))}; store options for this LOCATION: "
             f"{', '.join(sorted(_store_options(location))) or 'none'}"
         )
@@ -101,6 +105,18 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
         replication_lag=lag,
         **cache_kwargs,
     )
+
+
+def page_defaults(options: Mapping[str, Any]) -> tuple[tuple[str, ...] | None, bool]:
+    """Return the ``page_cookies`` and ``page_cdn`` of a cache's ``OPTIONS``, checked."""
+    try:
+        cookies = cookie_names(options.get("page_cookies"), "OPTIONS['page_cookies']")
+    except TypeError as error:
+        raise ConfigError(str(error)) from None
+    cdn = options.get("page_cdn", False)
+    if not isinstance(cdn, bool):
+        raise ConfigError(f"OPTIONS['page_cdn'] must be True or False, got {cdn!r}")
+    return cookies, cdn
 
 
 def _store_options(location: str) -> set[str]:

@@ -22,6 +22,7 @@ from mcache.sansio.steps import BlockingOrAwaited, Steps
 from mcache.web.page import PageSettings
 
 from .aliases import cache_alias
+from .holes import HoleContext
 from .tags import Dependencies
 
 __all__ = ["TagsSpec", "ViewOptions"]
@@ -37,6 +38,18 @@ class ViewOptions(PageSettings):
     per_user: bool = False
     cache: str | None = None
     key_prefix: str | None = None
+    hole_context: HoleContext | None = None
+    """Given (even empty): everything per-visitor sits in holes, so signed-in visitors
+    share the page; the names holes may read besides the context processors'."""
+
+    def significant_cookies(self, backend: Any) -> tuple[str, ...] | None:
+        """Return the cookies a page's key covers: the view's, else its cache's ``page_cookies``."""
+        return self.cookies if self.cookies is not None else getattr(backend, "page_cookies", None)
+
+    def sends_cdn(self, backend: Any) -> bool:
+        """Return whether pages tell caches in front their windows: the view's ``cdn``, else
+        its cache's ``page_cdn``."""
+        return self.cdn if self.cdn is not None else bool(getattr(backend, "page_cdn", False))
 
     def backend(self) -> Any:
         """Return the Django cache pages go to (``cache``, else ``MCACHE_CACHE``)."""

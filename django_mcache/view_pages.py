@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -28,11 +29,15 @@ from django.utils.cache import (
     patch_response_headers,
     patch_vary_headers,
 )
+from django.utils.functional import SimpleLazyObject
 from django.utils.http import http_date
 
 from mcache.errors import Uncacheable
 from mcache.observe.outcome import outcome_headers
-from mcache.web.page import PageBuild
+from mcache.web.holes import HoleCollector, collecting, fill_holes
+from mcache.web.page import PageBuild, age, cdn_cache_control, cookie_values, shared_windows
+
+from .holes import fill_hole, known_hole
 
 if TYPE_CHECKING:
     from .view_options import ViewOptions
@@ -91,9 +96,10 @@ def session_untouched(request: HttpRequest) -> Iterator[None]:
             session.accessed = accessed
 
 
-def _refusal(response: HttpResponseBase, options: ViewOptions, keyed_by_user: bool) -> str | None:
+def _refusal(response: HttpResponseBase, options: ViewOptions, cookie_keyed: bool) -> str | None:
     """Apply the cache middleware's rules, and refuse any response that sets a cookie;
-    return why the response may not be stored, or None."""
+    return why the response may not be stored, or None. ``cookie_keyed``: the page's key
+    covers the cookies it may depend on (its user, or the cookies a site declared)."""
     if response.streaming:
         return "streaming"
     if response.status_code != 200:
@@ -109,7 +115,7 @@ def _refusal(response: HttpResponseBase, options: ViewOptions, keyed_by_user: bo
         return "private"
     if has_vary_header(response, "*"):
         return "vary"
-    allowed = set(options.vary) | ({"cookie"} if keyed_by_user else set())
+    allowed = set(options.vary) | ({"cookie"} if cookie_keyed else set())
     varied = {h.strip().lower() for h in _LIST_ITEMS.split(response.get("Vary", "")) if h.strip()}
     return None if varied <= allowed else "vary"  # another Vary would serve the wrong variant
 
@@ -124,11 +130,16 @@ class Render:
     session (for them its content cannot depend on one).
     """
 
-    def __init__(self, request: HttpRequest, options: ViewOptions, signed_in: bool) -> None:
+    def __init__(
+        self, request: HttpRequest, options: ViewOptions, signed_in: bool, backend: Any
+    ) -> None:
         self.request, self.options = request, options
         self.signed_in = signed_in
+        self.cookies = options.significant_cookies(backend)
+        self.cdn = options.sends_cdn(backend) and not options.per_user
         self.session = getattr(request, "session", None)
         self._accessed = False
+        self.user_read = False
         # A refresher thread sees none of the request's thread-bound state (asgiref
         # hides it from other threads), so what a render depends on is carried over.
         self.language = translation.get_language()
@@ -146,44 +157,85 @@ class Render:
 
     def _render(self, call: Callable[[], Any]) -> Snapshot:
         self.before()
-        return self.after(call())
+        with self._watched() as holes:
+            return self.after(call(), holes)
 
     def _rerender(self, call: Callable[[], Any]) -> Snapshot:
         close_old_connections()  # a refresher thread keeps no request cycle of its own
         set_script_prefix(self._script_prefix)
         set_urlconf(self._urlconf)
         try:
-            with translation.override(self.language):
-                return self.after(call(), watch_session=False)
+            with translation.override(self.language), self._watched() as holes:
+                return self.after(call(), holes, watch_session=False)
         finally:
             set_urlconf(None)
             close_old_connections()
 
     async def _arender(self, call: Callable[[], Any]) -> Snapshot:
         self.before()
-        return await sync_to_async(self.after)(await call())
+        with self._watched() as holes:
+            return await sync_to_async(self.after)(await call(), holes)
 
     async def _arerender(self, call: Callable[[], Any]) -> Snapshot:
-        with translation.override(self.language):
-            return await sync_to_async(self.after)(await call(), False)
+        with translation.override(self.language), self._watched() as holes:
+            return await sync_to_async(self.after)(await call(), holes, False)
+
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[HoleCollector]:
+        """Collect the render's holes; on a page shared with signed-in visitors (a view
+        with ``hole_context``), note whether anything outside a hole read the user."""
+        collector = HoleCollector()
+        with collecting(collector):
+            if self.options.hole_context is None or not hasattr(self.request, "user"):
+                yield collector
+                return
+            request, saved = self.request, dict(self.request.__dict__)
+            user = request.user
+
+            def read() -> Any:
+                self.user_read = True
+                return user
+
+            async def aread() -> Any:
+                return read()
+
+            request.user = SimpleLazyObject(read)
+            if "auser" in saved:
+                request.auser = aread
+            try:
+                yield collector
+            finally:
+                for name in ("user", "auser"):
+                    if name in saved:
+                        setattr(request, name, saved[name])
 
     def before(self) -> None:
         if self.session is not None:
             self._accessed = self.session.accessed
             self.session.accessed = False
 
-    def after(self, response: Any, watch_session: bool = True) -> Snapshot:
+    def after(self, response: Any, holes: HoleCollector, watch_session: bool = True) -> Snapshot:
         response = _render(response)
         # On a re-render (``watch_session`` False) the request's own reading counts.
         reads_session = self.session is not None and self.session.accessed
         if self.session is not None and watch_session:
             self.session.accessed = self._accessed or reads_session
+        reads_session = reads_session or self.user_read  # the user comes from the session
         reason = self._refusal(response, reads_session)
         if reason is not None:
+            if holes.recipes and not response.streaming:
+                response.content = self.fill(response.content, holes.stored())
             raise Uncacheable(response, reason)
-        return _snapshot(response, self.options, reads_session)
+        return _snapshot(response, self.options, holes.stored(), reads_session)
+
+    def fill(self, body: bytes, holes: list[str]) -> bytes:
+        """Return ``body`` with its ``holes`` filled for this request."""
+        fill = partial(fill_hole, self.request, self.options.hole_context or {})
+        return fill_holes(body, holes, fill)
 
     def _refusal(self, response: Any, reads_session: bool) -> str | None:
+        if self.user_read and self.signed_in and not self._keyed_by_user():
+            return "signed-in"  # outside a hole: the page is this visitor's
         if self.session is not None and self.session.modified:
             return "session"
         if self.request.META.get("CSRF_COOKIE_NEEDS_UPDATE"):
@@ -193,38 +245,50 @@ class Render:
         keyed_by_user = self._keyed_by_user()
         if reads_session and _has_session_cookie(self.request) and not keyed_by_user:
             return "session"
-        return _refusal(response, self.options, keyed_by_user)
+        return _refusal(response, self.options, keyed_by_user or self.cookies is not None)
 
     def _keyed_by_user(self) -> bool:
         return self.options.per_user and self.signed_in
 
-    def serves(self, snapshot: Any) -> bool:
-        """Return whether a stored page may answer this request without running the view."""
-        return not (snapshot[3] and _has_session_cookie(self.request) and not self._keyed_by_user())
+    def refusal(self, snapshot: Any) -> str | None:
+        """Return why a stored page may not answer this request, or None."""
+        if snapshot[5] and not self._keyed_by_user():  # it read the session or the user
+            if self.signed_in:
+                return "signed-in"
+            if _has_session_cookie(self.request):
+                return "session"
+        if not all(known_hole(recipe) for recipe in snapshot[3][1:]):
+            return "hole"
+        return None
 
 
 # -- keys and snapshots ------------------------------------------------------------------------
 
-Snapshot = tuple[int, list, bytes, bool]
-"""What is stored: status, headers, body, and whether the view read the session."""
+Snapshot = tuple[int, list, bytes, list, float, bool]
+"""What is stored: status, headers, body, holes, when it was built, and whether the view
+read the session (or, outside a hole, the user)."""
 
 
-def page_key(name: str, request: HttpRequest, options: ViewOptions, user: Any) -> tuple[Any, ...]:
+def page_key(name: str, request: HttpRequest, render: Render, user: Any) -> tuple[Any, ...]:
     """Return a page's key; ``user`` is the signed-in user a ``per_user`` page is keyed by."""
+    options = render.options
     query = tuple((name, tuple(values)) for name, values in sorted(request.GET.lists()))
     headers = tuple(request.META.get("HTTP_" + h.upper().replace("-", "_")) for h in options.vary)
     language = translation.get_language() if settings.USE_I18N else None
     user_id = user.pk if options.per_user and user is not None else None
     where = (request.scheme, request.get_host(), request.path)
-    return ("view", name, *where, query, headers, language, user_id)
+    cookies = cookie_values(render.cookies, request.COOKIES)
+    return ("view", name, *where, query, headers, language, user_id, cookies)
 
 
-def _snapshot(response: HttpResponseBase, options: ViewOptions, reads_session: bool) -> Snapshot:
+def _snapshot(
+    response: HttpResponseBase, options: ViewOptions, holes: list[str], reads_session: bool
+) -> Snapshot:
     """Return what is stored (a rendered response's parts, never the object)."""
     if options.ttl is not None:
         patch_response_headers(response, int(options.ttl))
     body = options.core().codec.storable_bytes(response.content)  # JSON keeps no bytes
-    return (response.status_code, list(response.items()), body, reads_session)
+    return (response.status_code, list(response.items()), body, holes, time.time(), reads_session)
 
 
 def marked(response: Any, state: str, reason: str, options: ViewOptions) -> Any:
@@ -236,19 +300,36 @@ def marked(response: Any, state: str, reason: str, options: ViewOptions) -> Any:
     return response
 
 
-def restore(snapshot: Snapshot, state: str, options: ViewOptions, reason: str = "") -> HttpResponse:
-    status, headers, content, reads_session = snapshot
-    response = HttpResponse(content, status=status)
+def restore(snapshot: Snapshot, state: str, render: Render, reason: str = "") -> HttpResponse:
+    """Return the response a stored page answers with, its holes filled for this request."""
+    status, headers, content, holes, _, reads_session = snapshot
+    options = render.options
+    response = HttpResponse(render.fill(content, holes), status=status)
     for name, value in headers:
         response[name] = value
-    if reads_session:
+    if reads_session or holes:
         patch_vary_headers(response, ["Cookie"])  # as SessionMiddleware would have said
-    if options.per_user:
+    if options.per_user or holes:
         patch_cache_control(response, private=True)  # a proxy must not share it
     if state == "STALE":
         response["Cache-Control"] = "max-age=0"
         response["Expires"] = http_date()
+    elif render.cdn and not holes:
+        _tell_caches_in_front(response, snapshot, options)
     return marked(response, state, reason, options)  # type: ignore[no-any-return]
+
+
+def _tell_caches_in_front(response: HttpResponse, snapshot: Snapshot, options: ViewOptions) -> None:
+    """Give a shared page the entry's windows in ``Cache-Control`` and ``CDN-Cache-Control``,
+    and its ``Age``, so a CDN keeps it exactly as long as mcache does."""
+    windows = shared_windows(
+        options.core().call_options(ttl=options.ttl, stale_ttl=options.stale_ttl)
+    )
+    if windows is None:
+        return
+    patch_cache_control(response, **{name.replace("-", "_"): v for name, v in windows.items()})
+    response["CDN-Cache-Control"] = cdn_cache_control(windows)
+    response["Age"] = age(snapshot)
 
 
 def _messages_used(request: HttpRequest) -> bool:

@@ -27,9 +27,10 @@ from mcache.sansio.steps import (
     perform,
     run_steps,
 )
-from mcache.web.page import check_view_ttl, serve_steps
+from mcache.web.page import check_view_ttl, cookie_names, serve_steps
 
 from .aliases import check_alias
+from .holes import HoleContext
 from .tags import Dependencies, DependsOn
 from .view_options import TagsSpec, ViewOptions
 from .view_pages import (
@@ -59,6 +60,9 @@ def cached_view(
     refresh: str | None = None,
     header: str | None = "X-Cache",
     stale_wait: float | None = None,
+    cookies: Sequence[str] | None = None,
+    cdn: bool | None = None,
+    hole_context: HoleContext | None = None,
 ) -> Callable[[View], View]:
     """Cache a view's whole response; use ``method_decorator`` for class-based views.
 
@@ -73,6 +77,15 @@ def cached_view(
     another rebuilds it waits for the new one (default: the cache's, 0).
     ``header`` names the HIT/MISS/STALE response header, sent with ``Cache-Status``
     (``None``: neither).
+
+    ``cookies``: the cookies the page depends on (default: the cache's
+    ``OPTIONS["page_cookies"]``); their values join the key, others are ignored, and a
+    ``Vary: Cookie`` response is then stored. ``cdn``: send the entry's windows to caches
+    in front (``s-maxage``, ``stale-while-revalidate``, ``stale-if-error``,
+    ``CDN-Cache-Control``; default: ``OPTIONS["page_cdn"]``). ``hole_context``
+    (``{name: f(request)}``, even ``{}``): everything per-visitor on the page sits in
+    ``{% nocache %}`` holes, which may read these names besides the context
+    processors'; signed-in visitors then share the page (see docs/how-to/holes.md).
 
     Written bare, ``@cached_view`` is ``@cached_view()``. An unknown ``cache``
     alias fails here, when the view module is imported, not at the first request.
@@ -93,10 +106,13 @@ def cached_view(
         refresh,
         header,
         stale_wait,
+        cookie_names(cookies, "cached_view(cookies=...)"),
+        cdn,
         dependencies,
         per_user,
         cache,
         key_prefix,
+        hole_context,
     )
 
     def decorate(view: View) -> View:
@@ -147,13 +163,13 @@ def _serve_steps(
         user = yield BlockingOrAwaited(
             partial(_signed_in_user, request), partial(_asigned_in_user, request)
         )
-        if user is not None and not options.per_user:
+        if user is not None and not options.per_user and options.hole_context is None:
             reason = "signed-in"
     if reason is not None:
         return _bypassed((yield the_view), reason, name, request, options)
     core = options.core(backend)
-    key = page_key(name, request, options, user)
-    render = Render(request, options, user is not None)
+    render = Render(request, options, user is not None, backend)
+    key = page_key(name, request, render, user)
     build_options = options.options_steps(request, args, kwargs)
     build = render.build(view, args, kwargs, on_loop)
     served = yield from serve_steps(
@@ -164,10 +180,10 @@ def _serve_steps(
         build,
         1,
         HttpResponseBase,
-        render.serves,
+        render.refusal,
     )
     if served.state != BYPASS:
-        return restore(served.page, served.state, options, served.reason)  # type: ignore[arg-type]
+        return restore(served.page, served.state, render, served.reason)  # type: ignore[arg-type]
     response = served.response if served.response is not None else (yield the_view)
     return _bypassed(response, served.reason, name, request, options)
 

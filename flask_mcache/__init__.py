@@ -22,9 +22,9 @@ from mcache.features.counters import Counter, ViewCounter
 from mcache.features.memoize import LateBound, Memoized, tags_with
 from mcache.features.raw_keys import RawKeys
 from mcache.features.visitors import OnlineCounter
-from mcache.web.page import check_view_ttl
+from mcache.web.page import check_view_ttl, cookie_names
 
-from .config import cache_from_config, counters_cache
+from .config import cache_from_config, counters_cache, page_cookies
 from .view_order import check_app, check_on_first_request
 from .views import TagsSpec, ViewSettings, cached_view, refused_response
 
@@ -48,6 +48,7 @@ class MCache:
         process would have a cache of its own (``"memory://"`` written out is a choice).
         """
         cache = app.extensions["mcache"] = cache_from_config(app.config)
+        app.extensions["mcache.page_cookies"] = page_cookies(app.config)
         cache.locator = "flask_mcache:current_cache:"  # a queue worker runs in an app context
         if app.config.get("MCACHE_COUNTERS_URL"):
             app.extensions["mcache.counters"] = cache_from_config(app.config, "MCACHE_COUNTERS_URL")
@@ -122,6 +123,8 @@ class MCache:
         refresh: str | None = None,
         header: str | None = "X-Cache",
         stale_wait: float | None = None,
+        cookies: Sequence[str] | None = None,
+        cdn: bool | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Cache a view's whole response: dog-pile safe, stale-while-rebuilding, tagged.
 
@@ -129,8 +132,11 @@ class MCache:
         string, ``vary_on_headers`` and ``per_user()``; ``key(**view_args)`` replaces the
         path and query (Flask-Caching's ``make_cache_key``), and ``unless()`` returning true
         serves the view uncached. ``tags`` may be a callable of the view's arguments;
-        ``depends_on`` takes SQLAlchemy classes or rows. Written bare, it is
-        ``@mcache.cached_view()``. See docs/how-to/cache-a-page.md.
+        ``depends_on`` takes SQLAlchemy classes or rows. ``cookies`` (default:
+        ``MCACHE_PAGE_COOKIES``) names the cookies the page depends on: their values join
+        the key, others are ignored, and ``Vary: Cookie`` may then be stored; ``cdn``
+        (default: ``MCACHE_PAGE_CDN``) sends the entry's windows to caches in front.
+        Written bare, it is ``@mcache.cached_view()``. See docs/how-to/cache-a-page.md.
         """
         if callable(ttl):
             return self.cached_view()(ttl)  # written bare, without parentheses
@@ -143,6 +149,8 @@ class MCache:
             refresh,
             header,
             stale_wait,
+            cookie_names(cookies, "cached_view(cookies=...)"),
+            cdn,
             _dependency_tags(depends_on, "cached_view"),
             per_user,
             unless,

@@ -18,10 +18,12 @@ from mcache.admin.config_problems import (
     named_with_guesses,
     option_problems,
 )
+from mcache.errors import ConfigError
 from mcache.model.codec import Codec
 from mcache.stores import from_url
+from mcache.web.page import cookie_names
 
-__all__ = ["KEYS", "cache_from_config", "counters_cache"]
+__all__ = ["KEYS", "cache_from_config", "counters_cache", "page_cookies"]
 
 CACHE_KEYS = {
     f"MCACHE_{name.upper()}": name for name in (*CACHE_OPTIONS, "default_ttl", "replication_lag")
@@ -38,6 +40,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_ONLINE_WINDOW": (int,),
     "MCACHE_ONLINE_SLOTS": (int,),
     "MCACHE_ROBOTS": (list, tuple),
+    "MCACHE_PAGE_COOKIES": (list, tuple),
+    "MCACHE_PAGE_CDN": (bool,),
     "MCACHE_STORE_OPTIONS": (Mapping,),
     "MCACHE_VIEW_COUNT_FIELDS": (Mapping,),
     "MCACHE_REFRESH": (str,),
@@ -132,3 +136,11 @@ def counters_cache(app: Any) -> Cache:
     """Return the cache ``app``'s counters live in: ``MCACHE_COUNTERS_URL``'s, else the app's."""
     extensions = app.extensions
     return extensions.get("mcache.counters") or extensions["mcache"]  # type: ignore[no-any-return]
+
+
+def page_cookies(config: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """Return ``MCACHE_PAGE_COOKIES``, checked: the cookies every cached page's key covers."""
+    try:
+        return cookie_names(config.get("MCACHE_PAGE_COOKIES"), "MCACHE_PAGE_COOKIES")
+    except TypeError as error:
+        raise ConfigError(str(error)) from None

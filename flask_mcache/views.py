@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import io
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -25,13 +26,22 @@ from mcache.features.memoize import refuse_instances_of
 from mcache.model.dependencies import carried
 from mcache.observe.outcome import BYPASS, log_bypass, outcome_headers
 from mcache.sansio.steps import CallBuilder, one, perform, run_steps
-from mcache.web.page import PageBuild, PageSettings, serve_steps
+from mcache.web.page import (
+    PageBuild,
+    PageSettings,
+    age,
+    cdn_cache_control,
+    cookie_values,
+    serve_steps,
+    shared_windows,
+)
 
 from .view_order import remember
 
 __all__ = ["ViewSettings", "cached_view", "refused_response"]
 
-Snapshot = tuple[int, list, bytes]
+Snapshot = tuple[int, list, bytes, list, float]
+"""What is stored: status, headers, body, holes and when it was built (see mcache.web.page)."""
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
 
 
@@ -48,6 +58,21 @@ class ViewSettings(PageSettings):
         tags = self.tags(**view_args) if callable(self.tags) else self.tags
         return self.options(tags, self.dependencies)
 
+    def significant_cookies(self) -> tuple[str, ...] | None:
+        """Return the cookies a page's key covers: the view's, else ``MCACHE_PAGE_COOKIES``."""
+        if self.cookies is not None:
+            return self.cookies
+        return current_app.extensions.get("mcache.page_cookies")  # type: ignore[no-any-return]
+
+    def sends_cdn(self) -> bool:
+        """Return whether a shared page tells caches in front its windows (``cdn``, else
+        ``MCACHE_PAGE_CDN``)."""
+        if self.per_user is not None:
+            return False
+        return (
+            self.cdn if self.cdn is not None else current_app.config.get("MCACHE_PAGE_CDN", False)
+        )
+
 
 def cached_view(
     core: Callable[[], Cache], settings: ViewSettings, check_routes: Callable[[], None]
@@ -57,7 +82,7 @@ def cached_view(
     ``check_routes()`` runs once the view is wrapped: the view may already be
     routed, uncached (see :mod:`flask_mcache.view_order`).
     """
-    ttl, header = settings.ttl, settings.header
+    header = settings.header
 
     def decorate(async_or_sync_view: Callable[..., Any]) -> Callable[..., Any]:
         name = f"{async_or_sync_view.__module__}.{async_or_sync_view.__qualname__}"
@@ -84,17 +109,17 @@ def cached_view(
             # credentials; its teardown runs. The build it is part of is carried over, so
             # its fragments' tags reach it.
             detached = functools.partial(
-                _render_detached, app, request.environ, view, view_args, settings.vary
+                _render_detached, app, request.environ, view, view_args, settings
             )
             build = PageBuild(
-                lambda: _snapshot(view(**view_args), settings.vary),
+                lambda: _snapshot(view(**view_args), settings),
                 lambda: contextvars.Context().run(carried(detached)),
             )
             options = one(CallBuilder(functools.partial(settings.page_options, view_args)))
             steps = serve_steps(core(), key, request.method == "HEAD", options, build, 0, Response)
             served = run_steps(steps, perform)
             if served.state != BYPASS:
-                return _restore(served.page, served.state, header, ttl, served.reason)  # type: ignore[arg-type]
+                return _restore(served.page, served.state, settings, served.reason)  # type: ignore[arg-type]
             own = served.response
             response = own if own is not None else make_response(view(**view_args))
             return bypassed(response, served.reason)
@@ -138,21 +163,25 @@ def _detached_environ(environ: dict[str, Any]) -> dict[str, Any]:
 
 
 def _render_detached(
-    app: Any, environ: dict[str, Any], view: Callable[..., Any], view_args: dict, vary: tuple
+    app: Any,
+    environ: dict[str, Any],
+    view: Callable[..., Any],
+    view_args: dict,
+    settings: ViewSettings,
 ) -> Snapshot:
     with app.request_context(_detached_environ(environ)):
-        return _snapshot(view(**view_args), vary)
+        return _snapshot(view(**view_args), settings)
 
 
-def _snapshot(returned: Any, vary: tuple[str, ...]) -> Snapshot:
+def _snapshot(returned: Any, settings: ViewSettings) -> Snapshot:
     response = make_response(returned)
     if getattr(session, "modified", False):
         raise Uncacheable(response, "session")  # e.g. a flash or a login: Flask sets a cookie
-    reason = _refusal(response, vary)
+    reason = _refusal(response, settings)
     if reason is not None:
         raise Uncacheable(response, reason)
     body = current_app.extensions["mcache"].codec.storable_bytes(response.get_data())
-    return (response.status_code, list(response.headers.items()), body)
+    return (response.status_code, list(response.headers.items()), body, [], time.time())
 
 
 def _key(name: str, settings: ViewSettings, view_args: dict[str, Any]) -> tuple:
@@ -165,10 +194,11 @@ def _key(name: str, settings: ViewSettings, view_args: dict[str, Any]) -> tuple:
         page = ("key", settings.key(**view_args))
     headers = tuple(request.headers.get(h) for h in settings.vary)
     user = settings.per_user() if settings.per_user is not None else None
-    return ("view", name, request.scheme, request.host, *page, headers, user)
+    cookies = cookie_values(settings.significant_cookies(), request.cookies)
+    return ("view", name, request.scheme, request.host, *page, headers, user, cookies)
 
 
-def _refusal(response: Response, vary: tuple[str, ...]) -> str | None:
+def _refusal(response: Response, settings: ViewSettings) -> str | None:
     """Return why ``response`` may not be stored (a reason of :mod:`mcache.observe.outcome`), or
     None."""
     if response.is_streamed:
@@ -181,7 +211,9 @@ def _refusal(response: Response, vary: tuple[str, ...]) -> str | None:
     if control.private or control.no_cache or control.no_store or control.max_age == 0:
         return "private"
     varied = {v.strip().lower() for v in response.headers.get("Vary", "").split(",") if v.strip()}
-    return None if "*" not in varied and varied <= set(vary) else "vary"
+    cookie_keyed = settings.per_user is not None or settings.significant_cookies() is not None
+    allowed = {*settings.vary, *(("cookie",) if cookie_keyed else ())}
+    return None if "*" not in varied and varied <= allowed else "vary"
 
 
 def _marked(response: Response, state: str, reason: str, header: str | None) -> Response:
@@ -192,17 +224,30 @@ def _marked(response: Response, state: str, reason: str, header: str | None) -> 
     return response
 
 
-def _restore(
-    snapshot: Snapshot, state: str, header: str | None, ttl: float | None, reason: str = ""
-) -> Response:
-    status, headers, body = snapshot
+def _restore(snapshot: Snapshot, state: str, settings: ViewSettings, reason: str = "") -> Response:
+    status, headers, body, _, _ = snapshot
     response = Response(body, status=status)
     response.headers.clear()
     for name, value in headers:
         response.headers.add(name, value)
-    if ttl and "Cache-Control" not in response.headers:
-        response.headers["Cache-Control"] = f"max-age={int(ttl)}"
+    if settings.ttl and "Cache-Control" not in response.headers:
+        response.headers["Cache-Control"] = f"max-age={int(settings.ttl)}"
     if state == "STALE":
         response.headers["Cache-Control"] = "max-age=0"
         response.headers["Expires"] = http_date()
-    return _marked(response, state, reason, header)
+    elif settings.sends_cdn():
+        _tell_caches_in_front(response, snapshot, settings)
+    return _marked(response, state, reason, settings.header)
+
+
+def _tell_caches_in_front(response: Response, snapshot: Snapshot, settings: ViewSettings) -> None:
+    """Give a shared page the entry's windows in ``Cache-Control`` and ``CDN-Cache-Control``,
+    and its ``Age``, so a CDN keeps it exactly as long as mcache does."""
+    core = current_app.extensions["mcache"]
+    windows = shared_windows(core.call_options(ttl=settings.ttl, stale_ttl=settings.stale_ttl))
+    if windows is None:
+        return
+    for name, value in windows.items():
+        response.cache_control[name] = str(value)
+    response.headers["CDN-Cache-Control"] = cdn_cache_control(windows)
+    response.headers["Age"] = age(snapshot)

@@ -1,17 +1,21 @@
-"""Cached pages as both adapters store them: ``(status, headers, body, *flags)``.
+"""Cached pages as both adapters store them: ``(status, headers, body, holes, built, *flags)``.
 
-A page comes back from the store as the codec gives it: msgpack and JSON turn
-tuples into lists, and JSON keeps the body as a latin-1 string (see
-``Codec.storable_bytes``). ``as_page`` accepts exactly those shapes and returns
-the tuple again; anything else under a page's key (another client's value,
-bytes written by hand) is no page, and ``None``.
+``holes`` is the page's list of holes (see :mod:`mcache.web.holes`): ``[]``, or the
+nonce of its placeholders and their recipes; ``built`` is when it was rendered (Unix
+seconds), from which a response says its ``Age`` to a cache in front.
+
+A page comes back from the store as the codec gives it: msgpack and JSON turn tuples
+into lists, and JSON keeps the body as a latin-1 string (see ``Codec.storable_bytes``).
+``as_page`` accepts exactly those shapes and returns the tuple again; anything else under
+a page's key (another client's value, bytes written by hand) is no page, and ``None``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -24,6 +28,7 @@ from mcache.sansio.steps import BlockingOrAwaited, Steps
 
 if TYPE_CHECKING:
     from mcache.cache import Cache
+    from mcache.engine.call import BuildOptions
 
 __all__ = [
     "FRAGMENTS_STAY",
@@ -31,9 +36,14 @@ __all__ = [
     "PageBuild",
     "PageSettings",
     "Served",
+    "age",
     "as_page",
+    "cdn_cache_control",
     "check_view_ttl",
+    "cookie_names",
+    "cookie_values",
     "serve_steps",
+    "shared_windows",
 ]
 
 PAGES_STAY = "cached pages re-render in the web process: they need their request"
@@ -42,17 +52,23 @@ FRAGMENTS_STAY = "template fragments re-render in the web process: they need the
 
 
 def as_page(found: Any, flags: int = 0) -> tuple | None:
-    """Return ``found`` as ``(status, [(name, value)…], body bytes, *flags)``, or None."""
-    if type(found) not in (tuple, list) or len(found) != 3 + flags:
+    """Return ``found`` as ``(status, [(name, value)…], body bytes, [hole…], built,
+    *flags)``, or None."""
+    if type(found) not in (tuple, list) or len(found) != 5 + flags:
         return None
-    status, headers, body, *rest = found
+    status, headers, body, holes, built, *rest = found
     if type(status) is not int or type(headers) not in (tuple, list):
+        return None
+    if type(built) not in (int, float):
         return None
     if type(body) not in (bytes, str) or any(type(flag) is not bool for flag in rest):
         return None
+    if type(holes) not in (tuple, list) or not all(type(hole) is str for hole in holes):
+        return None
     if not all(_is_header(header) for header in headers):
         return None
-    return (status, [tuple(header) for header in headers], Codec.bytes_of(body), *rest)
+    page_headers = [tuple(header) for header in headers]
+    return (status, page_headers, Codec.bytes_of(body), list(holes), built, *rest)
 
 
 def check_view_ttl(ttl: object, decorator: str) -> None:
@@ -77,6 +93,11 @@ class PageSettings:
     refresh: str | None = None
     header: str | None = "X-Cache"
     stale_wait: float | None = None
+    cookies: tuple[str, ...] | None = None
+    """The names of the cookies the page's key covers (None: not declared, see
+    :func:`significant_cookies`)."""
+    cdn: bool | None = None
+    """Whether a stored page tells caches in front its windows (None: the site's setting)."""
 
     def options(self, tags: Any, dependencies: Iterable[str]) -> dict[str, Any]:
         """The page's ``get_or_build`` options: ``tags`` (the view's, resolved) and the
@@ -89,6 +110,48 @@ class PageSettings:
             "refresh": self.refresh,
             "stale_wait": self.stale_wait,
         }
+
+
+def cookie_names(cookies: object, setting: str) -> tuple[str, ...] | None:
+    """Return the significant cookies' names, checked: ``setting`` names where they came from."""
+    if cookies is None:
+        return None
+    names = list(cookies) if isinstance(cookies, list | tuple | set | frozenset) else None
+    if names is None or not all(isinstance(name, str) and name for name in names):
+        raise TypeError(
+            f"{setting} must be a list of cookie names, e.g. ['theme'], got {cookies!r}"
+        )
+    return tuple(sorted(set(names)))
+
+
+def cookie_values(names: tuple[str, ...] | None, cookies: Mapping[str, str]) -> tuple:
+    """Return what a page's key holds of the request's cookies: the value of each
+    significant one (None when absent, which differs from empty), and nothing of others."""
+    return tuple(cookies.get(name) for name in names or ())
+
+
+def shared_windows(options: BuildOptions) -> dict[str, int] | None:
+    """Return the ``Cache-Control`` directives that keep a page in a shared cache in front
+    for the entry's own windows: ``s-maxage`` (RFC 9111) its ``ttl``,
+    ``stale-while-revalidate`` and ``stale-if-error`` (RFC 5861) its ``stale_ttl``. None
+    for an entry that never expires: only an invalidation ends it, which a CDN never sees."""
+    if options.ttl <= 0:
+        return None
+    stale = options.stale_ttl
+    return {"s-maxage": options.ttl, "stale-while-revalidate": stale, "stale-if-error": stale}
+
+
+def cdn_cache_control(windows: Mapping[str, int]) -> str:
+    """Return RFC 9213's ``CDN-Cache-Control`` for ``windows``: the same directives, read
+    only by a CDN, where ``max-age`` is the CDN's own."""
+    return ", ".join(
+        f"{'max-age' if name == 's-maxage' else name}={value}" for name, value in windows.items()
+    )
+
+
+def age(page: tuple) -> str:
+    """Return the ``Age`` of a stored page in whole seconds, as RFC 9111 writes it."""
+    return str(max(0, int(time.time() - page[4])))
 
 
 def _is_header(header: Any) -> bool:
@@ -147,19 +210,20 @@ def serve_steps(
     build: PageBuild,
     flags: int,
     own: type,
-    serves: Callable[[tuple], bool] = lambda page: True,
+    refusal: Callable[[tuple], str | None] = lambda page: None,
 ) -> Steps[Served]:
     """Serve a page, as steps either driver runs: HEAD from the GET entry (never stored
     from a HEAD), else ``get_or_build`` with the options ``options`` return (``build`` a
-    coroutine function for the async driver). ``serves(page)`` says whether a stored page
-    may answer this request. A result that is an ``own`` is the caller's uncacheable
+    coroutine function for the async driver). ``refusal(page)`` says why a stored page
+    may not answer this request, or None. A result that is an ``own`` is the caller's uncacheable
     response; anything else that is no page is dropped, logged, and built once more.
     """
     if head:
         peek = BlockingOrAwaited(partial(cache.peek, key, None), partial(cache.apeek, key, None))
         found = as_page((yield peek), flags)
-        if found is None or not serves(found):
-            return Served(BYPASS, "head" if found is None else "session")
+        refused = "head" if found is None else refusal(found)
+        if refused is not None:
+            return Served(BYPASS, refused)
         return Served("HIT", page=found)
     job, page_options = in_process(build, PAGES_STAY), (yield from options)
     read = BlockingOrAwaited(
@@ -177,8 +241,9 @@ def serve_steps(
             page = as_page(result, flags)
         if isinstance(result, own):  # this request's own, uncacheable response
             return Served(BYPASS, UNCACHED.get(), response=result)
-        if page is None or not serves(page):
-            return Served(BYPASS, "session" if page is not None else "foreign")
+        refused = "foreign" if page is None else refusal(page)
+        if refused is not None:
+            return Served(BYPASS, refused)
         if STORE_FAILED.get() and build.built:
             return Served("MISS", "store-down", page)
         return Served(

@@ -1,10 +1,12 @@
-"""Template tags: fragment caching with tags and dog-pile safety, view and online counters.
+"""Template tags: fragment caching with tags and dog-pile safety, holes (``{% nocache %}``,
+see :mod:`django_mcache.holes`), view and online counters.
 
 ``{% load mcache %}`` (the library is never called ``cache``: that is Django's).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django import template
@@ -16,14 +18,17 @@ from django.utils import translation
 
 from mcache.model.jobs import in_process
 from mcache.model.keys import keyable
+from mcache.web.holes import suspended
 from mcache.web.page import FRAGMENTS_STAY
 
 from ..aliases import cache_alias, check_alias
 from ..counters import view_counter
+from ..holes import nocache
 from ..middleware import online_counter
 from ..tags import Dependencies
 
 register = template.Library()
+register.tag("nocache", nocache)
 
 
 class CachedBlockNode(template.Node):
@@ -54,8 +59,12 @@ class CachedBlockNode(template.Node):
             raise template.TemplateSyntaxError(
                 "cachedblock: using= must name an mcache cache (MCacheBackend)"
             )
-        build = in_process(lambda: self.nodelist.render(context), FRAGMENTS_STAY)
+        build = in_process(partial(self._render, context), FRAGMENTS_STAY)
         return core.get_or_build(key, build, ttl=ttl or 0, tags=tags or None)
+
+    def _render(self, context: template.Context) -> str:
+        with suspended():  # shared by every visitor: no hole of the page around it
+            return self.nodelist.render(context)
 
 
 @register.tag("cachedblock")

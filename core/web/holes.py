@@ -1,0 +1,112 @@
+"""Holes: the per-visitor parts of a shared cached page, filled for each response.
+
+A page is rendered once with a placeholder where each hole goes, and stored with
+the list of its holes; every response, the one that built the page included, fills
+each placeholder for its own request. A placeholder holds a nonce drawn for that
+render (128 random bits), so content cannot contain one by chance or by design, and
+a response that still holds one after filling is refused rather than sent.
+
+A hole is named by a *recipe*, a short string an adapter knows how to fill
+(``"csrf"``, a template's hole, …): recipes are stored, so they must read the same
+in every process. The collector of the render under way is a context variable,
+so a placeholder is only handed out inside a cached page's build, on any driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
+from typing import Final
+
+__all__ = [
+    "FRAGMENT",
+    "HoleCollector",
+    "LeftoverHole",
+    "collecting",
+    "current_collector",
+    "fill_holes",
+    "suspended",
+]
+
+_PREFIX = "__mcache_hole_"
+
+
+class LeftoverHole(RuntimeError):
+    """A response still held a hole's placeholder after filling: it is never sent."""
+
+
+class HoleCollector:
+    """The holes of one render: its nonce and, in order, each placeholder's recipe."""
+
+    __slots__ = ("nonce", "recipes")
+
+    def __init__(self) -> None:
+        self.nonce = secrets.token_hex(16)
+        self.recipes: list[str] = []
+
+    def placeholder(self, recipe: str) -> str:
+        """Return the placeholder standing for a hole ``recipe`` fills at response time
+        (the same one for the same recipe: it fills the same for one request)."""
+        if recipe not in self.recipes:
+            self.recipes.append(recipe)
+        return f"{_PREFIX}{self.nonce}_{self.recipes.index(recipe)}__"
+
+    def stored(self) -> list[str]:
+        """Return what the page stores about its holes: ``[]``, or the nonce and recipes."""
+        return [self.nonce, *self.recipes] if self.recipes else []
+
+
+FRAGMENT: Final = HoleCollector()
+"""What :func:`suspended` collects into: adapters refuse a hole there, rather than place one."""
+_CURRENT: ContextVar[HoleCollector | None] = ContextVar("mcache_holes", default=None)
+
+
+def current_collector() -> HoleCollector | None:
+    """Return the collector of the cached page being rendered here, or None."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def collecting(collector: HoleCollector | None) -> Iterator[None]:
+    """Hand out placeholders from ``collector`` (None: none) within the block."""
+    token = _CURRENT.set(collector)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def suspended() -> contextlib.AbstractContextManager[None]:
+    """Render a cached fragment in the block: it is stored on its own and shared, so it
+    must hold no placeholder of the page around it (collected into :data:`FRAGMENT`)."""
+    return collecting(FRAGMENT)
+
+
+def fill_holes(body: bytes, holes: Sequence[str], fill: Callable[[str], str]) -> bytes:
+    """Return ``body`` with each placeholder of ``holes`` (a page's stored hole list)
+    replaced by ``fill(recipe)``, encoded as UTF-8.
+
+    Raises :class:`LeftoverHole` if a placeholder of this page's nonce is left, as a
+    placeholder a filter cut or changed would be.
+    """
+    if not holes:
+        return body
+    nonce, recipes = holes[0], holes[1:]
+    marker = re.compile(rf"{_PREFIX}{nonce}_(\d+)__".encode())
+    filled: dict[int, bytes] = {}
+
+    def replace(match: re.Match[bytes]) -> bytes:
+        index = int(match[1])
+        if index >= len(recipes):
+            raise LeftoverHole(f"a placeholder names hole {index} of {len(recipes)}")
+        if index not in filled:
+            filled[index] = fill(recipes[index]).encode()
+        return filled[index]
+
+    result = marker.sub(replace, body)
+    if nonce.encode() in result:
+        raise LeftoverHole("a hole's placeholder was changed by the page and cannot be filled")
+    return result

@@ -1,0 +1,124 @@
+"""Views and URLs of the holes, cookies and CDN-header tests (tests/dj/test_page_holes.py).
+
+The templates are in tests/dj/blog/templates/holes/; the tests add the ``auth`` and
+``django_mcache.holes.holes`` context processors to the test settings' engine.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.template import RequestContext, Template
+from django.urls import path
+from django.utils.cache import patch_vary_headers
+
+from django_mcache.views import cached_view
+
+renders: list[str] = []
+
+
+def _cart(request) -> int:
+    if request.COOKIES.get("fail"):
+        raise RuntimeError("this visitor's cart could not be read")
+    return int(request.COOKIES.get("cart", 0))
+
+
+@cached_view(ttl=60)
+def comment_form(request):
+    if request.method == "POST":
+        return HttpResponse(f"posted {request.POST['text']}")
+    renders.append("comment_form")
+    return render(request, "holes/form.html", {"title": "a post"})
+
+
+@cached_view(ttl=60, hole_context={})
+def greeting(request):
+    renders.append("greeting")
+    return render(request, "holes/greeting.html", {"specials": "soup"})
+
+
+@cached_view(ttl=60, hole_context={})
+def leaky(request):
+    renders.append("leaky")
+    return render(request, "holes/leaky.html")
+
+
+@cached_view(ttl=60, hole_context={})
+def reads_session(request):
+    renders.append("reads_session")
+    return HttpResponse(f"visits={request.session.get('visits', 0)}")
+
+
+@cached_view(ttl=60, hole_context={"cart": _cart})
+def shop(request):
+    renders.append("shop")
+    return render(request, "holes/cart.html")
+
+
+@cached_view(ttl=60)
+def mangled(request):
+    renders.append("mangled")
+    return render(request, "holes/mangled.html")
+
+
+@functools.cache
+def _inline_template() -> Template:
+    return Template(
+        "{% load mcache %}inline {% nocache %}{{ request.COOKIES.who }}{% endnocache %}"
+    )
+
+
+@cached_view(ttl=60)
+def inline(request):
+    renders.append("inline")
+    return HttpResponse(_inline_template().render(RequestContext(request)))
+
+
+@cached_view(ttl=60, cookies=["theme"])
+def themed(request):
+    renders.append("themed")
+    response = HttpResponse(f"theme={request.COOKIES.get('theme')}")
+    patch_vary_headers(response, ["Cookie"])
+    return response
+
+
+@cached_view(ttl=60)
+def site_themed(request):
+    renders.append("site_themed")
+    response = HttpResponse(f"theme={request.COOKIES.get('theme')}")
+    patch_vary_headers(response, ["Cookie"])
+    return response
+
+
+@cached_view(ttl=60, stale_ttl=600, cdn=True, tags=["cdn"], refresh="background")
+def edge_page(request):
+    renders.append("edge_page")
+    return HttpResponse("at the edge")
+
+
+@cached_view(ttl=60, cdn=True, per_user=True)
+def edge_mine(request):
+    return HttpResponse("mine")
+
+
+@cached_view(ttl=30)
+def site_edge(request):
+    return HttpResponse("site-wide windows")
+
+
+urlpatterns = [
+    path("form/", comment_form),
+    path("greeting/", greeting),
+    path("leaky/", leaky),
+    path("reads-session/", reads_session),
+    path("shop/", shop),
+    path("mangled/", mangled),
+    path("inline/", inline),
+    path("themed/", themed),
+    path("site-themed/", site_themed),
+    path("edge/", edge_page),
+    path("edge-mine/", edge_mine),
+    path("site-edge/", site_edge),
+]

@@ -1,0 +1,276 @@
+"""Pages real sites can cache, in Django: holes, significant cookies and CDN windows.
+
+Real CSRF, session and auth middleware through Django's test client: each visitor
+has a client of its own (its own cookies), and a page's renders are counted.
+"""
+
+from __future__ import annotations
+
+import re
+from copy import deepcopy
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.cache import caches
+from django.template import Template, TemplateSyntaxError, engines
+from django.test import Client, override_settings
+
+from django_mcache import holes as django_holes
+from mcache.errors import ConfigError
+from mcache.web import holes as core_holes
+from tests.dj import holes_site
+from tests.dj.test_views import bypassed
+
+pytestmark = pytest.mark.django_db
+PROCESSORS = [
+    "django.template.context_processors.request",
+    "django.contrib.auth.context_processors.auth",
+    "django_mcache.holes.holes",
+]
+
+
+def _templates() -> list[dict]:
+    engine = deepcopy(settings.TEMPLATES[0])
+    engine["OPTIONS"]["context_processors"] = PROCESSORS
+    return [engine]
+
+
+@pytest.fixture(autouse=True)
+def holes_site_settings():
+    with override_settings(ROOT_URLCONF="tests.dj.holes_site", TEMPLATES=_templates()):
+        caches["default"].clear()
+        holes_site.renders.clear()
+        yield
+
+
+def rendered(name: str) -> int:
+    return holes_site.renders.count(name)
+
+
+def visitor(user: User | None = None) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+def token_in(body: bytes) -> str:
+    found = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', body)
+    assert found is not None, body
+    return found[1].decode()
+
+
+# -- the CSRF token as a hole ------------------------------------------------------------------
+
+
+def test_a_form_page_is_built_once_and_each_visitor_posts_with_their_own_token() -> None:
+    visitors = [visitor() for _ in range(3)]
+    pages = [each.get("/form/") for each in visitors]
+    assert [page["X-Cache"] for page in pages] == ["MISS", "HIT", "HIT"]
+    assert rendered("comment_form") == 1
+    tokens = [token_in(page.content) for page in pages]
+    cookies = [each.cookies[settings.CSRF_COOKIE_NAME].value for each in visitors]
+    assert len(set(tokens)) == 3 and len(set(cookies)) == 3, "each visitor has a token of their own"
+    assert all(b"__mcache_hole_" not in page.content for page in pages)
+    for each, token in zip(visitors, tokens, strict=True):
+        posted = each.post("/form/", {"csrfmiddlewaretoken": token, "text": "hi"})
+        assert posted.status_code == 200 and posted.content == b"posted hi"
+    # another visitor's token fails CSRF checking: the tokens really are each visitor's own
+    stolen = visitors[0].post("/form/", {"csrfmiddlewaretoken": "x" * 64, "text": "hi"})
+    assert stolen.status_code == 403
+
+
+def test_without_the_context_processor_a_form_page_is_still_bypassed() -> None:
+    engine = _templates()
+    engine[0]["OPTIONS"]["context_processors"] = PROCESSORS[:2]
+    with override_settings(TEMPLATES=engine):
+        first, second = visitor().get("/form/"), visitor().get("/form/")
+    assert bypassed(first, "csrf") and bypassed(second, "csrf")
+    assert token_in(first.content) != token_in(second.content)
+
+
+def test_a_placeholder_a_filter_changed_fails_that_response_and_is_never_sent() -> None:
+    client = visitor()
+    client.raise_request_exception = False
+    response = client.get("/mangled/")
+    assert response.status_code == 500
+    assert b"__MCACHE_HOLE_" not in response.content
+
+
+# -- {% nocache %} holes and signed-in visitors --------------------------------------------------
+
+
+def test_a_greeting_is_built_once_for_two_signed_in_users_and_an_anonymous_one() -> None:
+    alice = User.objects.create_user("alice")
+    bob = User.objects.create_user("bob")
+    anonymous, as_alice, as_bob = visitor(), visitor(alice), visitor(bob)
+    pages = [as_alice.get("/greeting/"), as_bob.get("/greeting/"), anonymous.get("/greeting/")]
+    assert [page["X-Cache"] for page in pages] == ["MISS", "HIT", "HIT"]
+    assert rendered("greeting") == 1
+    assert b"Hello, alice" in pages[0].content and b"bob" not in pages[0].content
+    assert b"Hello, bob" in pages[1].content and b"alice" not in pages[1].content
+    assert b"Sign in" in pages[2].content and b"Hello" not in pages[2].content
+    assert all(b"Today's specials: soup" in page.content for page in pages)
+    assert all("private" in page["Cache-Control"] for page in pages), "holes are per visitor"
+    assert all("Cookie" in page["Vary"] for page in pages)
+
+
+def test_a_page_reading_the_user_outside_a_hole_is_bypassed_for_signed_in_visitors() -> None:
+    alice = User.objects.create_user("alice")
+    first = visitor(alice).get("/leaky/")
+    assert bypassed(first, "signed-in") and b"Signed in as alice" in first.content
+    assert b"Hello, alice" in first.content, "the bypassed page's holes are filled too"
+    anonymous = visitor().get("/leaky/")
+    assert anonymous["X-Cache"] == "MISS"
+    again = visitor(alice).get("/leaky/")
+    assert bypassed(again, "signed-in") and b"Signed in as alice" in again.content
+    assert visitor().get("/leaky/")["X-Cache"] == "HIT"
+
+
+def test_a_page_reading_the_session_outside_a_hole_is_bypassed_with_its_reason() -> None:
+    alice = User.objects.create_user("alice")
+    assert bypassed(visitor(alice).get("/reads-session/"), "session")
+
+
+def test_a_hole_renders_with_the_context_the_view_declares() -> None:
+    empty, full = visitor(), visitor()
+    full.cookies["cart"] = "3"
+    first, second = empty.get("/shop/"), full.get("/shop/")
+    assert (first["X-Cache"], second["X-Cache"]) == ("MISS", "HIT")
+    assert b"Cart: 0 items" in first.content and b"Cart: 3 items" in second.content
+    assert rendered("shop") == 1
+
+
+def test_a_failed_hole_fails_that_response_only_not_the_cached_page() -> None:
+    failing = visitor()
+    failing.cookies["fail"] = "1"
+    failing.raise_request_exception = False
+    assert failing.get("/shop/").status_code == 500
+    after = visitor().get("/shop/")
+    assert after.status_code == 200 and after["X-Cache"] == "HIT"
+    assert b"Cart: 0 items" in after.content and rendered("shop") == 1
+
+
+def test_a_process_that_never_parsed_the_template_fills_the_hole_by_loading_it() -> None:
+    visitor().get("/greeting/")
+    django_holes._NODES.clear()  # as in a process started since the page was stored
+    for loader in engines["django"].engine.template_loaders:
+        getattr(loader, "reset", lambda: None)()
+    alice = User.objects.create_user("alice")
+    page = visitor(alice).get("/greeting/")
+    assert page["X-Cache"] == "HIT" and b"Hello, alice" in page.content
+
+
+def test_a_hole_no_process_can_find_makes_the_page_unservable_not_half_filled() -> None:
+    ann, bo = visitor(), visitor()
+    ann.cookies["who"], bo.cookies["who"] = "ann", "bo"
+    assert ann.get("/inline/").content == b"inline ann"
+    known = dict(django_holes._NODES)
+    django_holes._NODES.clear()  # a template from a string: no name to load it again by
+    try:
+        page = bo.get("/inline/")
+    finally:
+        django_holes._NODES.update(known)
+    assert bypassed(page, "hole") and page.content == b"inline bo"
+    assert bo.get("/inline/")["X-Cache"] == "HIT"
+
+
+def test_nocache_inside_a_cached_fragment_is_refused_when_the_template_is_parsed() -> None:
+    source = (
+        "{% load mcache %}{% cachedblock 60 'side' %}{% nocache %}{{ user }}"
+        "{% endnocache %}{% endcachedblock %}"
+    )
+    with pytest.raises(TemplateSyntaxError, match="cannot sit inside"):
+        Template(source)
+
+
+def test_outside_a_cached_page_nocache_renders_in_place() -> None:
+    source = "{% load mcache %}a{% nocache %}{{ word }}{% endnocache %}c"
+    from django.template import Context
+
+    assert Template(source).render(Context({"word": "b"})) == "abc"
+    assert core_holes.current_collector() is None
+
+
+# -- cookies that matter -------------------------------------------------------------------------
+
+
+def test_requests_with_only_other_cookies_get_the_shared_page() -> None:
+    plain, tracked, consenting = visitor(), visitor(), visitor()
+    tracked.cookies["_ga"] = "GA1.2.3"
+    consenting.cookies["consent"] = "yes"
+    pages = [plain.get("/themed/"), tracked.get("/themed/"), consenting.get("/themed/")]
+    assert [page["X-Cache"] for page in pages] == ["MISS", "HIT", "HIT"]
+    assert all(page["Vary"] == "Cookie" for page in pages)
+    dark = visitor()
+    dark.cookies["theme"] = "dark"
+    dark.cookies["_ga"] = "GA1.9.9"
+    assert dark.get("/themed/").content == b"theme=dark"
+    assert dark.get("/themed/")["X-Cache"] == "HIT"
+    assert rendered("themed") == 2
+
+
+def test_a_vary_cookie_page_without_declared_cookies_is_bypassed() -> None:
+    assert bypassed(visitor().get("/site-themed/"), "vary")
+
+
+def test_the_cache_options_declare_the_cookies_of_every_page() -> None:
+    entry = deepcopy(settings.CACHES)
+    entry["default"]["OPTIONS"] = {"page_cookies": ["theme"]}
+    with override_settings(CACHES=entry):
+        caches["default"].clear()
+        tracked = visitor()
+        tracked.cookies["_ga"] = "GA1.2.3"
+        assert visitor().get("/site-themed/")["X-Cache"] == "MISS"
+        assert tracked.get("/site-themed/")["X-Cache"] == "HIT"
+
+
+@pytest.mark.parametrize("value", ["theme", [""], [3]])
+def test_a_bad_page_cookies_option_names_the_setting(value: object) -> None:
+    from django_mcache.config import cache_from_settings
+
+    with pytest.raises(ConfigError, match=r"OPTIONS\['page_cookies'\] must be a list"):
+        cache_from_settings("memory://", {"OPTIONS": {"page_cookies": value}})
+
+
+def test_a_bad_cookies_argument_fails_at_decoration() -> None:
+    from django_mcache.views import cached_view
+
+    with pytest.raises(TypeError, match=r"cached_view\(cookies=...\) must be a list"):
+        cached_view(60, cookies="theme")
+
+
+# -- windows for caches in front ----------------------------------------------------------------
+
+
+def test_cdn_headers_carry_the_entrys_ttl_and_stale_ttl() -> None:
+    first, second = visitor().get("/edge/"), visitor().get("/edge/")
+    for page in (first, second):
+        control = {d.strip() for d in page["Cache-Control"].split(",")}
+        assert {"max-age=60", "s-maxage=60", "stale-while-revalidate=600"} <= control
+        assert "stale-if-error=600" in control
+        assert page["CDN-Cache-Control"] == (
+            "max-age=60, stale-while-revalidate=600, stale-if-error=600"
+        )
+        assert int(page["Age"]) >= 0
+    caches["default"].invalidate("cdn")
+    stale = visitor().get("/edge/")
+    assert stale["X-Cache"] == "STALE" and stale["Cache-Control"] == "max-age=0"
+    assert not stale.has_header("CDN-Cache-Control")
+
+
+def test_pages_of_one_visitor_never_carry_cdn_headers() -> None:
+    alice = User.objects.create_user("alice")
+    page = visitor(alice).get("/edge-mine/")
+    assert "private" in page["Cache-Control"] and not page.has_header("CDN-Cache-Control")
+
+
+def test_the_cache_options_turn_cdn_headers_on_for_every_page() -> None:
+    assert not visitor().get("/site-edge/").has_header("CDN-Cache-Control")
+    entry = deepcopy(settings.CACHES)
+    entry["default"]["OPTIONS"] = {"page_cdn": True, "stale_ttl": 90}
+    with override_settings(CACHES=entry):
+        caches["default"].clear()
+        page = visitor().get("/site-edge/")
+    assert page["CDN-Cache-Control"] == "max-age=30, stale-while-revalidate=90, stale-if-error=90"

@@ -72,11 +72,13 @@ class MCache:
 
             app.session_interface = MCacheSessionInterface(app)
         from .cli import mcache_cli
+        from .holes import HolesExtension
         from .jinja import MCacheExtension, count_view, online_count, track_online, view_count
 
         if "mcache" not in app.cli.commands:
             app.cli.add_command(mcache_cli)
         app.jinja_env.add_extension(MCacheExtension)
+        app.jinja_env.add_extension(HolesExtension)
         app.jinja_env.globals.update(
             view_count=view_count, count_view=count_view, online_count=online_count
         )
@@ -125,6 +127,7 @@ class MCache:
         stale_wait: float | None = None,
         cookies: Sequence[str] | None = None,
         cdn: bool | None = None,
+        hole_context: Mapping[str, Callable[[], Any]] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Cache a view's whole response: dog-pile safe, stale-while-rebuilding, tagged.
 
@@ -136,6 +139,9 @@ class MCache:
         ``MCACHE_PAGE_COOKIES``) names the cookies the page depends on: their values join
         the key, others are ignored, and ``Vary: Cookie`` may then be stored; ``cdn``
         (default: ``MCACHE_PAGE_CDN``) sends the entry's windows to caches in front.
+        ``hole_context`` (``{name: f()}``, even ``{}``) declares that everything
+        per-visitor sits in ``{% nocache %}`` holes, which may read these names besides
+        Flask's context: visitors with a session, signed in or not, then share the page.
         Written bare, it is ``@mcache.cached_view()``. See docs/how-to/cache-a-page.md.
         """
         if callable(ttl):
@@ -155,6 +161,7 @@ class MCache:
             per_user,
             unless,
             key,
+            hole_context,
         )
         return cached_view(lambda: self.cache, settings, self._check_routes)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Hashable
+from functools import partial
 from typing import Any
 
 from flask import current_app, g, request
@@ -21,6 +22,7 @@ from markupsafe import Markup
 from mcache.features.counters import ROBOTS, ViewCounter, is_robot
 from mcache.model.jobs import in_process
 from mcache.model.keys import keyable
+from mcache.web.holes import suspended
 from mcache.web.page import FRAGMENTS_STAY
 
 from .config import counters_cache, online_shape
@@ -72,9 +74,14 @@ class MCacheExtension(Extension):
 
             tag_list = list(dict.fromkeys([*tag_list, *dependency_tags(depends_on, "mcache")]))
         # None or 0 keeps the fragment until invalidated, as Flask-Caching's {% cache %} does
-        build = in_process(caller, FRAGMENTS_STAY)
+        build = in_process(partial(_shared, caller), FRAGMENTS_STAY)
         rendered = cache.get_or_build(key, build, ttl=ttl or 0, tags=tag_list or None)
         return Markup(rendered)  # rendered (and escaped) once already, whatever the codec kept
+
+
+def _shared(caller: Any) -> str:
+    with suspended():  # shared by every visitor: no hole of the page around it
+        return caller()  # type: ignore[no-any-return]
 
 
 def _counter_of(obj_or_key: Any) -> tuple[ViewCounter, Hashable]:

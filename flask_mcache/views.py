@@ -26,6 +26,7 @@ from mcache.features.memoize import refuse_instances_of
 from mcache.model.dependencies import carried
 from mcache.observe.outcome import BYPASS, log_bypass, outcome_headers
 from mcache.sansio.steps import CallBuilder, one, perform, run_steps
+from mcache.web.holes import HoleCollector, collecting, fill_holes
 from mcache.web.page import (
     PageBuild,
     PageSettings,
@@ -36,12 +37,14 @@ from mcache.web.page import (
     shared_windows,
 )
 
+from .holes import HoleContext, SharedRender, fill_hole, known_hole
 from .view_order import remember
 
 __all__ = ["ViewSettings", "cached_view", "refused_response"]
 
-Snapshot = tuple[int, list, bytes, list, float]
-"""What is stored: status, headers, body, holes and when it was built (see mcache.web.page)."""
+Snapshot = tuple[int, list, bytes, list, float, bool]
+"""What is stored: status, headers, body, holes, when it was built (see mcache.web.page),
+and whether a page shared with signed-in visitors read the session outside its holes."""
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
 
 
@@ -53,6 +56,7 @@ class ViewSettings(PageSettings):
     per_user: Callable[[], Any] | None = None
     unless: Callable[[], Any] | None = None
     key: Callable[..., Any] | None = None
+    hole_context: HoleContext | None = None
 
     def page_options(self, view_args: dict[str, Any]) -> dict[str, Any]:
         tags = self.tags(**view_args) if callable(self.tags) else self.tags
@@ -112,11 +116,14 @@ def cached_view(
                 _render_detached, app, request.environ, view, view_args, settings
             )
             build = PageBuild(
-                lambda: _snapshot(view(**view_args), settings),
+                functools.partial(_render, view, view_args, settings),
                 lambda: contextvars.Context().run(carried(detached)),
             )
             options = one(CallBuilder(functools.partial(settings.page_options, view_args)))
-            steps = serve_steps(core(), key, request.method == "HEAD", options, build, 0, Response)
+            head = request.method == "HEAD"
+            steps = serve_steps(
+                core(), key, head, options, build, 1, Response, _refusal_of(settings)
+            )
             served = run_steps(steps, perform)
             if served.state != BYPASS:
                 return _restore(served.page, served.state, settings, served.reason)  # type: ignore[arg-type]
@@ -148,10 +155,23 @@ def _bypass_reason(settings: ViewSettings) -> str | None:
         return "authorization"
     if settings.unless is not None and settings.unless():
         return "unless"
-    if settings.per_user is not None:
+    if settings.per_user is not None or settings.hole_context is not None:
         return None
-    cookie = current_app.session_interface.get_cookie_name(current_app)
-    return "session" if cookie in request.cookies else None
+    return "session" if _has_session_cookie() else None
+
+
+def _has_session_cookie() -> bool:
+    return current_app.session_interface.get_cookie_name(current_app) in request.cookies
+
+
+def _refusal_of(settings: ViewSettings) -> Callable[[tuple], str | None]:
+    def refusal(page: tuple) -> str | None:
+        """Return why a stored page may not answer this request, or None."""
+        if page[5] and settings.per_user is None and _has_session_cookie():
+            return "session"
+        return None if all(known_hole(recipe) for recipe in page[3][1:]) else "hole"
+
+    return refusal
 
 
 def _detached_environ(environ: dict[str, Any]) -> dict[str, Any]:
@@ -170,18 +190,29 @@ def _render_detached(
     settings: ViewSettings,
 ) -> Snapshot:
     with app.request_context(_detached_environ(environ)):
-        return _snapshot(view(**view_args), settings)
+        return _render(view, view_args, settings)
 
 
-def _snapshot(returned: Any, settings: ViewSettings) -> Snapshot:
-    response = make_response(returned)
-    if getattr(session, "modified", False):
-        raise Uncacheable(response, "session")  # e.g. a flash or a login: Flask sets a cookie
-    reason = _refusal(response, settings)
-    if reason is not None:
+def _render(view: Callable[..., Any], view_args: dict, settings: ViewSettings) -> Snapshot:
+    """Render the page to store, collecting its holes (see :mod:`flask_mcache.holes`)."""
+    holes = HoleCollector()
+    with collecting(holes), SharedRender(settings.hole_context is not None) as shared:
+        response = make_response(view(**view_args))
+    if shared.wrote or (shared.read and _has_session_cookie()):
+        # This visitor's page needs their own session: rendered with it, and not stored.
+        raise Uncacheable(make_response(view(**view_args)), "session")
+    reason = "session" if getattr(session, "modified", False) else _refusal(response, settings)
+    if reason is not None:  # "session": e.g. a flash or a login, for which Flask sets a cookie
+        if holes.recipes and not response.is_streamed:
+            response.set_data(_filled(response.get_data(), holes.stored(), settings))
         raise Uncacheable(response, reason)
     body = current_app.extensions["mcache"].codec.storable_bytes(response.get_data())
-    return (response.status_code, list(response.headers.items()), body, [], time.time())
+    headers = list(response.headers.items())
+    return (response.status_code, headers, body, holes.stored(), time.time(), shared.read)
+
+
+def _filled(body: bytes, holes: list[str], settings: ViewSettings) -> bytes:
+    return fill_holes(body, holes, functools.partial(fill_hole, settings.hole_context or {}))
 
 
 def _key(name: str, settings: ViewSettings, view_args: dict[str, Any]) -> tuple:
@@ -225,17 +256,22 @@ def _marked(response: Response, state: str, reason: str, header: str | None) -> 
 
 
 def _restore(snapshot: Snapshot, state: str, settings: ViewSettings, reason: str = "") -> Response:
-    status, headers, body, _, _ = snapshot
-    response = Response(body, status=status)
+    status, headers, body, holes, _, reads_session = snapshot
+    response = Response(status=status)
     response.headers.clear()
     for name, value in headers:
         response.headers.add(name, value)
+    response.set_data(_filled(body, holes, settings))  # and its Content-Length
     if settings.ttl and "Cache-Control" not in response.headers:
         response.headers["Cache-Control"] = f"max-age={int(settings.ttl)}"
+    if holes or reads_session:
+        response.vary.add("Cookie")
+    if holes:
+        response.cache_control.private = True  # filled for this visitor: a proxy must not share
     if state == "STALE":
         response.headers["Cache-Control"] = "max-age=0"
         response.headers["Expires"] = http_date()
-    elif settings.sends_cdn():
+    elif settings.sends_cdn() and not holes:
         _tell_caches_in_front(response, snapshot, settings)
     return _marked(response, state, reason, settings.header)
 

@@ -183,7 +183,11 @@ def _serve_steps(
         render.refusal,
     )
     if served.state != BYPASS:
-        return restore(served.page, served.state, render, served.reason)  # type: ignore[arg-type]
+        restored = partial(restore, served.page, served.state, render, served.reason)
+        if not served.page[3]:  # type: ignore[index]
+            return restored()
+        # Holes render templates that may query (the user, hole_context): not on the loop.
+        return (yield BlockingOrAwaited(restored, sync_to_async(restored)))
     response = served.response if served.response is not None else (yield the_view)
     return _bypassed(response, served.reason, name, request, options)
 

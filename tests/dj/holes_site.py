@@ -40,6 +40,18 @@ def greeting(request):
 
 
 @cached_view(ttl=60, hole_context={})
+async def async_greeting(request):
+    renders.append("async_greeting")
+    return render(request, "holes/greeting.html", {"specials": "tea"})
+
+
+@cached_view(ttl=60, stale_ttl=600, tags=["form"], refresh="background")
+def refreshed_form(request):
+    renders.append("refreshed_form")
+    return render(request, "holes/form.html", {"title": f"render {len(renders)}"})
+
+
+@cached_view(ttl=60, hole_context={})
 def leaky(request):
     renders.append("leaky")
     return render(request, "holes/leaky.html")
@@ -111,6 +123,8 @@ def site_edge(request):
 urlpatterns = [
     path("form/", comment_form),
     path("greeting/", greeting),
+    path("async-greeting/", async_greeting),
+    path("refreshed-form/", refreshed_form),
     path("leaky/", leaky),
     path("reads-session/", reads_session),
     path("shop/", shop),

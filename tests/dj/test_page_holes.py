@@ -20,7 +20,7 @@ from django_mcache import holes as django_holes
 from mcache.errors import ConfigError
 from mcache.web import holes as core_holes
 from tests.dj import holes_site
-from tests.dj.test_views import bypassed
+from tests.dj.test_views import bypassed, wait_for
 
 pytestmark = pytest.mark.django_db
 PROCESSORS = [
@@ -114,6 +114,30 @@ def test_a_greeting_is_built_once_for_two_signed_in_users_and_an_anonymous_one()
     assert all(b"Today's specials: soup" in page.content for page in pages)
     assert all("private" in page["Cache-Control"] for page in pages), "holes are per visitor"
     assert all("Cookie" in page["Vary"] for page in pages)
+
+
+def test_an_async_view_shares_its_page_with_signed_in_visitors_too() -> None:
+    alice = User.objects.create_user("alice")
+    anonymous = visitor().get("/async-greeting/")
+    mine = visitor(alice).get("/async-greeting/")
+    assert (anonymous["X-Cache"], mine["X-Cache"]) == ("MISS", "HIT")
+    assert b"Sign in" in anonymous.content and b"Hello, alice" in mine.content
+    assert rendered("async_greeting") == 1
+
+
+def test_a_background_refresh_keeps_the_token_a_hole() -> None:
+    first = visitor().get("/refreshed-form/")
+    caches["default"].invalidate("form")
+    stale = visitor().get("/refreshed-form/")
+    assert stale["X-Cache"] == "STALE" and token_in(stale.content) != token_in(first.content)
+    wait_for(lambda: rendered("refreshed_form") == 2)
+    wait_for(lambda: visitor().get("/refreshed-form/")["X-Cache"] == "HIT")
+    fresh_visitor = visitor()
+    fresh = fresh_visitor.get("/refreshed-form/")
+    assert fresh["X-Cache"] == "HIT" and b"render 2" in fresh.content
+    token = token_in(fresh.content)
+    posted = fresh_visitor.post("/refreshed-form/", {"csrfmiddlewaretoken": token, "text": "x"})
+    assert posted.status_code == 200, "the refreshed page's token is this visitor's own"
 
 
 def test_a_page_reading_the_user_outside_a_hole_is_bypassed_for_signed_in_visitors() -> None:

@@ -122,11 +122,14 @@ class _CsrfToken:
 
     def __init__(self, request: HttpRequest) -> None:
         self.request = request
+        self.token: str | None = None
 
     def __str__(self) -> str:
         collector = current_collector()
         if collector is None or collector is FRAGMENT:
-            return get_token(self.request)
+            if self.token is None:  # one token per context, as Django's own processor gives
+                self.token = get_token(self.request)
+            return self.token
         return collector.placeholder(CSRF)
 
     __html__ = __str__

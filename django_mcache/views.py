@@ -27,7 +27,7 @@ from mcache.sansio.steps import (
     perform,
     run_steps,
 )
-from mcache.web.page import check_view_ttl, cookie_names, serve_steps
+from mcache.web.page import check_hole_context, check_view_ttl, cookie_names, serve_steps
 
 from .aliases import check_alias
 from .holes import HoleContext
@@ -93,6 +93,7 @@ def cached_view(
     if callable(ttl) and not isinstance(ttl, int | float):
         return cached_view()(ttl)  # @cached_view without parentheses
     check_view_ttl(ttl, "cached_view")
+    check_hole_context(hole_context, "cached_view")
     dependencies = Dependencies(depends_on, "cached_view")
     if cache is not None:
         check_alias(cache, "cached_view(cache=...)")

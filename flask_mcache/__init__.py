@@ -22,7 +22,7 @@ from mcache.features.counters import Counter, ViewCounter
 from mcache.features.memoize import LateBound, Memoized, tags_with
 from mcache.features.raw_keys import RawKeys
 from mcache.features.visitors import OnlineCounter
-from mcache.web.page import check_view_ttl, cookie_names
+from mcache.web.page import check_hole_context, check_view_ttl, cookie_names
 
 from .config import cache_from_config, counters_cache, page_cookies
 from .view_order import check_app, check_on_first_request
@@ -147,6 +147,7 @@ class MCache:
         if callable(ttl):
             return self.cached_view()(ttl)  # written bare, without parentheses
         check_view_ttl(ttl, "mcache.cached_view")
+        check_hole_context(hole_context, "mcache.cached_view")
         settings = ViewSettings(
             ttl,
             stale_ttl,

@@ -39,6 +39,7 @@ __all__ = [
     "age",
     "as_page",
     "cdn_cache_control",
+    "check_hole_context",
     "check_view_ttl",
     "cookie_names",
     "cookie_values",
@@ -122,6 +123,19 @@ def cookie_names(cookies: object, setting: str) -> tuple[str, ...] | None:
             f"{setting} must be a list of cookie names, e.g. ['theme'], got {cookies!r}"
         )
     return tuple(sorted(set(names)))
+
+
+def check_hole_context(hole_context: object, decorator: str) -> None:
+    """Refuse a ``hole_context`` that is not a mapping of names to callables."""
+    if hole_context is None:
+        return
+    if not isinstance(hole_context, Mapping) or not all(
+        isinstance(name, str) and callable(make) for name, make in hole_context.items()
+    ):
+        raise TypeError(
+            f"{decorator}: hole_context must be a dict of names to callables, e.g."
+            f" {{'cart': cart_count}} (or {{}}), got {hole_context!r}"
+        )
 
 
 def cookie_values(names: tuple[str, ...] | None, cookies: Mapping[str, str]) -> tuple:

@@ -217,6 +217,28 @@ def test_outside_a_cached_page_nocache_renders_in_place() -> None:
     assert core_holes.current_collector() is None
 
 
+@pytest.mark.parametrize("serializer", ["pickle", "json", "msgpack"])
+@pytest.mark.parametrize("store", ["memcached", "redis"])
+def test_holes_come_back_from_every_store_and_serializer(
+    request: pytest.FixtureRequest, store: str, serializer: str
+) -> None:
+    url = request.getfixturevalue(f"{store}_url")
+    entry = {
+        "BACKEND": settings.CACHES["default"]["BACKEND"],
+        "LOCATION": url,
+        "KEY_PREFIX": f"holes-{serializer}",
+        "OPTIONS": {"serializer": serializer},
+    }
+    with override_settings(CACHES={"default": entry}):
+        caches["default"].clear()
+        alice = User.objects.create_user("alice")
+        pages = [visitor().get("/greeting/"), visitor(alice).get("/greeting/")]
+        forms = [visitor().get("/form/"), visitor().get("/form/")]
+    assert [page["X-Cache"] for page in pages + forms] == ["MISS", "HIT", "MISS", "HIT"]
+    assert b"Sign in" in pages[0].content and b"Hello, alice" in pages[1].content
+    assert token_in(forms[0].content) != token_in(forms[1].content)
+
+
 # -- cookies that matter -------------------------------------------------------------------------
 
 
@@ -263,6 +285,14 @@ def test_a_bad_cookies_argument_fails_at_decoration() -> None:
 
     with pytest.raises(TypeError, match=r"cached_view\(cookies=...\) must be a list"):
         cached_view(60, cookies="theme")
+
+
+@pytest.mark.parametrize("value", [["user"], {"cart": 3}, "user"])
+def test_a_bad_hole_context_fails_at_decoration_saying_what_to_write(value: object) -> None:
+    from django_mcache.views import cached_view
+
+    with pytest.raises(TypeError, match="hole_context must be a dict of names to callables"):
+        cached_view(60, hole_context=value)
 
 
 # -- windows for caches in front ----------------------------------------------------------------

@@ -284,3 +284,9 @@ def test_mcache_page_cdn_turns_cdn_headers_on_for_every_page() -> None:
     assert page.headers["CDN-Cache-Control"] == (
         "max-age=30, stale-while-revalidate=90, stale-if-error=90"
     )
+
+
+@pytest.mark.parametrize("value", [["user"], {"cart": 3}])
+def test_a_bad_hole_context_fails_at_decoration_saying_what_to_write(app, value) -> None:
+    with pytest.raises(TypeError, match="hole_context must be a dict of names to callables"):
+        app.mcache.cached_view(60, hole_context=value)

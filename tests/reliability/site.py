@@ -11,8 +11,10 @@ import threading
 import time
 
 from django.http import HttpResponse
+from django.template import RequestContext, Template
 from django.urls import path, re_path
-from flask import Flask
+from flask import Flask, render_template, session
+from jinja2 import DictLoader
 
 from django_mcache.views import cached_view
 from flask_mcache import MCache
@@ -64,8 +66,23 @@ def django_private(request, kind):
     return response
 
 
+HOLES = {
+    "in_hole": "{% load mcache %}page{% nocache %} of {{ user.username }}{% endnocache %}",
+    "outside_hole": (
+        "{% load mcache %}page of {{ request.user.username }}{% nocache %}{% endnocache %}"
+    ),
+}
+"""Two pages shared with signed-in visitors: one keeps the name in a hole, one forgets to."""
+
+
+@cached_view(ttl=60, hole_context={"user": lambda request: request.user})
+def django_holes(request, kind):
+    return HttpResponse(Template(HOLES[kind]).render(RequestContext(request)))
+
+
 urlpatterns = [
     path("private/<str:kind>/", django_private),
+    path("holes/<str:kind>/", django_holes),
     path("catalog/", django_catalog),
     path("catalog-long/", django_catalog_long),
     re_path(r"^echo/(?P<rest>.+)$", django_echo),
@@ -79,6 +96,17 @@ def flask_app(url: str, namespace: str = "fl", **config: object) -> Flask:
         SECRET_KEY="reliability", MCACHE_URL=url, MCACHE_NAMESPACE=namespace, **config
     )
     mcache = MCache(app)
+    app.jinja_env.loader = DictLoader(
+        {
+            "in_hole": "page{% nocache %} of {{ who }}{% endnocache %}",
+            "outside_hole": "page of {{ session.user }}{% nocache %}{% endnocache %}",
+        }
+    )
+
+    @app.get("/holes/<kind>/")
+    @mcache.cached_view(ttl=60, hole_context={"who": lambda: session.get("user", "")})
+    def holes(kind):
+        return render_template(kind)
 
     @app.get("/catalog/")
     @mcache.cached_view(ttl=1, stale_ttl=60, tags=["catalog"])

@@ -3,7 +3,9 @@
 Two visitors, each with their own client, ask for the same URL; whatever makes
 a page private (a signed-in user, ``Set-Cookie``, ``Authorization``,
 ``Cache-Control: private/no-store``, ``Vary: Cookie``), the second never gets
-the first one's page, in Django or in Flask.
+the first one's page, in Django or in Flask. A page shared with signed-in
+visitors through holes fills each visitor's hole for them alone, and one whose
+per-visitor part was left outside a hole is bypassed, never shared.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from tests.reliability.test_corrupt_entries import stored_keys
 from tests.reliability.test_server_faults import django_settings
 
 KINDS = ["set_cookie", "authorization", "cc_private", "cc_no_store", "vary_cookie", "signed_in"]
+HOLE_KINDS = ["in_hole", "outside_hole"]
+"""Pages shared with signed-in visitors, the name in a hole or (forgotten) outside one."""
 
 
 def headers_for(kind: str, user: str) -> dict[str, str]:
@@ -72,6 +76,47 @@ def test_flask_never_serves_one_visitors_private_page_to_another(
         assert page.data == f"page of {name}".encode(), kind
     anonymous = visitors["carol"].get(f"/private/{kind}/")
     assert b"alice" not in anonymous.data and b"bob" not in anonymous.data
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", HOLE_KINDS)
+def test_django_never_fills_one_visitors_hole_into_anothers_page(
+    kind: str, memcached_url: str
+) -> None:
+    with override_settings(**django_settings(memcached_url, prefix=f"sec{kind}")):
+        visitors = {name: Client() for name in ("alice", "bob", "carol")}
+        for name in ("alice", "bob"):
+            visitors[name].force_login(User.objects.create(username=name))
+        seen = [visitors["carol"].get(f"/holes/{kind}/")]
+        for name in ("alice", "bob", "alice", "bob"):
+            page = visitors[name].get(f"/holes/{kind}/")
+            assert page.content == f"page of {name}".encode(), kind
+            seen.append(page)
+        anonymous = visitors["carol"].get(f"/holes/{kind}/")
+        assert anonymous.content == b"page of ", kind
+    states = [page["X-Cache"] for page in seen]
+    expected = ["MISS"] + (["HIT"] * 4 if kind == "in_hole" else ["BYPASS"] * 4)
+    assert states == expected, "a forgotten hole costs hits, never a leak"
+
+
+@pytest.mark.parametrize("kind", HOLE_KINDS)
+def test_flask_never_fills_one_visitors_hole_into_anothers_page(
+    kind: str, memcached_url: str
+) -> None:
+    app = site.flask_app(memcached_url, namespace=f"sec{kind}")
+    visitors = {name: app.test_client() for name in ("alice", "bob", "carol")}
+    for name in ("alice", "bob"):
+        with visitors[name].session_transaction() as session:
+            session["user"] = name
+    seen = [visitors["carol"].get(f"/holes/{kind}/")]
+    for name in ("alice", "bob", "alice", "bob"):
+        page = visitors[name].get(f"/holes/{kind}/")
+        assert page.data == f"page of {name}".encode(), kind
+        seen.append(page)
+    assert visitors["carol"].get(f"/holes/{kind}/").data == b"page of ", kind
+    states = [page.headers["X-Cache"] for page in seen]
+    expected = ["MISS"] + (["HIT"] * 4 if kind == "in_hole" else ["BYPASS"] * 4)
+    assert states == expected, "a forgotten hole costs hits, never a leak"
 
 
 @pytest.mark.django_db

@@ -116,6 +116,12 @@ def fill_hole(request: HttpRequest, hole_context: HoleContext, recipe: str) -> s
     return node.render_for(request, hole_context)
 
 
+_CSRF_IN_FRAGMENT = (
+    "{% csrf_token %} cannot sit inside {% cachedblock %}: the fragment is shared by every"
+    " visitor, and so would the token be; move the form out of the block"
+)
+
+
 class _CsrfToken:
     """The context's ``csrf_token``: a hole in a cached page's render, the visitor's own
     token anywhere else (a fresh look each time, as the value is used)."""
@@ -126,7 +132,9 @@ class _CsrfToken:
 
     def __str__(self) -> str:
         collector = current_collector()
-        if collector is None or collector is FRAGMENT:
+        if collector is FRAGMENT:
+            raise TemplateSyntaxError(_CSRF_IN_FRAGMENT)
+        if collector is None:
             if self.token is None:  # one token per context, as Django's own processor gives
                 self.token = get_token(self.request)
             return self.token

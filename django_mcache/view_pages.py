@@ -29,12 +29,12 @@ from django.utils.cache import (
     patch_response_headers,
     patch_vary_headers,
 )
-from django.utils.functional import SimpleLazyObject
+from django.utils.functional import LazyObject, SimpleLazyObject, empty
 from django.utils.http import http_date
 
 from mcache.errors import Uncacheable
 from mcache.observe.outcome import outcome_headers
-from mcache.web.holes import HoleCollector, collecting, fill_holes
+from mcache.web.holes import HoleCollector, collecting, fill_holes, holes_in_headers
 from mcache.web.page import PageBuild, age, cdn_cache_control, cookie_values, shared_windows
 
 from .holes import fill_hole, known_hole
@@ -52,6 +52,7 @@ __all__ = [
     "restore",
     "session_untouched",
     "signed_in",
+    "user_read_before",
 ]
 
 View = Callable[..., Any]
@@ -81,6 +82,18 @@ def signed_in(request: HttpRequest) -> bool:
     with session_untouched(request):
         user = getattr(request, "user", None)
         return user is not None and bool(user.is_authenticated)
+
+
+def user_read_before(request: HttpRequest) -> bool:
+    """Return whether something before the view looked at the user: read the session,
+    evaluated ``request.user`` (or awaited ``request.auser()``), or set a user itself."""
+    session = getattr(request, "session", None)
+    if (session is not None and session.accessed) or hasattr(request, "_acached_user"):
+        return True
+    user = request.__dict__.get("user")
+    if isinstance(user, LazyObject):
+        return user._wrapped is not empty  # type: ignore[attr-defined]
+    return user is not None
 
 
 @contextlib.contextmanager
@@ -130,11 +143,9 @@ class Render:
     session (for them its content cannot depend on one).
     """
 
-    def __init__(
-        self, request: HttpRequest, options: ViewOptions, signed_in: bool, backend: Any
-    ) -> None:
+    def __init__(self, request: HttpRequest, options: ViewOptions, user: Any, backend: Any) -> None:
         self.request, self.options = request, options
-        self.signed_in = signed_in
+        self.user, self.signed_in = user, user is not None
         self.cookies = options.significant_cookies(backend)
         self.cdn = options.sends_cdn(backend) and not options.per_user
         self.session = getattr(request, "session", None)
@@ -189,8 +200,10 @@ class Render:
             if self.options.hole_context is None or not hasattr(self.request, "user"):
                 yield collector
                 return
+            from django.contrib.auth.models import AnonymousUser  # the request has a user
+
             request, saved = self.request, dict(self.request.__dict__)
-            user = request.user
+            user = self.user if self.user is not None else AnonymousUser()  # known already
 
             def read() -> Any:
                 self.user_read = True
@@ -222,9 +235,12 @@ class Render:
             self.session.accessed = self._accessed or reads_session
         reads_session = reads_session or self.user_read  # the user comes from the session
         reason = self._refusal(response, reads_session)
+        if reason is None and holes.recipes and holes_in_headers(response.items(), holes):
+            reason = "hole"  # a header's value: only a body is filled from the store
         if reason is not None:
-            if holes.recipes and not response.streaming:
-                response.content = self.fill(response.content, holes.stored())
+            if holes.recipes:
+                with collecting(None):  # a hole's own tokens and holes are this visitor's
+                    _fill_response(response, holes.stored(), self.fill)
             raise Uncacheable(response, reason)
         return _snapshot(response, self.options, holes.stored(), reads_session)
 
@@ -309,13 +325,13 @@ def restore(snapshot: Snapshot, state: str, render: Render, reason: str = "") ->
         response[name] = value
     if reads_session or holes:
         patch_vary_headers(response, ["Cookie"])  # as SessionMiddleware would have said
-    if options.per_user or holes:
-        patch_cache_control(response, private=True)  # a proxy must not share it
     if state == "STALE":
         response["Cache-Control"] = "max-age=0"
         response["Expires"] = http_date()
-    elif render.cdn and not holes:
-        _tell_caches_in_front(response, snapshot, options)
+    elif render.cdn and not (holes or reads_session or render.cookies):
+        _tell_caches_in_front(response, snapshot, options)  # a page every visitor shares
+    if options.per_user or holes:
+        patch_cache_control(response, private=True)  # a proxy must not share it
     return marked(response, state, reason, options)  # type: ignore[no-any-return]
 
 
@@ -330,6 +346,17 @@ def _tell_caches_in_front(response: HttpResponse, snapshot: Snapshot, options: V
     patch_cache_control(response, **{name.replace("-", "_"): v for name, v in windows.items()})
     response["CDN-Cache-Control"] = cdn_cache_control(windows)
     response["Age"] = age(snapshot)
+
+
+def _fill_response(
+    response: HttpResponseBase, holes: list[str], fill: Callable[[bytes, list[str]], bytes]
+) -> None:
+    """Fill the holes of a response that is not stored, in its headers and its body."""
+    for name, value in list(response.items()):
+        if holes_in_headers([(name, value)], holes):
+            response[name] = fill(value.encode(), holes).decode()
+    if not response.streaming:
+        response.content = fill(response.content, holes)
 
 
 def _messages_used(request: HttpRequest) -> bool:

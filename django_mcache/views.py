@@ -42,6 +42,7 @@ from .view_pages import (
     restore,
     session_untouched,
     signed_in,
+    user_read_before,
 )
 
 __all__ = ["cached_view"]
@@ -161,15 +162,18 @@ def _serve_steps(
     reason = "disabled" if options.caches_nothing(backend) else anyones_reason(request)
     user = None
     if reason is None:
+        # Looked at before the view (by a middleware), the user may be in what it left on
+        # the request, where no hole reaches: then a signed-in visitor shares nothing.
+        shared = options.hole_context is not None and not user_read_before(request)
         user = yield BlockingOrAwaited(
             partial(_signed_in_user, request), partial(_asigned_in_user, request)
         )
-        if user is not None and not options.per_user and options.hole_context is None:
+        if user is not None and not options.per_user and not shared:
             reason = "signed-in"
     if reason is not None:
         return _bypassed((yield the_view), reason, name, request, options)
     core = options.core(backend)
-    render = Render(request, options, user is not None, backend)
+    render = Render(request, options, user, backend)
     key = page_key(name, request, render, user)
     build_options = options.options_steps(request, args, kwargs)
     build = render.build(view, args, kwargs, on_loop)

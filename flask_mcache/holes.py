@@ -31,7 +31,14 @@ from markupsafe import Markup
 
 from mcache.web.holes import FRAGMENT, current_collector
 
-__all__ = ["HoleContext", "HolesExtension", "SharedRender", "fill_hole", "known_hole"]
+__all__ = [
+    "HoleContext",
+    "HolesExtension",
+    "SharedRender",
+    "fill_hole",
+    "known_hole",
+    "session_read_before_view",
+]
 
 HoleContext = Mapping[str, Callable[[], Any]]
 """What a view lets its holes read besides Flask's context: name → ``f()``."""
@@ -58,8 +65,8 @@ class HolesExtension(Extension):
         body = parser.parse_statements(("name:endnocache",), drop_needle=True)
         ordinal = self._seen.get(parser, 0)
         self._seen[parser] = ordinal + 1
-        where = hashlib.sha256((parser.name or "").encode()).hexdigest()[:12]
-        block = f"mcache_hole_{where}_{ordinal}"
+        where = hashlib.sha256(f"{parser.name or ''}\x00{body!r}".encode()).hexdigest()[:16]
+        block = f"mcache_hole_{where}_{ordinal}"  # a changed block is another hole
         recipe = f"{_JINJA_HOLE}|{block}|{parser.name or ''}"
         call = self.call_method("_hole", [nodes.Const(recipe)])
         inner = nodes.Block(block, body, True, False).set_lineno(lineno)
@@ -112,8 +119,13 @@ class _CsrfToken:
 
     def __str__(self) -> str:
         collector = current_collector()
-        if collector is None or collector is FRAGMENT:
-            raise TemplateRuntimeError("the CSRF token of a cached page outside its render")
+        if collector is FRAGMENT:
+            raise TemplateRuntimeError(
+                "csrf_token() cannot sit inside {% mcache %}: the fragment is shared by every"
+                " visitor, and so would the token be; move the form out of the block"
+            )
+        if collector is None:
+            raise TemplateRuntimeError("the CSRF token of a cached page, used after its render")
         return collector.placeholder(CSRF)
 
     __html__ = __str__
@@ -175,11 +187,24 @@ class _WatchedUser:
         return getattr(self._user, name)
 
 
+def session_read_before_view() -> bool:
+    """Return whether this request's session was read before the view (a
+    ``before_request`` hook's ``g.user``, say): what was derived from it may be in ``g``,
+    where no hole reaches, so the page rendered now would be this visitor's."""
+    context = request_ctx._get_current_object()  # type: ignore[attr-defined]
+    held = context._session if _session_is_property(context) else context.session
+    return held is not None and bool(getattr(held, "accessed", False))
+
+
+def _session_is_property(context: Any) -> bool:
+    return isinstance(getattr(type(context), "session", None), property)
+
+
 def _swap_session(context: Any, session: Any) -> Any:
     """Give the request context ``session`` and return the one it had, without marking it
     read: from Flask 3.1 ``RequestContext.session`` is a property that does, over
     ``_session``; before, a plain attribute."""
-    if isinstance(getattr(type(context), "session", None), property):
+    if _session_is_property(context):
         held, context._session = context._session, session
     else:
         held, context.session = context.session, session

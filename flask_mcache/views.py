@@ -26,7 +26,7 @@ from mcache.features.memoize import refuse_instances_of
 from mcache.model.dependencies import carried
 from mcache.observe.outcome import BYPASS, log_bypass, outcome_headers
 from mcache.sansio.steps import CallBuilder, one, perform, run_steps
-from mcache.web.holes import HoleCollector, collecting, fill_holes
+from mcache.web.holes import HoleCollector, collecting, fill_holes, holes_in_headers
 from mcache.web.page import (
     PageBuild,
     PageSettings,
@@ -37,7 +37,7 @@ from mcache.web.page import (
     shared_windows,
 )
 
-from .holes import HoleContext, SharedRender, fill_hole, known_hole
+from .holes import HoleContext, SharedRender, fill_hole, known_hole, session_read_before_view
 from .view_order import remember
 
 __all__ = ["ViewSettings", "cached_view", "refused_response"]
@@ -155,7 +155,9 @@ def _bypass_reason(settings: ViewSettings) -> str | None:
         return "authorization"
     if settings.unless is not None and settings.unless():
         return "unless"
-    if settings.per_user is not None or settings.hole_context is not None:
+    if settings.per_user is not None:
+        return None
+    if settings.hole_context is not None and not session_read_before_view():
         return None
     return "session" if _has_session_cookie() else None
 
@@ -198,17 +200,28 @@ def _render(view: Callable[..., Any], view_args: dict, settings: ViewSettings) -
     holes = HoleCollector()
     with collecting(holes), SharedRender(settings.hole_context is not None) as shared:
         response = make_response(view(**view_args))
-    if shared.wrote or (shared.read and _has_session_cookie()):
-        # This visitor's page needs their own session: rendered with it, and not stored.
+    if shared.wrote:
+        # The view writes the session: rendered again with this visitor's, and not stored.
         raise Uncacheable(make_response(view(**view_args)), "session")
     reason = "session" if getattr(session, "modified", False) else _refusal(response, settings)
+    if reason is None and holes.recipes and holes_in_headers(response.headers.items(), holes):
+        reason = "hole"  # a header's value: only a body is filled from the store
     if reason is not None:  # "session": e.g. a flash or a login, for which Flask sets a cookie
-        if holes.recipes and not response.is_streamed:
-            response.set_data(_filled(response.get_data(), holes.stored(), settings))
+        if holes.recipes:
+            _fill_response(response, holes.stored(), settings)
         raise Uncacheable(response, reason)
     body = current_app.extensions["mcache"].codec.storable_bytes(response.get_data())
     headers = list(response.headers.items())
     return (response.status_code, headers, body, holes.stored(), time.time(), shared.read)
+
+
+def _fill_response(response: Response, holes: list[str], settings: ViewSettings) -> None:
+    """Fill the holes of a response that is not stored, in its headers and its body."""
+    for name, value in list(response.headers.items()):
+        if holes_in_headers([(name, value)], holes):
+            response.headers[name] = _filled(value.encode(), holes, settings).decode()
+    if not response.is_streamed:
+        response.set_data(_filled(response.get_data(), holes, settings))
 
 
 def _filled(body: bytes, holes: list[str], settings: ViewSettings) -> bytes:
@@ -266,13 +279,13 @@ def _restore(snapshot: Snapshot, state: str, settings: ViewSettings, reason: str
         response.headers["Cache-Control"] = f"max-age={int(settings.ttl)}"
     if holes or reads_session:
         response.vary.add("Cookie")
-    if holes:
-        response.cache_control.private = True  # filled for this visitor: a proxy must not share
     if state == "STALE":
         response.headers["Cache-Control"] = "max-age=0"
         response.headers["Expires"] = http_date()
-    elif settings.sends_cdn() and not holes:
-        _tell_caches_in_front(response, snapshot, settings)
+    elif settings.sends_cdn() and not (holes or reads_session or settings.significant_cookies()):
+        _tell_caches_in_front(response, snapshot, settings)  # a page every visitor shares
+    if holes or settings.per_user is not None:
+        response.cache_control.private = True  # one visitor's: a proxy must not share it
     return _marked(response, state, reason, settings.header)
 
 

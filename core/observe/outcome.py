@@ -45,7 +45,7 @@ REASONS: Final[dict[str, str]] = {
     "unless": "the view's unless= callable returned true",
     "foreign": "the page's key held a value that is no page, twice (another client's?)",
     "store-down": "the cache could not be read (X-Cache: MISS; nothing stored)",
-    "hole": "the stored page has a hole this process cannot fill (its template changed?)",
+    "hole": "a hole this process cannot fill (its template changed?), or one in a header",
 }
 """Every reason an adapter may give, with what it means."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Final
 
@@ -28,6 +28,7 @@ __all__ = [
     "collecting",
     "current_collector",
     "fill_holes",
+    "holes_in_headers",
     "suspended",
 ]
 
@@ -83,6 +84,15 @@ def suspended() -> contextlib.AbstractContextManager[None]:
     """Render a cached fragment in the block: it is stored on its own and shared, so it
     must hold no placeholder of the page around it (collected into :data:`FRAGMENT`)."""
     return collecting(FRAGMENT)
+
+
+def holes_in_headers(
+    headers: Iterable[tuple[str, str]], collector: HoleCollector | Sequence[str]
+) -> bool:
+    """Return whether a header value holds a placeholder of the render ``collector``
+    collected (or of a stored hole list)."""
+    nonce = collector.nonce if isinstance(collector, HoleCollector) else collector[0]
+    return any(f"{_PREFIX}{nonce}" in value for _, value in headers)
 
 
 def fill_holes(body: bytes, holes: Sequence[str], fill: Callable[[str], str]) -> bytes:

@@ -34,7 +34,13 @@ from django.utils.http import http_date
 
 from mcache.errors import Uncacheable
 from mcache.observe.outcome import outcome_headers
-from mcache.web.holes import HoleCollector, collecting, fill_holes, holes_in_headers
+from mcache.web.holes import (
+    HoleCollector,
+    check_uncompressed,
+    collecting,
+    fill_holes,
+    holes_in_headers,
+)
 from mcache.web.page import PageBuild, age, cdn_cache_control, cookie_values, shared_windows
 
 from .holes import fill_hole, known_hole
@@ -234,6 +240,8 @@ class Render:
         if self.session is not None and watch_session:
             self.session.accessed = self._accessed or reads_session
         reads_session = reads_session or self.user_read  # the user comes from the session
+        if holes.recipes:
+            check_uncompressed(response.items())
         reason = self._refusal(response, reads_session)
         if reason is None and holes.recipes and holes_in_headers(response.items(), holes):
             reason = "hole"  # a header's value: only a body is filled from the store
@@ -323,6 +331,8 @@ def restore(snapshot: Snapshot, state: str, render: Render, reason: str = "") ->
     response = HttpResponse(render.fill(content, holes), status=status)
     for name, value in headers:
         response[name] = value
+    if holes and response.has_header("Content-Length"):  # filled: another length
+        response["Content-Length"] = str(len(response.content))
     if reads_session or holes:
         patch_vary_headers(response, ["Cookie"])  # as SessionMiddleware would have said
     if state == "STALE":
@@ -357,6 +367,8 @@ def _fill_response(
             response[name] = fill(value.encode(), holes).decode()
     if not response.streaming:
         response.content = fill(response.content, holes)
+        if response.has_header("Content-Length"):
+            response["Content-Length"] = str(len(response.content))
 
 
 def _messages_used(request: HttpRequest) -> bool:

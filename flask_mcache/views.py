@@ -26,7 +26,13 @@ from mcache.features.memoize import refuse_instances_of
 from mcache.model.dependencies import carried
 from mcache.observe.outcome import BYPASS, log_bypass, outcome_headers
 from mcache.sansio.steps import CallBuilder, one, perform, run_steps
-from mcache.web.holes import HoleCollector, collecting, fill_holes, holes_in_headers
+from mcache.web.holes import (
+    HoleCollector,
+    check_uncompressed,
+    collecting,
+    fill_holes,
+    holes_in_headers,
+)
 from mcache.web.page import (
     PageBuild,
     PageSettings,
@@ -203,6 +209,8 @@ def _render(view: Callable[..., Any], view_args: dict, settings: ViewSettings) -
     if shared.wrote:
         # The view writes the session: rendered again with this visitor's, and not stored.
         raise Uncacheable(make_response(view(**view_args)), "session")
+    if holes.recipes:
+        check_uncompressed(response.headers.items())
     reason = "session" if getattr(session, "modified", False) else _refusal(response, settings)
     if reason is None and holes.recipes and holes_in_headers(response.headers.items(), holes):
         reason = "hole"  # a header's value: only a body is filled from the store

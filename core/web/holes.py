@@ -25,6 +25,7 @@ __all__ = [
     "FRAGMENT",
     "HoleCollector",
     "LeftoverHole",
+    "check_uncompressed",
     "collecting",
     "current_collector",
     "fill_holes",
@@ -84,6 +85,18 @@ def suspended() -> contextlib.AbstractContextManager[None]:
     """Render a cached fragment in the block: it is stored on its own and shared, so it
     must hold no placeholder of the page around it (collected into :data:`FRAGMENT`)."""
     return collecting(FRAGMENT)
+
+
+def check_uncompressed(headers: Iterable[tuple[str, str]]) -> None:
+    """Refuse a page with holes whose body is compressed: no placeholder can be found
+    in it, nor a leftover one, so it would go out unfilled."""
+    for name, value in headers:
+        if name.lower() == "content-encoding" and value.strip().lower() != "identity":
+            raise LeftoverHole(
+                f"a page with holes was compressed ({value}) before it was cached: compress"
+                " outside the cache (Django's GZipMiddleware), not with gzip_page under"
+                " cached_view"
+            )
 
 
 def holes_in_headers(

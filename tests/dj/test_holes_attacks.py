@@ -20,6 +20,7 @@ from django.shortcuts import render
 from django.template import TemplateSyntaxError
 from django.test import Client, override_settings
 from django.urls import path
+from django.views.decorators.gzip import gzip_page
 
 from django_mcache.views import cached_view
 
@@ -28,6 +29,9 @@ pytestmark = pytest.mark.django_db
 TEMPLATES_SRC = {
     # the shared part reads the user (so a signed-in visitor is bypassed), and a hole
     # holds a login/logout form with its CSRF token
+    "review/long_form.html": (  # long enough for gzip_page to compress it
+        '<form method="post">{% csrf_token %}</form><p>' + "a comment form " * 30 + "</p>"
+    ),
     "review/leaky_form.html": (
         "{% load mcache %}Signed in as {{ user.username }}"
         '{% nocache %}<form method="post">{% csrf_token %}</form>{% endnocache %}'
@@ -132,6 +136,19 @@ def fragment_form(request):
     return render(request, "review/fragment_form.html")
 
 
+@cached_view(ttl=60)
+def sized_form(request):
+    response = render(request, "review/long_form.html")
+    response["Content-Length"] = str(len(response.content))  # as a view or middleware may
+    return response
+
+
+@cached_view(ttl=60, vary_on_headers=["Accept-Encoding"])
+@gzip_page
+def gzipped_form(request):
+    return render(request, "review/long_form.html")
+
+
 @cached_view(ttl=60, hole_context={})
 def display_name(request):
     return HttpResponse(f"<p>Hi {request.display_name}</p>")
@@ -153,6 +170,8 @@ urlpatterns = [
     path("async-leaky-form/", async_leaky_form),
     path("not-found/", not_found),
     path("fragment-form/", fragment_form),
+    path("sized-form/", sized_form),
+    path("gzipped-form/", gzipped_form),
     path("display-name/", display_name),
     path("stale-greeting/", stale_greeting),
     path("cdn-anon-reader/", cdn_anon_reader),
@@ -246,3 +265,20 @@ def test_a_page_mcache_keeps_from_session_holders_gets_no_cdn_windows() -> None:
     assert page["X-Cache"] == "MISS" and "Cookie" in page["Vary"]
     assert not page.has_header("CDN-Cache-Control"), page["CDN-Cache-Control"]
     assert "s-maxage" not in page["Cache-Control"]
+
+
+# -- 6. lengths and encodings of filled pages ---------------------------------------------------
+
+
+def test_a_filled_page_says_its_own_length() -> None:
+    pages = [visitor().get("/sized-form/"), visitor().get("/sized-form/")]
+    assert [page["X-Cache"] for page in pages] == ["MISS", "HIT"]
+    for page in pages:
+        assert page["Content-Length"] == str(len(page.content))
+
+
+def test_a_compressed_page_with_holes_fails_rather_than_go_out_unfilled() -> None:
+    from mcache.web.holes import LeftoverHole
+
+    with pytest.raises(LeftoverHole, match="compressed"):
+        visitor().get("/gzipped-form/", HTTP_ACCEPT_ENCODING="gzip")

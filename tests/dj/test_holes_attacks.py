@@ -8,7 +8,6 @@ The module is its own URLconf.
 
 from __future__ import annotations
 
-import re
 from copy import deepcopy
 
 import pytest
@@ -18,11 +17,12 @@ from django.core.cache import caches
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.template import TemplateSyntaxError
-from django.test import Client, override_settings
+from django.test import override_settings
 from django.urls import path
 from django.views.decorators.gzip import gzip_page
 
 from django_mcache.views import cached_view
+from tests.dj.test_page_holes import visitor
 
 pytestmark = pytest.mark.django_db
 
@@ -176,19 +176,6 @@ urlpatterns = [
     path("stale-greeting/", stale_greeting),
     path("cdn-anon-reader/", cdn_anon_reader),
 ]
-
-
-def visitor(user: User | None = None, *, raise_errors: bool = True) -> Client:
-    client = Client(enforce_csrf_checks=True, raise_request_exception=raise_errors)
-    if user is not None:
-        client.force_login(user)
-    return client
-
-
-def token_in(body: bytes) -> str:
-    found = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', body)
-    assert found is not None, body
-    return found[1].decode()
 
 
 # -- 1. a refused build's holes, filled for its visitor ----------------------------------------

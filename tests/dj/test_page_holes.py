@@ -48,8 +48,8 @@ def rendered(name: str) -> int:
     return holes_site.renders.count(name)
 
 
-def visitor(user: User | None = None) -> Client:
-    client = Client(enforce_csrf_checks=True)
+def visitor(user: User | None = None, *, raise_errors: bool = True) -> Client:
+    client = Client(enforce_csrf_checks=True, raise_request_exception=raise_errors)
     if user is not None:
         client.force_login(user)
     return client

@@ -7,12 +7,11 @@ per visitor).
 from __future__ import annotations
 
 import pytest
-from flask import Flask, g, render_template, request, session
-from flask_login import LoginManager, UserMixin, current_user, login_user
-from flask_wtf.csrf import CSRFProtect, generate_csrf
-from jinja2 import ChoiceLoader, DictLoader
+from flask import g, render_template, request, session
+from flask_login import current_user
+from flask_wtf.csrf import generate_csrf
 
-from flask_mcache import MCache
+from tests.fl.test_page_holes import User, signed_in, site
 
 TEMPLATES = {
     "greeting.html": (
@@ -23,22 +22,9 @@ TEMPLATES = {
 }
 
 
-class User(UserMixin):
-    def __init__(self, name: str) -> None:
-        self.id = name
-
-
 @pytest.fixture
 def app():
-    app = Flask(__name__)
-    app.config.update(
-        SECRET_KEY="t", MCACHE_URL="memory://", MCACHE_NAMESPACE="review", TESTING=True
-    )
-    app.jinja_env.loader = ChoiceLoader([DictLoader(TEMPLATES), app.jinja_env.loader])
-    mcache = MCache(app)
-    CSRFProtect(app)
-    login = LoginManager(app)
-    login.user_loader(User)
+    app, mcache = site("review", TEMPLATES)
     app.calls = []
 
     @app.before_request
@@ -48,11 +34,6 @@ def app():
             return
         user_id = session.get("_user_id")
         g.user = None if user_id is None else User(user_id)
-
-    @app.get("/login/<name>")
-    def sign_in(name):
-        login_user(User(name))
-        return "in"
 
     @app.get("/g-user")
     @mcache.cached_view(60, hole_context={})
@@ -84,12 +65,6 @@ def app():
 
     app.mcache = mcache
     return app
-
-
-def signed_in(app: Flask, name: str):
-    client = app.test_client()
-    assert client.get(f"/login/{name}").status_code == 200
-    return client
 
 
 # -- 1. the session read before the view (g.user) ----------------------------------------------

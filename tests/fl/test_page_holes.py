@@ -40,17 +40,28 @@ class User(UserMixin):
         self.id = name
 
 
-@pytest.fixture
-def app():
+def site(namespace: str, templates: dict[str, str]) -> tuple[Flask, MCache]:
+    """An app with CSRFProtect, Flask-Login (any name signs in) and ``templates``."""
     app = Flask(__name__)
     app.config.update(
-        SECRET_KEY="t", MCACHE_URL="memory://", MCACHE_NAMESPACE="holes", TESTING=True
+        SECRET_KEY="t", MCACHE_URL="memory://", MCACHE_NAMESPACE=namespace, TESTING=True
     )
-    app.jinja_env.loader = ChoiceLoader([DictLoader(TEMPLATES), app.jinja_env.loader])
+    app.jinja_env.loader = ChoiceLoader([DictLoader(templates), app.jinja_env.loader])
     mcache = MCache(app)
     CSRFProtect(app)
-    login = LoginManager(app)
-    login.user_loader(User)
+    LoginManager(app).user_loader(User)
+
+    @app.get("/login/<name>")
+    def sign_in(name):
+        login_user(User(name))
+        return "in"
+
+    return app, mcache
+
+
+@pytest.fixture
+def app():
+    app, mcache = site("holes", TEMPLATES)
     app.renders = []
 
     def cart() -> int:
@@ -59,11 +70,6 @@ def app():
         if request.cookies.get("fail"):
             raise RuntimeError("this visitor's cart could not be read")
         return int(request.cookies.get("cart", 0))
-
-    @app.get("/login/<name>")
-    def sign_in(name):
-        login_user(User(name))
-        return "in"
 
     @app.route("/form", methods=["GET", "POST"])
     @mcache.cached_view(60)

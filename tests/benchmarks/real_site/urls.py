@@ -1,4 +1,4 @@
-"""The blog's URLs; the hole-cost pair only where holes are on."""
+"""The blog's URLs; the hole-cost pages only where holes are on."""
 
 from django.urls import path
 
@@ -12,5 +12,6 @@ urlpatterns = [
 if views.SITE == "holes":
     urlpatterns += [
         path("token/", views.token_page),
+        path("hole/", views.hole_page),
         path("no-token/", views.plain_page),
     ]

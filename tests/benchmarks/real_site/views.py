@@ -85,6 +85,12 @@ def _token_page(request: HttpRequest) -> HttpResponse:
     return render(request, "form_page.html", {"body": BODY, "with_token": True})
 
 
+def _hole_page(request: HttpRequest) -> HttpResponse:
+    """The same page with one ``{% nocache %}`` hole, a welcome line, and no token: the
+    cost of a hole itself, without Django's work for a CSRF token."""
+    return render(request, "form_page.html", {"body": BODY, "with_hole": True})
+
+
 def _plain_page(request: HttpRequest) -> HttpResponse:
     """The same page without the token: no hole at all, a plain hit."""
     return render(request, "form_page.html", {"body": BODY, "with_token": False})
@@ -92,9 +98,11 @@ def _plain_page(request: HttpRequest) -> HttpResponse:
 
 post_list = cached(_post_list, "post_list")
 post_detail = cached(_post_detail, "post_detail", form=True)
-# The hole-cost pair (served by the holes configuration): the same page and decorator,
-# with and without its only hole, the CSRF token; kept an hour, so every request is a hit.
+# The hole-cost pages (served by the holes configuration): the same page and decorator,
+# with its only hole the CSRF token, with a {% nocache %} hole, and with none; kept an
+# hour, so every request is a hit.
 token_page = cached(_token_page, "token_page", ttl=3600)
+hole_page = cached(_hole_page, "hole_page", ttl=3600)
 plain_page = cached(_plain_page, "plain_page", ttl=3600)
 
 

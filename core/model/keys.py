@@ -328,17 +328,32 @@ def make_key(namespace: str, *parts: object, **named: object) -> str:
     if named:
         return _make_key(namespace, parts, named)
     # Hot keys are derived again on every hit. Calls made only of exact str and
-    # int parts are remembered; the part types are in the memo key because
-    # 1 == True == 1.0 in Python, while their cache keys must differ.
+    # int parts are remembered, the part types in the memo key because
+    # 1 == True == 1.0 in Python while their cache keys must differ; so are calls
+    # of str, None and tuples of them (a page's key), where equal means the same.
     kinds = tuple(map(type, parts))
-    if not _FLAT_KINDS.issuperset(kinds):
+    if _FLAT_KINDS.issuperset(kinds):
+        memo_key: tuple[object, ...] = (namespace, parts, kinds)
+    elif _strings_only(parts):
+        memo_key = (namespace, parts, None)
+    else:
         return _make_key(namespace, parts, named)
-    memo_key = (namespace, parts, kinds)
     key = _memo.get(memo_key)
     if key is None:
         key = _make_key(namespace, parts, named)
         _memo.remember(memo_key, key)
     return key
+
+
+def _strings_only(parts: tuple[object, ...]) -> bool:
+    """Return whether ``parts`` holds only str, None and tuples of them: values equal
+    exactly when their keys are, so such a call can be remembered as it is."""
+    for part in parts:
+        kind = type(part)
+        if kind is str or part is None or (kind is tuple and _strings_only(part)):  # type: ignore[arg-type]
+            continue
+        return False
+    return True
 
 
 def _make_key(namespace: str, parts: tuple[object, ...], named: dict[str, object]) -> str:

@@ -3,9 +3,11 @@
     python -m tests.benchmarks.bench_real_traffic [--seconds 6] [--rounds 3] [--visitors 200]
         [--views 4] [--connections 16] [--markdown] [--figures PATH]
 
-A small blog (``tests/benchmarks/real_site``: a post list ``/posts/``, post pages
-``/posts/<n>/`` with a comment form holding ``{% csrf_token %}``, and a header
-greeting the signed-in user, "Hello, <username>" or "Sign in") served by gunicorn
+A small blog (``tests/benchmarks/real_site``: a post list ``/posts/`` of the 20 newest
+posts with their comment counts, post pages ``/posts/<n>/`` listing the post's comments
+with their authors (0 to 12, 6 on average) above a comment form holding
+``{% csrf_token %}``, and a header greeting the signed-in user, "Hello, <username>" or
+"Sign in") served by gunicorn
 (2 workers, gthread, 4 threads) in three configurations, each a gunicorn of its own
 on the same memcached, SQLite file and middleware (Session with signed-cookie
 sessions, CSRF, Auth):
@@ -111,7 +113,7 @@ def prepare(env: dict[str, str]) -> list[str]:
     from django.core.management import call_command
     from django.test import Client as TestClient
 
-    from tests.benchmarks.real_site.models import Post
+    from tests.benchmarks.real_site.models import Comment, Post
 
     call_command("migrate", run_syncdb=True, verbosity=0)
     paragraph = "Caching a page that greets its reader and holds a form is the hard part. " * 5
@@ -120,6 +122,12 @@ def prepare(env: dict[str, str]) -> list[str]:
         for n in range(1, POSTS + 1)
     )
     User.objects.bulk_create(User(username=f"reader{n}", password="!") for n in range(USERS))
+    readers = list(User.objects.order_by("pk"))
+    Comment.objects.bulk_create(  # 0 to 12 under each post (6 on average), by various readers
+        Comment(post=post, author=readers[(post.pk + i) % USERS], text=f"Comment {i}.\n" * 3)
+        for post in Post.objects.all()
+        for i in range(post.pk * 7 % 13)
+    )
     sessions = []
     for user in User.objects.order_by("pk"):
         browser = TestClient()

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcache.errors import InvalidKey
-from mcache.model.keys import canonical_bytes, make_key, validate_store_key
+from mcache.model.keys import _make_key, canonical_bytes, make_key, validate_store_key
 
 SAFE_KEY = re.compile(r"[\x21-\x7e]{1,250}")
 
@@ -191,6 +191,21 @@ def test_keys_collide_only_for_strictly_equal_values(a: Any, b: Any) -> None:
 @given(st.lists(near_values, max_size=3), st.lists(near_values, max_size=3))
 def test_near_misses_do_not_collide(a: list[Any], b: list[Any]) -> None:
     assert (digest(*a) == digest(*b)) == strictly_equal(a, b)
+
+
+def test_remembered_nested_keys_stay_exact() -> None:
+    """A page's key (nested tuples of str and None) is remembered after its first
+    derivation; a look-alike with an int or a bool in it is never taken for it."""
+    page = ("view", "blog.post", "http", "example.org", "/p/", (("q", ("1",)),), (None,), None)
+    first, again = make_key("ns", *page), make_key("ns", *page)
+    assert first == again
+    for other in [
+        ("view", "blog.post", "http", "example.org", "/p/", (("q", (1,)),), (None,), None),
+        ("view", "blog.post", "http", "example.org", "/p/", (("q", (True,)),), (None,), None),
+        ("view", "blog.post", "http", "example.org", "/p/", (("q", ("1",)),), ("",), None),
+    ]:
+        assert make_key("ns", *other) != first
+        assert make_key("ns", *other) == _make_key("ns", other, {})  # the memo's answer is exact
 
 
 # Key shape

@@ -1,5 +1,6 @@
-"""The small blog bench_real_traffic serves: a post list, post pages with a comment form,
-and a header greeting the signed-in user.
+"""The small blog bench_real_traffic serves: a post list with comment counts, post pages
+with their comments and a comment form, and a header greeting the signed-in user. Its
+pages do the queries a blog's pages do (what a miss costs, and so what a cache saves).
 
 One site, three configurations: ``MCACHE_BENCH_SITE`` (``holes``, ``plain`` or
 ``django``) picks the templates' greeting, the context processors and the views'

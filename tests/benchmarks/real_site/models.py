@@ -1,5 +1,6 @@
-"""The blog's one model (created by ``migrate --run-syncdb``: the app has no migrations)."""
+"""The blog's models (created by ``migrate --run-syncdb``: the app has no migrations)."""
 
+from django.conf import settings
 from django.db import models
 
 
@@ -8,3 +9,11 @@ class Post(models.Model):
 
     title = models.CharField(max_length=200)
     body = models.TextField()
+
+
+class Comment(models.Model):
+    """A reader's comment under a post: what the post page's form adds to."""
+
+    post = models.ForeignKey(Post, related_name="comments", on_delete=models.CASCADE)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    text = models.TextField()

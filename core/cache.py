@@ -48,6 +48,7 @@ from mcache.observe.events import Observer, observers_named
 from mcache.observe.stats import CacheStats
 from mcache.observe.trace import Tracer
 from mcache.plain_operations import Key, PlainOperations
+from mcache.purge.urls import purger_from
 from mcache.refreshers import Refresher, ThreadPoolRefresher, refresher_named
 from mcache.sansio.steps import Steps
 from mcache.stores.url import from_url
@@ -93,6 +94,7 @@ class Cache(PlainOperations):
         near_size: int = 10_000,
         metrics: Iterable[str | Observer] = (),
         replication_lag: float = 0.0,
+        purge: Any = None,
     ) -> None:
         """Every option is in docs/reference/settings.md; a bad one raises ``ConfigError`` here.
 
@@ -102,6 +104,9 @@ class Cache(PlainOperations):
         may be behind, within which a rebuild reads the primary (:func:`mcache.read_primary`).
         ``metrics``: ``"prometheus"``, ``"opentelemetry"`` or any
         :class:`mcache.observe.events.Observer`, told this cache's events as they happen.
+        ``purge``: the caches in front (Varnish, Fastly, Cloudflare) whose pages
+        ``invalidate`` purges by the same tags: a URL, a list of them, or a
+        :class:`mcache.purge.sender.Purger` (see :mod:`mcache.purge.urls`).
         """
         self.store: Store = from_url(store) if isinstance(store, str) else store
         if not isinstance(self.store, Store):
@@ -113,6 +118,7 @@ class Cache(PlainOperations):
         except InvalidKey as error:
             raise ConfigError(f"namespace: {error}") from None
         check_settings(stats_interval, trace_dir)
+        self.purger = purger_from(purge, "purge")
         self.namespace = namespace
         self.default_ttl = ttl = seconds(default_ttl, "default_ttl")
         self.defaults = build_options(

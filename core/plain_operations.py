@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from mcache.model.codec import Codec
     from mcache.model.tags import Tags
     from mcache.observe.stats import CacheStats
+    from mcache.purge.sender import Purger
 
 __all__ = ["PlainOperations"]
 
@@ -53,6 +54,7 @@ class PlainOperations:
         tags: Tags
         namespace: str
         default_ttl: int
+        purger: Purger | None
         _keys: BoundedMemo[str, str]
 
     # -- driving, observed when something watches ---------------------------------------------
@@ -317,6 +319,9 @@ class PlainOperations:
         except MCacheError as error:
             self.parts.store_failed("invalidate", error)
             return {}
+        finally:  # the caches in front too, even when the store is down: the data changed
+            if self.purger is not None:
+                self.purger.purge(self.tags.label(tag) for tag in tags)
 
     # -- the fail-open policy -------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from mcache.sansio.steps import (
     settled,
 )
 
-from .config import cache_from_settings, page_defaults
+from .config import PageDefaults, cache_from_settings, page_defaults
 
 __all__ = ["MCacheBackend"]
 
@@ -120,9 +120,10 @@ class MCacheBackend(BaseCache):
         self._mcache = _core_cache(location, params)
         self._pid = os.getpid()
         try:
-            self.page_cookies, self.page_cdn = page_defaults(params.get("OPTIONS") or {})
+            pages = page_defaults(params.get("OPTIONS") or {})
         except (ConfigError, AttributeError):  # reported by the core cache, as any bad option
-            self.page_cookies, self.page_cdn = None, False
+            pages = PageDefaults()
+        self.page_cookies, self.page_cdn, self.page_surrogate = pages
 
     @property
     def mcache(self) -> Cache:

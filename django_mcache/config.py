@@ -11,7 +11,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.utils.module_loading import import_string
 
@@ -29,6 +29,7 @@ from mcache.refreshers import NAMES as REFRESHER_NAMES
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
 from mcache.stores.url import SQL_STORE_OPTIONS, checked_options
 from mcache.web.page import cookie_names
+from mcache.web.surrogates import checked_kind
 
 from .aliases import replication_lag
 from .db_store import DB_SCHEME
@@ -43,7 +44,7 @@ __all__ = [
 ALIAS_SCHEME = "alias:"
 DJANGO_CULL_OPTIONS = frozenset({"MAX_ENTRIES", "CULL_FREQUENCY"})
 """Django's local-memory culling knobs: memcached and Redis evict by LRU instead."""
-PAGE_OPTIONS = frozenset({"page_cookies", "page_cdn"})
+PAGE_OPTIONS = frozenset({"page_cookies", "page_cdn", "page_surrogate"})
 """What ``@cached_view`` pages on this cache default to: read by :func:`page_defaults`."""
 
 _SAFE_NAMESPACE = re.compile(r"[!-~]{1,60}")
@@ -107,8 +108,17 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     )
 
 
-def page_defaults(options: Mapping[str, Any]) -> tuple[tuple[str, ...] | None, bool]:
-    """Return the ``page_cookies`` and ``page_cdn`` of a cache's ``OPTIONS``, checked."""
+class PageDefaults(NamedTuple):
+    """What ``@cached_view`` pages on a cache default to (its ``OPTIONS``, checked)."""
+
+    cookies: tuple[str, ...] | None = None
+    cdn: bool = False
+    surrogate: str | None = None
+
+
+def page_defaults(options: Mapping[str, Any]) -> PageDefaults:
+    """Return the ``page_cookies``, ``page_cdn`` and ``page_surrogate`` of a cache's
+    ``OPTIONS``, checked."""
     try:
         cookies = cookie_names(options.get("page_cookies"), "OPTIONS['page_cookies']")
     except TypeError as error:
@@ -116,7 +126,8 @@ def page_defaults(options: Mapping[str, Any]) -> tuple[tuple[str, ...] | None, b
     cdn = options.get("page_cdn", False)
     if not isinstance(cdn, bool):
         raise ConfigError(f"OPTIONS['page_cdn'] must be True or False, got {cdn!r}")
-    return cookies, cdn
+    surrogate = checked_kind(options.get("page_surrogate"), "OPTIONS['page_surrogate']")
+    return PageDefaults(cookies, cdn, surrogate)
 
 
 def _store_options(location: str) -> set[str]:

@@ -34,6 +34,7 @@ from django.utils.http import http_date
 
 from mcache.errors import Uncacheable
 from mcache.observe.outcome import outcome_headers
+from mcache.sansio.steps import Steps
 from mcache.web.holes import (
     HoleCollector,
     check_uncompressed,
@@ -42,6 +43,7 @@ from mcache.web.holes import (
     holes_in_headers,
 )
 from mcache.web.page import PageBuild, age, cdn_cache_control, cookie_values, shared_windows
+from mcache.web.surrogates import KeysTooLong, page_surrogate
 
 from .holes import fill_hole, known_hole
 
@@ -54,6 +56,7 @@ __all__ = [
     "View",
     "anyones_reason",
     "marked",
+    "noting_tags",
     "page_key",
     "restore",
     "session_untouched",
@@ -154,6 +157,9 @@ class Render:
         self.user, self.signed_in = user, user is not None
         self.cookies = options.significant_cookies(backend)
         self.cdn = options.sends_cdn(backend) and not options.per_user
+        self.surrogate: str | None = getattr(backend, "page_surrogate", None)
+        self.tags: list[str] = []
+        """The page's own tags, once :func:`noting_tags` has seen its options."""
         self.session = getattr(request, "session", None)
         self._accessed = False
         self.user_read = False
@@ -250,7 +256,20 @@ class Render:
                 with collecting(None):  # a hole's own tokens and holes are this visitor's
                     _fill_response(response, holes.stored(), self.fill)
             raise Uncacheable(response, reason)
+        if not (holes.recipes or reads_session or self.cookies or self.options.per_user):
+            self._tell_its_keys(response)  # a page every visitor shares, as a cache in front may
         return _snapshot(response, self.options, holes.stored(), reads_session)
+
+    def _tell_its_keys(self, response: HttpResponseBase) -> None:
+        """Name the page's surrogate keys for the cache in front (stored with the page);
+        a page with too many to name is sent private, as a purge could miss it."""
+        try:
+            header = page_surrogate(self.options.core(), self.surrogate, self.tags)
+        except KeysTooLong:
+            patch_cache_control(response, private=True)
+            return
+        if header is not None:
+            response[header[0]] = header[1]
 
     def fill(self, body: bytes, holes: list[str]) -> bytes:
         """Return ``body`` with its ``holes`` filled for this request."""
@@ -303,6 +322,14 @@ def page_key(name: str, request: HttpRequest, render: Render, user: Any) -> tupl
     where = (request.scheme, request.get_host(), request.path)
     cookies = cookie_values(render.cookies, request.COOKIES)
     return ("view", name, *where, query, headers, language, user_id, cookies)
+
+
+def noting_tags(options: Steps[dict[str, Any]], render: Render) -> Steps[dict[str, Any]]:
+    """Resolve a page's ``get_or_build`` options, noting its tags on ``render`` (its build
+    names them to the cache in front)."""
+    resolved = yield from options
+    render.tags = list(resolved.get("tags") or ())
+    return resolved
 
 
 def _snapshot(

@@ -38,6 +38,7 @@ from .view_pages import (
     View,
     anyones_reason,
     marked,
+    noting_tags,
     page_key,
     restore,
     session_untouched,
@@ -175,7 +176,7 @@ def _serve_steps(
     core = options.core(backend)
     render = Render(request, options, user, backend)
     key = page_key(name, request, render, user)
-    build_options = options.options_steps(request, args, kwargs)
+    build_options = noting_tags(options.options_steps(request, args, kwargs), render)
     build = render.build(view, args, kwargs, on_loop)
     served = yield from serve_steps(
         core,

@@ -24,7 +24,7 @@ from mcache.features.raw_keys import RawKeys
 from mcache.features.visitors import OnlineCounter
 from mcache.web.page import check_hole_context, check_view_ttl, cookie_names
 
-from .config import cache_from_config, counters_cache, page_cookies
+from .config import cache_from_config, counters_cache, page_cookies, page_surrogate_kind
 from .view_order import check_app, check_on_first_request
 from .views import TagsSpec, ViewSettings, cached_view, refused_response
 
@@ -49,6 +49,7 @@ class MCache:
         """
         cache = app.extensions["mcache"] = cache_from_config(app.config)
         app.extensions["mcache.page_cookies"] = page_cookies(app.config)
+        app.extensions["mcache.page_surrogate"] = page_surrogate_kind(app.config)
         cache.locator = "flask_mcache:current_cache:"  # a queue worker runs in an app context
         if app.config.get("MCACHE_COUNTERS_URL"):
             app.extensions["mcache.counters"] = cache_from_config(app.config, "MCACHE_COUNTERS_URL")

@@ -22,6 +22,7 @@ from mcache.errors import ConfigError
 from mcache.model.codec import Codec
 from mcache.stores import from_url
 from mcache.web.page import cookie_names
+from mcache.web.surrogates import checked_kind
 
 __all__ = ["KEYS", "cache_from_config", "counters_cache", "page_cookies"]
 
@@ -42,6 +43,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_ROBOTS": (list, tuple),
     "MCACHE_PAGE_COOKIES": (list, tuple),
     "MCACHE_PAGE_CDN": (bool,),
+    "MCACHE_PAGE_SURROGATE": (str,),
     "MCACHE_STORE_OPTIONS": (Mapping,),
     "MCACHE_VIEW_COUNT_FIELDS": (Mapping,),
     "MCACHE_REFRESH": (str,),
@@ -136,6 +138,11 @@ def counters_cache(app: Any) -> Cache:
     """Return the cache ``app``'s counters live in: ``MCACHE_COUNTERS_URL``'s, else the app's."""
     extensions = app.extensions
     return extensions.get("mcache.counters") or extensions["mcache"]  # type: ignore[no-any-return]
+
+
+def page_surrogate_kind(config: Mapping[str, Any]) -> str | None:
+    """Return ``MCACHE_PAGE_SURROGATE``, checked: the header shared pages name their tags in."""
+    return checked_kind(config.get("MCACHE_PAGE_SURROGATE"), "MCACHE_PAGE_SURROGATE")
 
 
 def page_cookies(config: Mapping[str, Any]) -> tuple[str, ...] | None:

@@ -42,6 +42,7 @@ from mcache.web.page import (
     serve_steps,
     shared_windows,
 )
+from mcache.web.surrogates import KeysTooLong, page_surrogate
 
 from .holes import HoleContext, SharedRender, fill_hole, known_hole, session_read_before_view
 from .view_order import remember
@@ -218,9 +219,24 @@ def _render(view: Callable[..., Any], view_args: dict, settings: ViewSettings) -
         if holes.recipes:
             _fill_response(response, holes.stored(), settings)
         raise Uncacheable(response, reason)
+    if not (holes.recipes or shared.read or settings.significant_cookies() or settings.per_user):
+        _tell_its_keys(response, settings.page_options(view_args)["tags"])
     body = current_app.extensions["mcache"].codec.storable_bytes(response.get_data())
     headers = list(response.headers.items())
     return (response.status_code, headers, body, holes.stored(), time.time(), shared.read)
+
+
+def _tell_its_keys(response: Response, tags: list[str]) -> None:
+    """Name a shared page's surrogate keys for the cache in front (stored with the page);
+    a page with too many to name is sent private, as a purge could miss it."""
+    kind = current_app.extensions.get("mcache.page_surrogate")
+    try:
+        header = page_surrogate(current_app.extensions["mcache"], kind, tags)
+    except KeysTooLong:
+        response.cache_control.private = True
+        return
+    if header is not None:
+        response.headers[header[0]] = header[1]
 
 
 def _fill_response(response: Response, holes: list[str], settings: ViewSettings) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import signal
 import socket
@@ -26,6 +27,7 @@ __all__ = [
     "postgres_bindir",
     "postgres_process",
     "redis_process",
+    "varnish_process",
 ]
 
 HOST = "127.0.0.1"
@@ -188,6 +190,28 @@ def redis_process(
         ]  # fmt: skip
 
     return ServerProcess("redis-server", path, argv, b"PING\r\n", b"+PONG")
+
+
+def varnish_process(vcl: str, backend_port: int) -> ServerProcess:
+    """Describe a varnishd on a free port running ``vcl`` (a VCL file's text) with its
+    backend on ``backend_port`` (the ``.port`` of its ``backend default``), 32 MB of
+    memory, no management port."""
+    path = shutil.which("varnishd") or "/usr/sbin/varnishd"
+    workdir = tempfile.mkdtemp(prefix="mcache-varnish-")
+    os.chmod(workdir, 0o755)
+    vcl_file = os.path.join(workdir, "site.vcl")
+    with open(vcl_file, "w") as out:
+        out.write(re.sub(r'\.port = "\d+";', f'.port = "{backend_port}";', vcl, count=1))
+
+    def argv(port: int) -> list[str]:
+        return [
+            "-F", "-a", f"{HOST}:{port}", "-f", vcl_file, "-n", workdir,
+            "-s", "malloc,32m", "-T", "none",
+        ]  # fmt: skip
+
+    # A PURGE naming no key is answered by the VCL itself (400, or 403 from outside its
+    # ACL): a ping that never reaches the backend.
+    return ServerProcess("varnishd", path, argv, b"PURGE / HTTP/1.0\r\n\r\n", b"HTTP/1.")
 
 
 SSL_REQUEST = b"\x00\x00\x00\x08\x04\xd2\x16\x2f"

@@ -35,6 +35,7 @@ CACHE_OPTIONS = frozenset(
         "trace_dir",
         "stats_interval",
         "metrics",
+        "purge",
     }
 )
 """``Cache``'s options a settings file sets by name (its TTL and replica lag each adapter

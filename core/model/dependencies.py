@@ -20,7 +20,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
 
-__all__ = ["Dependencies", "carried", "collecting", "inside_build", "merged", "report"]
+__all__ = [
+    "Dependencies",
+    "carried",
+    "collecting",
+    "inside_build",
+    "merged",
+    "read_labels",
+    "report",
+]
 
 T = TypeVar("T")
 
@@ -51,6 +59,17 @@ _CURRENT: ContextVar[Dependencies | None] = ContextVar("mcache_build", default=N
 def inside_build() -> bool:
     """Return whether the caller runs inside a ``get_or_build`` build."""
     return _CURRENT.get() is not None
+
+
+def read_labels() -> list[str]:
+    """Return the tags (their labels, a copy's ``~n`` cut off) of what the current build
+    has read so far, in its own scope: a page tells the cache in front these too."""
+    build = _CURRENT.get()
+    if build is None:
+        return []
+    with build._lock:
+        labels = list(build.versions)
+    return list(dict.fromkeys(label.rsplit("~", 1)[0] for label in labels))
 
 
 def report(scope: object, versions: Mapping[str, int], stale: bool = False) -> None:

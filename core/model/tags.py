@@ -85,6 +85,11 @@ class Tags:
             self._keys.remember(name, key)
         return key
 
+    def label(self, name: str) -> str:
+        """Return the label entries record for tag ``name`` (of its first copy): what a
+        cache in front is told as the tag's surrogate key, on a page and in a purge."""
+        return self.key(name)[len(self._prefix) :]
+
     def near(self, names: Iterable[str], key: str) -> list[Slot]:
         """Return the copy of each tag to read along with the entry stored under ``key``
         (labelled by its key without the tag prefix: one label, one key)."""

@@ -256,8 +256,8 @@ class Render:
                 with collecting(None):  # a hole's own tokens and holes are this visitor's
                     _fill_response(response, holes.stored(), self.fill)
             raise Uncacheable(response, reason)
-        if not (holes.recipes or reads_session or self.cookies or self.options.per_user):
-            self._tell_its_keys(response)  # a page every visitor shares, as a cache in front may
+        if not (holes.recipes or self.options.per_user):  # not sent private: may be kept in front
+            self._tell_its_keys(response)
         return _snapshot(response, self.options, holes.stored(), reads_session)
 
     def _tell_its_keys(self, response: HttpResponseBase) -> None:
@@ -360,16 +360,21 @@ def restore(snapshot: Snapshot, state: str, render: Render, reason: str = "") ->
         response[name] = value
     if holes and response.has_header("Content-Length"):  # filled: another length
         response["Content-Length"] = str(len(response.content))
-    if reads_session or holes:
-        patch_vary_headers(response, ["Cookie"])  # as SessionMiddleware would have said
+    if reads_session or holes or render.cookies:  # its cookies, or SessionMiddleware's rule
+        patch_vary_headers(response, ["Cookie"])
     if state == "STALE":
         response["Cache-Control"] = "max-age=0"
         response["Expires"] = http_date()
-    elif render.cdn and not (holes or reads_session or render.cookies):
+    elif render.cdn and not (holes or reads_session or render.cookies or _private(response)):
         _tell_caches_in_front(response, snapshot, options)  # a page every visitor shares
     if options.per_user or holes:
         patch_cache_control(response, private=True)  # a proxy must not share it
     return marked(response, state, reason, options)  # type: ignore[no-any-return]
+
+
+def _private(response: HttpResponse) -> bool:
+    """Return whether the stored page says ``private`` (its keys did not fit a header)."""
+    return "private" in response.get("Cache-Control", "")
 
 
 def _tell_caches_in_front(response: HttpResponse, snapshot: Snapshot, options: ViewOptions) -> None:

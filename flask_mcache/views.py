@@ -219,7 +219,7 @@ def _render(view: Callable[..., Any], view_args: dict, settings: ViewSettings) -
         if holes.recipes:
             _fill_response(response, holes.stored(), settings)
         raise Uncacheable(response, reason)
-    if not (holes.recipes or shared.read or settings.significant_cookies() or settings.per_user):
+    if not (holes.recipes or settings.per_user):  # not sent private: may be kept in front
         _tell_its_keys(response, settings.page_options(view_args)["tags"])
     body = current_app.extensions["mcache"].codec.storable_bytes(response.get_data())
     headers = list(response.headers.items())
@@ -301,12 +301,15 @@ def _restore(snapshot: Snapshot, state: str, settings: ViewSettings, reason: str
     response.set_data(_filled(body, holes, settings))  # and its Content-Length
     if settings.ttl and "Cache-Control" not in response.headers:
         response.headers["Cache-Control"] = f"max-age={int(settings.ttl)}"
-    if holes or reads_session:
+    cookie_keyed = settings.significant_cookies()
+    if holes or reads_session or cookie_keyed:
         response.vary.add("Cookie")
     if state == "STALE":
         response.headers["Cache-Control"] = "max-age=0"
         response.headers["Expires"] = http_date()
-    elif settings.sends_cdn() and not (holes or reads_session or settings.significant_cookies()):
+    elif settings.sends_cdn() and not (
+        holes or reads_session or cookie_keyed or response.cache_control.private
+    ):
         _tell_caches_in_front(response, snapshot, settings)  # a page every visitor shares
     if holes or settings.per_user is not None:
         response.cache_control.private = True  # one visitor's: a proxy must not share it

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["Checker", "Origin", "checker", "origin"]
+__all__ = ["Checker", "Origin", "checker", "origin", "redirecting"]
 
 
 @dataclass
@@ -89,6 +89,9 @@ def checker(vendor: str, ident: str = "SVC123", token: str = "secret-token") -> 
         def do_POST(self) -> None:
             self._handle()
 
+        def do_GET(self) -> None:  # what a followed redirect turns a POST into
+            self._handle()
+
         def _handle(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             headers = {name.lower(): value for name, value in self.headers.items()}
@@ -153,6 +156,25 @@ def origin(tags: dict[str, str]) -> Iterator[Origin]:
     with _serving(Handler) as port:
         state.port = port
         yield state
+
+
+@contextmanager
+def redirecting(to: str) -> Iterator[str]:
+    """Serve an API that answers every POST with a 302 to ``to`` (the same path), which
+    urllib's default handlers would follow, headers and all; yield its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", to + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with _serving(Handler) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @contextmanager

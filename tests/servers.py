@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 __all__ = [
     "ServerProcess",
+    "VarnishProcess",
     "django_postgres",
     "free_port",
     "memcached_process",
@@ -192,26 +193,40 @@ def redis_process(
     return ServerProcess("redis-server", path, argv, b"PING\r\n", b"+PONG")
 
 
-def varnish_process(vcl: str, backend_port: int) -> ServerProcess:
-    """Describe a varnishd on a free port running ``vcl`` (a VCL file's text) with its
+class VarnishProcess(ServerProcess):
+    """A varnishd: visitors on :attr:`address`, purges on :attr:`purge_address`."""
+
+    def __init__(self, binary: str, argv: Callable[[int], list[str]], purge_port: int) -> None:
+        # A PURGE on the visitors' address is answered by the VCL itself (a 403): a ping
+        # that never reaches the backend.
+        super().__init__("varnishd", binary, argv, b"PURGE / HTTP/1.0\r\n\r\n", b"HTTP/1.")
+        self.purge_port = purge_port
+
+    @property
+    def purge_address(self) -> str:
+        """Return ``127.0.0.1:port`` of the listening address named ``purge``."""
+        return f"{HOST}:{self.purge_port}"
+
+
+def varnish_process(vcl: str, backend_port: int) -> VarnishProcess:
+    """Describe a varnishd on free ports running ``vcl`` (a VCL file's text) with its
     backend on ``backend_port`` (the ``.port`` of its ``backend default``), 32 MB of
-    memory, no management port."""
+    memory, no management port, and a second listening address named ``purge``."""
     path = shutil.which("varnishd") or "/usr/sbin/varnishd"
     workdir = tempfile.mkdtemp(prefix="mcache-varnish-")
-    os.chmod(workdir, 0o755)
+    os.chmod(workdir, 0o755)  # varnishd's own user reads the VCL and works here
     vcl_file = os.path.join(workdir, "site.vcl")
     with open(vcl_file, "w") as out:
         out.write(re.sub(r'\.port = "\d+";', f'.port = "{backend_port}";', vcl, count=1))
+    purge_port = free_port()
 
     def argv(port: int) -> list[str]:
         return [
-            "-F", "-a", f"{HOST}:{port}", "-f", vcl_file, "-n", workdir,
-            "-s", "malloc,32m", "-T", "none",
+            "-F", "-a", f"{HOST}:{port}", "-a", f"purge={HOST}:{purge_port}", "-f", vcl_file,
+            "-n", workdir, "-s", "malloc,32m", "-T", "none",
         ]  # fmt: skip
 
-    # A PURGE naming no key is answered by the VCL itself (400, or 403 from outside its
-    # ACL): a ping that never reaches the backend.
-    return ServerProcess("varnishd", path, argv, b"PURGE / HTTP/1.0\r\n\r\n", b"HTTP/1.")
+    return VarnishProcess(path, argv, purge_port)
 
 
 SSL_REQUEST = b"\x00\x00\x00\x08\x04\xd2\x16\x2f"

@@ -1,19 +1,25 @@
-"""Purges off the request path: batched, retried, and logged once per interval.
+"""Purges off the request path: batched, retried, repeated once, and logged once per interval.
 
 ``invalidate(tag)`` must not wait on a CDN's API, nor fail a save because Varnish is
 down. :meth:`Purger.purge` only notes the tags' keys and wakes one sender thread,
 which waits ``delay`` seconds so the tags of one save (or of several saves in a
 burst) go out in as few requests as each target takes, then sends them. A target that
 fails keeps its keys and is tried again after a back-off (doubling to ``max_backoff``);
-its failures are logged once per interval, never raised. Purges are idempotent, so a
-batch sent twice after a timeout does no harm; one never sent would leave a stale
-page in front, so a process that exits waits up to ``exit_wait`` seconds for its
-purges to go out.
+its failures are logged once per interval, never raised, and no failure stops the
+thread.
+
+Each key is purged a second time ``repeat_after`` seconds after the first: a page
+whose build began before the bump, or another process's copy kept for
+``tag_cache_ttl`` or ``near_ttl``, can still hand the old page to a cache in front
+just after the first purge. Purges are idempotent, so a batch sent twice does no
+harm; one never sent would leave a stale page in front, so a process that exits
+waits up to ``exit_wait`` seconds for its purges to go out (and logs what it drops).
 """
 
 from __future__ import annotations
 
 import atexit
+import http.client
 import json
 import os
 import threading
@@ -34,30 +40,59 @@ class PurgeFailed(Exception):
     """A purge request was refused or could not be sent."""
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Refuse redirects: a purge API's answer is its own, and its token goes nowhere else."""
+
+    def redirect_request(self, *args: object) -> None:  # type: ignore[override]
+        return None
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
+"""For a Varnish beside the site: never through a proxy the environment names."""
+_VIA_PROXY = urllib.request.build_opener(_NoRedirects())
+"""For a CDN's API: through the environment's proxy, where one is set."""
+
+
 def send(request: PurgeRequest, timeout: float) -> None:
     """Send ``request``; raise :class:`PurgeFailed` unless the target accepted it."""
-    http = urllib.request.Request(
+    message = urllib.request.Request(
         request.url, data=request.body, headers=request.headers, method=request.method
     )
+    opener = _DIRECT if request.direct else _VIA_PROXY
     try:
-        with urllib.request.urlopen(http, timeout=timeout) as response:
+        with opener.open(message, timeout=timeout) as response:
             body = response.read()
+            refused = body[:1] == b"{" and json.loads(body).get("success") is False  # Cloudflare
     except urllib.error.HTTPError as error:
         raise PurgeFailed(f"{request.method} {request.url}: HTTP {error.code}") from None
-    except (OSError, ValueError) as error:
-        raise PurgeFailed(f"{request.method} {request.url}: {error}") from None
-    if body[:1] == b"{" and json.loads(body).get("success") is False:  # Cloudflare's way
+    except (OSError, ValueError, http.client.HTTPException) as error:
+        raise PurgeFailed(f"{request.method} {request.url}: {error!r}") from None
+    if refused:
         raise PurgeFailed(f"{request.method} {request.url}: refused: {body[:200]!r}")
 
 
 class _Target:
-    """One target's keys waiting to go out, and when it may be tried again."""
+    """One target's keys waiting to go out, those to send again, and when to try next."""
 
     def __init__(self, target: PurgeTarget) -> None:
         self.target = target
         self.pending: dict[str, None] = {}
+        self.again: dict[str, float] = {}
+        """Keys sent once, and when to send them the second time."""
         self.retry_at = 0.0
         self.backoff = 0.0
+
+    def due_again(self, now: float) -> list[str]:
+        return [key for key, when in self.again.items() if when <= now]
+
+
+def _next_send(state: _Target) -> float | None:
+    """Return when ``state`` next has something to send (its back-off holding both its
+    pending keys and its repeats), or None."""
+    times = [state.retry_at] if state.pending else []
+    if state.again:
+        times.append(max(state.retry_at, min(state.again.values())))
+    return min(times) if times else None
 
 
 class Purger:
@@ -68,6 +103,7 @@ class Purger:
         targets: PurgeTarget | Sequence[PurgeTarget],
         *,
         delay: float = 0.05,
+        repeat_after: float = 2.0,
         timeout: float = 5.0,
         max_backoff: float = 30.0,
         max_pending: int = 100_000,
@@ -77,20 +113,23 @@ class Purger:
     ) -> None:
         listed = [targets] if hasattr(targets, "requests") else list(targets)  # type: ignore[arg-type]
         self._targets = [_Target(target) for target in listed]
-        self.delay, self.timeout, self.max_backoff = delay, timeout, max_backoff
-        self.max_pending, self.exit_wait = max_pending, exit_wait
+        self.delay, self.repeat_after, self.timeout = delay, repeat_after, timeout
+        self.max_backoff, self.max_pending, self.exit_wait = max_backoff, max_pending, exit_wait
         self.failures = failures or FailureLog()
         self._send = sender
         self._lock = threading.Condition()
         self._busy = False
+        self._generation = 0
+        """Which sender thread is the live one (0: none in this process yet)."""
         self._pid = 0
         self.sent = 0
         """Requests the targets accepted (for tests and stats)."""
+        os.register_at_fork(after_in_child=self._forked)
 
     # -- the caller's side ------------------------------------------------------------------
 
     def purge(self, tags: Iterable[str]) -> None:
-        """Have every target purge ``tags`` soon; returns at once."""
+        """Have every target purge ``tags`` soon (and once more later); returns at once."""
         keys = [surrogate_key(tag) for tag in tags]
         if not keys:
             return
@@ -108,7 +147,7 @@ class Purger:
             self._lock.notify_all()
 
     def flush(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for every key noted so far to go out; return
+        """Wait up to ``timeout`` seconds for every key noted so far to go out once; return
         whether it did (a failing target's keys stay pending)."""
         deadline = time.monotonic() + timeout
         with self._lock:
@@ -123,39 +162,55 @@ class Purger:
     def close(self) -> None:
         """Stop sending: what is pending is dropped (a test's purger, a cache put away)."""
         with self._lock:
+            self._generation += 1  # the running thread, if any, ends at its next look
             self._pid = 0
             for state in self._targets:
                 state.pending.clear()
+                state.again.clear()
             self._lock.notify_all()
-        atexit.unregister(self.flush)
+        atexit.unregister(self._at_exit)
 
     # -- the sender thread ------------------------------------------------------------------
 
     def _started(self) -> None:
-        """Start the sender in this process (again after a fork: threads do not follow)."""
+        """Start the sender in this process, once (called holding the lock)."""
         if self._pid == os.getpid():
             return
-        if self._pid:  # a forked child: what the parent had pending is the parent's to send
-            for state in self._targets:
-                state.pending.clear()
         self._pid = os.getpid()
-        self._busy = False
-        threading.Thread(target=self._run, name="mcache-purge", daemon=True).start()
-        atexit.register(self.flush, self.exit_wait)
+        self._generation += 1
+        threading.Thread(
+            target=self._run, args=(self._generation,), name="mcache-purge", daemon=True
+        ).start()
+        atexit.register(self._at_exit)
 
-    def _run(self) -> None:
-        pid = os.getpid()
+    def _forked(self) -> None:
+        """In a forked child: a lock of its own, nothing of the parent's to send, no thread."""
+        self._lock = threading.Condition()
+        self._busy, self._pid = False, 0
+        for state in self._targets:
+            state.pending.clear()
+            state.again.clear()
+        atexit.unregister(self._at_exit)
+
+    def _at_exit(self) -> None:
+        if not self.flush(self.exit_wait):
+            left = sum(len(state.pending) for state in self._targets)
+            self.failures.warning("purge.exit", "%d purge keys not sent before exit", left)
+
+    def _run(self, generation: int) -> None:
         while True:
             with self._lock:
-                while self._pid == pid and not self._due():
+                while self._generation == generation and not self._due():
                     self._lock.wait(self._wait())
-                if self._pid != pid:  # closed
+                if self._generation != generation:  # closed, or replaced
                     return
                 self._busy = True
-            time.sleep(self.delay)  # let the rest of a save's tags join this batch
             try:
+                time.sleep(self.delay)  # let the rest of a save's tags join this batch
                 for state in self._targets:
-                    self._send_pending(state)
+                    self._send_due(state)
+            except Exception as error:  # never let the thread die: later purges need it
+                self.failures.warning("purge.sender", "the purge sender failed: %r", error)
             finally:
                 with self._lock:
                     self._busy = False
@@ -163,29 +218,36 @@ class Purger:
 
     def _due(self) -> bool:
         now = time.monotonic()
-        return any(state.pending and state.retry_at <= now for state in self._targets)
+        return any(when <= now for when in map(_next_send, self._targets) if when is not None)
 
     def _wait(self) -> float | None:
-        waiting = [state.retry_at for state in self._targets if state.pending]
-        return max(0.0, min(waiting) - time.monotonic()) if waiting else None
+        times = [when for when in map(_next_send, self._targets) if when is not None]
+        return max(0.0, min(times) - time.monotonic()) if times else None
 
-    def _send_pending(self, state: _Target) -> None:
+    def _send_due(self, state: _Target) -> None:
+        now = time.monotonic()
         with self._lock:
-            if not state.pending or state.retry_at > time.monotonic():
+            if state.retry_at > now:
                 return
-            keys, state.pending = list(state.pending), {}
+            repeats = state.due_again(now)
+            for key in repeats:
+                del state.again[key]
+            keys = list(dict.fromkeys([*state.pending, *repeats]))
+            first = [key for key in state.pending if key not in state.again]
+            state.pending = {}
         runs = list(batches(keys, state.target.batch, 1 << 20))
         for index, run in enumerate(runs):
             try:
                 for request in state.target.requests(run):
                     self._send(request, self.timeout)
                     self.sent += 1
-            except PurgeFailed as error:
+            except Exception as error:
                 unsent = dict.fromkeys(key for later in runs[index:] for key in later)
                 with self._lock:  # kept ahead of keys noted meanwhile
                     state.pending = {**unsent, **state.pending}
                     state.backoff = min(self.max_backoff, max(0.5, state.backoff * 2))
                     state.retry_at = time.monotonic() + state.backoff
+                    self._again(state, [key for key in first if key not in unsent])
                 self.failures.warning(
                     "purge.failed",
                     "a purge failed, tried again in %.1f s: %s",
@@ -193,4 +255,13 @@ class Purger:
                     error,
                 )
                 return
-        state.backoff = 0.0
+        with self._lock:
+            state.backoff = 0.0
+            self._again(state, first)
+
+    def _again(self, state: _Target, keys: list[str]) -> None:
+        """Schedule ``keys``, just sent the first time, to be sent once more."""
+        if self.repeat_after > 0:
+            when = time.monotonic() + self.repeat_after
+            for key in keys:
+                state.again.setdefault(key, when)

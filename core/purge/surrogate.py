@@ -39,11 +39,11 @@ class SurrogateHeader(NamedTuple):
     separator: str
     max_bytes: int
     """The longest header value it takes (Fastly and Cloudflare: 16 KB; Varnish's
-    default ``http_resp_hdr_len``: 8 KB)."""
+    default ``http_resp_hdr_len`` of 8 KB counts the whole header line)."""
 
 
 HEADERS: Final = {
-    "xkey": SurrogateHeader("xkey", " ", 8192),
+    "xkey": SurrogateHeader("xkey", " ", 8000),
     "surrogate-key": SurrogateHeader("Surrogate-Key", " ", 16384),
     "cache-tag": SurrogateHeader("Cache-Tag", ",", 16384),
 }

@@ -32,8 +32,10 @@ class PurgeRequest:
 
     method: str
     url: str
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # an API token
     body: bytes | None = None
+    direct: bool = False
+    """Sent around any proxy the environment names (a Varnish beside the site)."""
 
 
 class PurgeTarget(Protocol):
@@ -87,7 +89,7 @@ class Varnish:
 
     def requests(self, keys: Sequence[str]) -> list[PurgeRequest]:
         return [
-            PurgeRequest("PURGE", url, {self.header: " ".join(run)})
+            PurgeRequest("PURGE", url, {self.header: " ".join(run)}, direct=True)
             for run in batches(keys, self.batch, self.max_header_bytes)
             for url in self.urls
         ]

@@ -39,8 +39,13 @@ def purger_from(value: Any, setting: str) -> Purger | None:
         return value  # type: ignore[no-any-return]
     urls: Sequence[Any] = [value] if isinstance(value, str) else value
     if not isinstance(urls, list | tuple) or not all(isinstance(url, str) for url in urls):
+        shown = (
+            "a list holding something else"
+            if isinstance(urls, list | tuple)
+            else type(value).__name__
+        )
         raise ConfigError(
-            f"{setting} must be a purge URL or a list of them ({_EXAMPLES}), got {value!r}"
+            f"{setting} must be a purge URL or a list of them ({_EXAMPLES}), got {shown}"
         )
     return Purger([target_from_url(url, setting) for url in urls])
 
@@ -54,7 +59,7 @@ def target_from_url(url: str, setting: str) -> PurgeTarget:
     if scheme in ("varnish", "varnish+http", "varnish+https"):
         if not parts.netloc:
             raise ConfigError(
-                f"{setting}: {url!r} names no Varnish; write 'varnish://127.0.0.1:6081'"
+                f"{setting}: {_shown(url)!r} names no Varnish; write 'varnish://127.0.0.1:6081'"
             )
         transport = "https" if scheme == "varnish+https" else "http"
         return Varnish([f"{transport}://{parts.netloc}{parts.path or '/'}"], soft=soft)
@@ -65,15 +70,19 @@ def target_from_url(url: str, setting: str) -> PurgeTarget:
         if scheme == "fastly":
             return Fastly(ident, token, soft, api or "https://api.fastly.com")
         if soft:
-            raise ConfigError(f"{setting}: Cloudflare has no soft purge; drop soft=1 from {url!r}")
+            raise ConfigError(
+                f"{setting}: Cloudflare has no soft purge; drop soft=1 from {_shown(url)!r}"
+            )
         return Cloudflare(ident, token, api or "https://api.cloudflare.com/client/v4")
-    raise ConfigError(f"{setting}: unknown purge target {url!r}; write {_EXAMPLES}")
+    raise ConfigError(f"{setting}: unknown purge target {_shown(url)!r}; write {_EXAMPLES}")
 
 
 def _token(given: str, url: str, setting: str) -> str:
     """Return the API token ``given`` names (``env:NAME``: that environment variable)."""
     if not given:
-        raise ConfigError(f"{setting}: {url!r} needs its API token: add ?token=env:<VARIABLE>")
+        raise ConfigError(
+            f"{setting}: {_shown(url)!r} needs its API token: add ?token=env:<VARIABLE>"
+        )
     if not given.startswith("env:"):
         return given
     name = given[4:]
@@ -81,6 +90,11 @@ def _token(given: str, url: str, setting: str) -> str:
     if not token:
         raise ConfigError(
             f"{setting}: the environment variable {name}, the API token of"
-            f" {url.split('?')[0]!r}, is not set"
+            f" {_shown(url)!r}, is not set"
         )
     return token
+
+
+def _shown(url: str) -> str:
+    """Return ``url`` as an error may show it: without its query, where a token may be."""
+    return url.split("?", 1)[0] + ("?…" if "?" in url else "")

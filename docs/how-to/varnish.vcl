@@ -10,7 +10,10 @@ backend default {
     .port = "8000";
 }
 
-# Who may purge: the application servers. Anyone else gets a 403.
+# Who may purge: the application servers, on a listening address of purges' own
+# (varnishd -a :6081 -a purge=127.0.0.1:6091), so a proxy or TLS terminator on this
+# machine that forwards visitors from 127.0.0.1 does not let them purge. Anyone else
+# gets a 403.
 acl purgers {
     "127.0.0.1";
     "::1";
@@ -18,7 +21,7 @@ acl purgers {
 
 sub vcl_recv {
     if (req.method == "PURGE") {
-        if (client.ip !~ purgers) {
+        if (local.socket != "purge" || client.ip !~ purgers) {
             return (synth(403, "Forbidden"));
         }
         if (req.http.xkey-purge) {

@@ -5,7 +5,9 @@ running the VCL the docs ship, and a purge endpoint that is down."""
 
 from __future__ import annotations
 
+import http.client
 import logging
+import os
 import shutil
 import socket
 import time
@@ -19,9 +21,9 @@ from mcache import Cache
 from mcache.errors import ConfigError
 from mcache.purge.sender import Purger
 from mcache.purge.surrogate import HEADERS, KeysTooLong, surrogate_header, surrogate_key
-from mcache.purge.targets import Cloudflare, Varnish, batches
+from mcache.purge.targets import Cloudflare, PurgeRequest, Varnish, batches
 from tests.conftest import REQUIRE_SERVERS
-from tests.purge_checkers import checker, origin
+from tests.purge_checkers import checker, origin, redirecting
 from tests.servers import free_port, varnish_process
 
 VCL = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "varnish.vcl"
@@ -148,6 +150,79 @@ def test_a_closed_port_keeps_the_keys_pending(purging: Callable[[object], Cache]
     assert purger.sent == 0
 
 
+def test_each_key_is_purged_once_more_after_repeat_after(
+    purging: Callable[[object], Cache],
+) -> None:
+    """A page built from the old rows while the first purge went out is caught by the second."""
+    with checker("cloudflare", ident="Z") as api:
+        purger = Purger(Cloudflare("Z", "secret-token", api=api.api), delay=0.01, repeat_after=0.3)
+        purging(purger).invalidate("post:1")
+        assert purger.flush(5)
+        assert [r["body"]["tags"] for r in api.accepted] == [["post:1"]]
+        deadline = time.monotonic() + 5
+        while len(api.accepted) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.5)  # and not a third time
+    assert [r["body"]["tags"] for r in api.accepted] == [["post:1"], ["post:1"]]
+
+
+def test_an_unexpected_error_does_not_stop_the_sender(
+    purging: Callable[[object], Cache],
+) -> None:
+    calls: list[str] = []
+
+    def flaky(request: PurgeRequest, timeout: float) -> None:
+        calls.append(request.headers["xkey-purge"])
+        if len(calls) == 1:
+            raise http.client.IncompleteRead(b"short")  # not a PurgeFailed
+
+    purger = Purger(Varnish("http://127.0.0.1:9/"), delay=0.01, repeat_after=0, sender=flaky)
+    cache = purging(purger)
+    cache.invalidate("post:1")
+    assert purger.flush(5)  # the failed batch was kept and sent after the back-off
+    cache.invalidate("post:2")
+    assert purger.flush(5)
+    assert calls == ["post:1", "post:1", "post:2"]
+
+
+def test_a_purge_api_that_redirects_is_not_followed(purging: Callable[[object], Cache]) -> None:
+    """A redirect would carry the API token to another host: it is a failure instead."""
+    with checker("cloudflare", ident="Z") as elsewhere, redirecting(elsewhere.api) as api:
+        purger = Purger(Cloudflare("Z", "secret-token", api=api), delay=0.01, repeat_after=0)
+        purging(purger).invalidate("post:1")
+        assert not purger.flush(1)
+    assert elsewhere.accepted == [] and elsewhere.refused == []
+
+
+def test_a_forked_child_purges_on_a_thread_of_its_own(purging: Callable[[object], Cache]) -> None:
+    with checker("cloudflare", ident="Z") as api:
+        purger = Purger(Cloudflare("Z", "secret-token", api=api.api), delay=0.01, repeat_after=0)
+        cache = purging(purger)
+        cache.invalidate("parent")
+        assert purger.flush(5)
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report over the pipe, leave without pytest's teardown
+            try:
+                cache.invalidate("child")
+                os.write(writer, b"ok" if purger.flush(5) else b"stuck")
+            finally:
+                os._exit(0)
+        os.close(writer)
+        os.waitpid(pid, 0)
+        assert os.read(reader, 8) == b"ok"
+    assert [r["body"]["tags"] for r in api.accepted] == [["parent"], ["child"]]
+
+
+def test_errors_never_show_a_token() -> None:
+    for url in ("fastlly://svc?token=SECRET-1", "cloudflare://z?token=SECRET-1&soft=1"):
+        with pytest.raises(ConfigError) as caught:
+            Cache("memory://", purge=url)
+        assert "SECRET-1" not in str(caught.value)
+    request = Cloudflare("z", "SECRET-1").requests(["a"])[0]
+    assert "SECRET-1" not in repr(request)
+
+
 # -- settings ----------------------------------------------------------------------------------
 
 
@@ -200,7 +275,7 @@ def test_varnish_purges_exactly_the_pages_of_an_invalidated_tag(
     for page in ("post-7", "post-8", "about"):
         assert _fetch(varnish.port, f"/{page}") == f"{page} #1"
         assert _fetch(varnish.port, f"/{page}") == f"{page} #1"  # Varnish's copy
-    cache = purging(f"varnish://{varnish.address}")
+    cache = purging(f"varnish://{varnish.purge_address}")
     cache.invalidate("post:7")
     assert cache.purger.flush(5)
     assert _fetch(varnish.port, "/post-7") == "post-7 #2"  # purged: fetched anew
@@ -212,14 +287,21 @@ def test_varnish_purges_exactly_the_pages_of_an_invalidated_tag(
     assert _fetch(varnish.port, "/about") == "about #1"
 
 
-def test_varnish_refuses_a_purge_from_outside_its_acl(varnish_in_front) -> None:
-    site, _varnish = varnish_in_front
+def _purge_status(address: str) -> bytes:
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        conn.sendall(b"PURGE / HTTP/1.1\r\nHost: x\r\nxkey-purge: posts\r\n\r\n")
+        return conn.recv(100).split(b"\r\n", 1)[0]
+
+
+def test_varnish_takes_purges_only_on_their_own_address_from_its_acl(varnish_in_front) -> None:
+    site, varnish = varnish_in_front
+    assert _purge_status(varnish.purge_address) == b"HTTP/1.1 200 Purged 0"
+    assert _purge_status(varnish.address) == b"HTTP/1.1 403 Forbidden"  # the visitors' address
     text = VCL.read_text().replace('"127.0.0.1";', '"10.9.9.9";')
     outside = varnish_process(text, site.port).start(timeout=30)
     try:
-        with socket.create_connection(("127.0.0.1", outside.port), timeout=5) as conn:
-            conn.sendall(b"PURGE / HTTP/1.1\r\nHost: x\r\nxkey-purge: posts\r\n\r\n")
-            assert conn.recv(100).startswith(b"HTTP/1.1 403")
+        assert _purge_status(outside.purge_address) == b"HTTP/1.1 403 Forbidden"  # not in the ACL
     finally:
         outside.kill()
 

@@ -4,8 +4,8 @@
 
 Pages are cached by ``@cached_view`` on the memcached ``MCACHE_PURGE_SITE_MEMCACHED``
 names, with ``page_surrogate="xkey"`` (each shared page names its tags) and ``purge``
-the Varnish ``MCACHE_PURGE_SITE_VARNISH`` names, so a save anywhere purges the pages
-tagged with the saved row. No session or CSRF middleware: the pages are every
+the Varnish purge address ``MCACHE_PURGE_SITE_VARNISH`` names, so a save anywhere
+purges the pages tagged with the saved row. No session or CSRF middleware: the pages are every
 visitor's, as a cache in front may keep them.
 """
 

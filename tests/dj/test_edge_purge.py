@@ -58,6 +58,24 @@ def _crowded(request: HttpRequest) -> HttpResponse:
     return HttpResponse("many tags")
 
 
+@cached_view(60, tags=["themed"], cookies=["theme"])
+def _themed(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(f"theme {request.COOKIES.get('theme', 'light')}")
+
+
+@cached_view(60, tags=["visits"])
+def _reads_session(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(f"seen {request.session.get('seen', 0)}")
+
+
+def _with_session(path: str, cookie: str = "") -> HttpRequest:
+    from django.contrib.sessions.backends.signed_cookies import SessionStore
+
+    request = RequestFactory().get(path, HTTP_COOKIE=cookie)
+    request.session = SessionStore()
+    return request
+
+
 def test_a_shared_page_names_its_tags_and_what_its_build_read() -> None:
     with override_settings(CACHES=_caches(page_surrogate="xkey")):
         first = _listing(RequestFactory().get("/list/"))
@@ -85,6 +103,28 @@ def test_a_page_with_more_keys_than_a_header_holds_is_sent_private() -> None:
         hit = _crowded(RequestFactory().get("/crowded/"))
     assert not response.has_header("xkey")
     assert "private" in response["Cache-Control"] and "private" in hit["Cache-Control"]
+
+
+def test_pages_a_cache_in_front_may_keep_name_their_keys_and_vary_as_they_must() -> None:
+    """A page keyed by a declared cookie says Vary: Cookie (a CDN must not mix themes); one
+    that read the session is kept in front for visitors without cookies: both name keys."""
+    with override_settings(CACHES=_caches(page_surrogate="xkey")):
+        dark = _themed(RequestFactory().get("/themed/", HTTP_COOKIE="theme=dark"))
+        session_page = _reads_session(_with_session("/visits/"))
+    assert dark["xkey"] == "themed" and "Cookie" in dark["Vary"]
+    assert "private" not in dark.get("Cache-Control", "")
+    assert session_page["xkey"] == "visits" and "Cookie" in session_page["Vary"]
+
+
+def test_a_page_too_crowded_to_name_gets_no_cdn_windows() -> None:
+    with override_settings(CACHES=_caches(page_surrogate="cache-tag", page_cdn=True)):
+        for response in (
+            _crowded(RequestFactory().get("/c/")),
+            _crowded(RequestFactory().get("/c/")),
+        ):
+            assert "private" in response["Cache-Control"]
+            assert "s-maxage" not in response["Cache-Control"]
+            assert not response.has_header("CDN-Cache-Control")
 
 
 def test_a_bad_page_surrogate_is_a_check_error_naming_it() -> None:
@@ -146,7 +186,7 @@ def site_behind_varnish(
         DJANGO_SETTINGS_MODULE="tests.dj.purge_site",
         MCACHE_PURGE_SITE_DB=str(tmp_path / "site.sqlite3"),
         MCACHE_PURGE_SITE_MEMCACHED=memcached_url.removeprefix("memcached://"),
-        MCACHE_PURGE_SITE_VARNISH=varnish.address,
+        MCACHE_PURGE_SITE_VARNISH=varnish.purge_address,
     )
     _run(SEED, env)
     server = subprocess.Popen(

@@ -24,6 +24,13 @@ def _app(**config: object) -> tuple[Flask, MCache]:
         authors = mcache.get_or_build("authors", lambda: "ann, bo", tags=["authors"])
         return f"posts by {authors}"
 
+    @app.get("/themed/")
+    @mcache.cached_view(60, tags=["themed"], cookies=["theme"])
+    def themed() -> str:
+        from flask import request
+
+        return f"theme {request.cookies.get('theme', 'light')}"
+
     @app.get("/mine/")
     @mcache.cached_view(60, tags=["posts"], per_user=lambda: "ann")
     def mine() -> str:
@@ -39,6 +46,15 @@ def test_a_shared_page_names_its_tags_and_what_its_build_read() -> None:
     assert first.headers["X-Cache"] == "MISS" and again.headers["X-Cache"] == "HIT"
     assert first.headers["Cache-Tag"] == again.headers["Cache-Tag"] == "posts,authors"
     assert "Cache-Tag" not in client.get("/mine/").headers  # one visitor's: private
+
+
+def test_a_cookie_keyed_page_names_its_keys_and_varies_on_cookie() -> None:
+    app, _ = _app(MCACHE_NAMESPACE="fl-edge-3", MCACHE_PAGE_SURROGATE="xkey")
+    client = app.test_client()
+    client.set_cookie("theme", "dark")
+    response = client.get("/themed/")
+    assert response.headers["xkey"] == "themed"
+    assert "Cookie" in response.headers["Vary"]
 
 
 def test_a_bad_page_surrogate_fails_at_start_up_naming_it() -> None:

@@ -48,7 +48,9 @@ async def async_greeting(request):
 @cached_view(ttl=60, stale_ttl=600, tags=["form"], refresh="background")
 def refreshed_form(request):
     renders.append("refreshed_form")
-    return render(request, "holes/form.html", {"title": f"render {len(renders)}"})
+    return render(
+        request, "holes/form.html", {"title": f"render {renders.count('refreshed_form')}"}
+    )
 
 
 @cached_view(ttl=60, hole_context={})

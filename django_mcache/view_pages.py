@@ -9,6 +9,7 @@ snapshot stored and the response restored from it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -66,6 +67,8 @@ __all__ = [
 
 View = Callable[..., Any]
 PRIVATE_DIRECTIVES = frozenset({"private", "no-cache", "no-store"})
+_CSRF_FLAGS = ("CSRF_COOKIE_NEEDS_UPDATE", "CSRF_COOKIE_USED")
+"""What ``get_token`` marks on a request (Django 4.1 and later use the first)."""
 _LIST_ITEMS = re.compile(r"\s*,\s*")
 """How ``Cache-Control`` and ``Vary`` separate their items (Django 6.1 dropped its own)."""
 
@@ -161,6 +164,7 @@ class Render:
         self.tags: list[str] = []
         """The page's own tags, once :func:`noting_tags` has seen its options."""
         self.session = getattr(request, "session", None)
+        self._csrf_flags = {k: request.META[k] for k in _CSRF_FLAGS if k in request.META}
         self._accessed = False
         self.user_read = False
         # A refresher thread sees none of the request's thread-bound state (asgiref
@@ -175,8 +179,26 @@ class Render:
         touch the session's database, to a thread."""
         call = partial(view, self.request, *args, **kwargs)
         if on_loop:
-            return PageBuild(partial(self._arender, call), partial(self._arerender, call))
-        return PageBuild(partial(self._render, call), partial(self._rerender, call))
+            later = partial(self._detached_call, view, args, kwargs, True)
+            return PageBuild(partial(self._arender, call), later)
+        return PageBuild(
+            partial(self._render, call), partial(self._detached_call, view, args, kwargs, False)
+        )
+
+    def _detached_call(self, view: View, args: tuple, kwargs: dict, on_loop: bool) -> Any:
+        """Re-render in a refresher's thread over a copy of the request: the request's own
+        thread goes on with it (filling the stale page's holes asks for a CSRF token, which
+        flags the request), and neither may see the other's marks."""
+        render = copy.copy(self)
+        render.request = copy.copy(self.request)
+        meta = {k: v for k, v in self.request.META.items() if k not in _CSRF_FLAGS}
+        render.request.META = {
+            **meta,
+            **self._csrf_flags,
+        }  # as they were before this request's fill
+        render.user_read = False
+        call = partial(view, render.request, *args, **kwargs)
+        return render._arerender(call) if on_loop else render._rerender(call)
 
     def _render(self, call: Callable[[], Any]) -> Snapshot:
         self.before()

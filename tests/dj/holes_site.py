@@ -7,6 +7,8 @@ The templates are in tests/dj/blog/templates/holes/; the tests add the ``auth`` 
 from __future__ import annotations
 
 import functools
+import threading
+import time
 
 from django.http import HttpResponse
 from django.shortcuts import render
@@ -51,6 +53,33 @@ def refreshed_form(request):
     return render(
         request, "holes/form.html", {"title": f"render {renders.count('refreshed_form')}"}
     )
+
+
+late_render_may_go_on = threading.Event()
+"""Holds ``late_form``'s re-render until a response's holes are being filled."""
+
+
+def _let_the_late_render_go_on(request) -> str:
+    """A hole after the CSRF token: the token has marked the request by now, and the CSRF
+    middleware has not yet cleared the mark; let the re-render run its checks meanwhile."""
+    late_render_may_go_on.set()
+    time.sleep(0.3)
+    return ""
+
+
+@cached_view(
+    ttl=60,
+    stale_ttl=600,
+    tags=["late-form"],
+    refresh="background",
+    hole_context={"go_on": _let_the_late_render_go_on},
+)
+def late_form(request):
+    renders.append("late_form")
+    if renders.count("late_form") > 1:
+        late_render_may_go_on.wait(10)
+    title = f"render {renders.count('late_form')}"
+    return render(request, "holes/late_form.html", {"title": title})
 
 
 @cached_view(ttl=60, hole_context={})
@@ -127,6 +156,7 @@ urlpatterns = [
     path("greeting/", greeting),
     path("async-greeting/", async_greeting),
     path("refreshed-form/", refreshed_form),
+    path("late-form/", late_form),
     path("leaky/", leaky),
     path("reads-session/", reads_session),
     path("shop/", shop),

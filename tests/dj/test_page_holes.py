@@ -140,6 +140,19 @@ def test_a_background_refresh_keeps_the_token_a_hole() -> None:
     assert posted.status_code == 200, "the refreshed page's token is this visitor's own"
 
 
+def test_a_refresh_is_stored_though_the_stale_response_asked_for_a_token_meanwhile() -> None:
+    """Filling the stale page's CSRF hole marks the request (Django's get_token); the
+    re-render, on another thread, must not take that mark for its own and refuse."""
+    visitor().get("/late-form/")
+    holes_site.late_render_may_go_on.clear()  # (the first response's holes set it)
+    caches["default"].invalidate("late-form")
+    stale = visitor().get("/late-form/")  # the re-render checks while its holes are filled
+    assert stale["X-Cache"] == "STALE" and b"render 1" in stale.content
+    holes_site.late_render_may_go_on.set()
+    wait_for(lambda: visitor().get("/late-form/")["X-Cache"] == "HIT")
+    assert rendered("late_form") == 2, "the first re-render was stored"
+
+
 def test_a_page_reading_the_user_outside_a_hole_is_bypassed_for_signed_in_visitors() -> None:
     alice = User.objects.create_user("alice")
     first = visitor(alice).get("/leaky/")

@@ -36,7 +36,7 @@ class _Held:
     def __init__(self, lock: Lock, log: FailureLog) -> None:
         self.lock = lock
         self.log = log
-        self.interval = max(lock.timeout / 3, 0.1)
+        self.interval = LockRenewer.interval(lock)
         self.guard = threading.Lock()
         self.renewing = True
         self.also: list[Callable[[], object]] = []
@@ -81,6 +81,11 @@ class LockRenewer:
         if held is not None:
             with held.guard:
                 held.renewing = False
+
+    @staticmethod
+    def interval(lock: Lock) -> float:
+        """Return the seconds between two renewals of ``lock``."""
+        return max(lock.timeout / 3, 0.1)
 
     def holds(self, lock: Lock) -> bool:
         """Return whether ``lock`` is being renewed."""

@@ -63,7 +63,9 @@ def take_steps(
 
     ``ttl`` is the placeholder's (the entry's). A caller that found the key empty
     (``expect_missing``) adds the placeholder first: a round trip fewer, almost always.
-    ``lifetime(found)``: the seconds what was found has left (``inf``: unknown).
+    ``lifetime(found)``: the seconds what was found has left (``inf``: unknown). The
+    placeholder's own life is counted as the store keeps it: on a clock of whole seconds
+    (``expiry_slack``) a TTL of ``t`` may end after ``t - 1``.
     """
     found, token = (NO_VALUE, None) if expect_missing else (yield StoreCall(store, "gets", (key,)))
     placed, held, left = False, found, math.inf
@@ -73,7 +75,7 @@ def take_steps(
         found, token = yield StoreCall(store, "gets", (key,))  # ours, or what won the race
         held = found
         if placed and found == mark:
-            found, left = NO_VALUE, (ttl or math.inf)
+            found, left = NO_VALUE, (ttl - store.traits.expiry_slack if ttl else math.inf)
         else:
             placed = False
     if token is None or held is NO_VALUE:

@@ -193,8 +193,9 @@ class Writer:
         return (ends - self.parts.clock.time_ms()) / 1000 - slack
 
     def keep_lease(self, key: str, lease: leases.Lease, lock: Lock) -> None:
-        """On a renewal of the build's lock: extend its leased key if it nears its end."""
-        if lease.expires - time.monotonic() > lock.timeout:
+        """On a renewal of the build's lock: extend its leased key if it could end before the
+        renewal after next (one turn of margin for a renewer that runs late)."""
+        if lease.expires - time.monotonic() > lock.timeout + renewer.interval(lock):
             return
         slack = self.parts.traits.expiry_slack
         leases.keep(self.parts.store, key, lease, 2 * lock.timeout + slack)

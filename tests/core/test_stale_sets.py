@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -17,6 +18,8 @@ from urllib.parse import urlencode
 import pytest
 
 from mcache import NO_VALUE, Cache, Entry
+from mcache.engine import write_lease
+from mcache.sansio.steps import perform, run_steps
 
 STORES = ["memory", "memcached", "memcached_text", "memcached_replicas", "redis", "tiered"]
 
@@ -206,3 +209,18 @@ def test_a_rebuild_too_large_to_store_leaves_no_stale_entry(url: str) -> None:
     assert cache.get_or_build("k", lambda: huge, ttl=60) == huge
     assert cache.store.get(cache.key("k")) is NO_VALUE
     assert cache.get_or_build("k", lambda: "small and new", ttl=60) == "small and new"
+
+
+def test_a_placeholder_is_counted_to_live_as_short_as_its_store_may_keep_it(
+    memcached_text_url: str,
+) -> None:
+    """memcached counts whole seconds: a placeholder set for 2 s may be gone after 1, so the
+    lease must be kept alive by then (counted as 2 s, a renewal could come too late)."""
+    cache = Cache(memcached_text_url, namespace="pl")
+    key = cache.key("short")
+    started = time.monotonic()
+    lease = run_steps(
+        write_lease.take_steps(cache.store, cache.codec, key, 2, True, lambda _: 0.0), perform
+    )
+    assert lease is not None and lease.placed
+    assert lease.expires - started <= 1.0 + 0.5, "counted as living its whole nominal TTL"

@@ -30,6 +30,7 @@ from mcache.sansio.steps import (
 from mcache.web.page import check_hole_context, check_view_ttl, cookie_names, serve_steps
 
 from .aliases import check_alias
+from .edge_pages import tell_the_edge
 from .holes import HoleContext
 from .tags import Dependencies, DependsOn
 from .view_options import TagsSpec, ViewOptions
@@ -189,6 +190,8 @@ def _serve_steps(
         render.refusal,
     )
     if served.state != BYPASS:
+        if not served.reason:
+            tell_the_edge(request, core, key, served.page, served.state, options, render.cookies)  # type: ignore[arg-type]
         restored = partial(restore, served.page, served.state, render, served.reason)
         if not served.page[3]:  # type: ignore[index]
             return restored()

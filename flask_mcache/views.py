@@ -44,6 +44,7 @@ from mcache.web.page import (
 )
 from mcache.web.surrogates import KeysTooLong, page_surrogate
 
+from .edge_pages import tell_the_edge
 from .holes import HoleContext, SharedRender, fill_hole, known_hole, session_read_before_view
 from .view_order import remember
 
@@ -133,6 +134,8 @@ def cached_view(
             )
             served = run_steps(steps, perform)
             if served.state != BYPASS:
+                if not served.reason:
+                    tell_the_edge(core(), key, served.page, served.state, settings)  # type: ignore[arg-type]
                 return _restore(served.page, served.state, settings, served.reason)  # type: ignore[arg-type]
             own = served.response
             response = own if own is not None else make_response(view(**view_args))

@@ -37,6 +37,7 @@ SCRIPTS: dict[str, list[str]] = {  # name -> the arguments that make it quick
     "bench_django": ["--seconds", "2", "--rounds", "2"],
     "bench_real_traffic": ["--seconds", "2", "--rounds", "2"],
     "bench_asgi": ["--seconds", "2", "--rounds", "2"],
+    "bench_edge": ["--seconds", "2", "--rounds", "2"],
     "bench_memcached_async": ["--rounds", "2", "--calls", "500"],
     "bench_leases": ["--rounds", "2", "--calls", "300"],
     "bench_fresh_reads": ["--rounds", "2", "--calls", "300"],

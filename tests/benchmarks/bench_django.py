@@ -133,8 +133,11 @@ async def _balanced(port: int, path: str, count: int, workers: int = 2) -> list[
     raise RuntimeError(f"could not spread {count} connections over {workers} workers")
 
 
-def requests_per_second(port: int, path: str, seconds: float, connections: int) -> float:
-    """Hit ``path`` over ``connections`` keep-alive connections (balanced) for ``seconds``."""
+def requests_per_second(
+    port: int, path: str, seconds: float, connections: int, workers: int = 2
+) -> float:
+    """Hit ``path`` over ``connections`` keep-alive connections (balanced over ``workers``)
+    for ``seconds``."""
     counts = [0]
 
     async def client(connection: Connection, until: float) -> None:
@@ -146,7 +149,7 @@ def requests_per_second(port: int, path: str, seconds: float, connections: int) 
             connection[1].close()
 
     async def run() -> float:
-        pool = await _balanced(port, path, connections)
+        pool = await _balanced(port, path, connections, workers)
         started = time.monotonic()
         await asyncio.gather(*(client(c, started + seconds) for c in pool))
         return time.monotonic() - started

@@ -1,7 +1,8 @@
 """A small Django site served over ASGI, for the uvicorn test and the ASGI benchmark.
 
 One module is the whole project (settings, views, URLs, the ASGI app), so a
-server process needs only ``uvicorn tests.asgi_site:application``. The cache
+server process needs only ``uvicorn tests.asgi_site:application`` (or ``:edge``, the
+same behind mcache's edge). The cache
 comes from the environment:
 
 * ``MCACHE_URL`` — the store of the ``mcache`` cache (``@cached_view`` pages);
@@ -79,6 +80,7 @@ async def count_renders(request: HttpRequest) -> JsonResponse:
 
 configure()
 from django_mcache.views import cached_view  # noqa: E402  (after settings, as Django requires)
+from mcache.edge import ASGIEdge  # noqa: E402
 
 mcache_page = cached_view(ttl=300, tags=["pages"])(render)
 django_page = cache_page(300, cache="django")(render)
@@ -91,3 +93,4 @@ urlpatterns = [
 ]
 
 application = get_asgi_application()
+edge = ASGIEdge(application, "default")  # the same site behind mcache's edge

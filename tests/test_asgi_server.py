@@ -53,3 +53,23 @@ def test_uvicorn_serves_cached_pages_rendering_each_once(
         _, errors = server.communicate(timeout=30)
     assert server.returncode == 0, errors
     assert "Event loop is closed" not in errors and "Traceback" not in errors, errors
+
+
+def test_uvicorn_behind_the_edge_answers_stored_pages_before_django(memcached_url: str) -> None:
+    env = {**os.environ, "MCACHE_URL": memcached_url}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    server, port = uvicorn("tests.asgi_site:edge", env, str(ROOT), ("/renders/",), subprocess.PIPE)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/mcache/7/", timeout=10) as first:
+            assert first.headers["X-Cache"] == "MISS"
+            body = first.read()
+        for _ in range(3):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/mcache/7/", timeout=10) as hit:
+                assert hit.headers["Cache-Status"] == "mcache; hit; detail=edge"
+                assert hit.read() == body
+        assert json.loads(get(port, "/renders/")[1]) == {"renders": 1}
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, errors = server.communicate(timeout=30)
+    assert server.returncode == 0, errors
+    assert "Traceback" not in errors, errors

@@ -58,27 +58,27 @@ class ASGIEdge:
     async def _forwarded(
         self, scope: Scope, environ: dict[str, Any], receive: Receive, send: Send
     ) -> None:
-        """Run the application; learn its page from a response ``@cached_view`` recorded."""
+        """Run the application; learn its page from a response ``@cached_view`` recorded,
+        as its last byte is sent (Django's handler returns later, after its cleanup)."""
         scope[CHANNEL] = None  # listening: the adapter records its page here
         sent = Sent(0, [])
-        whole = False
+        learns = environ["REQUEST_METHOD"] == "GET"
 
         async def sending(message: dict[str, Any]) -> None:
-            nonlocal whole
-            if message["type"] == "http.response.start":
+            kind = message["type"]
+            if kind == "http.response.start":
                 sent.status = message["status"]
                 sent.headers = [
                     (n.decode("latin-1"), v.decode("latin-1")) for n, v in message["headers"]
                 ]
-            elif message["type"] == "http.response.body":
+            elif kind == "http.response.body" and learns:
                 sent.add(message.get("body", b""))
-                whole = not message.get("more_body", False)
+                record = scope.get(CHANNEL)
+                if record is not None and not message.get("more_body", False):
+                    self.edge.learned.learn(environ, record, sent)
             await send(message)
 
         await self.app(scope, receive, sending)
-        record = scope.get(CHANNEL)
-        if record is not None and whole and environ["REQUEST_METHOD"] == "GET":
-            self.edge.learned.learn(environ, record, sent)
 
 
 def environ_of(scope: Scope) -> dict[str, Any]:

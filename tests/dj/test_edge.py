@@ -25,11 +25,14 @@ from django.http import HttpRequest, HttpResponse
 from django.template import engines
 from django.test import override_settings
 from django.urls import path
+from django.utils import translation
 
 from django_mcache.views import cached_view
 from mcache.edge import ASGIEdge, WSGIEdge
 from mcache.errors import ConfigError
 from tests.dj.test_backend import mcache_caches
+
+pytestmark = pytest.mark.django_db  # Django's handler closes old connections per request
 
 REACHED: list[str] = []
 _PREFIXES = itertools.count()
@@ -246,8 +249,11 @@ def test_no_page_is_answered_at_the_edge_when_a_middleware_chooses_the_language(
     locale = "django.middleware.locale.LocaleMiddleware"
     with override_settings(MIDDLEWARE=[*settings.MIDDLEWARE, locale]):  # Counting's first
         app = edge()
-        for _ in range(3):
-            call(app, "/posts/")
+        try:
+            for _ in range(3):
+                call(app, "/posts/")
+        finally:
+            translation.deactivate()  # the middleware left its language active in this thread
     assert REACHED == ["/posts/"] * 3
 
 

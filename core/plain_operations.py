@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from mcache.contract.store import NO_VALUE
-from mcache.engine.options import seconds
+from mcache.engine.options import TagsArg, seconds, tag_list
 from mcache.errors import MCacheError, StoreUnavailable, ValueTooLarge
 from mcache.model.keys import make_key
 from mcache.observe.events import observed_call
@@ -113,14 +113,23 @@ class PlainOperations:
         """Await :meth:`get`."""
         return await self._arun("aget", key, self.get_steps(key, default))
 
-    def peek(self, key: Key, default: Any = NO_VALUE) -> Any:
+    def peek(self, key: Key, default: Any = NO_VALUE, tags: TagsArg = None) -> Any:
         """:meth:`get` for a read that builds nothing when it misses: a hit counts, a miss
-        does not (a HEAD answered from the page a GET stored, or sent on)."""
-        return self._run("get", key, self.get_steps(key, default, count_miss=False))
+        does not (a HEAD answered from the page a GET stored, or sent on). ``tags``: those
+        ``get_or_build`` stored the entry with; given, the entry is read as its hit reads it
+        (with their versions in one round trip, or from the near cache)."""
+        return self._run("get", key, self._peek_steps(key, default, tags))
 
-    async def apeek(self, key: Key, default: Any = NO_VALUE) -> Any:
+    async def apeek(self, key: Key, default: Any = NO_VALUE, tags: TagsArg = None) -> Any:
         """Await :meth:`peek`."""
-        return await self._arun("aget", key, self.get_steps(key, default, count_miss=False))
+        return await self._arun("aget", key, self._peek_steps(key, default, tags))
+
+    def _peek_steps(self, key: Key, default: Any, tags: TagsArg) -> Steps[Any]:
+        if tags is None:
+            return (yield from self.get_steps(key, default, count_miss=False))
+        steps = self.builder.fresh_value_steps(self._store_key(key), tag_list(tags))
+        value = yield from steps
+        return default if value is NO_VALUE else value
 
     def get_steps(self, key: Key, default: Any, count_miss: bool = True) -> Steps[Any]:
         """:meth:`get`, as steps: for an adapter that composes it into steps of its own."""

@@ -11,13 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest
 from django.http.cookie import parse_cookie
 
 from mcache import Cache
 from mcache.edge.record import CHANNEL, PageRecord, leave_record
 
-from .view_options import ViewOptions
+from .view_pages import Render
 
 __all__ = ["tell_the_edge"]
 
@@ -25,15 +24,10 @@ LOCALE_MIDDLEWARE = "django.middleware.locale.LocaleMiddleware"
 
 
 def tell_the_edge(
-    request: HttpRequest,
-    core: Cache,
-    key: tuple[Any, ...],
-    page: tuple,
-    state: str,
-    options: ViewOptions,
-    cookies: tuple[str, ...] | None,
+    render: Render, core: Cache, key: tuple[Any, ...], page: tuple, state: str
 ) -> None:
-    """Record ``page`` for an edge listening on this request (if one is)."""
+    """Record ``page``, served to ``render``'s request, for an edge listening (if one is)."""
+    request, options = render.request, render.options
     channel = getattr(request, "scope", None)  # ASGI; under WSGI, META is the environ
     if channel is None:
         channel = request.META
@@ -49,10 +43,11 @@ def tell_the_edge(
         prefix=key[:6],
         vary_environ=tuple("HTTP_" + h.upper().replace("-", "_") for h in options.vary),
         middle=key[7:9],
-        cookies=cookies,
+        cookies=render.cookies,
         private_cookies=frozenset({settings.SESSION_COOKIE_NAME}),
         parse_cookies=parse_cookie,
         header=options.header,
+        tags=render.tags if request.method == "GET" else None,  # a HEAD resolves no options
         signature_environ=(ssl_header[0],) if ssl_header else (),
     )
     leave_record(channel, record)

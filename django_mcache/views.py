@@ -191,7 +191,7 @@ def _serve_steps(
     )
     if served.state != BYPASS:
         if not served.reason:
-            tell_the_edge(request, core, key, served.page, served.state, options, render.cookies)  # type: ignore[arg-type]
+            tell_the_edge(render, core, key, served.page, served.state)  # type: ignore[arg-type]
         restored = partial(restore, served.page, served.state, render, served.reason)
         if not served.page[3]:  # type: ignore[index]
             return restored()

@@ -21,7 +21,12 @@ __all__ = ["tell_the_edge"]
 
 
 def tell_the_edge(
-    core: Cache, key: tuple[Any, ...], page: tuple, state: str, settings: Any
+    core: Cache,
+    key: tuple[Any, ...],
+    page: tuple,
+    state: str,
+    settings: Any,
+    tags: list[str] | None,
 ) -> None:
     """Record ``page`` for an edge listening on this request (if one is)."""
     environ = request.environ
@@ -45,6 +50,7 @@ def tell_the_edge(
         private_cookies=frozenset(private),
         parse_cookies=_cookies,
         header=settings.header,
+        tags=tags,
     )
     leave_record(environ, record)
 

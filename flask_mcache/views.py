@@ -127,7 +127,8 @@ def cached_view(
                 functools.partial(_render, view, view_args, settings),
                 lambda: contextvars.Context().run(carried(detached)),
             )
-            options = one(CallBuilder(functools.partial(settings.page_options, view_args)))
+            resolved: dict[str, Any] = {}  # the options, once resolved (the edge reads the tags)
+            options = one(CallBuilder(functools.partial(_noted, resolved, settings, view_args)))
             head = request.method == "HEAD"
             steps = serve_steps(
                 core(), key, head, options, build, 1, Response, _refusal_of(settings)
@@ -135,7 +136,8 @@ def cached_view(
             served = run_steps(steps, perform)
             if served.state != BYPASS:
                 if not served.reason:
-                    tell_the_edge(core(), key, served.page, served.state, settings)  # type: ignore[arg-type]
+                    tags = resolved.get("tags")
+                    tell_the_edge(core(), key, served.page, served.state, settings, tags)  # type: ignore[arg-type]
                 return _restore(served.page, served.state, settings, served.reason)  # type: ignore[arg-type]
             own = served.response
             response = own if own is not None else make_response(view(**view_args))
@@ -150,6 +152,12 @@ def cached_view(
 
 refused_response = refuse_instances_of(BaseResponse, "@mcache.cached_view")
 """A result ``@mcache.cached`` must not memoize: a Flask (werkzeug) response."""
+
+
+def _noted(resolved: dict[str, Any], settings: ViewSettings, view_args: dict) -> dict[str, Any]:
+    """Resolve the page's options into ``resolved`` (where the edge finds its tags)."""
+    resolved.update(settings.page_options(view_args))
+    return resolved
 
 
 def _bypass_reason(settings: ViewSettings) -> str | None:

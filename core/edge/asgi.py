@@ -45,7 +45,9 @@ class ASGIEdge:
         environ = environ_of(scope)
         plan = self.edge.plan(environ)
         if plan is not None:
-            answer = self.edge.answer(plan, await plan.cache.apeek(plan.key, None))
+            answer = self.edge.answer(
+                plan, await plan.cache.apeek(plan.key, None, plan.recipe.record.tags)
+            )
             if answer is not None:
                 headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in answer.headers]
                 await send(

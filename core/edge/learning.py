@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mcache.edge.record import PageRecord
+from mcache.logs import FailureLog
 from mcache.memo import BoundedMemo
 from mcache.observe.outcome import reason_header
 
@@ -44,6 +45,7 @@ RECIPES = 4096
 """Addresses remembered per process (more, and the memo starts afresh)."""
 RESPONSES_PER_ADDRESS = 8
 """Stored pages (variants, rebuilds) whose headers are kept per address."""
+_LOG = FailureLog()
 _PRIVATE = re.compile(r"\b(private|no-store|no-cache)\b", re.IGNORECASE)
 _SPLIT = re.compile(r"\s*,\s*")
 
@@ -93,7 +95,15 @@ class Learned:
         """Learn the headers of a response that is exactly its stored page; return whether.
 
         ``environ``: the request as it came, before the application saw it (Django
-        rewrites some of it in place)."""
+        rewrites some of it in place). A failure here only costs the lesson (logged):
+        the response has gone out already."""
+        try:
+            return self._learn(environ, record, sent)
+        except Exception as error:
+            _LOG.warning("edge.learn", "the edge could not learn a page: %r", error)
+            return False
+
+    def _learn(self, environ: Mapping[str, Any], record: PageRecord, sent: Sent) -> bool:
         cache = self._cache()
         if cache is not None and record.cache is not cache:
             return False  # a page of another cache than the edge's

@@ -43,6 +43,9 @@ class PageRecord(NamedTuple):
     """Cookies whose presence makes a visitor someone (the session's): never answered."""
     parse_cookies: Callable[[str], Mapping[str, str]]
     header: str | None
+    tags: list[str] | None = None
+    """The tags the page was stored with (its hit reads their versions with it, in one
+    round trip); None: unknown, read as a plain ``get`` reads it."""
     signature_environ: tuple[str, ...] = ()
 
 

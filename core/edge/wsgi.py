@@ -41,7 +41,9 @@ class WSGIEdge:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         plan = self.edge.plan(environ)
         if plan is not None:
-            answer = self.edge.answer(plan, plan.cache.peek(plan.key, None))
+            answer = self.edge.answer(
+                plan, plan.cache.peek(plan.key, None, plan.recipe.record.tags)
+            )
             if answer is not None:
                 start_response(_status_line(answer.status), answer.headers)
                 return [answer.body]

@@ -180,18 +180,47 @@ class Builder:
             return True
         return False
 
-    def near_hit(self, key: str, copy: NearCopy, o: BuildOptions) -> Any:
+    def near_hit(self, key: str, copy: NearCopy, o: BuildOptions | None) -> Any:
         """Return the value of a near copy that is still a hit (every tag at the version this
-        process knows, fresh, not picked early, as a hit from the store), else ``NO_VALUE``."""
+        process knows, fresh, not picked early, as a hit from the store), else ``NO_VALUE``;
+        with no options ``o``, never picked early (a read that would not rebuild it)."""
         entry = copy.entry
         tags = entry.tags
         if tags and self.parts.tags.local_versions(tags) != tags:
             return NO_VALUE
-        if not self.is_hit(key, entry, tags, _NONE, self.parts.clock.time_ms(), o):
+        now = self.parts.clock.time_ms()
+        if not self.is_hit(key, entry, tags, _NONE, now, o, xfetch=o is not None):  # type: ignore[arg-type]
             return NO_VALUE
         if tags and inside_build():
             report(self.parts.tags.scope, tags)
         return self.parts.near.value(copy)  # type: ignore[union-attr]
+
+    def fresh_value_steps(self, key: str, tags: list[str]) -> Steps[Any]:
+        """Return the value ``get_or_build(key, tags=tags)`` would return as a hit (from the
+        near tier, or the entry read with its tags' versions in one round trip), else
+        ``NO_VALUE``: a read that builds, claims and waits for nothing, and counts no miss."""
+        parts = self.parts
+        near = parts.near
+        if near is not None:
+            copy = near.get(key)
+            if copy is not None and copy.names == tags:
+                value = self.near_hit(key, copy, None)
+                if value is not NO_VALUE:
+                    return value
+            mark = parts.tags.invalidations.mark()
+        try:
+            entry, declared, others = yield from self.reader.read_steps(key, tags)
+        except Exception as error:
+            parts.store_failed("get", error)
+            return NO_VALUE
+        now = parts.clock.time_ms()
+        if not self.is_hit(key, entry, declared, others, now, None, xfetch=False):  # type: ignore[arg-type]
+            return NO_VALUE
+        if near is not None and parts.tags.invalidations.unchanged(key, mark):
+            near.keep(key, entry, tags)  # type: ignore[arg-type]
+        if entry.tags and inside_build():  # type: ignore[union-attr]
+            report(parts.tags.scope, entry.tags)  # type: ignore[union-attr]
+        return entry.value  # type: ignore[union-attr]
 
     def build_alone_steps(self, call: Call, unread: bool = False) -> Steps[Any]:
         """Build for this caller only (nothing is read or stored), reporting what it read.

@@ -666,3 +666,18 @@ def test_async_uncacheable(url: str) -> None:
 
     assert asyncio.run(cache.aget_or_build("k", private)) == "mine"
     assert cache.store.get(cache.key("k")) is NO_VALUE
+
+
+@pytest.mark.parametrize("near", [False, True], ids=["store", "near"])
+def test_a_peek_with_the_tags_reads_as_a_hit_does_and_builds_nothing(
+    url: str, near: bool
+) -> None:
+    """``peek(key, tags=…)``: the entry and its tags' versions in one read (or from the near
+    tier); stale, invalidated or missing is the default, and nothing is built or claimed."""
+    cache = Cache(url, namespace="pk", near_ttl=30 if near else None)
+    assert cache.peek("page", "none", tags=["posts"]) == "none"
+    cache.get_or_build("page", lambda: "v1", ttl=60, tags=["posts", "authors"])
+    assert cache.peek("page", "none", tags=["posts", "authors"]) == "v1"
+    cache.invalidate("authors")
+    assert cache.peek("page", "none", tags=["posts", "authors"]) == "none"
+    assert not workers.build_lock_held(cache, "page"), "a peek claims no rebuild"

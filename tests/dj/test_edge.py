@@ -31,6 +31,7 @@ from django_mcache.views import cached_view
 from mcache.edge import ASGIEdge, WSGIEdge
 from mcache.errors import ConfigError
 from tests.dj.test_backend import mcache_caches
+from tests.memcached_reads import record_reads
 
 pytestmark = pytest.mark.django_db  # Django's handler closes old connections per request
 
@@ -168,6 +169,16 @@ def test_a_stored_page_is_answered_before_django_runs(site: None) -> None:
     head = call(app, "/posts/", "HEAD")
     assert head.body == b"" and head.headers == {**second.headers}
     assert REACHED == ["/posts/"]
+
+
+def test_an_edge_hit_is_one_read_of_the_page_and_its_tags_version(
+    site: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = edge()
+    call(app, "/posts/")
+    requests = record_reads(monkeypatch)
+    assert call(app, "/posts/").headers["Cache-Status"] == "mcache; hit; detail=edge"
+    assert [keys for _, keys in requests] == [2], "the page and its tag's version, at once"
 
 
 def test_an_invalidated_page_goes_to_django_once_then_is_answered_again(site: None) -> None:

@@ -669,9 +669,7 @@ def test_async_uncacheable(url: str) -> None:
 
 
 @pytest.mark.parametrize("near", [False, True], ids=["store", "near"])
-def test_a_peek_with_the_tags_reads_as_a_hit_does_and_builds_nothing(
-    url: str, near: bool
-) -> None:
+def test_a_peek_with_the_tags_reads_as_a_hit_does_and_builds_nothing(url: str, near: bool) -> None:
     """``peek(key, tags=…)``: the entry and its tags' versions in one read (or from the near
     tier); stale, invalidated or missing is the default, and nothing is built or claimed."""
     cache = Cache(url, namespace="pk", near_ttl=30 if near else None)

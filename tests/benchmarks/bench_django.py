@@ -134,17 +134,24 @@ async def _balanced(port: int, path: str, count: int, workers: int = 2) -> list[
 
 
 def requests_per_second(
-    port: int, path: str, seconds: float, connections: int, workers: int = 2
+    port: int,
+    path: str,
+    seconds: float,
+    connections: int,
+    workers: int = 2,
+    latencies: list[float] | None = None,
 ) -> float:
     """Hit ``path`` over ``connections`` keep-alive connections (balanced over ``workers``)
-    for ``seconds``."""
+    for ``seconds``; each request's seconds go to ``latencies`` if given."""
     counts = [0]
 
     async def client(connection: Connection, until: float) -> None:
         try:
-            while time.monotonic() < until:
+            while (sent := time.monotonic()) < until:
                 await _get(connection, path)
                 counts[0] += 1
+                if latencies is not None:
+                    latencies.append(time.monotonic() - sent)
         finally:
             connection[1].close()
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tests.benchmarks.bench_django import SITE, requests_per_second
 from tests.benchmarks.common import Figure, arguments, gunicorn, report, table, uvicorn
@@ -63,28 +64,31 @@ def _serve(kind: str, app: str, env: dict[str, str], paths: tuple[str, ...]) -> 
     return uvicorn(f"{SITE}.asgi:{app}", env, str(ROOT), paths)
 
 
+Rounds = dict[str, list[tuple[float, float]]]
+"""Per page: (requests/s, p99 ms) of each round."""
+
+
 def measure_pages(
-    kind: str, pages: dict[str, tuple[str, str]], env: dict[str, str], args: object
-) -> dict[str, list[float]]:
-    """Return requests/s per page, rounds alternating the pages (and the two servers)."""
+    kind: str, pages: dict[str, tuple[str, str]], env: dict[str, str], args: Any
+) -> Rounds:
+    """Return requests/s and p99 per page and round, the rounds alternating the pages."""
     apps = sorted({app for app, _ in pages.values()})
     servers = {app: _serve(kind, app, env, tuple(p for a, p in pages.values() if a == app))
                for app in apps}  # fmt: skip
     workers = 2 if kind == "gunicorn" else 1
-    results: dict[str, list[float]] = {name: [] for name in pages}
+    results: Rounds = {name: [] for name in pages}
     try:
-        for round_number in range(args.rounds):  # type: ignore[attr-defined]
+        for round_number in range(args.rounds):
             order = list(pages) if round_number % 2 == 0 else list(reversed(pages))
             for name in order:
                 app, page = pages[name]
+                latencies: list[float] = []
+                port = servers[app][1]
                 rate = requests_per_second(
-                    servers[app][1],
-                    page,
-                    args.seconds,
-                    args.connections,
-                    workers,  # type: ignore[attr-defined]
+                    port, page, args.seconds, args.connections, workers, latencies
                 )
-                results[name].append(rate)
+                p99 = statistics.quantiles(latencies, n=100)[98] * 1000
+                results[name].append((rate, p99))
     finally:
         for server, _ in servers.values():
             server.terminate()
@@ -92,16 +96,24 @@ def measure_pages(
     return results
 
 
-def rows_of(results: dict[str, list[float]]) -> list[list[str]]:
+def _median_rate(rounds: list[tuple[float, float]]) -> float:
+    return statistics.median(rate for rate, _ in rounds)
+
+
+def rows_of(results: Rounds) -> list[list[str]]:
     return [
-        [name, f"{statistics.median(got):,.0f}", " / ".join(f"{r:,.0f}" for r in got)]
+        [
+            name,
+            f"{_median_rate(got):,.0f}",
+            f"{statistics.median(p99 for _, p99 in got):.1f}",
+            " / ".join(f"{rate:,.0f}" for rate, _ in got),
+        ]
         for name, got in results.items()
     ]
 
 
-def figures_of(kind: str, results: dict[str, list[float]]) -> list[Figure]:
-    medians = [statistics.median(got) for got in results.values()]
-    edge, _, theirs, trivial, *_ = medians
+def figures_of(kind: str, results: Rounds) -> list[Figure]:
+    edge, _, theirs, trivial, *_ = [_median_rate(got) for got in results.values()]
     return [
         Figure(
             f"edge ÷ cache_page requests/s ({kind})",
@@ -142,11 +154,8 @@ def main() -> None:
                 print(
                     f"{head}{number}. {kind}, {args.connections} keep-alive connections, {runs}\n"
                 )
-                print(
-                    table(
-                        ["page", "requests/s (median)", "rounds"], rows_of(results), args.markdown
-                    )
-                )
+                header = ["page", "requests/s (median)", "p99 ms (median)", "rounds"]
+                print(table(header, rows_of(results), args.markdown))
                 print()
                 figures += figures_of(kind, results)
     finally:

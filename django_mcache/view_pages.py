@@ -1,9 +1,9 @@
-"""Rendering a cached view's page: what may be cached, whose page it is, and back again.
+"""Rendering a cached view's page: what may be cached, whose page it is, what is stored.
 
 The rules :func:`~django_mcache.views.cached_view` applies around a render
 (the request's and the response's, Django's cache middleware's and the
-stricter ones a shared cache needs), the key a page is stored under, the
-snapshot stored and the response restored from it.
+stricter ones a shared cache needs), the key a page is stored under and the
+snapshot stored; :mod:`.page_responses` makes the response again from it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import get_script_prefix, get_urlconf, set_script_prefix, set_urlconf
 from django.utils import translation
@@ -28,13 +28,10 @@ from django.utils.cache import (
     has_vary_header,
     patch_cache_control,
     patch_response_headers,
-    patch_vary_headers,
 )
 from django.utils.functional import LazyObject, SimpleLazyObject, empty
-from django.utils.http import http_date
 
 from mcache.errors import Uncacheable
-from mcache.observe.outcome import outcome_headers
 from mcache.sansio.steps import Steps
 from mcache.web.holes import (
     HoleCollector,
@@ -43,7 +40,7 @@ from mcache.web.holes import (
     fill_holes,
     holes_in_headers,
 )
-from mcache.web.page import PageBuild, age, cdn_cache_control, cookie_values, shared_windows
+from mcache.web.page import PageBuild, cookie_values
 from mcache.web.surrogates import KeysTooLong, page_surrogate
 
 from .holes import fill_hole, known_hole
@@ -56,10 +53,8 @@ __all__ = [
     "Snapshot",
     "View",
     "anyones_reason",
-    "marked",
     "noting_tags",
     "page_key",
-    "restore",
     "session_untouched",
     "signed_in",
     "user_read_before",
@@ -362,54 +357,6 @@ def _snapshot(
         patch_response_headers(response, int(options.ttl))
     body = options.core().codec.storable_bytes(response.content)  # JSON keeps no bytes
     return (response.status_code, list(response.items()), body, holes, time.time(), reads_session)
-
-
-def marked(response: Any, state: str, reason: str, options: ViewOptions) -> Any:
-    """Return ``response`` with the ``X-Cache`` header (``options.header``), its reason and
-    ``Cache-Status``."""
-    if isinstance(response, HttpResponseBase):
-        for name, value in outcome_headers(options.header, state, reason):
-            response[name] = value
-    return response
-
-
-def restore(snapshot: Snapshot, state: str, render: Render, reason: str = "") -> HttpResponse:
-    """Return the response a stored page answers with, its holes filled for this request."""
-    status, headers, content, holes, _, reads_session = snapshot
-    options = render.options
-    response = HttpResponse(render.fill(content, holes), status=status)
-    for name, value in headers:
-        response[name] = value
-    if holes and response.has_header("Content-Length"):  # filled: another length
-        response["Content-Length"] = str(len(response.content))
-    if reads_session or holes or render.cookies:  # its cookies, or SessionMiddleware's rule
-        patch_vary_headers(response, ["Cookie"])
-    if state == "STALE":
-        response["Cache-Control"] = "max-age=0"
-        response["Expires"] = http_date()
-    elif render.cdn and not (holes or reads_session or render.cookies or _private(response)):
-        _tell_caches_in_front(response, snapshot, options)  # a page every visitor shares
-    if options.per_user or holes:
-        patch_cache_control(response, private=True)  # a proxy must not share it
-    return marked(response, state, reason, options)  # type: ignore[no-any-return]
-
-
-def _private(response: HttpResponse) -> bool:
-    """Return whether the stored page says ``private`` (its keys did not fit a header)."""
-    return "private" in response.get("Cache-Control", "")
-
-
-def _tell_caches_in_front(response: HttpResponse, snapshot: Snapshot, options: ViewOptions) -> None:
-    """Give a shared page the entry's windows in ``Cache-Control`` and ``CDN-Cache-Control``,
-    and its ``Age``, so a CDN keeps it exactly as long as mcache does."""
-    windows = shared_windows(
-        options.core().call_options(ttl=options.ttl, stale_ttl=options.stale_ttl)
-    )
-    if windows is None:
-        return
-    patch_cache_control(response, **{name.replace("-", "_"): v for name, v in windows.items()})
-    response["CDN-Cache-Control"] = cdn_cache_control(windows)
-    response["Age"] = age(snapshot)
 
 
 def _fill_response(

@@ -32,16 +32,15 @@ from mcache.web.page import check_hole_context, check_view_ttl, cookie_names, se
 from .aliases import check_alias
 from .edge_pages import tell_the_edge
 from .holes import HoleContext
+from .page_responses import marked, restore
 from .tags import Dependencies, DependsOn
 from .view_options import TagsSpec, ViewOptions
 from .view_pages import (
     Render,
     View,
     anyones_reason,
-    marked,
     noting_tags,
     page_key,
-    restore,
     session_untouched,
     signed_in,
     user_read_before,

@@ -114,9 +114,11 @@ class Learned:
             self.names = (*self.names, *extra)
             self.recipes.clear()
         signature = self.signature(environ)
+        kept = record._replace(key=(), page=())  # the recipe alone: no body held here
         recipe = self.recipes.get(signature)
         if recipe is None or recipe.record.prefix != record.prefix:
-            recipe = self.recipes.remember(signature, Recipe(record))
+            recipe = self.recipes.remember(signature, Recipe(kept))
+        recipe.record = kept  # the newest way its key is made (its tags, say)
         if len(recipe.sent) >= RESPONSES_PER_ADDRESS:
             recipe.sent.clear()
         recipe.sent[(record.key, record.page[4])] = _replayable(sent.headers, record.header)

@@ -32,6 +32,7 @@ from mcache.edge import ASGIEdge, WSGIEdge
 from mcache.errors import ConfigError
 from tests.dj.test_backend import mcache_caches
 from tests.memcached_reads import record_reads
+from tests.servers import memcached_process
 
 pytestmark = pytest.mark.django_db  # Django's handler closes old connections per request
 
@@ -166,6 +167,8 @@ def test_a_stored_page_is_answered_before_django_runs(site: None) -> None:
     assert second.headers["X-Site"] == "added by a middleware", "the middleware's header kept"
     same = {k: v for k, v in first.headers.items() if k not in ("X-Cache", "Cache-Status")}
     assert {k: v for k, v in second.headers.items() if k in same} == same
+    kept = app.edge.learned.recipes.values()
+    assert all(recipe.record.page == () for recipe in kept), "a recipe holds no page body"
     head = call(app, "/posts/", "HEAD")
     assert head.body == b"" and head.headers == {**second.headers}
     assert REACHED == ["/posts/"]
@@ -191,6 +194,28 @@ def test_an_invalidated_page_goes_to_django_once_then_is_answered_again(site: No
     assert rebuilt.headers["X-Cache"] == "MISS"
     again = call(app, "/posts/")
     assert REACHED == ["/posts/", "/posts/"] and again.body == b"posts, rendered 2"
+
+
+def test_a_store_gone_after_a_lesson_sends_requests_to_django_without_an_error() -> None:
+    node = memcached_process().start()
+    REACHED.clear()
+    try:
+        caches_setting = mcache_caches(f"memcached://{node.address}", KEY_PREFIX="gone")
+        with override_settings(
+            CACHES=caches_setting,
+            ROOT_URLCONF="tests.dj.test_edge",
+            MIDDLEWARE=[COUNTING, *settings.MIDDLEWARE],
+            ALLOWED_HOSTS=["testserver"],
+        ):
+            app = edge()
+            call(app, "/posts/")
+            assert call(app, "/posts/").headers["Cache-Status"].endswith("detail=edge")
+            node.kill()
+            answer = call(app, "/posts/")
+    finally:
+        node.kill()
+    assert answer.status.startswith("200") and answer.body == b"posts, rendered 2"
+    assert REACHED == ["/posts/", "/posts/"], "the edge sent it on; Django built it"
 
 
 @pytest.mark.parametrize(

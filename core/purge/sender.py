@@ -26,6 +26,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 
 from mcache.logs import FailureLog
@@ -95,6 +96,24 @@ def _next_send(state: _Target) -> float | None:
     return min(times) if times else None
 
 
+_LIVE: weakref.WeakSet[Purger] = weakref.WeakSet()
+"""The purgers of this process, for a forked child to reset (held weakly: a purger made
+to check a setting at start-up is not kept alive by the fork hook)."""
+_FORKS_WATCHED = threading.Event()
+
+
+def _watch_forks(purger: Purger) -> None:
+    _LIVE.add(purger)
+    if not _FORKS_WATCHED.is_set():
+        _FORKS_WATCHED.set()
+        os.register_at_fork(after_in_child=_reset_in_child)
+
+
+def _reset_in_child() -> None:
+    for purger in list(_LIVE):
+        purger._forked()
+
+
 class Purger:
     """Sends the keys of invalidated tags to each target, from a thread of its own."""
 
@@ -124,7 +143,7 @@ class Purger:
         self._pid = 0
         self.sent = 0
         """Requests the targets accepted (for tests and stats)."""
-        os.register_at_fork(after_in_child=self._forked)
+        _watch_forks(self)
 
     # -- the caller's side ------------------------------------------------------------------
 

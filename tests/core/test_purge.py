@@ -5,6 +5,7 @@ running the VCL the docs ship, and a purge endpoint that is down."""
 
 from __future__ import annotations
 
+import gc
 import http.client
 import logging
 import os
@@ -12,6 +13,7 @@ import shutil
 import socket
 import time
 import urllib.request
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -309,3 +311,12 @@ def test_varnish_takes_purges_only_on_their_own_address_from_its_acl(varnish_in_
 def test_the_docs_show_the_vcl_the_tests_run() -> None:
     page = (VCL.parent / "edge-purge.md").read_text(encoding="utf-8")
     assert f'```vcl title="varnish.vcl"\n{VCL.read_text(encoding="utf-8")}```' in page
+
+
+def test_a_purger_that_never_sent_is_not_kept_alive_by_the_fork_hook() -> None:
+    """A cache made to check a setting at start-up (then dropped) leaves nothing behind."""
+    purger = Purger(Varnish(["http://127.0.0.1:9/"]))
+    gone = weakref.ref(purger)
+    del purger
+    gc.collect()
+    assert gone() is None

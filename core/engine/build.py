@@ -90,13 +90,11 @@ class Builder:
                 # Uncommitted data (see Cache.may_store): built for this caller alone,
                 # never stored and never handed to the threads that share its calls.
                 return (yield from self.build_alone_steps(Call(key, build, tags, o, {})))
-            near = parts.near
-            if near is not None:
-                copy = near.get(key)
-                if copy is not None and copy.names == tags:
-                    value = self.near_hit(key, copy, o)
-                    if value is not NO_VALUE:
-                        return value
+            mark = None
+            if parts.near is not None:
+                value = self.near_lookup(key, tags, o)
+                if value is not NO_VALUE:
+                    return value
                 mark = parts.tags.invalidations.mark()
             bidding = self.writer.bidding
             native = bidding.leasing and bidding.leases_now()
@@ -120,13 +118,9 @@ class Builder:
                     # marked the entry stale: not a hit, whatever the entry's own times say.
                     pass
                 elif self.is_hit(key, entry, declared, others, now, o, xfetch=not native):
-                    if near is not None and parts.tags.invalidations.unchanged(key, mark):
-                        near.keep(key, entry, tags)  # type: ignore[arg-type]
                     if claim is not None:
                         yield from self.writer.drop_claim_steps(key, claim)
-                    if entry.tags and inside_build():  # type: ignore[union-attr]
-                        report(self.parts.tags.scope, entry.tags)  # type: ignore[union-attr]
-                    return entry.value  # type: ignore[union-attr]
+                    return self.hit_value(key, entry, tags, mark)  # type: ignore[arg-type]
                 if claim is None and native:
                     # Read plainly as an entry known fresh, and found otherwise: again,
                     # bidding for the server's lease (see Bidding.bid_for).
@@ -200,13 +194,11 @@ class Builder:
         near tier, or the entry read with its tags' versions in one round trip), else
         ``NO_VALUE``: a read that builds, claims and waits for nothing, and counts no miss."""
         parts = self.parts
-        near = parts.near
-        if near is not None:
-            copy = near.get(key)
-            if copy is not None and copy.names == tags:
-                value = self.near_hit(key, copy, None)
-                if value is not NO_VALUE:
-                    return value
+        mark = None
+        if parts.near is not None:
+            value = self.near_lookup(key, tags, None)
+            if value is not NO_VALUE:
+                return value
             mark = parts.tags.invalidations.mark()
         try:
             entry, declared, others = yield from self.reader.read_steps(key, tags)
@@ -216,11 +208,25 @@ class Builder:
         now = parts.clock.time_ms()
         if not self.is_hit(key, entry, declared, others, now, None, xfetch=False):  # type: ignore[arg-type]
             return NO_VALUE
-        if near is not None and parts.tags.invalidations.unchanged(key, mark):
-            near.keep(key, entry, tags)  # type: ignore[arg-type]
-        if entry.tags and inside_build():  # type: ignore[union-attr]
-            report(parts.tags.scope, entry.tags)  # type: ignore[union-attr]
-        return entry.value  # type: ignore[union-attr]
+        return self.hit_value(key, entry, tags, mark)  # type: ignore[arg-type]
+
+    def near_lookup(self, key: str, tags: list[str], o: BuildOptions | None) -> Any:
+        """Return the value of ``key``'s near copy if it was kept for these ``tags`` and is
+        still a hit (see :meth:`near_hit`), else ``NO_VALUE``."""
+        copy = self.parts.near.get(key)  # type: ignore[union-attr]
+        if copy is None or copy.names != tags:
+            return NO_VALUE
+        return self.near_hit(key, copy, o)
+
+    def hit_value(self, key: str, entry: Entry, tags: list[str], mark: Any) -> Any:
+        """Return a hit's value read from the store: kept in the near tier unless an
+        invalidation came since ``mark``, its tags reported to an enclosing build."""
+        parts = self.parts
+        if parts.near is not None and parts.tags.invalidations.unchanged(key, mark):
+            parts.near.keep(key, entry, tags)
+        if entry.tags and inside_build():
+            report(parts.tags.scope, entry.tags)
+        return entry.value
 
     def build_alone_steps(self, call: Call, unread: bool = False) -> Steps[Any]:
         """Build for this caller only (nothing is read or stored), reporting what it read.

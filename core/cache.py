@@ -43,6 +43,7 @@ from mcache.memo import BoundedMemo
 from mcache.model.codec import Codec
 from mcache.model.keys import make_key
 from mcache.model.near import Coherence, Invalidations, NearCache
+from mcache.model.signing import warn_if_unsigned
 from mcache.model.tags import Tags
 from mcache.observe.events import Observer, observers_named
 from mcache.observe.stats import CacheStats
@@ -126,6 +127,7 @@ class Cache(PlainOperations):
         )
         self._stale_ttl = stale_ttl  # None: a call's stale_ttl follows the call's own ttl
         self.codec = codec or Codec()
+        warn_if_unsigned(self.store, self.codec)
         self.failures = failure_log or FailureLog()
         self.shared: Store = self.store.shared if self.store.traits.tiered else self.store  # type: ignore[attr-defined]
         near = None if near_ttl is None else NearCache(near_ttl, near_size, self.codec.serializer)

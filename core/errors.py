@@ -22,6 +22,7 @@ __all__ = [
     "StoreUnavailable",
     "Uncacheable",
     "Unserializable",
+    "UnsignedPickleWarning",
     "ValueTooLarge",
     "named_with_guesses",
 ]
@@ -33,6 +34,11 @@ class MCacheError(Exception):
 
 class MCacheWarning(UserWarning):
     """A configuration that works, but not the way a site of several processes expects."""
+
+
+class UnsignedPickleWarning(MCacheWarning):
+    """Values on a store other processes reach are unpickled unsigned: whoever can write to
+    its servers can run code here (docs/explanation/security.md)."""
 
 
 class ConfigError(MCacheError, ValueError):

@@ -11,6 +11,7 @@ and single-flight calls; a forked worker starts with its own.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 import threading
@@ -50,11 +51,12 @@ if hasattr(os, "register_at_fork"):
 def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
     """Return this process's core cache for a ``CACHES`` entry and the replica-lag
     settings (:func:`~django_mcache.aliases.replication_lag`), building it once."""
-    lag_settings = [
-        getattr(settings, name, None) for name in ("MCACHE_REPLICATION_LAG", "DATABASE_ROUTERS")
+    read_settings = [  # beside the entry, what cache_from_settings reads
+        getattr(settings, name, None)
+        for name in ("MCACHE_REPLICATION_LAG", "DATABASE_ROUTERS", "SECRET_KEY_FALLBACKS")
     ]
     entry = repr(sorted((str(k), repr(v)) for k, v in params.items()))
-    signature = (str(location), entry, repr(lag_settings))
+    signature = (str(location), entry, repr(read_settings), _secret_fingerprint())
     with _shared_lock:
         cache = _shared.get(signature)
         if cache is None:
@@ -68,6 +70,16 @@ def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
                 cache.counts.origin.label = alias  # its name in metrics
             _shared[signature] = cache
     return cache
+
+
+def _secret_fingerprint() -> str:
+    """Tell ``SECRET_KEY``s apart (a cache built under another one signs with another key)
+    without keeping the secret itself in a dictionary key."""
+    try:
+        secret = str(settings.SECRET_KEY)
+    except ImproperlyConfigured:  # empty: cache_from_settings says what to write
+        secret = ""
+    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def _counted(key: Any, value: int | None) -> int:

@@ -25,9 +25,10 @@ from mcache.admin.config_problems import (
 )
 from mcache.errors import ConfigError
 from mcache.model.codec import Codec
+from mcache.model.signing import signed_by_default
 from mcache.refreshers import NAMES as REFRESHER_NAMES
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
-from mcache.stores.url import SQL_STORE_OPTIONS, checked_options
+from mcache.stores.url import SCHEMES, SQL_STORE_OPTIONS, checked_options
 from mcache.web.page import cookie_names
 from mcache.web.surrogates import checked_kind
 
@@ -98,6 +99,8 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     problems.raise_if_any()
     from .invalidation import may_store
 
+    if store is not None and not store.traits.process_local:
+        codec_kwargs = _signed_by_default(codec_kwargs)
     return Cache(
         store,
         default_ttl=default_ttl,
@@ -106,6 +109,27 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
         replication_lag=lag,
         **cache_kwargs,
     )
+
+
+def _signed_by_default(codec_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Sign values with a key derived from ``SECRET_KEY``, reading those signed under
+    ``SECRET_KEY_FALLBACKS``, unless ``OPTIONS`` chose otherwise (a store other processes
+    write to is a way to run code in this one: docs/explanation/security.md)."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        secret = settings.SECRET_KEY
+    except ImproperlyConfigured:
+        secret = ""
+    signed = signed_by_default(codec_kwargs, secret, getattr(settings, "SECRET_KEY_FALLBACKS", ()))
+    if Codec(**signed).runs_unsigned_code:
+        raise ConfigError(
+            "SECRET_KEY is empty, and mcache signs cached values with a key derived from it:"
+            " set SECRET_KEY, or OPTIONS['signing_key'], or OPTIONS['serializer'] = 'json', or"
+            " OPTIONS['trust_unsigned_pickle'] = True if only trusted hosts reach the servers"
+        )
+    return signed
 
 
 class PageDefaults(NamedTuple):
@@ -136,7 +160,7 @@ def _store_options(location: str) -> set[str]:
     if location.startswith(DB_SCHEME):
         return {"table", *SQL_STORE_OPTIONS}
     scheme = location.split("://", 1)[0]
-    scheme = "redis" if scheme in {"redis", "rediss"} else scheme
+    scheme = SCHEMES.get(scheme, scheme)
     return set(STORE_OPTIONS.get(scheme, {}))
 
 

@@ -20,6 +20,7 @@ from mcache.admin.config_problems import (
 )
 from mcache.errors import ConfigError
 from mcache.model.codec import Codec
+from mcache.model.signing import SAFE_SERIALIZERS, signed_by_default
 from mcache.stores import from_url
 from mcache.web.page import cookie_names
 from mcache.web.surrogates import checked_kind
@@ -49,6 +50,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_REFRESH": (str,),
     "MCACHE_TRACE_DIR": (str,),
     "MCACHE_SERIALIZER": (str,),
+    "MCACHE_SIGNING_KEY": (str, bytes),
+    "MCACHE_FALLBACK_SIGNING_KEYS": (list, tuple),
+    "MCACHE_TRUST_UNSIGNED_PICKLE": (bool,),
     "MCACHE_EARLY_REFRESH": (bool, int, float),
     "MCACHE_STATS_INTERVAL": (int, float),
     "MCACHE_DEFAULT_TTL": (int, float),
@@ -103,9 +107,31 @@ def cache_from_config(config: Mapping[str, Any], url_key: str = "MCACHE_URL") ->
                 f"MCACHE_ONLINE_WINDOW / MCACHE_ONLINE_SLOTS: a window of {window} s needs at"
                 f" least 2 slots and no more slots than seconds, got {slots}"
             )
+    if store is not None and not store.traits.process_local:
+        codec_kwargs = _signed_by_default(config, codec_kwargs, problems)
     problems.raise_if_any()
     codec = Codec(**codec_kwargs, serializer_setting="MCACHE_SERIALIZER")
     return Cache(store, codec=codec, **cache_kwargs)
+
+
+def _signed_by_default(
+    config: Mapping[str, Any], codec_kwargs: dict[str, Any], problems: ProblemList
+) -> dict[str, Any]:
+    """Sign values with a key derived from ``SECRET_KEY``, reading those signed under
+    ``SECRET_KEY_FALLBACKS``, unless the config chose otherwise; with no secret to derive
+    it from, refuse to unpickle what other processes write (docs/explanation/security.md)."""
+    secret = config.get("SECRET_KEY")
+    signed = signed_by_default(codec_kwargs, secret, config.get("SECRET_KEY_FALLBACKS") or ())
+    unsigned = signed.get("signing_key") is None and not signed.get("trust_unsigned_pickle")
+    if unsigned and signed.get("serializer", "pickle") not in SAFE_SERIALIZERS:
+        problems.add(
+            "values on a shared store are pickled, and with no SECRET_KEY there is nothing to"
+            " sign them with: whoever can write to the servers could run code in this app."
+            " Set SECRET_KEY (mcache signs with a key derived from it), or MCACHE_SIGNING_KEY,"
+            " or MCACHE_SERIALIZER='json' (or 'msgpack'), or MCACHE_TRUST_UNSIGNED_PICKLE=True"
+            " if only trusted hosts reach the servers"
+        )
+    return signed
 
 
 def _params(config: Mapping[str, Any], keys: Mapping[str, str], mistyped: set[str]) -> dict:

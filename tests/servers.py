@@ -63,8 +63,12 @@ class ServerProcess:
         ping: bytes,
         pong: bytes,
         user: str | None = None,
+        connect: Callable[[int], socket.socket] | None = None,
     ) -> None:
+        """``connect(port)``: how to open a connection for the ping (TLS, say); plain TCP
+        unless given."""
         self.name = name
+        self._connect = connect or (lambda port: socket.create_connection((HOST, port), 0.5))
         self.user = user
         self.binary = binary
         self._argv = argv
@@ -110,7 +114,7 @@ class ServerProcess:
     def answers(self) -> bool:
         """Return whether the server replies to its ping right now."""
         try:
-            with socket.create_connection((HOST, self.port), timeout=0.5) as conn:
+            with self._connect(self.port) as conn:
                 conn.sendall(self._ping)
                 return conn.recv(256).startswith(self._pong)
         except OSError:
@@ -133,6 +137,12 @@ class ServerProcess:
                 time.sleep(0.1)
         raise RuntimeError(f"{self.name} could not restart on {self.address}")
 
+    def restart_with_ping(self, ping: bytes, pong: bytes) -> ServerProcess:
+        """Restart on the same port, ready when it answers ``ping`` with ``pong`` (a server
+        whose password just changed)."""
+        self._ping, self._pong = ping, pong
+        return self.restart()
+
     def _start_same_port(self) -> ServerProcess:
         self.process = subprocess.Popen(
             [self.binary, *self._argv(self.port)],
@@ -152,14 +162,21 @@ class ServerProcess:
 
 
 def memcached_process(
-    memory_mb: int = 64, binary: str | None = None, threads: int = 2
+    memory_mb: int = 64,
+    binary: str | None = None,
+    threads: int = 2,
+    options: tuple[str, ...] = (),
+    ping: tuple[bytes, bytes] = (b"version\r\n", b"VERSION"),
+    connect: Callable[[int], socket.socket] | None = None,
 ) -> ServerProcess:
     """Describe a memcached on a free port (``-m`` MiB, TCP only, loopback, ``-t threads``).
 
     Latency benchmarks ask for one thread: memcached hands connections to its
     threads in turn, and on a small VM a thread that sleeps on the other CPU
     answers ~50 µs later than one woken on the caller's, so two clients of the
-    same server would otherwise be timed against different threads.
+    same server would otherwise be timed against different threads. ``options``: more
+    command-line settings (``-Z``, ``-Y file``), with the ``ping`` (request, reply start)
+    and ``connect`` that tell such a server is ready.
     """
     path = binary or shutil.which("memcached") or "memcached"
 
@@ -167,9 +184,9 @@ def memcached_process(
         args = ["-l", HOST, "-p", str(port), "-U", "0", "-m", str(memory_mb), "-t", str(threads)]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args += ["-u", "root"]
-        return args
+        return [*args, *options]
 
-    return ServerProcess("memcached", path, argv, b"version\r\n", b"VERSION")
+    return ServerProcess("memcached", path, argv, *ping, connect=connect)
 
 
 def redis_process(

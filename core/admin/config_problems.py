@@ -40,7 +40,15 @@ CACHE_OPTIONS = frozenset(
 )
 """``Cache``'s options a settings file sets by name (its TTL and replica lag each adapter
 reads from a setting of its framework's)."""
-CODEC_OPTIONS = frozenset({"serializer", "compress_threshold", "signing_key"})
+CODEC_OPTIONS = frozenset(
+    {
+        "serializer",
+        "compress_threshold",
+        "signing_key",
+        "fallback_signing_keys",
+        "trust_unsigned_pickle",
+    }
+)
 
 CHECK_ERRORS = (MCacheError, TypeError, ValueError, ImportError)
 """What a bad option raises: a ``ConfigError`` mostly; a wrong type or a missing extra too."""
@@ -88,7 +96,10 @@ def option_problems(
 
     found = len(problems.problems)
     for name, value in codec_options.items():
-        problems.check(setting(name), functools.partial(Codec, **{name: value}))
+        alone = {name: value}
+        if name == "fallback_signing_keys":  # read only beside a key: checked with the site's
+            alone["signing_key"] = codec_options.get("signing_key") or "a key"
+        problems.check(setting(name), functools.partial(Codec, **alone))
     for name, value in cache_options.items():
         problems.check(setting(name), functools.partial(Cache, "memory://", **{name: value}))
     if len(problems.problems) == found:

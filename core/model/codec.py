@@ -30,22 +30,23 @@ never unpickles a value that claims to be a pickle.
 
 from __future__ import annotations
 
-import hmac
 import json
 import pickle
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from mcache.contract.store import NO_VALUE, NoValueType
 from mcache.errors import ConfigError, Unserializable
 from mcache.logs import FailureLog
+from mcache.model.signing import DIGEST_SIZE, Signer, key_bytes
 
 __all__ = ["Codec", "JsonSerializer", "MsgpackSerializer", "PickleSerializer", "Serializer"]
 
 _MAGIC = 0xA7
 _HEADER_SIZE = 2
-_TAG_SIZE = 32  # HMAC-SHA256 digest
+_TAG_SIZE = DIGEST_SIZE
+_SIGNED_BODY = _HEADER_SIZE + _TAG_SIZE
 _RAW, _PICKLE, _JSON, _MSGPACK, _CUSTOM = 0, 1, 2, 3, 7
 _SERIALIZER_MASK = 0x07
 _COMPRESSED, _SIGNED, _RESERVED = 0x08, 0x10, 0xE0  # flag bits; reserved must be 0
@@ -164,25 +165,23 @@ def _check_options(compress_threshold: int | None, compress_level: int) -> None:
         raise ConfigError(f"compress_level must be an int from -1 to 9, got {compress_level!r}")
 
 
-def _signing_key_bytes(signing_key: str | bytes | None) -> bytes | None:
-    """Return the signing key as bytes, rejecting empty or mistyped keys."""
+def _signer(
+    signing_key: str | bytes | None, fallbacks: Iterable[str | bytes], trust_unsigned_pickle: bool
+) -> Signer | None:
+    """Return the signer the codec options describe, or None for unsigned values."""
+    if isinstance(fallbacks, str | bytes) or not isinstance(fallbacks, Iterable):
+        raise ConfigError("fallback_signing_keys must be a list of keys (str or bytes)")
+    old_keys = [key_bytes(old, "each of fallback_signing_keys") for old in fallbacks]
     if signing_key is None:
+        if old_keys:
+            raise ConfigError("fallback_signing_keys are read only beside a signing_key: set one")
         return None
-    if isinstance(signing_key, str):
-        signing_key = signing_key.encode("utf-8")
-    if not isinstance(signing_key, bytes) or not signing_key:
-        raise ConfigError("signing_key must be a non-empty str or bytes, or None")
-    return signing_key
-
-
-def _mac(base: hmac.HMAC, key: str, header: bytes, body: bytes) -> bytes:
-    """Return the HMAC-SHA256 tag binding ``key``, ``header`` and ``body`` together."""
-    key_bytes = key.encode("utf-8", "surrogatepass")
-    mac = base.copy()  # cheaper than keying a new HMAC (OpenSSL 3) for every value
-    # Length-prefixing the key keeps ("ab", body) and ("a", "b" + body) apart.
-    mac.update(len(key_bytes).to_bytes(4, "big") + key_bytes + header)
-    mac.update(body)
-    return mac.digest()
+    if trust_unsigned_pickle:
+        raise ConfigError(
+            "trust_unsigned_pickle=True and a signing_key contradict each other: with a key,"
+            " values are signed and unsigned ones refused; drop one of them"
+        )
+    return Signer(key_bytes(signing_key, "signing_key"), old_keys)
 
 
 class Codec:
@@ -195,24 +194,32 @@ class Codec:
         compress_threshold: int | None = 4096,
         compress_level: int = 1,
         signing_key: str | bytes | None = None,
+        fallback_signing_keys: Iterable[str | bytes] = (),
+        trust_unsigned_pickle: bool = False,
         raw_ints: bool = True,
         failure_log: FailureLog | None = None,
         serializer_setting: str = "the codec's serializer= option",
     ) -> None:
-        """``serializer_setting``: what a site writes to choose the serializer, named
+        """``signing_key``: sign values and refuse unsigned ones (docs/explanation/security.md);
+        ``fallback_signing_keys``: older keys whose values are still read during a rotation
+        (each is re-signed with ``signing_key`` at its next write).
+        ``trust_unsigned_pickle``: the servers are as trusted as this host, so unsigned
+        pickles are read without the warning a shared store gives (see :class:`mcache.Cache`).
+        ``serializer_setting``: what a site writes to choose the serializer, named
         by the error a value it cannot encode raises (an adapter's own setting)."""
         _check_options(compress_threshold, compress_level)
         self.serializer_setting = serializer_setting
         self.serializer, self._serializer_id = _make_serializer(serializer)
         self._compress_threshold = compress_threshold
         self._compress_level = compress_level
-        signing_key = _signing_key_bytes(signing_key)
-        self._mac_base = None if signing_key is None else hmac.new(signing_key, None, "sha256")
+        self._signer = _signer(signing_key, fallback_signing_keys, trust_unsigned_pickle)
+        self.trust_unsigned_pickle = trust_unsigned_pickle
         self._raw_ints = raw_ints
         self.failures = failure_log or FailureLog()
         # What loads() may decode at once: a value of this serializer, uncompressed, and
         # unsigned only where signing is not required (b"" never matches a header).
-        self._plain_header = b"" if self._mac_base else _HEADERS[self._serializer_id]
+        self._plain_header = b"" if self._signer else _HEADERS[self._serializer_id]
+        self._signed_header = _HEADERS[self._serializer_id | _SIGNED] if self._signer else b""
         self._plain_loads = self.serializer.loads
         self._decoders: dict[int, Callable[[bytes], object]] = {
             _RAW: bytes,  # raw bytes come back as they are
@@ -232,7 +239,18 @@ class Codec:
     @property
     def signed(self) -> bool:
         """Return whether values are signed and unsigned ones rejected."""
-        return self._mac_base is not None
+        return self._signer is not None
+
+    @property
+    def runs_unsigned_code(self) -> bool:
+        """Return whether a value written by anyone who reaches the store is decoded by a
+        serializer that may run code (pickle, or one of the site's own), unsigned, and the
+        site has not said the store is trusted."""
+        return (
+            self._signer is None
+            and self.serializer.name not in ("json", "msgpack")
+            and not self.trust_unsigned_pickle
+        )
 
     def __repr__(self) -> str:
         return (
@@ -262,17 +280,28 @@ class Codec:
             packed = zlib.compress(body, self._compress_level)
             if len(packed) < len(body):
                 flags, body = flags | _COMPRESSED, packed
-        mac_base = self._mac_base
-        if mac_base is None:
+        signer = self._signer
+        if signer is None:
             return _HEADERS[flags] + body
         header = _HEADERS[flags | _SIGNED]
-        return header + _mac(mac_base, key, header, body) + body
+        return header + signer.tag(key, header, body) + body
 
     def loads(self, data: bytes, key: str = "") -> object:
         """Decode ``data`` read from ``key``; return ``NO_VALUE`` when it cannot be trusted."""
-        if data[:_HEADER_SIZE] == self._plain_header:  # usual: this serializer, unsigned, whole
+        header = data[:_HEADER_SIZE]
+        if header == self._plain_header:  # usual: this serializer, unsigned, whole
             try:
                 return self._plain_loads(data[_HEADER_SIZE:])
+            except Exception as e:
+                return self._miss("codec.decode", key, f"{type(e).__name__}: {e}")
+        if (
+            header == self._signed_header
+            and self._signer.signed_now(  # type: ignore[union-attr]
+                key, header, data[_SIGNED_BODY:], data[_HEADER_SIZE:_SIGNED_BODY]
+            )
+        ):  # usual when signing: this serializer, signed with the current key, whole
+            try:
+                return self._plain_loads(data[_SIGNED_BODY:])
             except Exception as e:
                 return self._miss("codec.decode", key, f"{type(e).__name__}: {e}")
         if not data:
@@ -288,7 +317,7 @@ class Codec:
             body = self._verified_body(data, key)
             if body is None:
                 return NO_VALUE
-        elif self._mac_base is not None:
+        elif self._signer is not None:
             return self._miss("codec.signature", key, "unsigned value, but signing is required")
         else:
             body = data[_HEADER_SIZE:]
@@ -323,17 +352,25 @@ class Codec:
 
     def _verified_body(self, data: bytes, key: str) -> bytes | None:
         """Return a signed value's body if its tag is valid for ``key``; else log, return None."""
-        mac_base, start = self._mac_base, _HEADER_SIZE + _TAG_SIZE
-        if mac_base is None:
+        signer, start = self._signer, _HEADER_SIZE + _TAG_SIZE
+        if signer is None:
             reason = "signed value, but this codec has no signing key"
         elif len(data) < start:
             reason = "truncated signature"
         else:
             body = data[start:]
-            expected = _mac(mac_base, key, data[:_HEADER_SIZE], body)
-            if hmac.compare_digest(data[_HEADER_SIZE:start], expected):
+            current = signer.check(key, data[:_HEADER_SIZE], body, data[_HEADER_SIZE:start])
+            if current is False:
+                self.failures.log(
+                    "codec.fallback_key",
+                    "mcache: the value of key %r is signed with a fallback key: served, and"
+                    " signed with the current key when it is next written",
+                    key,
+                )
+            if current is not None:
                 return body
-            reason = "bad signature (tampered with, or copied from another key)"
+            reason = "bad signature (tampered with, copied from another key, or signed with a"
+            reason += " key this codec does not know)"
         self._miss("codec.signature", key, reason)
         return None
 

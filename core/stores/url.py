@@ -11,7 +11,7 @@ import importlib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from mcache.contract.store import Store
 from mcache.errors import ConfigError, named_with_guesses
@@ -28,6 +28,7 @@ _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 EXAMPLES = {
     "memory": "memory://?max_bytes=64m",
     "memcached": "memcached://127.0.0.1:11211:1,127.0.0.2:11211:2?hashing=ketama",
+    "memcached+tls": "memcached+tls://user:password@10.0.0.1:11211?tls_ca_file=/etc/ssl/ca.pem",
     "redis": "redis://127.0.0.1:6379/0?socket_timeout=1.0",
     "redis+sentinel": "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster/0?replica_reads=true",
     "redis+cluster": "redis+cluster://10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000",
@@ -86,6 +87,13 @@ OPTIONS: dict[str, dict[str, Parser]] = {
         "flush_on_rejoin": _parse_bool,
         "replicas": int,
         "protocol": str,
+        "tls": _parse_bool,
+        "tls_ca_file": str,
+        "tls_cert_file": str,
+        "tls_key_file": str,
+        "tls_verify": _parse_bool,
+        "username": str,
+        "password": str,
     },
     "tiered": {"hot": str, "cold": str, "hot_ttl": int},
     "redis": _REDIS_OPTIONS,
@@ -103,7 +111,19 @@ OPTIONS: dict[str, dict[str, Parser]] = {
 
 
 def from_url(url: str, **options: object) -> Store:
-    """Build the store a URL names; keyword options override the query string."""
+    """Build the store a URL names; keyword options override the query string.
+
+    A password in the URL never appears in the error a bad URL raises."""
+    try:
+        return _from_url(url, options)
+    except ConfigError as error:
+        password = urlsplit(url).password if isinstance(url, str) else None
+        if password and password in str(error):
+            raise ConfigError(str(error).replace(password, "***")) from None
+        raise
+
+
+def _from_url(url: str, options: dict[str, object]) -> Store:
     if not isinstance(url, str) or "://" not in url:
         raise ConfigError(
             f"store URL must look like scheme://…, got {url!r}; valid examples: "
@@ -113,9 +133,9 @@ def from_url(url: str, **options: object) -> Store:
     if parts.scheme in _VALKEY:  # the same protocol: one code path, redis-py's scheme
         url = _VALKEY[parts.scheme] + url[len(parts.scheme) :]
         parts = urlsplit(url)
-    scheme = _SCHEMES.get(parts.scheme, parts.scheme)
+    scheme = SCHEMES.get(parts.scheme, parts.scheme)
     if scheme not in OPTIONS:
-        known = [*OPTIONS, *_SCHEMES, *_VALKEY]
+        known = [*OPTIONS, *SCHEMES, *_VALKEY]
         raise ConfigError(
             f"unknown store scheme {named_with_guesses([parts.scheme], known)} in {url!r};"
             " use memory://, memcached://,"
@@ -127,6 +147,8 @@ def from_url(url: str, **options: object) -> Store:
     if scheme == "memory":
         return _memory(parts.netloc, parts.path, merged, url)
     if scheme == "memcached":
+        if parts.scheme == "memcached+tls":
+            merged.setdefault("tls", True)
         return _memcached(parts.netloc, parts.path, merged, url)
     if scheme == "tiered":
         return _tiered(parts.netloc, parts.path, merged, url)
@@ -141,7 +163,8 @@ def from_url(url: str, **options: object) -> Store:
     return _redis(base, merged)
 
 
-_SCHEMES = {"rediss": "redis", "postgres": "postgresql"}
+SCHEMES = {"rediss": "redis", "postgres": "postgresql", "memcached+tls": "memcached"}
+"""URL schemes that name another's store (with TLS, or by another spelling)."""
 _VALKEY = {
     "valkey": "redis",
     "valkeys": "rediss",
@@ -257,7 +280,16 @@ def _memcached(netloc: str, path: str, options: dict[str, object], url: str) -> 
     memcached_store = _needing(url, "memcached.store", "MemcachedStore", install)
     if path.strip("/"):
         raise ConfigError(f"memcached:// takes no path, got {url!r}; e.g. {EXAMPLES['memcached']}")
-    return memcached_store(parse_servers(netloc, url), **options)
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at:
+        username, colon, password = userinfo.partition(":")
+        if not colon:
+            raise ConfigError(
+                f"memcached user without a password in {url!r}: write"
+                f" {EXAMPLES['memcached+tls']} (percent-encode ':', '@' and ' ' in them)"
+            )
+        options = {"username": unquote(username), "password": unquote(password), **options}
+    return memcached_store(parse_servers(hosts, url), **options)
 
 
 def _tiered(netloc: str, path: str, options: dict[str, object], url: str) -> Store:

@@ -58,6 +58,7 @@ def configure(pg_port: int, sqlite_path: str) -> None:
     mcache = "django_mcache.backend.MCacheBackend"
     database_cache = "django.core.cache.backends.db.DatabaseCache"
     settings.configure(
+        SECRET_KEY="benchmark-only",  # mcache signs values with a key derived from it
         DATABASES={
             "default": django_postgres(pg_port),
             "lite": {"ENGINE": "django.db.backends.sqlite3", "NAME": sqlite_path},

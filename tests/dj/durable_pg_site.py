@@ -22,6 +22,7 @@ def main(port: str) -> None:
     from tests.servers import django_postgres
 
     settings.configure(
+        SECRET_KEY="tests-only",  # mcache signs values with a key derived from it
         DATABASES={"default": django_postgres(port)},
         CACHES={
             "default": {

@@ -93,7 +93,7 @@ def flask_app(url: str, namespace: str = "fl", **config: object) -> Flask:
     """The same catalog in Flask on ``url``."""
     app = Flask(__name__)
     app.config.update(
-        SECRET_KEY="reliability", MCACHE_URL=url, MCACHE_NAMESPACE=namespace, **config
+        **{"SECRET_KEY": "reliability", "MCACHE_URL": url, "MCACHE_NAMESPACE": namespace, **config}
     )
     mcache = MCache(app)
     app.jinja_env.loader = DictLoader(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcache.stores.memcached import meta
+from mcache.stores.memcached.access import AccessRefused
 from mcache.stores.memcached.wire import (
     ProtocolError,
     parse_lines,
@@ -111,6 +112,12 @@ class AioConnection(asyncio.Protocol):
 
     # -- commands: pymemcache's names, arguments and answers -----------------------------------
 
+    async def authenticate(self, request: bytes) -> None:
+        """Send the user and password (``memcached -Y``); raise ``AccessRefused`` unless let in."""
+        (line,) = await self._lines(request, 1)
+        if line != b"STORED":
+            raise AccessRefused(line.decode("ascii", "replace"))
+
     async def get_many(self, keys: list[str]) -> dict[str, bytes]:
         return await self.request(b"get " + " ".join(keys).encode() + b"\r\n", parse_values)  # type: ignore[no-any-return]
 
@@ -197,6 +204,7 @@ class AioPool:
     def __init__(self, server: Server, options: NodeOptions) -> None:
         self.host, self.port = server.host, server.port
         self.connect_timeout, self.timeout = options.connect_timeout, options.timeout
+        self.access = options.access
         self.idle: list[AioConnection] = []
         self.slots = asyncio.Semaphore(options.max_pool_size)
 
@@ -218,10 +226,23 @@ class AioPool:
 
     async def _connect(self) -> AioConnection:
         loop = asyncio.get_running_loop()
+        tls = self.access.tls
         _transport, connection = await asyncio.wait_for(
-            loop.create_connection(lambda: AioConnection(self.timeout), self.host, self.port),
+            loop.create_connection(
+                lambda: AioConnection(self.timeout),
+                self.host,
+                self.port,
+                ssl=tls,
+                server_hostname=self.host if tls is not None else None,
+            ),
             self.connect_timeout,
         )
+        if self.access.credentials is not None:
+            try:
+                await connection.authenticate(self.access.auth_request())
+            except BaseException:
+                connection.close()
+                raise
         return connection
 
     def close(self) -> None:

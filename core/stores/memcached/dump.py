@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import unquote
 
 __all__ = ["Item", "metadump"]
@@ -21,12 +21,14 @@ Item = dict[str, str]
 _BUSY_RETRIES = 20
 
 
-def metadump(host: str, port: int, timeout: float = 10.0, limit: int = 1_000_000) -> Iterator[Item]:
-    """Yield the items of one memcached server (at most ``limit``), waiting out the
-    crawler's ``BUSY`` a while. Raises ``OSError`` (the server is unreachable) or
-    ``RuntimeError`` (too old, or started with ``-o no_lru_crawler``)."""
+def metadump(
+    connect: Callable[[], socket.socket], name: str, limit: int = 1_000_000
+) -> Iterator[Item]:
+    """Yield the items of the memcached server ``name`` (at most ``limit``) on a connection
+    of its own (``connect()``), waiting out the crawler's ``BUSY`` a while. Raises ``OSError``
+    (the server is unreachable) or ``RuntimeError`` (too old, or ``-o no_lru_crawler``)."""
     for _ in range(_BUSY_RETRIES):
-        with socket.create_connection((host, port), timeout=timeout) as connection:
+        with connect() as connection:
             connection.sendall(b"lru_crawler metadump all\r\n")
             lines = _lines(connection)
             first = next(lines, b"END")
@@ -34,13 +36,13 @@ def metadump(host: str, port: int, timeout: float = 10.0, limit: int = 1_000_000
                 time.sleep(0.1)
                 continue
             if first.startswith((b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR")):
-                raise RuntimeError(f"{host}:{port} refused lru_crawler metadump: {first.decode()}")
+                raise RuntimeError(f"{name} refused lru_crawler metadump: {first.decode()}")
             for count, line in enumerate(itertools.chain([first], lines)):
                 if line == b"END" or count >= limit:
                     return
                 yield _item(line)
             return
-    raise RuntimeError(f"{host}:{port}: the LRU crawler stayed busy; try again")
+    raise RuntimeError(f"{name}: the LRU crawler stayed busy; try again")
 
 
 def _lines(connection: socket.socket) -> Iterator[bytes]:

@@ -11,6 +11,7 @@ do not exclude each other. See docs/explanation/memcached-protocols.md.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Mapping
@@ -93,7 +94,10 @@ class MemcachedLeases:
             return self._answered()
 
     def _answered(self) -> bool:
-        answers = {s.name: meta.probe(s.host, s.port, self.connect_timeout) for s in self.servers}
+        answers = {
+            s.name: meta.probe(functools.partial(self.access.open, s, self.connect_timeout))
+            for s in self.servers
+        }
         older = [name for name, speaks in answers.items() if speaks is False]
         if older:
             self._meta = False

@@ -12,6 +12,7 @@ clients feed it alike; :func:`read_reply` and :func:`speaks_meta` are the blocki
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import NamedTuple
 
 from pymemcache.exceptions import MemcacheError, MemcacheUnknownCommandError
@@ -220,11 +221,11 @@ def speaks_meta(sock: socket.socket) -> bool:
     return True
 
 
-def probe(host: str, port: int, timeout: float) -> bool | None:
-    """Ask the server at ``host:port`` on a connection of its own whether it speaks the
-    meta protocol; None when it cannot be reached (ask again later)."""
+def probe(connect: Callable[[], socket.socket]) -> bool | None:
+    """Ask a server on a connection of its own (``connect()``) whether it speaks the meta
+    protocol; None when it cannot be reached (ask again later)."""
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
+        with connect() as sock:
             return speaks_meta(sock)
     except (OSError, ProtocolError, MemcacheError):
         return None

@@ -13,7 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pymemcache.client.base import Client
@@ -28,6 +28,7 @@ from pymemcache.exceptions import (
 from mcache.errors import ConfigError, InvalidKey, NotNumeric, StoreUnavailable, ValueTooLarge
 from mcache.logs import FailureLog
 from mcache.model.ring import Server
+from mcache.stores.memcached.access import Access, AuthenticatingClient
 
 __all__ = ["Node", "NodeDown", "NodeOptions"]
 
@@ -50,6 +51,7 @@ class NodeOptions:
     dead_timeout: float
     flush_on_rejoin: bool
     failures: FailureLog
+    access: Access = field(default_factory=Access)
 
     def __post_init__(self) -> None:
         if self.connect_timeout <= 0 or self.timeout <= 0:
@@ -79,14 +81,19 @@ class Node:
         return f"<Node {self.server.name} {'dead' if self.dead_until else 'alive'}>"
 
     def _new_client(self) -> Client:
-        return Client(
-            (self.server.host, self.server.port),
-            connect_timeout=self.options.connect_timeout,
-            timeout=self.options.timeout,
-            no_delay=True,
-            default_noreply=False,
-            allow_unicode_keys=True,
-        )
+        options = self.options
+        address = (self.server.host, self.server.port)
+        settings = {
+            "connect_timeout": options.connect_timeout,
+            "timeout": options.timeout,
+            "no_delay": True,
+            "default_noreply": False,
+            "allow_unicode_keys": True,
+            "tls_context": options.access.tls,
+        }
+        if options.access.credentials is None:
+            return Client(address, **settings)
+        return AuthenticatingClient(address, options.access.credentials, **settings)
 
     def take(self) -> Client:
         """Return an idle client of this server, or a new one."""

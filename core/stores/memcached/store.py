@@ -11,6 +11,7 @@ and by the async twin (:meth:`MemcachedStore.asynchronous`) on asyncio connectio
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from mcache.memo import BoundedMemo
 from mcache.model.ring import LIBKETAMA_POINTS, Server, make_ring
 from mcache.sansio.steps import run_steps
 from mcache.stores.memcached import meta
+from mcache.stores.memcached.access import access_of, check_access
 from mcache.stores.memcached.dump import Item, metadump
 from mcache.stores.memcached.leases import MemcachedLeases, leased
 from mcache.stores.memcached.node import Node, NodeOptions
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MemcachedStore"]
 
+DUMP_TIMEOUT = 10.0
+"""Seconds a metadump connection waits for the crawler's next lines."""
 ITEM_HEADROOM = 512
 """Bytes of memcached's 1 MiB item limit taken by the item header, key and flags."""
 
@@ -76,7 +80,18 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         flush_on_rejoin: bool = True,
         replicas: int = 1,
         protocol: str = "auto",
+        tls: bool = False,
+        tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
+        tls_verify: bool = True,
+        username: str | None = None,
+        password: str | None = None,
     ) -> None:
+        """``tls`` and the ``tls_*`` options: connect through TLS (``memcached -Z``);
+        ``username`` and ``password``: authenticate each connection (``memcached -Y``).
+        Either makes the store connect to each server once here, so a certificate or
+        password the server refuses fails at start-up (see :mod:`.access`)."""
         self._init_protocol(protocol)
         if max_value_size < 1:
             raise ConfigError(f"memcached: max_value_size must be >= 1, got {max_value_size!r}")
@@ -88,7 +103,11 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
             dead_timeout=dead_timeout,
             flush_on_rejoin=flush_on_rejoin,
             failures=FailureLog(),
+            access=access_of(
+                tls, tls_ca_file, tls_cert_file, tls_key_file, tls_verify, username, password
+            ),
         )
+        self.access = options.access
         self.ring = make_ring([_as_server(s) for s in servers], hashing, ketama_points)
         self.servers = self.ring.servers
         self.max_value_size = max_value_size
@@ -108,6 +127,8 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         self._placeable = len(self.ring.owning_servers())  # a 0-point server owns no key
         self._attempts = retry_attempts * len(self.servers) + 1
         self._twin: AsyncMemcachedStore | None = None
+        if self.access.guarded:
+            check_access(self.servers, self.access, connect_timeout)
 
     def __repr__(self) -> str:
         names = ",".join(f"{s.name}:{s.weight}" for s in self.servers)
@@ -232,7 +253,8 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         dumps: dict[str, list[Item] | str] = {}
         for server in self._nodes:
             try:
-                dumps[server.name] = list(metadump(server.host, server.port, limit=limit))
+                connect = functools.partial(self.access.open, server, DUMP_TIMEOUT)
+                dumps[server.name] = list(metadump(connect, server.name, limit=limit))
             except (OSError, RuntimeError) as error:
                 dumps[server.name] = str(error)
         return dumps

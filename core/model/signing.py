@@ -1,0 +1,128 @@
+"""The keys cached values are signed with, and where they come from by default.
+
+A pickled value from a server anyone on the network can write to is a way to run code in
+every process that reads it (Flask-Caching's CVE-2021-33026 was exactly that). So the
+framework adapters sign by default, with a key derived from the secret the site already
+keeps (Django's and Flask's ``SECRET_KEY``), and read values signed with the secrets it
+is rotating away from (``SECRET_KEY_FALLBACKS``) while new writes take the current key:
+a rotation never empties the cache.
+
+The derived key is an HMAC of a fixed purpose under the secret, as Django's
+``salted_hmac`` derives a key per salt: the secret never signs cache values directly, so a
+signature seen in the cache is no signature of anything else the secret signs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from mcache.errors import ConfigError, UnsignedPickleWarning
+
+if TYPE_CHECKING:
+    from mcache.contract.store import Store
+    from mcache.model.codec import Codec
+
+__all__ = [
+    "SAFE_SERIALIZERS",
+    "Signer",
+    "derived_key",
+    "key_bytes",
+    "signed_by_default",
+    "warn_if_unsigned",
+]
+
+SAFE_SERIALIZERS = frozenset({"json", "msgpack"})
+"""Serializers whose ``loads`` cannot run code: values in them need no signature."""
+PURPOSE = b"mcache.codec: the key cached values are signed with"
+DIGEST_SIZE = 32  # HMAC-SHA256
+
+
+def key_bytes(key: str | bytes, setting: str) -> bytes:
+    """Return a signing key as bytes; an empty or mistyped one is refused naming ``setting``."""
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, bytes) or not key:
+        raise ConfigError(f"{setting} must be a non-empty str or bytes, got {type(key).__name__}")
+    return key
+
+
+def derived_key(secret: str | bytes) -> bytes:
+    """Return the key a framework's ``secret`` signs cached values with (never the secret)."""
+    return hmac.new(key_bytes(secret, "SECRET_KEY"), PURPOSE, hashlib.sha256).digest()
+
+
+class Signer:
+    """HMAC-SHA256 tags under the current key; tags of the ``fallbacks`` are accepted too."""
+
+    __slots__ = ("_current", "_fallbacks")
+
+    def __init__(self, key: bytes, fallbacks: Iterable[bytes] = ()) -> None:
+        # A keyed HMAC copied per value is cheaper than keying a new one (OpenSSL 3).
+        self._current = hmac.new(key, None, "sha256")
+        self._fallbacks = tuple(hmac.new(old, None, "sha256") for old in fallbacks if old != key)
+
+    def tag(self, key: str, header: bytes, body: bytes) -> bytes:
+        """Return the tag binding ``key``, ``header`` and ``body`` under the current key."""
+        return _tag(self._current, key, header, body)
+
+    def signed_now(self, key: str, header: bytes, body: bytes, tag: bytes) -> bool:
+        """Return whether ``tag`` is the current key's: a hit's one check."""
+        return hmac.compare_digest(tag, _tag(self._current, key, header, body))
+
+    def check(self, key: str, header: bytes, body: bytes, tag: bytes) -> bool | None:
+        """Return True for a tag of the current key, False for a fallback key's, None for
+        any other (tampered with, copied from another key, or signed with an unknown key)."""
+        if hmac.compare_digest(tag, _tag(self._current, key, header, body)):
+            return True
+        for fallback in self._fallbacks:
+            if hmac.compare_digest(tag, _tag(fallback, key, header, body)):
+                return False
+        return None
+
+
+def _tag(base: hmac.HMAC, key: str, header: bytes, body: bytes) -> bytes:
+    key_bytes = key.encode("utf-8", "surrogatepass")
+    mac = base.copy()
+    # Length-prefixing the key keeps ("ab", body) and ("a", "b" + body) apart.
+    mac.update(len(key_bytes).to_bytes(4, "big") + key_bytes + header)
+    mac.update(body)
+    return mac.digest()
+
+
+def signed_by_default(
+    codec_options: Mapping[str, Any],
+    secret: str | bytes | None,
+    secret_fallbacks: Iterable[str | bytes],
+) -> dict[str, Any]:
+    """Return ``codec_options`` with a signing key derived from the framework's ``secret``
+    (and fallbacks from its ``secret_fallbacks``) unless the site chose otherwise: its own
+    ``signing_key``, a serializer that cannot run code, or ``trust_unsigned_pickle``.
+    Without a ``secret`` the options come back as they are: the caller decides."""
+    if (
+        codec_options.get("signing_key") is not None
+        or codec_options.get("trust_unsigned_pickle")
+        or codec_options.get("serializer", "pickle") in SAFE_SERIALIZERS
+        or not secret
+    ):
+        return dict(codec_options)
+    fallbacks = [derived_key(old) for old in secret_fallbacks if old]
+    return {**codec_options, "signing_key": derived_key(secret), "fallback_signing_keys": fallbacks}
+
+
+def warn_if_unsigned(store: Store, codec: Codec) -> None:
+    """Warn when values others may write are unpickled unsigned: the Django and Flask adapters
+    sign by default, a core ``Cache`` only with the key its ``Codec`` is given."""
+    if codec.runs_unsigned_code and not store.traits.process_local:
+        warnings.warn(
+            f"mcache: values on {type(store).__name__} are decoded with"
+            f" {codec.serializer.name!r} unsigned, so whoever can write to its servers can run"
+            " code in this process; pass codec=Codec(signing_key=<a secret the site's processes"
+            " share>), or Codec('json') / Codec('msgpack'), or"
+            " Codec(trust_unsigned_pickle=True) if only trusted hosts reach the servers",
+            UnsignedPickleWarning,
+            stacklevel=4,
+        )

@@ -190,24 +190,48 @@ def memcached_process(
 
 
 def redis_process(
-    binary: str | None = None, replica_of: str | None = None, options: tuple[str, ...] = ()
+    binary: str | None = None,
+    replica_of: str | None = None,
+    options: tuple[str, ...] = (),
+    tls: tuple[str, str, str] | None = None,
+    ping: tuple[bytes, bytes] = (b"PING\r\n", b"+PONG"),
+    connect: Callable[[int], socket.socket] | None = None,
 ) -> ServerProcess:
     """Describe a redis-server on a free port that keeps nothing on disk.
 
     ``replica_of`` (``host:port``): it starts as that server's replica; ``options``
-    are more command-line settings (``"--cluster-enabled", "yes"``).
+    are more command-line settings (``"--cluster-enabled", "yes"``); ``tls`` (certificate,
+    key, CA files): it listens with TLS only, on its port; ``ping`` and ``connect`` tell such
+    a server (or one with ACL users) is ready.
     """
     path = binary or shutil.which("redis-server") or "redis-server"
     workdir = tempfile.mkdtemp(prefix="mcache-redis-")
     follow = ["--replicaof", *replica_of.split(":")] if replica_of else []
 
     def argv(port: int) -> list[str]:
+        ports = ["--port", str(port)]
+        if tls is not None:
+            cert, key, ca = tls
+            ports = [
+                "--port",
+                "0",
+                "--tls-port",
+                str(port),
+                "--tls-cert-file",
+                cert,
+                "--tls-key-file",
+                key,
+                "--tls-ca-cert-file",
+                ca,
+                "--tls-auth-clients",
+                "no",
+            ]
         return [
-            "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
+            *ports, "--bind", HOST, "--save", "", "--appendonly", "no",
             "--dir", workdir, "--protected-mode", "yes", *follow, *options,
         ]  # fmt: skip
 
-    return ServerProcess("redis-server", path, argv, b"PING\r\n", b"+PONG")
+    return ServerProcess("redis-server", path, argv, *ping, connect=connect)
 
 
 class VarnishProcess(ServerProcess):

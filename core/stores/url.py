@@ -30,6 +30,7 @@ EXAMPLES = {
     "memcached": "memcached://127.0.0.1:11211:1,127.0.0.2:11211:2?hashing=ketama",
     "memcached+tls": "memcached+tls://user:password@10.0.0.1:11211?tls_ca_file=/etc/ssl/ca.pem",
     "redis": "redis://127.0.0.1:6379/0?socket_timeout=1.0",
+    "rediss": "rediss://user:password@10.0.0.1:6380/0?ssl_ca_certs=/etc/ssl/ca.pem",
     "redis+sentinel": "redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster/0?replica_reads=true",
     "redis+cluster": "redis+cluster://10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000",
     "tiered": "tiered://?hot=memory://&cold=memcached://127.0.0.1:11211&hot_ttl=5",
@@ -96,7 +97,14 @@ OPTIONS: dict[str, dict[str, Parser]] = {
         "password": str,
     },
     "tiered": {"hot": str, "cold": str, "hot_ttl": int},
-    "redis": _REDIS_OPTIONS,
+    "redis": {
+        **_REDIS_OPTIONS,
+        "ssl_ca_certs": str,
+        "ssl_certfile": str,
+        "ssl_keyfile": str,
+        "ssl_cert_reqs": str,
+        "ssl_check_hostname": _parse_bool,
+    },
     "redis+sentinel": {**_REDIS_OPTIONS, "replica_reads": _parse_bool, "sentinel_password": str},
     "redis+cluster": {**_REDIS_OPTIONS, "replica_reads": _parse_bool, "tag_copies": int},
     "postgresql": {

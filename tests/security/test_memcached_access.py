@@ -9,7 +9,6 @@ naming the option; a password changed under a running store degrades like a serv
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +19,8 @@ from mcache import Cache, Codec
 from mcache.contract.store import NO_VALUE
 from mcache.errors import ConfigError
 from mcache.stores import from_url
-from tests.conftest import _missing
 from tests.security.certificates import Certificates, make_certificates
+from tests.security.running import running
 from tests.servers import HOST, ServerProcess, memcached_process
 
 USER, PASSWORD = "alice", "wonder:land@"  # a colon and an at sign: percent-encoded in a URL
@@ -41,14 +40,6 @@ def auth_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _started(server: ServerProcess) -> Iterator[ServerProcess]:
-    if shutil.which("memcached") is None:
-        _missing("memcached", "memcached")
-    server.start()
-    yield server
-    server.kill()
-
-
 def tls_options(certificates: Certificates) -> tuple[str, ...]:
     files = f"ssl_chain_cert={certificates.server_cert},ssl_key={certificates.server_key}"
     return ("-Z", "-o", files)
@@ -66,7 +57,7 @@ def tls_servers(certificates: Certificates) -> Iterator[list[ServerProcess]]:
         memcached_process(options=tls_options(certificates), connect=certificates.connect)
         for _ in range(2)
     ]
-    started = [_started(server) for server in servers]
+    started = [running(server) for server in servers]
     yield [next(each) for each in started]
     for each in started:
         next(each, None)
@@ -75,7 +66,7 @@ def tls_servers(certificates: Certificates) -> Iterator[list[ServerProcess]]:
 @pytest.fixture(scope="module")
 def auth_server(auth_file: Path) -> Iterator[ServerProcess]:
     """A memcached that lets in only the users of its auth file."""
-    yield from _started(memcached_process(options=("-Y", str(auth_file)), ping=auth_ping()))
+    yield from running(memcached_process(options=("-Y", str(auth_file)), ping=auth_ping()))
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +74,7 @@ def tls_auth_server(certificates: Certificates, auth_file: Path) -> Iterator[Ser
     """TLS and authentication together, as a managed memcached may require."""
     options = (*tls_options(certificates), "-Y", str(auth_file))
     server = memcached_process(options=options, ping=auth_ping(), connect=certificates.connect)
-    yield from _started(server)
+    yield from running(server)
 
 
 def tls_url(servers: list[ServerProcess], certificates: Certificates, protocol: str) -> str:
@@ -188,7 +179,7 @@ def test_a_password_changed_under_a_running_store_degrades_to_the_backend(
     users = tmp_path / "users"
     users.write_text(f"{USER}:{PASSWORD}\n")
     server = memcached_process(options=("-Y", str(users)), ping=auth_ping())
-    for _ in _started(server):
+    for _ in running(server):
         url = f"memcached://{USER}:{ENCODED}@{server.address}?retry_attempts=1"
         cache = Cache(url, codec=Codec(signing_key="k"))
         assert cache.get_or_build("k", lambda: "cached") == "cached"

@@ -23,6 +23,7 @@ from mcache.contract.store import StaleClaim, StoreTraits
 from mcache.contract.store_helpers import MiB, twin_made_once
 from mcache.errors import ConfigError, NotNumeric, StoreUnavailable
 from mcache.sansio.steps import run_steps
+from mcache.stores.redis.access import check_access, guarded, tls_options
 from mcache.stores.redis.steps import Command, Pipelined, RedisSteps, Scripted
 from mcache.stores.redis.tracking import InvalidationFeed, Listener
 
@@ -64,22 +65,42 @@ class RedisStore(RedisSteps, SteppedStore):
         max_value_size: int = 1 * MiB,
         client: redis.Redis | None = None,
         replica: redis.Redis | None = None,
+        ssl_ca_certs: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_cert_reqs: str | None = None,
+        ssl_check_hostname: bool | None = None,
     ) -> None:
         """``client`` replaces the one ``url`` would make (a Sentinel's primary, say);
         ``replica`` serves plain reads (``get``, ``get_many``), everything else the client.
+        The ``ssl_*`` options go to redis-py for a ``rediss://`` URL; with TLS or a password
+        the server is pinged once here (see :mod:`mcache.stores.redis.access`).
         """
         check_options(socket_timeout, socket_connect_timeout, max_value_size)
         self.url = url
         self.max_value_size = max_value_size
         self.max_connections = max_connections
+        tls = tls_options(
+            url,
+            {
+                "ssl_ca_certs": ssl_ca_certs,
+                "ssl_certfile": ssl_certfile,
+                "ssl_keyfile": ssl_keyfile,
+                "ssl_cert_reqs": ssl_cert_reqs,
+                "ssl_check_hostname": ssl_check_hostname,
+            },
+        )
         if client is None:
             self.connection_options = {
                 "socket_timeout": socket_timeout,
                 "socket_connect_timeout": socket_connect_timeout,
                 "max_connections": max_connections,
+                **tls,
             }
             pool = redis.ConnectionPool.from_url(url, **self.connection_options)
             client = redis.Redis(connection_pool=pool)
+            if guarded(url):
+                check_access(client, _redacted(url))
         self._redis = client
         self._reader = replica or client
         self._scripts: dict[str, Script] = {}

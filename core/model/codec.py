@@ -216,10 +216,10 @@ class Codec:
         self.trust_unsigned_pickle = trust_unsigned_pickle
         self._raw_ints = raw_ints
         self.failures = failure_log or FailureLog()
-        # What loads() may decode at once: a value of this serializer, uncompressed, and
-        # unsigned only where signing is not required (b"" never matches a header).
-        self._plain_header = b"" if self._signer else _HEADERS[self._serializer_id]
-        self._signed_header = _HEADERS[self._serializer_id | _SIGNED] if self._signer else b""
+        # What loads() decodes at once: a value of this serializer, uncompressed, unsigned
+        # where signing is off, signed where it is on (None never equals a header).
+        self._plain_header = None if self._signer else _HEADERS[self._serializer_id]
+        self._signed_header = _HEADERS[self._serializer_id | _SIGNED] if self._signer else None
         self._plain_loads = self.serializer.loads
         self._decoders: dict[int, Callable[[bytes], object]] = {
             _RAW: bytes,  # raw bytes come back as they are

@@ -55,15 +55,43 @@ def derived_key(secret: str | bytes) -> bytes:
     return hmac.new(key_bytes(secret, "SECRET_KEY"), PURPOSE, hashlib.sha256).digest()
 
 
+class _Keyed:
+    """HMAC-SHA256 (RFC 2104) under one key, from SHA-256 states that have absorbed the
+    padded key: copying two ``hashlib`` states per value costs a hit about a third less
+    than copying OpenSSL's HMAC context, and the tags are the ``hmac`` module's, bit for bit
+    (``tests/core/test_signing.py`` checks)."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) > _BLOCK:
+            key = hashlib.sha256(key).digest()
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(key.translate(_IPAD))
+        self._outer = hashlib.sha256(key.translate(_OPAD))
+
+    def digest(self, head: bytes, body: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(head)
+        inner.update(body)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
+
+
+_BLOCK = 64  # SHA-256's block size
+_IPAD = bytes(b ^ 0x36 for b in range(256))
+_OPAD = bytes(b ^ 0x5C for b in range(256))
+
+
 class Signer:
     """HMAC-SHA256 tags under the current key; tags of the ``fallbacks`` are accepted too."""
 
     __slots__ = ("_current", "_fallbacks")
 
     def __init__(self, key: bytes, fallbacks: Iterable[bytes] = ()) -> None:
-        # A keyed HMAC copied per value is cheaper than keying a new one (OpenSSL 3).
-        self._current = hmac.new(key, None, "sha256")
-        self._fallbacks = tuple(hmac.new(old, None, "sha256") for old in fallbacks if old != key)
+        self._current = _Keyed(key)
+        self._fallbacks = tuple(_Keyed(old) for old in fallbacks if old != key)
 
     def tag(self, key: str, header: bytes, body: bytes) -> bytes:
         """Return the tag binding ``key``, ``header`` and ``body`` under the current key."""
@@ -84,13 +112,10 @@ class Signer:
         return None
 
 
-def _tag(base: hmac.HMAC, key: str, header: bytes, body: bytes) -> bytes:
+def _tag(keyed: _Keyed, key: str, header: bytes, body: bytes) -> bytes:
     key_bytes = key.encode("utf-8", "surrogatepass")
-    mac = base.copy()
     # Length-prefixing the key keeps ("ab", body) and ("a", "b" + body) apart.
-    mac.update(len(key_bytes).to_bytes(4, "big") + key_bytes + header)
-    mac.update(body)
-    return mac.digest()
+    return keyed.digest(len(key_bytes).to_bytes(4, "big") + key_bytes + header, body)
 
 
 def signed_by_default(

@@ -81,6 +81,7 @@ def query_rows(url: str, folder: Path, rounds: int, calls: int) -> list[list[str
     with sqlite3.connect(primary) as source, sqlite3.connect(replica) as target:
         source.backup(target)
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(
         MCACHE_URL=url, MCACHE_NAMESPACE="route", MCACHE_REPLICA_BIND=f"sqlite:///{replica}"
     )

@@ -4,9 +4,10 @@
 
 The Django and Flask adapters sign pickled values by default (a key derived from
 ``SECRET_KEY``). Signing adds one HMAC-SHA256 over the key and the value to each write,
-and its check to each read. Both codecs decode the same 1 KB value (pickled, 1,0xx bytes)
-in interleaved rounds, unpinned; the figure is the difference of the medians in µs, which
-the target bounds at 2 µs per hit. No server is involved: the cost is the codec's alone.
+and its check to each read. A signing and a plain codec decode (and encode) the same
+value, 930 bytes pickled, in interleaved rounds, unpinned; the figure is the difference of
+the medians in µs, which the target bounds at 2 µs per hit. No server is involved: the
+cost is the codec's alone.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ def rows(rounds: int, calls: int) -> tuple[list[list[str]], list[Figure]]:
             lambda: signed.loads(stored_signed, KEY),
             lambda: unsigned.loads(stored_plain, KEY),
         ),
-        "a write and a hit: encode, then decode": (
-            lambda: signed.loads(signed.dumps(VALUE, KEY), KEY),
-            lambda: unsigned.loads(unsigned.dumps(VALUE, KEY), KEY),
+        "a write: encode (no target)": (
+            lambda: signed.dumps(VALUE, KEY),
+            lambda: unsigned.dumps(VALUE, KEY),
         ),
     }
     table_rows, figures = [], []
@@ -43,17 +44,18 @@ def rows(rounds: int, calls: int) -> tuple[list[list[str]], list[Figure]]:
             statistics.median(samples) for samples in interleaved([mine, anchor], rounds, calls)
         )
         added = signed_us - unsigned_us
+        met = added <= TARGET_US if name.startswith("a hit") else None
         table_rows.append(
-            [name, f"{signed_us:.2f}", f"{unsigned_us:.2f}", f"+{added:.2f}", f"{added <= 2}"]
+            [name, f"{signed_us:.2f}", f"{unsigned_us:.2f}", f"{added:+.2f}", str(met or "")]
         )
         figures.append(
             Figure(
                 f"signing, {name} (µs added)",
                 f"{signed_us:.2f} µs",
                 f"{unsigned_us:.2f} µs unsigned",
-                f"+{added:.2f} µs",
-                f"≤ +{TARGET_US:.0f} µs",
-                added <= TARGET_US,
+                f"{added:+.2f} µs",
+                f"≤ +{TARGET_US:.0f} µs" if met is not None else "",
+                met,
             )
         )
     return table_rows, figures

@@ -200,8 +200,8 @@ def test_the_sentinel_twin_sends_plain_reads_to_the_replica(
 
 LOOPS_THAT_END = """
 import asyncio, gc, sys
-from mcache import Cache
-cache = Cache(sys.argv[1], namespace="loops")
+from mcache import Cache, Codec
+cache = Cache(sys.argv[1], namespace="loops", codec=Codec(signing_key="k"))
 for n in range(3):
     asyncio.run(cache.aset("k", n, 60))
     assert asyncio.run(cache.aget("k")) == n

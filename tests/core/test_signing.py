@@ -6,6 +6,8 @@ Flask in ``tests/reliability/test_signed_by_default.py``.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import warnings
 
@@ -14,7 +16,7 @@ import pytest
 from mcache import Cache, Codec
 from mcache.contract.store import NO_VALUE
 from mcache.errors import ConfigError, UnsignedPickleWarning
-from mcache.model.signing import derived_key, signed_by_default
+from mcache.model.signing import Signer, derived_key, signed_by_default
 
 OLD, NEW, NEWER = b"old secret", b"new secret", b"newer secret"
 
@@ -120,3 +122,14 @@ def test_an_in_process_store_does_not_warn() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnsignedPickleWarning)
         Cache("memory://")
+
+
+@pytest.mark.parametrize("key_size", [1, 32, 64, 65, 200])
+def test_the_tags_are_the_hmac_modules_bit_for_bit(key_size: int) -> None:
+    key = bytes(range(1, 256))[:key_size]
+    signer = Signer(key)
+    for cache_key, body in (("k", b""), ("site:page:é", b"x" * 1000), ("", bytes(range(256)))):
+        data = cache_key.encode()
+        head = len(data).to_bytes(4, "big") + data + b"\xa7\x11"
+        expected = hmac.new(key, head + body, hashlib.sha256).digest()
+        assert signer.tag(cache_key, b"\xa7\x11", body) == expected

@@ -26,6 +26,7 @@ PAGE = (
 def shop(request: pytest.FixtureRequest):
     Sessions = sessions()
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(
         MCACHE_URL=request.getfixturevalue(f"{request.param}_url"),
         MCACHE_NAMESPACE="newuser",
@@ -92,6 +93,7 @@ def test_cached_view_stale_wait(memcached_url: str, stale_wait, expected) -> Non
     import time
 
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL=memcached_url, MCACHE_NAMESPACE=f"sw{stale_wait}")
     mcache = MCache(app)
     renders: list[int] = []

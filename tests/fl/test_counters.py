@@ -27,6 +27,7 @@ def shop(request: pytest.FixtureRequest):
         lambda *args: selects.append(args[2]) if args[2].startswith("SELECT") else None,
     )
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(
         MCACHE_URL=url,
         MCACHE_NAMESPACE="shop",
@@ -89,6 +90,7 @@ def test_flask_sqlalchemy_models_without_watch(redis_url: str) -> None:
     from flask_sqlalchemy import SQLAlchemy
 
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(
         MCACHE_URL=redis_url,
         MCACHE_NAMESPACE="fsa",
@@ -120,6 +122,7 @@ def test_flask_sqlalchemy_models_without_watch(redis_url: str) -> None:
 
 def test_plain_keys_and_objects_with_an_id_still_count(memcached_url: str) -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL=memcached_url, MCACHE_NAMESPACE="keys")
     MCache(app)
 

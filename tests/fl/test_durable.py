@@ -13,6 +13,7 @@ from mcache.stores.sql.store import SqlStore
 
 def test_counters_survive_a_flushed_memcached(memcached_url: str, sqlite_url: str) -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL=memcached_url, MCACHE_COUNTERS_URL=sqlite_url, MCACHE_ONLINE=True)
     mcache = MCache(app)
 
@@ -37,6 +38,7 @@ def test_pages_come_back_from_postgres_after_memcached_is_flushed(
     memcached_url: str, postgres_url: str
 ) -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config["MCACHE_URL"] = "tiered://?" + urlencode(
         {"hot": memcached_url, "cold": postgres_url}
     )
@@ -64,6 +66,7 @@ def test_a_bad_counters_url_names_the_key(memcached_url: str) -> None:
     from mcache.errors import ConfigError
 
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL=memcached_url, MCACHE_COUNTERS_URL="postgres://")
     with pytest.raises(ConfigError, match="MCACHE_COUNTERS_URL"):
         MCache(app)

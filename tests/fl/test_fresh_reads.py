@@ -67,6 +67,7 @@ def shop(memcached_url: str, tmp_path: Path) -> Shop:
             source.backup(target)
 
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(
         MCACHE_URL=memcached_url,
         MCACHE_NAMESPACE=f"frs{time.monotonic_ns()}",
@@ -173,6 +174,7 @@ def test_writes_and_reads_after_them_go_to_the_primary(shop: Shop) -> None:
 
 def test_a_replica_bind_that_is_no_url_fails_at_init_app(memcached_url: str) -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL=memcached_url, MCACHE_REPLICA_BIND="replica")
     with pytest.raises(ConfigError, match="MCACHE_REPLICA_BIND 'replica' is not a database URL"):
         MCache(app)

@@ -239,6 +239,7 @@ def test_requests_with_only_other_cookies_get_the_shared_page(app) -> None:
 
 def test_mcache_page_cookies_declares_the_cookies_of_every_page() -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_PAGE_COOKIES=["theme"], TESTING=True)
     mcache = MCache(app)
 
@@ -255,6 +256,7 @@ def test_mcache_page_cookies_declares_the_cookies_of_every_page() -> None:
 
 def test_a_bad_mcache_page_cookies_names_the_setting() -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_PAGE_COOKIES=[""], TESTING=True)
     with pytest.raises(ConfigError, match="MCACHE_PAGE_COOKIES must be a list of cookie names"):
         MCache(app)
@@ -278,6 +280,7 @@ def test_cdn_headers_carry_the_entrys_ttl_and_stale_ttl(app) -> None:
 
 def test_mcache_page_cdn_turns_cdn_headers_on_for_every_page() -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_PAGE_CDN=True, MCACHE_STALE_TTL=90, TESTING=True)
     mcache = MCache(app)
 

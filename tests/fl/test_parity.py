@@ -25,6 +25,7 @@ def shop(memcached_url: str):
     with Sessions.begin() as db:
         db.add_all([Product(id=1, name="kettle"), Product(id=2, name="teapot")])
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL=memcached_url, MCACHE_NAMESPACE="parity", TESTING=True)
     mcache = MCache(app)
     mcache.watch_sqlalchemy(Sessions, app)
@@ -55,6 +56,7 @@ def shop(memcached_url: str):
 
 def app_on(url: str, namespace: str) -> tuple[Flask, MCache]:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL=url, MCACHE_NAMESPACE=namespace)
     return app, MCache(app)
 
@@ -214,6 +216,7 @@ def test_the_extension_reads_and_writes_plain_keys(memcached_url: str) -> None:
 
 def test_every_config_problem_is_reported_at_once() -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(
         MCACHE_URL="memcached://127.0.0.1:99999",
         MCACHE_JITER=0.1,
@@ -359,6 +362,7 @@ def test_a_session_cached_page_is_never_shared(memcached_url: str) -> None:
 
 def test_jitter_spreads_both_ways_when_given_a_pair() -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL="memory://", MCACHE_JITTER=[0.2, 0.2])
     with app.app_context():
         assert MCache(app).cache.defaults.jitter == (0.2, 0.2)

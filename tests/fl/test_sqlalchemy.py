@@ -36,6 +36,7 @@ def site(memcached_url: str):
     Base.metadata.create_all(engine)
     Sessions = sessionmaker(engine)
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL=memcached_url, MCACHE_NAMESPACE="sa")
     mcache = MCache(app)
     mcache.watch_sqlalchemy(Sessions, app)
@@ -181,6 +182,7 @@ def test_flask_sqlalchemy_db(memcached_url: str) -> None:
     from flask_sqlalchemy import SQLAlchemy
 
     app = Flask("fsa")
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(
         SQLALCHEMY_DATABASE_URI="sqlite://", MCACHE_URL=memcached_url, MCACHE_NAMESPACE="fsa"
     )

@@ -64,6 +64,7 @@ def test_a_blueprint_registered_after_init_app_fails_at_its_first_request() -> N
 
 def test_init_app_finds_a_blueprint_registered_before_it() -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL="memory://")
     mcache = MCache()
     app.register_blueprint(shop_in_the_wrong_order(mcache))

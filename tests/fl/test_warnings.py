@@ -13,6 +13,7 @@ from mcache.errors import MCacheWarning
 
 def new_app(**config: object) -> Flask:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(config)
     return app
 

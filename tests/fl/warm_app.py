@@ -26,6 +26,7 @@ def headlines() -> Iterator[tuple[Any, tuple[int]]]:
 
 def create_app(url: str, **config: Any) -> Flask:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(MCACHE_URL=url, MCACHE_NAMESPACE="warm", **config)
     mcache.init_app(app)
     return app

@@ -229,6 +229,7 @@ def test_cached_pages_stay_in_the_web_process_and_say_why(redis_url: str, caplog
 
     queue = redis_url.rsplit("/", 1)[0] + "/2"
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(
         MCACHE_URL=redis_url,
         MCACHE_NAMESPACE="pages",

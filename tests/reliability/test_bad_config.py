@@ -149,6 +149,7 @@ FLASK: list[tuple[dict, str]] = [
 @pytest.mark.parametrize(("config", "message"), FLASK, ids=[m for _, m in FLASK])
 def test_flask_config(config: dict, message: str) -> None:
     app = Flask(__name__)
+    app.secret_key = "tests"  # mcache signs cached values with a key derived from it
     app.config.update(config)
     with pytest.raises(ConfigError) as raised:
         MCache(app)

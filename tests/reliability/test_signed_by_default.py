@@ -1,7 +1,8 @@
 """Signed by default: with the tutorials' settings, a value someone else wrote is never unpickled.
 
 The attacker is anyone who can write to memcached: they replace every entry of the site,
-its cached pages included, with a pickle that creates a file when loaded. With no
+its cached pages included, with a pickle that creates a file when loaded, with one signed
+under another site's key, or with the site's own values, tampered with. With no
 signing setting (the tutorials' settings), Django and Flask both sign with a key derived
 from ``SECRET_KEY``: every replaced entry is a miss, the pages are rebuilt, and the file
 never appears. A value signed under ``SECRET_KEY_FALLBACKS`` is read during a rotation and
@@ -36,28 +37,37 @@ def fresh_namespace(framework: str) -> str:
     return f"sbd-{framework}-{next(_NAMESPACES)}"
 
 
-def overwrite_the_sites_entries(memcached_url: str, namespace: str, payload: bytes) -> int:
-    """Replace every entry under ``namespace`` with ``payload``; return how many."""
+Attack = Callable[[bytes], bytes]
+"""What the attacker writes in place of an entry, given the entry's bytes."""
+
+
+def overwrite_the_sites_entries(memcached_url: str, namespace: str, attack: Attack) -> int:
+    """Replace every entry under ``namespace`` with what ``attack`` makes of it; return
+    how many."""
     raw = raw_client(memcached_url)
     keys = [k for k in stored_keys(memcached_url.removeprefix("memcached://")) if namespace in k]
     for key in keys:
-        raw.set(key, payload, 60)
+        raw.set(key, attack(raw.get(key) or b"\0"), 60)
     return len(keys)
 
 
-def attack(tmp_path: Path) -> tuple[Path, bytes, bytes]:
-    """A file the attack would create, its unsigned pickle, and a value signed under another
-    site's SECRET_KEY (a foreign value)."""
+def flip_the_last_bit(stored: bytes) -> bytes:
+    return stored[:-1] + bytes([stored[-1] ^ 1])
+
+
+def attacks(tmp_path: Path) -> tuple[Path, tuple[Attack, ...]]:
+    """A file the attack would create, and the attacks: an unsigned pickle, a pickle signed
+    under another site's SECRET_KEY (a foreign value), and the site's own values tampered."""
     evidence = tmp_path / "code-ran"
     payload = Codec("pickle").dumps(TouchesAFile(evidence), "k")
     foreign = Codec(signing_key=derived_key("another site's secret")).dumps(TouchesAFile(evidence))
-    return evidence, payload, foreign
+    return evidence, (lambda _: payload, lambda _: foreign, flip_the_last_bit)
 
 
 def replace_and_read(
     memcached_url: str,
     namespace: str,
-    attacks: tuple[bytes, ...],
+    site_attacks: tuple[Attack, ...],
     get: Callable[[str, object], object],
     page: Callable[[], bytes],
 ) -> None:
@@ -66,8 +76,8 @@ def replace_and_read(
     page()
     renders = len(site.renders)
     assert page().startswith(b"catalog") and len(site.renders) == renders, "a hit"
-    for value in attacks:
-        assert overwrite_the_sites_entries(memcached_url, namespace, value) >= 2
+    for attack in site_attacks:
+        assert overwrite_the_sites_entries(memcached_url, namespace, attack) >= 2
         assert get("price", None) is None
         assert page().startswith(b"catalog")
         assert len(site.renders) == renders + 1, "rebuilt, not read from the attacker"
@@ -78,13 +88,13 @@ def replace_and_read(
 def test_django_never_unpickles_what_it_did_not_sign_with_the_tutorials_settings(
     memcached_url: str, tmp_path: Path
 ) -> None:
-    evidence, payload, foreign = attack(tmp_path)
+    evidence, site_attacks = attacks(tmp_path)
     namespace = fresh_namespace("dj")
     with override_settings(**django_settings(memcached_url, prefix=namespace)):
         cache, client = caches["default"], Client()
         cache.set("price", {"amount": 10}, 60)
         page = lambda: client.get("/catalog-long/").content  # noqa: E731
-        replace_and_read(memcached_url, namespace, (payload, foreign), cache.get, page)
+        replace_and_read(memcached_url, namespace, site_attacks, cache.get, page)
         assert not evidence.exists(), "an unsigned or foreign pickle ran"
 
 
@@ -133,13 +143,13 @@ def flask_tutorial_app(url: str, namespace: str, **config: object) -> Flask:
 def test_flask_never_unpickles_what_it_did_not_sign_with_the_tutorials_settings(
     memcached_url: str, tmp_path: Path
 ) -> None:
-    evidence, payload, foreign = attack(tmp_path)
+    evidence, site_attacks = attacks(tmp_path)
     namespace = fresh_namespace("fl")
     app = flask_tutorial_app(memcached_url, namespace)
     cache, client = app.extensions["mcache"], app.test_client()
     cache.set("price", {"amount": 10})
     page = lambda: client.get("/catalog-long/").data  # noqa: E731
-    replace_and_read(memcached_url, namespace, (payload, foreign), cache.get, page)
+    replace_and_read(memcached_url, namespace, site_attacks, cache.get, page)
     assert not evidence.exists(), "an unsigned or foreign pickle ran"
 
 
@@ -175,11 +185,11 @@ def test_flask_without_a_secret_refuses_a_shared_store_naming_the_settings(
 def test_flask_trusting_unsigned_pickle_does_what_its_name_says(
     memcached_url: str, tmp_path: Path
 ) -> None:
-    evidence, payload, _ = attack(tmp_path)
+    evidence, (unsigned, *_) = attacks(tmp_path)
     namespace = fresh_namespace("fl")
     app = flask_tutorial_app(memcached_url, namespace, MCACHE_TRUST_UNSIGNED_PICKLE=True)
     cache = app.extensions["mcache"]
     cache.set("price", {"amount": 10})
-    overwrite_the_sites_entries(memcached_url, namespace, payload)
+    overwrite_the_sites_entries(memcached_url, namespace, unsigned)
     cache.get("price")
     assert evidence.exists(), "the opt-out reads unsigned pickles, as its name says"

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from mcache import Cache, Entry
-from tests.queues import web
+from mcache import Cache, Codec, Entry
+from mcache.model.signing import derived_key
+from tests.queues import django_settings, web
 from tests.queues.conftest import ROOT, celery_worker, queue_env, rq_worker, tasks_worker
 
 KEYS, PROCESSES, THREADS = 20, 4, 8
@@ -34,9 +35,10 @@ def store_report(cache: Cache, module: str, number: int, value: str, fresh: bool
     cache.store.set(key, cache.codec.dumps(Entry(value, until, 10, {}).to_wire(), key), 600)
 
 
-def make_stale(url: str, env: dict[str, str], module: str) -> Cache:
-    """Store an expired ``"old"`` report under every key; return a cache to inspect them."""
-    cache = Cache(url, namespace=env["MCACHE_QUEUE_NAMESPACE"])
+def make_stale(url: str, env: dict[str, str], module: str, codec: Codec | None = None) -> Cache:
+    """Store an expired ``"old"`` report under every key; return a cache to inspect them
+    (with the site's ``codec``: a Django site signs with a key derived from SECRET_KEY)."""
+    cache = Cache(url, namespace=env["MCACHE_QUEUE_NAMESPACE"], codec=codec)
     for number in range(KEYS):
         store_report(cache, module, number, "old", fresh=False)
     return cache
@@ -70,8 +72,10 @@ def check_one_build_each_in_a_worker(cache: Cache, module: str, web_pids: set[in
         assert cache.store.get(f"builds:{number}") == b"1", f"key {number} built more than once"
 
 
-def scenario(url: str, env: dict[str, str], module: str = "tests.queues.builders") -> None:
-    cache = make_stale(url, env, module)
+def scenario(
+    url: str, env: dict[str, str], module: str = "tests.queues.builders", codec: Codec | None = None
+) -> None:
+    cache = make_stale(url, env, module, codec)
     values, web_pids = hammer(env)
     assert len(values) == PROCESSES * THREADS * KEYS
     assert {value for _, value, _ in values} == {"old"}, "every caller got the stale value at once"
@@ -123,4 +127,5 @@ def test_django_tasks_workers_rebuild_each_stale_key_once(
     migrate = [sys.executable, "-m", "django", "migrate", "-v0"]
     subprocess.run(migrate, cwd=ROOT, env=env, check=True, timeout=120)
     workers.append(tasks_worker(env).start())
-    scenario(memcached_url, env, "tests.queues.django_builders")
+    django_codec = Codec(signing_key=derived_key(django_settings.SECRET_KEY))
+    scenario(memcached_url, env, "tests.queues.django_builders", django_codec)

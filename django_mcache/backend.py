@@ -36,7 +36,7 @@ from mcache.sansio.steps import (
     settled,
 )
 
-from .config import PageDefaults, cache_from_settings, page_defaults
+from .config import PageDefaults, cache_from_settings, page_defaults, secret_key
 
 __all__ = ["MCacheBackend"]
 
@@ -52,8 +52,7 @@ def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
     """Return this process's core cache for a ``CACHES`` entry and the replica-lag
     settings (:func:`~django_mcache.aliases.replication_lag`), building it once."""
     read_settings = [  # beside the entry, what cache_from_settings reads
-        getattr(settings, name, None)
-        for name in ("MCACHE_REPLICATION_LAG", "DATABASE_ROUTERS", "SECRET_KEY_FALLBACKS")
+        getattr(settings, name, None) for name in ("MCACHE_REPLICATION_LAG", "DATABASE_ROUTERS")
     ]
     entry = repr(sorted((str(k), repr(v)) for k, v in params.items()))
     signature = (str(location), entry, repr(read_settings), _secret_fingerprint())
@@ -73,13 +72,10 @@ def _core_cache(location: str, params: Mapping[str, Any]) -> Cache:
 
 
 def _secret_fingerprint() -> str:
-    """Tell ``SECRET_KEY``s apart (a cache built under another one signs with another key)
-    without keeping the secret itself in a dictionary key."""
-    try:
-        secret = str(settings.SECRET_KEY)
-    except ImproperlyConfigured:  # empty: cache_from_settings says what to write
-        secret = ""
-    return hashlib.sha256(secret.encode()).hexdigest()
+    """Tell ``SECRET_KEY``s (and ``SECRET_KEY_FALLBACKS``) apart, as a cache built under
+    others signs with other keys, without keeping the secrets in a dictionary key."""
+    fallbacks = getattr(settings, "SECRET_KEY_FALLBACKS", ())
+    return hashlib.sha256(repr((secret_key(), list(fallbacks))).encode()).hexdigest()
 
 
 def _counted(key: Any, value: int | None) -> int:

@@ -18,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from mcache import Cache
 from mcache.admin.report import servers_down
 from mcache.errors import MCacheError
+from mcache.stores.redaction import redacted_url
 
 from .aliases import BACKEND, cache_alias, check_alias
 from .config import cache_from_settings
@@ -125,7 +126,7 @@ def check_reachable(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
 
 
 def _location(alias: str) -> str:
-    return str(settings.CACHES.get(alias, {}).get("LOCATION", ""))
+    return redacted_url(settings.CACHES.get(alias, {}).get("LOCATION", ""))
 
 
 def _process_local(alias: str) -> bool:

@@ -25,8 +25,9 @@ from mcache.admin.config_problems import (
 )
 from mcache.errors import ConfigError
 from mcache.model.codec import Codec
-from mcache.model.signing import signed_by_default
+from mcache.model.signing import signed_by_default, unsigned_pickle
 from mcache.refreshers import NAMES as REFRESHER_NAMES
+from mcache.stores.redaction import redacted_url
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
 from mcache.stores.url import SCHEMES, SQL_STORE_OPTIONS, checked_options
 from mcache.web.page import cookie_names
@@ -78,7 +79,7 @@ def cache_from_settings(location: str, params: Mapping[str, Any]) -> Cache:
     if unknown:
         problems.add(
             f"unknown OPTIONS {named_with_guesses(unknown, known_options)} for LOCATION"
-            f" {location!r}; "
+            f" {redacted_url(location)!r}; "
             f"mcache options: {', '.join(sorted(CACHE_OPTIONS | PAGE_OPTIONS))}; codec options: "
             f"{', '.join(sorted(CODEC_OPTIONS))}; store options for this LOCATION: "
             f"{', '.join(sorted(_store_options(location))) or 'none'}"
@@ -116,20 +117,27 @@ def _signed_by_default(codec_kwargs: dict[str, Any]) -> dict[str, Any]:
     ``SECRET_KEY_FALLBACKS``, unless ``OPTIONS`` chose otherwise (a store other processes
     write to is a way to run code in this one: docs/explanation/security.md)."""
     from django.conf import settings
-    from django.core.exceptions import ImproperlyConfigured
 
-    try:
-        secret = settings.SECRET_KEY
-    except ImproperlyConfigured:
-        secret = ""
-    signed = signed_by_default(codec_kwargs, secret, getattr(settings, "SECRET_KEY_FALLBACKS", ()))
-    if Codec(**signed).runs_unsigned_code:
+    fallbacks = getattr(settings, "SECRET_KEY_FALLBACKS", ())
+    signed = signed_by_default(codec_kwargs, secret_key(), fallbacks)
+    if unsigned_pickle(signed):
         raise ConfigError(
             "SECRET_KEY is empty, and mcache signs cached values with a key derived from it:"
             " set SECRET_KEY, or OPTIONS['signing_key'], or OPTIONS['serializer'] = 'json', or"
             " OPTIONS['trust_unsigned_pickle'] = True if only trusted hosts reach the servers"
         )
     return signed
+
+
+def secret_key() -> str:
+    """Return ``SECRET_KEY``, or "" where Django refuses to read it (empty)."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        return str(settings.SECRET_KEY)
+    except ImproperlyConfigured:
+        return ""
 
 
 class PageDefaults(NamedTuple):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.sessions.backends.base import SessionBase
 from django.contrib.sessions.backends.cache import SessionStore as CacheSessionStore
 from django.core.exceptions import ImproperlyConfigured
+
+from mcache.stores.url import memcached_replicas
 
 from .aliases import BACKEND
 from .backend import MCacheBackend
@@ -41,9 +42,9 @@ def _build(alias: str, replicas: int, entry: str) -> MCacheBackend:
         )
     location = params.get("LOCATION", "")
     options = dict(params.get("OPTIONS") or {})
-    if isinstance(location, str) and location.startswith("memcached://") and replicas > 1:
-        servers = len(urlsplit(location).netloc.split(","))
-        options["replicas"] = min(replicas, servers)
+    copies = memcached_replicas(location, replicas)
+    if copies is not None and copies > 1:
+        options["replicas"] = copies
     return MCacheBackend(location, {**params, "OPTIONS": options})
 
 

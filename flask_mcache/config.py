@@ -20,7 +20,7 @@ from mcache.admin.config_problems import (
 )
 from mcache.errors import ConfigError
 from mcache.model.codec import Codec
-from mcache.model.signing import SAFE_SERIALIZERS, signed_by_default
+from mcache.model.signing import signed_by_default, unsigned_pickle
 from mcache.stores import from_url
 from mcache.web.page import cookie_names
 from mcache.web.surrogates import checked_kind
@@ -122,8 +122,7 @@ def _signed_by_default(
     it from, refuse to unpickle what other processes write (docs/explanation/security.md)."""
     secret = config.get("SECRET_KEY")
     signed = signed_by_default(codec_kwargs, secret, config.get("SECRET_KEY_FALLBACKS") or ())
-    unsigned = signed.get("signing_key") is None and not signed.get("trust_unsigned_pickle")
-    if unsigned and signed.get("serializer", "pickle") not in SAFE_SERIALIZERS:
+    if unsigned_pickle(signed):
         problems.add(
             "values on a shared store are pickled, and with no SECRET_KEY there is nothing to"
             " sign them with: whoever can write to the servers could run code in this app."

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 from typing import Any
-from urllib.parse import urlsplit
 
 from flask import Flask, Request, Response
 from flask.sessions import SecureCookieSession, SessionInterface
@@ -19,6 +18,7 @@ from itsdangerous import BadSignature, Signer
 
 from mcache import Cache
 from mcache.errors import ConfigError
+from mcache.stores.url import memcached_replicas
 
 from .config import cache_from_config
 
@@ -115,7 +115,7 @@ def session_cache(app: Flask) -> Cache:
     replicas = config.get("MCACHE_SESSION_REPLICAS", 2)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
         raise ConfigError(f"MCACHE_SESSION_REPLICAS must be a whole number >= 1, got {replicas!r}")
-    if isinstance(url, str) and url.startswith("memcached://") and replicas > 1:
-        servers = len(urlsplit(url).netloc.split(","))
-        config["MCACHE_REPLICAS"] = min(replicas, servers)
+    copies = memcached_replicas(url, replicas)
+    if copies is not None and copies > 1:
+        config["MCACHE_REPLICAS"] = copies
     return cache_from_config(config, url_key)

@@ -223,7 +223,9 @@ class Writer:
         if not entry.is_fresh(self.parts.clock.time_ms()):
             return False
         return (
-            yield StoreCall(store, "cas", (store_key, codec.dumps(entry.value), token, seconds))
+            yield StoreCall(
+                store, "cas", (store_key, codec.dumps(entry.value, store_key), token, seconds)
+            )
         )
 
     def settle_steps(

@@ -248,7 +248,7 @@ class Codec:
         site has not said the store is trusted."""
         return (
             self._signer is None
-            and self.serializer.name not in ("json", "msgpack")
+            and self._serializer_id not in (_JSON, _MSGPACK)
             and not self.trust_unsigned_pickle
         )
 
@@ -352,7 +352,7 @@ class Codec:
 
     def _verified_body(self, data: bytes, key: str) -> bytes | None:
         """Return a signed value's body if its tag is valid for ``key``; else log, return None."""
-        signer, start = self._signer, _HEADER_SIZE + _TAG_SIZE
+        signer, start = self._signer, _SIGNED_BODY
         if signer is None:
             reason = "signed value, but this codec has no signing key"
         elif len(data) < start:

@@ -32,6 +32,7 @@ __all__ = [
     "derived_key",
     "key_bytes",
     "signed_by_default",
+    "unsigned_pickle",
     "warn_if_unsigned",
 ]
 
@@ -104,7 +105,7 @@ class Signer:
     def check(self, key: str, header: bytes, body: bytes, tag: bytes) -> bool | None:
         """Return True for a tag of the current key, False for a fallback key's, None for
         any other (tampered with, copied from another key, or signed with an unknown key)."""
-        if hmac.compare_digest(tag, _tag(self._current, key, header, body)):
+        if self.signed_now(key, header, body, tag):
             return True
         for fallback in self._fallbacks:
             if hmac.compare_digest(tag, _tag(fallback, key, header, body)):
@@ -127,15 +128,22 @@ def signed_by_default(
     (and fallbacks from its ``secret_fallbacks``) unless the site chose otherwise: its own
     ``signing_key``, a serializer that cannot run code, or ``trust_unsigned_pickle``.
     Without a ``secret`` the options come back as they are: the caller decides."""
-    if (
-        codec_options.get("signing_key") is not None
-        or codec_options.get("trust_unsigned_pickle")
-        or codec_options.get("serializer", "pickle") in SAFE_SERIALIZERS
-        or not secret
-    ):
+    if not secret or not unsigned_pickle(codec_options):
         return dict(codec_options)
-    fallbacks = [derived_key(old) for old in secret_fallbacks if old]
+    given = list(codec_options.get("fallback_signing_keys") or ())  # a site's own, kept
+    fallbacks = [*given, *(derived_key(old) for old in secret_fallbacks if old)]
     return {**codec_options, "signing_key": derived_key(secret), "fallback_signing_keys": fallbacks}
+
+
+def unsigned_pickle(codec_options: Mapping[str, Any]) -> bool:
+    """Return whether ``codec_options`` leave values unsigned, in a serializer that may run
+    code (pickle, or a site's own), without the site's word that the servers are trusted."""
+    serializer = codec_options.get("serializer", "pickle")
+    return (
+        codec_options.get("signing_key") is None
+        and not codec_options.get("trust_unsigned_pickle")
+        and not (isinstance(serializer, str) and serializer in SAFE_SERIALIZERS)
+    )
 
 
 def warn_if_unsigned(store: Store, codec: Codec) -> None:
@@ -149,5 +157,5 @@ def warn_if_unsigned(store: Store, codec: Codec) -> None:
             " share>), or Codec('json') / Codec('msgpack'), or"
             " Codec(trust_unsigned_pickle=True) if only trusted hosts reach the servers",
             UnsignedPickleWarning,
-            stacklevel=4,
+            stacklevel=3,
         )

@@ -17,6 +17,7 @@ from mcache.contract.store import Store
 from mcache.errors import ConfigError, named_with_guesses
 from mcache.model.ring import Server
 from mcache.stores.memory.store import MemoryStore
+from mcache.stores.redaction import redacted_url
 from mcache.stores.sql.dialects import check_table_name
 from mcache.stores.sql.store import SqlStore
 from mcache.stores.tiered.store import TieredStore
@@ -121,20 +122,12 @@ OPTIONS: dict[str, dict[str, Parser]] = {
 def from_url(url: str, **options: object) -> Store:
     """Build the store a URL names; keyword options override the query string.
 
-    A password in the URL never appears in the error a bad URL raises."""
-    try:
-        return _from_url(url, options)
-    except ConfigError as error:
-        password = urlsplit(url).password if isinstance(url, str) else None
-        if password and password in str(error):
-            raise ConfigError(str(error).replace(password, "***")) from None
-        raise
-
-
-def _from_url(url: str, options: dict[str, object]) -> Store:
+    A password in the URL never appears in the error a bad URL raises: the messages name
+    the URL as :func:`~mcache.stores.redaction.redacted_url` shows it."""
+    shown = redacted_url(url)
     if not isinstance(url, str) or "://" not in url:
         raise ConfigError(
-            f"store URL must look like scheme://…, got {url!r}; valid examples: "
+            f"store URL must look like scheme://…, got {shown!r}; valid examples: "
             + ", ".join(EXAMPLES.values())
         )
     parts = urlsplit(url)
@@ -145,25 +138,25 @@ def _from_url(url: str, options: dict[str, object]) -> Store:
     if scheme not in OPTIONS:
         known = [*OPTIONS, *SCHEMES, *_VALKEY]
         raise ConfigError(
-            f"unknown store scheme {named_with_guesses([parts.scheme], known)} in {url!r};"
+            f"unknown store scheme {named_with_guesses([parts.scheme], known)} in {shown!r};"
             " use memory://, memcached://,"
             f" redis://, redis+sentinel://, redis+cluster://, postgresql://, sqlite:/// or"
             f" tiered:// (valkey… for redis…) (e.g. {EXAMPLES['memcached']})"
         )
-    merged = {**_query_options(scheme, parts.query, url), **checked_options(scheme, options)}
+    merged = {**_query_options(scheme, parts.query, shown), **checked_options(scheme, options)}
     base = url.split("?", 1)[0]
     if scheme == "memory":
-        return _memory(parts.netloc, parts.path, merged, url)
+        return _memory(parts.netloc, parts.path, merged, shown)
     if scheme == "memcached":
         if parts.scheme == "memcached+tls":
             merged.setdefault("tls", True)
-        return _memcached(parts.netloc, parts.path, merged, url)
+        return _memcached(parts.netloc, parts.path, merged, shown)
     if scheme == "tiered":
-        return _tiered(parts.netloc, parts.path, merged, url)
+        return _tiered(parts.netloc, parts.path, merged, shown)
     if scheme == "postgresql":
         return _postgres(base, merged)
     if scheme == "sqlite":
-        return _sqlite(parts.netloc, parts.path, merged, url)
+        return _sqlite(parts.netloc, parts.path, merged, shown)
     if scheme == "redis+sentinel":
         return _needing(base, "redis.sentinel", "SentinelRedisStore", _REDIS_PY)(base, **merged)
     if scheme == "redis+cluster":
@@ -248,6 +241,19 @@ def _memory(netloc: str, path: str, options: dict[str, object], url: str) -> Sto
     return MemoryStore(**options)  # type: ignore[arg-type]
 
 
+def memcached_replicas(url: object, replicas: int) -> int | None:
+    """Return how many copies of each key a memcached pool at ``url`` can keep, up to
+    ``replicas`` (one per server at most); None when ``url`` is no memcached URL.
+
+    What the session stores of both adapters ask: sessions are kept on several servers."""
+    if not isinstance(url, str):
+        return None
+    parts = urlsplit(url)
+    if SCHEMES.get(parts.scheme, parts.scheme) != "memcached":
+        return None
+    return min(replicas, len(parts.netloc.rpartition("@")[2].split(",")))
+
+
 def parse_servers(netloc: str, url: str) -> list[Server]:
     """Read ``h1:p1[:weight],[::1]:p2[:weight]`` into servers."""
     if not netloc:
@@ -322,7 +328,7 @@ def _needing(url: str, module: str, name: str, install: str) -> Any:
     try:
         return getattr(importlib.import_module(f".{module}", __package__), name)
     except ImportError as error:
-        raise ConfigError(f"{url!r} needs {install} ({error})") from error
+        raise ConfigError(f"{redacted_url(url)!r} needs {install} ({error})") from error
 
 
 def _redis(base_url: str, options: dict[str, object]) -> Store:
@@ -331,13 +337,13 @@ def _redis(base_url: str, options: dict[str, object]) -> Store:
     database = parts.path.strip("/")
     if database and not database.isdigit():
         raise ConfigError(
-            f"redis database must be a number, got {database!r} in {base_url!r};"
+            f"redis database must be a number, got {database!r} in {redacted_url(base_url)!r};"
             f" e.g. {EXAMPLES['redis']}"
         )
     try:
         parts.port  # noqa: B018 - urlsplit validates the port lazily
     except ValueError as error:
-        raise ConfigError(f"bad port in {base_url!r}: {error}") from None
+        raise ConfigError(f"bad port in {redacted_url(base_url)!r}: {error}") from None
     return redis_store(base_url, **options)
 
 
@@ -350,7 +356,8 @@ def _postgres(base_url: str, options: dict[str, object]) -> Store:
     install = "psycopg 3: pip install 'psycopg[binary]' (or the [postgres] extra)"
     postgres_connector = _needing(base_url, "sql.postgres", "PostgresConnector", install)
     if not urlsplit(base_url).path.strip("/"):
-        raise ConfigError(f"no database named in {base_url!r}; e.g. {EXAMPLES['postgresql']}")
+        shown = redacted_url(base_url)
+        raise ConfigError(f"no database named in {shown!r}; e.g. {EXAMPLES['postgresql']}")
     names = ("table", "timeout", "connect_timeout", "prepare", "max_connections")
     connector = postgres_connector(base_url, **{n: options[n] for n in names if n in options})
     return _sql_store(connector, options)

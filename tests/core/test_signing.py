@@ -93,11 +93,33 @@ def test_a_framework_secret_signs_unless_the_site_chose_otherwise(chosen, signs)
         assert options == chosen
 
 
+def test_a_sites_own_fallback_keys_are_kept_beside_the_derived_ones() -> None:
+    options = signed_by_default({"fallback_signing_keys": [b"own old key"]}, "s", ["older"])
+    assert options["fallback_signing_keys"] == [b"own old key", derived_key("older")]
+
+
+def test_a_custom_serializer_is_unsafe_whatever_its_name() -> None:
+    class CallsItselfJson:
+        name = "json"
+
+        def dumps(self, obj: object) -> bytes:
+            return repr(obj).encode()
+
+        def loads(self, data: bytes) -> object:
+            return data
+
+    assert Codec(CallsItselfJson()).runs_unsigned_code
+    assert not Codec("json").runs_unsigned_code
+
+
 def test_a_shared_store_read_with_unsigned_pickle_warns_naming_the_settings(
     memcached_url: str,
 ) -> None:
-    with pytest.warns(UnsignedPickleWarning, match=r"signing_key=.*trust_unsigned_pickle=True"):
+    with pytest.warns(
+        UnsignedPickleWarning, match=r"signing_key=.*trust_unsigned_pickle=True"
+    ) as caught:
         Cache(memcached_url)
+    assert caught[0].filename == __file__, "the warning points at the line that made the Cache"
 
 
 @pytest.mark.parametrize(

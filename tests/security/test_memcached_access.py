@@ -19,6 +19,9 @@ from mcache import Cache, Codec
 from mcache.contract.store import NO_VALUE
 from mcache.errors import ConfigError
 from mcache.stores import from_url
+from mcache.stores.memcached.access import AccessRefused, access_of, check_auth_reply
+from mcache.stores.redaction import redacted_url
+from mcache.stores.url import memcached_replicas
 from tests.security.certificates import Certificates, make_certificates
 from tests.security.running import running
 from tests.servers import HOST, ServerProcess, memcached_process
@@ -212,3 +215,34 @@ def test_authenticating_to_a_server_without_auth_leaves_no_password_readable(
 def test_half_given_access_settings_are_refused(url: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         from_url(url)
+
+
+def test_only_a_refused_password_is_a_setting_to_fix() -> None:
+    check_auth_reply(b"STORED")
+    with pytest.raises(AccessRefused):
+        check_auth_reply(b"CLIENT_ERROR authentication failure")
+    for busy in (b"ERROR Too many open connections", b"SERVER_ERROR out of memory"):
+        with pytest.raises(ConnectionError) as down:
+            check_auth_reply(busy)
+        assert not isinstance(down.value, AccessRefused), "a busy server is down, not refused"
+
+
+def test_no_password_in_reprs_or_errors() -> None:
+    access = access_of(False, None, None, None, True, USER, "hunter2-secret")
+    assert "hunter2" not in repr(access)
+    for url in (
+        "memcached://alice:hunter2-secret@127.0.0.1:11211?hashing=nope&timeout=x",
+        "memcached://127.0.0.1:11211?password=hunter2-secret&timeout=x",
+        "redis://:hunter2-secret@127.0.0.1:6379/zero",
+        "nosuch://alice:hunter2-secret@127.0.0.1:1",
+    ):
+        with pytest.raises(ConfigError) as refused:
+            from_url(url)
+        assert "hunter2" not in str(refused.value) and "***" in str(refused.value)
+    assert redacted_url("memcached://a:1@127.0.0.1:11211") == "memcached://a:***@127.0.0.1:11211"
+
+
+def test_sessions_keep_their_replicas_on_a_tls_pool() -> None:
+    assert memcached_replicas("memcached+tls://a:b@10.0.0.1:11211,10.0.0.2:11211", 3) == 2
+    assert memcached_replicas("memcached://10.0.0.1:11211", 2) == 1
+    assert memcached_replicas("redis://10.0.0.1:6379/0", 2) is None

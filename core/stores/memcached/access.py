@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import socket
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pymemcache.client.base import Client
@@ -33,6 +33,7 @@ __all__ = [
     "AuthenticatingClient",
     "access_of",
     "check_access",
+    "check_auth_reply",
     "tls_context",
 ]
 
@@ -40,7 +41,12 @@ _STORED = b"STORED\r\n"
 
 
 class AccessRefused(ConnectionError):
-    """The server refused the user and password (or answered the request oddly)."""
+    """The server refused the user and password (``CLIENT_ERROR authentication failure``)."""
+
+
+_REFUSED = b"CLIENT_ERROR authentication failure"
+_NOT_TLS = frozenset({"WRONG_VERSION_NUMBER", "UNKNOWN_PROTOCOL", "HTTP_REQUEST"})
+"""What the TLS handshake reports when the server speaks plain text (memcached without -Z)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +54,7 @@ class Access:
     """What every connection to the pool's servers does before its first command."""
 
     tls: ssl.SSLContext | None = None
-    credentials: bytes | None = None  # b"user password"
+    credentials: bytes | None = field(default=None, repr=False)  # b"user password"
 
     @property
     def guarded(self) -> bool:
@@ -82,10 +88,21 @@ def authenticate(sock: socket.socket, credentials: bytes) -> None:
     while not reply.endswith(b"\r\n"):
         chunk = sock.recv(256)
         if not chunk:
-            raise AccessRefused("the server closed the connection (wrong user or password?)")
+            raise ConnectionResetError("memcached closed the connection before authenticating")
         reply += chunk
-    if reply != _STORED:
-        raise AccessRefused(reply.decode("ascii", "replace").strip())
+    check_auth_reply(reply.rstrip(b"\r\n"))
+
+
+def check_auth_reply(line: bytes) -> None:
+    """Return if ``line`` lets the connection in; raise ``AccessRefused`` for a refused
+    password, ``ConnectionError`` for anything else (a busy server: ``ERROR Too many open
+    connections``), which the pool treats as a server down, not a setting to fix."""
+    if line == _STORED.rstrip():
+        return
+    text = line.decode("ascii", "replace")
+    if line.startswith(_REFUSED):
+        raise AccessRefused(text)
+    raise ConnectionError(f"memcached answered the authentication with {text!r}")
 
 
 class AuthenticatingClient(Client):
@@ -178,9 +195,11 @@ def check_access(servers: list[Server], access: Access, timeout: float) -> None:
                 " (?tls_ca_file=/path/ca.pem), or tls_verify=false on a test server"
             ) from None
         except ssl.SSLError as error:
+            if error.reason not in _NOT_TLS:
+                continue  # cut off mid-handshake (a busy server, a proxy): down, not a setting
             raise ConfigError(
-                f"memcached {server.name}: TLS failed ({error.reason or error}): a server"
+                f"memcached {server.name}: TLS failed ({error.reason}): a server"
                 " started with TLS (memcached -Z) is needed, or a URL without tls"
             ) from None
         except OSError:
-            continue  # down or unreachable: the pool routes around it, as at run time
+            continue  # down, busy or unreachable: the pool routes around it, as at run time

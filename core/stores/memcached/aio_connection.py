@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcache.stores.memcached import meta
-from mcache.stores.memcached.access import AccessRefused
+from mcache.stores.memcached.access import check_auth_reply
 from mcache.stores.memcached.wire import (
     ProtocolError,
     parse_lines,
@@ -113,10 +113,10 @@ class AioConnection(asyncio.Protocol):
     # -- commands: pymemcache's names, arguments and answers -----------------------------------
 
     async def authenticate(self, request: bytes) -> None:
-        """Send the user and password (``memcached -Y``); raise ``AccessRefused`` unless let in."""
+        """Send the user and password (``memcached -Y``); raise unless let in (as the blocking
+        client does: :func:`~mcache.stores.memcached.access.check_auth_reply`)."""
         (line,) = await self._lines(request, 1)
-        if line != b"STORED":
-            raise AccessRefused(line.decode("ascii", "replace"))
+        check_auth_reply(line)
 
     async def get_many(self, keys: list[str]) -> dict[str, bytes]:
         return await self.request(b"get " + " ".join(keys).encode() + b"\r\n", parse_values)  # type: ignore[no-any-return]

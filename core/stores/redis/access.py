@@ -52,8 +52,8 @@ def check_access(client: redis.Redis, shown_url: str) -> None:
             f" (redis://user:password@host): {error}; write an ACL user's (ACL SETUSER)"
         ) from None
     except ResponseError as error:
-        if "NOAUTH" in str(error) or "NOPERM" in str(error):
-            raise ConfigError(f"redis {shown_url}: {error}; the URL's user lacks it") from None
+        if "NOAUTH" in str(error):  # NOPERM: logged in, only PING is not granted; fine
+            raise ConfigError(f"redis {shown_url}: {error}; set the URL's user:password") from None
     except ConnectionError as error:
         text = str(error)
         if "CERTIFICATE_VERIFY_FAILED" in text:
@@ -62,7 +62,7 @@ def check_access(client: redis.Redis, shown_url: str) -> None:
                 " ssl_ca_certs to the CA that signed it (?ssl_ca_certs=/path/ca.pem), or"
                 " ssl_cert_reqs=none on a test server"
             ) from None
-        if "SSL" in text:
+        if "WRONG_VERSION_NUMBER" in text:
             raise ConfigError(
                 f"redis {shown_url}: TLS failed ({text}): a server with a TLS port"
                 " (redis-server --tls-port) is needed, or redis:// without TLS"

@@ -23,6 +23,7 @@ from mcache.contract.store import StaleClaim, StoreTraits
 from mcache.contract.store_helpers import MiB, twin_made_once
 from mcache.errors import ConfigError, NotNumeric, StoreUnavailable
 from mcache.sansio.steps import run_steps
+from mcache.stores.redaction import redacted_url
 from mcache.stores.redis.access import check_access, guarded, tls_options
 from mcache.stores.redis.steps import Command, Pipelined, RedisSteps, Scripted
 from mcache.stores.redis.tracking import InvalidationFeed, Listener
@@ -211,11 +212,8 @@ def check_options(
 
 
 def _redacted(url: str) -> str:
-    """Hide a password in a URL before it reaches a log line or an error message."""
-    scheme, sep, rest = url.partition("://")
-    if "@" not in rest:
-        return url
-    return f"{scheme}{sep}***@{rest.rpartition('@')[2]}"
+    """Hide the passwords of a URL before it reaches a log line or an error message."""
+    return redacted_url(url)
 
 
 def info_stats(

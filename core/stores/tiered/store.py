@@ -57,7 +57,8 @@ class TieredStore(SteppedStore):
         self._twin: AsyncTieredStore | None = None
         self.traits = StoreTraits(
             expiry_slack=cold.traits.expiry_slack,  # locks live in the cold tier
-            process_local=cold.traits.process_local,  # what processes share is the cold tier
+            # Local only when neither tier is shared: a shared hot tier is written by others.
+            process_local=cold.traits.process_local and hot.traits.process_local,
             async_twin=True,
             incr_many=True,
             tiered=True,

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import atexit
 import functools
+import itertools
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from mcache.clock import Clock, system_clock
-from mcache.contract.store import Store
+from mcache.contract.store import NO_VALUE, Store
 from mcache.engine.build import Builder, BuildOptions
 from mcache.engine.lock import Lock
 from mcache.engine.options import (
+    CallOptions,
     Jitter,
     TagsArg,
     build_options,
@@ -27,7 +29,6 @@ from mcache.engine.options import (
     duration,
     seconds,
     tag_list,
-    with_defaults,
 )
 from mcache.engine.parts import CacheParts
 from mcache.engine.reading import Reader
@@ -58,6 +59,7 @@ __all__ = ["Cache", "Key"]
 
 T = TypeVar("T")
 _KEYS_REMEMBERED = 4096  # string keys whose store keys a cache keeps
+_ALWAYS: Callable[[], bool] = itertools.repeat(True).__next__  # a C call: asked on every read
 
 
 class Cache(PlainOperations):
@@ -125,7 +127,8 @@ class Cache(PlainOperations):
         self.defaults = build_options(
             ttl, stale_ttl, lock_timeout, wait, refresh, early_refresh, jitter, stale_wait
         )
-        self._stale_ttl = stale_ttl  # None: a call's stale_ttl follows the call's own ttl
+        # stale_ttl None: a call's stale_ttl follows the call's own ttl
+        self._options = CallOptions(self.defaults, stale_ttl)
         self.codec = codec or Codec()
         warn_if_unsigned(self.store, self.codec)
         self.failures = failure_log or FailureLog()
@@ -155,7 +158,7 @@ class Cache(PlainOperations):
             self.tracer,
             self.failures,
             refresher or ThreadPoolRefresher(),
-            may_store or (lambda: True),
+            may_store or _ALWAYS,
             coherence,
             int(duration(replication_lag, "replication_lag") * 1000),
         )
@@ -253,12 +256,16 @@ class Cache(PlainOperations):
         ``tags`` (``invalidate``), or of the tags of any cached value read while
         building, makes the entry stale.
         """
-        options = with_defaults(
-            self.defaults, self._stale_ttl, ttl, stale_ttl, wait, lock_timeout, refresh,
-            early_refresh, stale_wait,
-        )  # fmt: skip
+        options = self._options.resolve(
+            ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait
+        )
+        store_key = self._store_key(key)
+        if self.parts.near is not None and not self.counts.observers:
+            value = self.builder.near_value(store_key, tags, options)
+            if value is not NO_VALUE:  # a near hit: no generator, no round trip
+                return value  # type: ignore[no-any-return]
         names = tag_list(tags)
-        steps = self.builder.get_or_build_steps(self._store_key(key), build, names, options)
+        steps = self.builder.get_or_build_steps(store_key, build, names, options)
         return self._run("get_or_build", key, steps, names)
 
     async def aget_or_build(
@@ -277,12 +284,16 @@ class Cache(PlainOperations):
     ) -> T:
         """Await ``get_or_build`` with a coroutine builder: the same algorithm, driven by awaits,
         so nested cached coroutines never starve a thread pool (see docs/how-to/async.md)."""
-        options = with_defaults(
-            self.defaults, self._stale_ttl, ttl, stale_ttl, wait, lock_timeout, refresh,
-            early_refresh, stale_wait,
-        )  # fmt: skip
+        options = self._options.resolve(
+            ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait
+        )
+        store_key = self._store_key(key)
+        if self.parts.near is not None and not self.counts.observers:
+            value = self.builder.near_value(store_key, tags, options)
+            if value is not NO_VALUE:  # a near hit awaits nothing
+                return value  # type: ignore[no-any-return]
         names = tag_list(tags)
-        steps = self.builder.get_or_build_steps(self._store_key(key), build, names, options)
+        steps = self.builder.get_or_build_steps(store_key, build, names, options)
         return await self._arun("aget_or_build", key, steps, names)
 
     def get_or_build_steps(
@@ -328,7 +339,7 @@ class Cache(PlainOperations):
 
     def call_options(self, **options: Any) -> BuildOptions:
         """Return a call's ``get_or_build`` options (``ttl``, ``wait``, …), checked."""
-        return with_defaults(self.defaults, self._stale_ttl, **call_option_names(options))
+        return self._options.resolve(**call_option_names(options))
 
     def lock(self, name: str, timeout: int | None = None, wait: float = 0.0) -> Lock:
         """Return the distributed lock ``name``; use ``with cache.lock("x", wait=5): …``.

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from contextvars import ContextVar
+from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import NO_VALUE, LeaseBid
@@ -28,12 +29,12 @@ from mcache.engine.call import BuildOptions, Call, ServedStale
 from mcache.engine.flight import Flight, NotShared, SingleFlight
 from mcache.engine.fresh_reads import newest_version
 from mcache.engine.lock import Lock, pauses
+from mcache.engine.options import TagsArg, tag_list
 from mcache.engine.rebuild import HandOver, Rebuilds
 from mcache.engine.writing import Writer
 from mcache.errors import Uncacheable
 from mcache.model.dependencies import inside_build, report
 from mcache.model.entry import Entry
-from mcache.model.near import NearCopy
 from mcache.observe.outcome import UNCACHED
 from mcache.sansio.steps import (
     Pause,
@@ -170,24 +171,9 @@ class Builder:
             )
         ):
             self.parts.trace(key, "H")
-            self.parts.counts.add("hits", key=key)
+            self.parts.counts.add("hits", 1, key)
             return True
         return False
-
-    def near_hit(self, key: str, copy: NearCopy, o: BuildOptions | None) -> Any:
-        """Return the value of a near copy that is still a hit (every tag at the version this
-        process knows, fresh, not picked early, as a hit from the store), else ``NO_VALUE``;
-        with no options ``o``, never picked early (a read that would not rebuild it)."""
-        entry = copy.entry
-        tags = entry.tags
-        if tags and self.parts.tags.local_versions(tags) != tags:
-            return NO_VALUE
-        now = self.parts.clock.time_ms()
-        if not self.is_hit(key, entry, tags, _NONE, now, o, xfetch=o is not None):  # type: ignore[arg-type]
-            return NO_VALUE
-        if tags and inside_build():
-            report(self.parts.tags.scope, tags)
-        return self.parts.near.value(copy)  # type: ignore[union-attr]
 
     def fresh_value_steps(self, key: str, tags: list[str]) -> Steps[Any]:
         """Return the value ``get_or_build(key, tags=tags)`` would return as a hit (from the
@@ -210,13 +196,38 @@ class Builder:
             return NO_VALUE
         return self.hit_value(key, entry, tags, mark)  # type: ignore[arg-type]
 
+    def near_value(self, key: str, tags: TagsArg, o: BuildOptions) -> Any:
+        """Return ``get_or_build``'s hit from the near tier, else ``NO_VALUE``: what the
+        facade answers before it makes the read path's steps (a near hit needs no I/O).
+
+        ``tags`` as the caller gave them: a list equal to the names a copy was kept
+        for was checked when it was kept, so only other forms go through ``tag_list``.
+        """
+        if not self.parts.may_store():
+            return NO_VALUE  # uncommitted data: the steps build it for this caller alone
+        return self.near_lookup(key, tags if type(tags) is list else tag_list(tags), o)
+
     def near_lookup(self, key: str, tags: list[str], o: BuildOptions | None) -> Any:
         """Return the value of ``key``'s near copy if it was kept for these ``tags`` and is
-        still a hit (see :meth:`near_hit`), else ``NO_VALUE``."""
-        copy = self.parts.near.get(key)  # type: ignore[union-attr]
+        still a hit (every tag at the version this process knows, fresh, not picked early,
+        as a hit from the store), else ``NO_VALUE``; with no options ``o``, never picked
+        early (a read that would not rebuild it). One frame: it is the whole near hit."""
+        parts = self.parts
+        near = parts.near
+        copy = near.copies.get(key)  # type: ignore[union-attr]
         if copy is None or copy.names != tags:
             return NO_VALUE
-        return self.near_hit(key, copy, o)
+        entry = copy.entry
+        versions = entry.tags
+        moment = monotonic()
+        if copy.until < moment or (versions and not parts.tags.all_current(versions, moment)):
+            return NO_VALUE
+        now = parts.clock.time_ms()
+        if not self.is_hit(key, entry, versions, _NONE, now, o, o is not None):  # type: ignore[arg-type]
+            return NO_VALUE
+        if versions and inside_build():
+            report(parts.tags.scope, versions)
+        return copy.copied()
 
     def hit_value(self, key: str, entry: Entry, tags: list[str], mark: Any) -> Any:
         """Return a hit's value read from the store: kept in the near tier unless an

@@ -11,6 +11,7 @@ from mcache.errors import ConfigError
 from mcache.memo import BoundedMemo
 
 __all__ = [
+    "CallOptions",
     "Jitter",
     "TagsArg",
     "build_options",
@@ -182,3 +183,50 @@ def call_option_names(options: dict[str, object]) -> dict[str, object]:
             f"unknown option(s) {', '.join(sorted(unknown))}; valid: {', '.join(CALL_OPTIONS)}"
         )
     return {name: options.get(name) for name in CALL_OPTIONS}
+
+
+_NOTHING_GIVEN = (None,) * len(CALL_OPTIONS)
+
+
+class CallOptions:
+    """A cache's ``get_or_build`` options for each call: its defaults, or what the call
+    gives, checked the first time that set of options is seen.
+
+    A call site passes the same options on every call (``ttl=60`` in a decorator, a view,
+    a template tag), so a hit looks its options up instead of checking and building them
+    again. The lookup key carries each value's type: ``True`` equals ``1`` as a dict key,
+    and is a mistake as a ``ttl`` where ``1`` is not.
+    """
+
+    __slots__ = ("_seen", "defaults", "stale_ttl")
+
+    def __init__(self, defaults: BuildOptions, stale_ttl: float | None) -> None:
+        self.defaults = defaults
+        self.stale_ttl = stale_ttl
+        self._seen: BoundedMemo[tuple[object, ...], BuildOptions] = BoundedMemo(256)
+
+    def resolve(
+        self,
+        ttl: float | None,
+        stale_ttl: float | None,
+        wait: float | None,
+        lock_timeout: int | None,
+        refresh: str | None,
+        early_refresh: float | bool | None,
+        stale_wait: float | None,
+    ) -> BuildOptions:
+        """Return a call's options (see :func:`with_defaults`), from the memo when seen."""
+        given = (ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait)
+        if given == _NOTHING_GIVEN:
+            return self.defaults
+        given = (ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait)
+        key = (*given, *map(type, given))
+        try:
+            options = self._seen.get(key)
+        except TypeError:  # an unhashable value: no option takes one, as the check says
+            options = key = None
+        if options is None:
+            options = with_defaults(self.defaults, self.stale_ttl, *given)
+            if key is not None:
+                self._seen.remember(key, options)
+        return options

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 from mcache.errors import StoreUnavailable, ValueTooLarge
 from mcache.model.keys import MAX_KEY_BYTES, make_key
 from mcache.observe.outcome import STORE_FAILED
+from mcache.observe.trace import logging_events
 
 if TYPE_CHECKING:
     from mcache.clock import Clock
@@ -90,9 +91,11 @@ class CacheParts:
         return f"{kind}:{make_key('', key)}"
 
     def trace(self, key: str, letter: str) -> None:
-        """Record a trace event for ``key`` when tracing is on."""
-        if self.tracer.enabled:
-            self.tracer.event(key, letter)
+        """Record a trace event for ``key`` when tracing is on (:attr:`Tracer.enabled`,
+        unrolled: this runs on every hit)."""
+        tracer = self.tracer
+        if tracer.trace_dir is not None or logging_events():
+            tracer.event(key, letter)
 
     def store_failed(self, operation: str, error: BaseException) -> None:
         """Count and log (once per interval) a store failure the caller never sees."""

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from mcache.contract.store import MAX_KEY_BYTES
 from mcache.errors import InvalidKey
-from mcache.memo import BoundedMemo
+from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -374,12 +374,19 @@ def _make_key(namespace: str, parts: tuple[object, ...], named: dict[str, object
     return ":".join([piece for piece in (namespace, readable, digest) if piece])
 
 
+_ACCEPTED: BoundedMemo[str, bool] = BoundedMemo(PER_KEY_LIMIT)
+"""Keys a batch already found valid: a hit's batch is the same few keys every time."""
+
+
 def validated_keys(keys: Iterable[str]) -> list[str]:
     """Return ``keys`` as a list, each checked by :func:`validate_store_key` (a batch is
     refused whole, before any of it reaches a server)."""
     keys = list(keys)
+    accepted = _ACCEPTED
     for key in keys:
-        validate_store_key(key)
+        if type(key) is not str or key not in accepted:
+            validate_store_key(key)
+            accepted.remember(key, True)
     return keys
 
 

@@ -15,6 +15,8 @@ changes what the next caller gets. See docs/how-to/near-cache.md.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import threading
 import time
@@ -94,8 +96,9 @@ class NearCopy:
     entry: Entry
     names: list[str]
     """The tags the caller declared when the entry was found current."""
-    serialized: bytes | None
-    """The value serialized, to copy it from on each hit; None: returned as it is."""
+    copied: Callable[[], Any]
+    """Return a hit's own copy of the value: the serializer's ``loads`` of the bytes kept
+    (a partial, so no frame of ours runs), or the value itself where it cannot change."""
     until: float
 
 
@@ -116,27 +119,17 @@ class NearCache:
     def __repr__(self) -> str:
         return f"NearCache(ttl={self.ttl:g}, size={self.size}, held={len(self.copies)})"
 
-    def get(self, key: str) -> NearCopy | None:
-        """Return the copy of ``key`` while it may be trusted, else None."""
-        copy = self.copies.get(key)
-        if copy is None or copy.until < time.monotonic():
-            return None
-        return copy
-
-    def value(self, copy: NearCopy) -> Any:
-        """Return the caller's own copy of the value."""
-        if copy.serialized is None:
-            return copy.entry.value
-        return self.serializer.loads(copy.serialized)
-
     def keep(self, key: str, entry: Entry, names: list[str]) -> None:
         """Keep ``entry`` (just found fresh and current for tags ``names``) near."""
         value = entry.value
-        try:
-            serialized = None if type(value) in _AS_THEY_ARE else self.serializer.dumps(value)
-        except Exception:
-            return  # it reached the store some other way (a custom codec): not kept here
-        copy = NearCopy(entry, list(names), serialized, time.monotonic() + self.ttl)
+        if type(value) in _AS_THEY_ARE:
+            copied = itertools.repeat(value).__next__  # immutable: handed out as it is
+        else:
+            try:
+                copied = functools.partial(self.serializer.loads, self.serializer.dumps(value))
+            except Exception:
+                return  # it reached the store some other way (a custom codec): not kept here
+        copy = NearCopy(entry, list(names), copied, time.monotonic() + self.ttl)
         with self._lock:
             copies = self.copies
             if key not in copies and len(copies) >= self.size:

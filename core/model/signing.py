@@ -137,7 +137,8 @@ def signed_by_default(
 
 def unsigned_pickle(codec_options: Mapping[str, Any]) -> bool:
     """Return whether ``codec_options`` leave values unsigned, in a serializer that may run
-    code (pickle, or a site's own), without the site's word that the servers are trusted."""
+    code (pickle, or a site's own), without the site's word that the servers are trusted:
+    :meth:`mcache.model.codec.Codec.runs_unsigned_code`'s rule, on settings not yet a codec."""
     serializer = codec_options.get("serializer", "pickle")
     return (
         codec_options.get("signing_key") is None

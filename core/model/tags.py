@@ -123,6 +123,17 @@ class Tags:
             versions[label] = known[0]
         return versions
 
+    def all_current(self, versions: dict[str, int], now: float) -> bool:
+        """Return whether the process-local copies hold exactly ``versions``, none of them
+        old at ``now`` (``time.monotonic()``): :meth:`local_versions` compared, with no dict
+        made (it runs on every near hit)."""
+        local = self._local
+        for label, version in versions.items():
+            known = local.get(label)
+            if known is None or known[0] != version or known[1] < now:
+                return False
+        return True
+
     def forget(self, keys: Iterable[str]) -> None:
         """Drop the process-local versions of the tag keys among ``keys`` (they changed)."""
         prefix, cut = self._prefix, len(self._prefix)

@@ -8,10 +8,12 @@ released stands out at a glance. Events go to ``{trace_dir}/{key}.trace`` and to
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["LEGEND", "LETTERS", "Tracer"]
@@ -32,6 +34,9 @@ LEGEND = ", ".join(f"{letter} {meaning.split(':')[0]}" for letter, meaning in LE
 """The letters in one line, as the stats commands print them beside a trace."""
 
 logger = logging.getLogger("mcache.trace")
+logging_events: Callable[[], bool] = functools.partial(logger.isEnabledFor, logging.DEBUG)
+"""Whether the ``mcache.trace`` logger takes events now: the logger's own cached answer,
+through no frame of ours (it is asked on every hit)."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]")
 
 
@@ -47,7 +52,7 @@ class Tracer:
     @property
     def enabled(self) -> bool:
         """Return whether any event would be recorded now."""
-        return self.trace_dir is not None or logger.isEnabledFor(logging.DEBUG)
+        return self.trace_dir is not None or logging_events()
 
     def path(self, key: str) -> Path:
         """Return the trace file of ``key`` (requires ``trace_dir``)."""

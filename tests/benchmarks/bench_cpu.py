@@ -1,6 +1,6 @@
 """CPU per hit: what a cache read costs this process, against the anchors, in one run.
 
-    python -m tests.benchmarks.bench_cpu [--rounds 7] [--calls 3000] [--markdown]
+    python -m tests.benchmarks.bench_cpu [--rounds 7] [--calls 3000] [--only TEXT] [--markdown]
 
 Latency ratios against a loopback round trip swing with the VM's scheduling; the CPU a
 call burns in the calling process does not (``time.process_time``: user and system time
@@ -146,6 +146,7 @@ def main() -> None:
     parser = arguments(__doc__)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--only", default="", help="run only the rows whose subject has TEXT")
     args = parser.parse_args()
     nodes = [memcached_process(threads=1).start() for _ in range(3)]
     server = redis_process().start()
@@ -154,6 +155,8 @@ def main() -> None:
         for name, call, anchor_name, anchor, target in pairs(
             [n.address for n in nodes], f"redis://{server.address}/0"
         ):
+            if args.only not in name:
+                continue
             mine, theirs = interleaved_cpu([call, anchor], args.rounds, args.calls)
             ratio = mine / theirs
             met = ratio <= target if target else None

@@ -214,7 +214,7 @@ def test_redis_pushes_another_process_s_writes_within_milliseconds(
     deadline = time.monotonic() + 5
     while True:
         time.sleep(0.1)
-        if cache.parts.near.get(cache.key("k")) is not None:
+        if cache.parts.near.copies.get(cache.key("k")) is not None:
             break
         assert time.monotonic() < deadline, "the near copy was never kept"
         assert read() == 1

@@ -4,10 +4,10 @@
 A managed memcached may require both: encryption in transit and the user and password of
 the server's auth file, sent as the first command of every connection (a ``set`` whose key
 the server ignores and whose value is ``user password``). pymemcache speaks TLS but not this
-authentication, so :class:`AuthenticatingClient` sends it on each connection pymemcache
-opens, and :meth:`Access.open` on the store's own connections (the meta-protocol probe, the
-metadump). The ``set`` carries an expiry of ``-1``: a server without ``-Y`` stores the item
-already expired, so the password is never left readable in a cache that did not ask for it.
+authentication, so :class:`NodeClient` sends it on each connection pymemcache opens, and
+:meth:`Access.open` on the store's own connections (the meta-protocol probe, the metadump).
+The ``set`` carries an expiry of ``-1``: a server without ``-Y`` stores the item already
+expired, so the password is never left readable in a cache that did not ask for it.
 
 A wrong certificate or password is a setting to fix, not a server to route around: the store
 checks each server once at start-up (:func:`check_access`) and raises ``ConfigError`` naming
@@ -20,18 +20,20 @@ from __future__ import annotations
 import socket
 import ssl
 from dataclasses import dataclass, field
-from typing import Any
 
 from pymemcache.client.base import Client
 
 from mcache.errors import ConfigError
 from mcache.model.ring import Server
+from mcache.stores.memcached.wire import Parsed, parse_lines, read_parsed
 
 __all__ = [
     "Access",
     "AccessRefused",
-    "AuthenticatingClient",
+    "NodeClient",
     "access_of",
+    "auth_request",
+    "authenticate",
     "check_access",
     "check_auth_reply",
     "tls_context",
@@ -74,23 +76,21 @@ class Access:
             raise
         return sock
 
-    def auth_request(self) -> bytes:
-        """Return the bytes that authenticate a connection (empty when none is needed)."""
-        if self.credentials is None:
-            return b""
-        return b"set mcache-auth 0 -1 %d\r\n%s\r\n" % (len(self.credentials), self.credentials)
+
+def auth_request(credentials: bytes) -> bytes:
+    """Return the command that authenticates a connection as ``credentials``."""
+    return b"set mcache-auth 0 -1 %d\r\n%s\r\n" % (len(credentials), credentials)
 
 
 def authenticate(sock: socket.socket, credentials: bytes) -> None:
     """Send the user and password on a new connection; raise ``AccessRefused`` unless let in."""
-    sock.sendall(Access(credentials=credentials).auth_request())
-    reply = b""
-    while not reply.endswith(b"\r\n"):
-        chunk = sock.recv(256)
-        if not chunk:
-            raise ConnectionResetError("memcached closed the connection before authenticating")
-        reply += chunk
-    check_auth_reply(reply.rstrip(b"\r\n"))
+    sock.sendall(auth_request(credentials))
+    (line,) = read_parsed(sock, _one_line)  # type: ignore[misc]
+    check_auth_reply(line)
+
+
+def _one_line(buf: bytes) -> Parsed | int:
+    return parse_lines(buf, 1)
 
 
 def check_auth_reply(line: bytes) -> None:
@@ -105,15 +105,28 @@ def check_auth_reply(line: bytes) -> None:
     raise ConnectionError(f"memcached answered the authentication with {text!r}")
 
 
-class AuthenticatingClient(Client):
-    """A pymemcache client that authenticates every connection it opens (``memcached -Y``)."""
+class NodeClient(Client):
+    """A pymemcache client of one server of the pool, let in as the pool's ``access`` says:
+    through TLS (pymemcache's own) and authenticated on each connection it opens."""
 
-    def __init__(self, server: tuple[str, int], credentials: bytes, **options: Any) -> None:
-        super().__init__(server, **options)
-        self._credentials = credentials
+    def __init__(
+        self, server: tuple[str, int], connect_timeout: float, timeout: float, access: Access
+    ) -> None:
+        super().__init__(
+            server,
+            connect_timeout=connect_timeout,
+            timeout=timeout,
+            no_delay=True,
+            default_noreply=False,
+            allow_unicode_keys=True,
+            tls_context=access.tls,
+        )
+        self._credentials = access.credentials
 
     def _connect(self) -> None:
         super()._connect()
+        if self._credentials is None:
+            return
         try:
             authenticate(self.sock, self._credentials)
         except BaseException:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcache.stores.memcached import meta
-from mcache.stores.memcached.access import check_auth_reply
+from mcache.stores.memcached.access import auth_request, check_auth_reply
 from mcache.stores.memcached.wire import (
     ProtocolError,
     parse_lines,
@@ -239,7 +239,7 @@ class AioPool:
         )
         if self.access.credentials is not None:
             try:
-                await connection.authenticate(self.access.auth_request())
+                await connection.authenticate(auth_request(self.access.credentials))
             except BaseException:
                 connection.close()
                 raise

@@ -28,7 +28,7 @@ from pymemcache.exceptions import (
 from mcache.errors import ConfigError, InvalidKey, NotNumeric, StoreUnavailable, ValueTooLarge
 from mcache.logs import FailureLog
 from mcache.model.ring import Server
-from mcache.stores.memcached.access import Access, AuthenticatingClient
+from mcache.stores.memcached.access import Access, NodeClient
 
 __all__ = ["Node", "NodeDown", "NodeOptions"]
 
@@ -83,17 +83,7 @@ class Node:
     def _new_client(self) -> Client:
         options = self.options
         address = (self.server.host, self.server.port)
-        settings = {
-            "connect_timeout": options.connect_timeout,
-            "timeout": options.timeout,
-            "no_delay": True,
-            "default_noreply": False,
-            "allow_unicode_keys": True,
-            "tls_context": options.access.tls,
-        }
-        if options.access.credentials is None:
-            return Client(address, **settings)
-        return AuthenticatingClient(address, options.access.credentials, **settings)
+        return NodeClient(address, options.connect_timeout, options.timeout, options.access)
 
     def take(self) -> Client:
         """Return an idle client of this server, or a new one."""

@@ -118,16 +118,21 @@ class MemoryStore:
             expired = item.expires_at and item.expires_at <= now
             self._counts["reclaimed" if expired else "evictions"] += 1
 
-    def _read(self, key: str, now: float) -> _Item | None:
-        """Return the live item under ``key`` as a read does: counted, moved to the LRU's end."""
-        self._counts["cmd_get"] += 1
-        item = self._live(key, now)
-        if item is None:
-            self._counts["get_misses"] += 1
-            return None
-        self._items.move_to_end(key)
-        self._counts["get_hits"] += 1
-        return item
+    def _read(self, keys: list[str], now: float) -> dict[str, bytes]:
+        """Return the values of the live ``keys`` as reads do: counted (once for the batch),
+        each moved to the LRU's end."""
+        found: dict[str, bytes] = {}
+        live, to_end = self._live, self._items.move_to_end
+        for key in keys:
+            item = live(key, now)
+            if item is not None:
+                to_end(key)
+                found[key] = item.value
+        counts = self._counts
+        counts["cmd_get"] += len(keys)
+        counts["get_hits"] += len(found)
+        counts["get_misses"] += len(keys) - len(found)
+        return found
 
     # -- the Store contract ---------------------------------------------------------------
 
@@ -135,20 +140,14 @@ class MemoryStore:
         """Return the value stored under ``key``, or ``NO_VALUE``."""
         validate_store_key(key)
         with self._lock:
-            item = self._read(key, self._clock.time())
-        return NO_VALUE if item is None else item.value
+            found = self._read([key], self._clock.time())
+        return found.get(key, NO_VALUE)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """Return the values of the keys that exist."""
         keys = validated_keys(keys)
-        found: dict[str, bytes] = {}
         with self._lock:
-            now = self._clock.time()
-            for key in keys:
-                item = self._read(key, now)
-                if item is not None:
-                    found[key] = item.value
-        return found
+            return self._read(keys, self._clock.time())
 
     def get_many_expiring(self, keys: Iterable[str]) -> dict[str, tuple[bytes, int | None]]:
         """Return ``{key: (value, seconds left)}`` for the keys that exist (0: no expiry)."""

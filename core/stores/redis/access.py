@@ -17,10 +17,8 @@ from redis.exceptions import AuthenticationError, ConnectionError, RedisError, R
 
 from mcache.errors import ConfigError
 
-__all__ = ["TLS_OPTIONS", "check_access", "tls_options"]
+__all__ = ["check_access", "tls_options"]
 
-TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "ssl_check_hostname")
-"""redis-py's TLS options a ``rediss://`` store passes on (its ``SSLConnection``'s names)."""
 _CERT_REQS = ("required", "optional", "none")
 
 

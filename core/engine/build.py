@@ -93,7 +93,7 @@ class Builder:
                 return (yield from self.build_alone_steps(Call(key, build, tags, o, {})))
             mark = None
             if parts.near is not None:
-                value = self.near_lookup(key, tags, o)
+                value = self.near_value(key, tags, o)
                 if value is not NO_VALUE:
                     return value
                 mark = parts.tags.invalidations.mark()
@@ -170,8 +170,7 @@ class Builder:
                 xfetch and o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng)
             )
         ):
-            self.parts.trace(key, "H")
-            self.parts.counts.add("hits", 1, key)
+            self.parts.hit(key)
             return True
         return False
 
@@ -182,7 +181,7 @@ class Builder:
         parts = self.parts
         mark = None
         if parts.near is not None:
-            value = self.near_lookup(key, tags, None)
+            value = self.near_value(key, tags, None)
             if value is not NO_VALUE:
                 return value
             mark = parts.tags.invalidations.mark()
@@ -196,26 +195,25 @@ class Builder:
             return NO_VALUE
         return self.hit_value(key, entry, tags, mark)  # type: ignore[arg-type]
 
-    def near_value(self, key: str, tags: TagsArg, o: BuildOptions) -> Any:
-        """Return ``get_or_build``'s hit from the near tier, else ``NO_VALUE``: what the
-        facade answers before it makes the read path's steps (a near hit needs no I/O).
-
-        ``tags`` as the caller gave them: a list equal to the names a copy was kept
-        for was checked when it was kept, so only other forms go through ``tag_list``.
-        """
-        if not self.parts.may_store():
-            return NO_VALUE  # uncommitted data: the steps build it for this caller alone
-        return self.near_lookup(key, tags if type(tags) is list else tag_list(tags), o)
-
-    def near_lookup(self, key: str, tags: list[str], o: BuildOptions | None) -> Any:
+    def near_value(self, key: str, tags: TagsArg, o: BuildOptions | None) -> Any:
         """Return the value of ``key``'s near copy if it was kept for these ``tags`` and is
         still a hit (every tag at the version this process knows, fresh, not picked early,
         as a hit from the store), else ``NO_VALUE``; with no options ``o``, never picked
-        early (a read that would not rebuild it). One frame: it is the whole near hit."""
+        early (a read that would not rebuild it), and none while ``may_store`` says no
+        (uncommitted data: the steps build it for this caller alone).
+
+        The whole near hit, in one frame: the facade answers with it before it makes the
+        read path's steps. ``tags`` as the caller gave them: a list equal to the names a
+        copy was kept for was checked then, so only other forms go through ``tag_list``.
+        """
         parts = self.parts
         near = parts.near
         copy = near.copies.get(key)  # type: ignore[union-attr]
-        if copy is None or copy.names != tags:
+        if (
+            copy is None
+            or copy.names != (tags if type(tags) is list else tag_list(tags))
+            or not parts.may_store()
+        ):
             return NO_VALUE
         entry = copy.entry
         versions = entry.tags

@@ -185,9 +185,6 @@ def call_option_names(options: dict[str, object]) -> dict[str, object]:
     return {name: options.get(name) for name in CALL_OPTIONS}
 
 
-_NOTHING_GIVEN = (None,) * len(CALL_OPTIONS)
-
-
 class CallOptions:
     """A cache's ``get_or_build`` options for each call: its defaults, or what the call
     gives, checked the first time that set of options is seen.
@@ -216,9 +213,17 @@ class CallOptions:
         stale_wait: float | None,
     ) -> BuildOptions:
         """Return a call's options (see :func:`with_defaults`), from the memo when seen."""
+        if (
+            ttl is None
+            and stale_ttl is None
+            and wait is None
+            and lock_timeout is None
+            and refresh is None
+            and early_refresh is None
+            and stale_wait is None
+        ):
+            return self.defaults  # the usual call: it sets nothing
         given = (ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait)
-        if given == _NOTHING_GIVEN:
-            return self.defaults
         given = (ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait)
         key = (*given, *map(type, given))
         try:

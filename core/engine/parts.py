@@ -97,6 +97,14 @@ class CacheParts:
         if tracer.trace_dir is not None or logging_events():
             tracer.event(key, letter)
 
+    def hit(self, key: str) -> None:
+        """Trace and count a hit of ``key``: :meth:`trace` and the count, in one frame (this
+        runs on every hit)."""
+        tracer = self.tracer
+        if tracer.trace_dir is not None or logging_events():
+            tracer.event(key, "H")
+        self.counts.add("hits", 1, key)
+
     def store_failed(self, operation: str, error: BaseException) -> None:
         """Count and log (once per interval) a store failure the caller never sees."""
         STORE_FAILED.set(True)

@@ -1,12 +1,13 @@
 """CPU per hit: what a cache read costs this process, against the anchors, in one run.
 
-    python -m tests.benchmarks.bench_cpu [--rounds 7] [--calls 3000] [--only TEXT] [--markdown]
+    python -m tests.benchmarks.bench_cpu [--rounds 9] [--calls 3000] [--only TEXT] [--markdown]
 
 Latency ratios against a loopback round trip swing with the VM's scheduling; the CPU a
 call burns in the calling process does not (``time.process_time``: user and system time
 of this process, so the socket calls are counted and the server's work is not). Every
-subject runs ``--calls`` calls per block, in blocks interleaved with its anchor (the order
-reversed each round, unpinned); the figure is the median of the blocks' µs per call.
+subject runs ``--calls`` calls per block (more, for a block to take 50 ms of CPU), in blocks
+interleaved with its anchor (the order reversed each round, unpinned); the figure is the
+median of the blocks' µs per call.
 
 Subjects read the same small value (a dict of four fields, about 100 bytes pickled) as
 their anchors, so the figure is the path's own cost, not the value's decoding:
@@ -58,15 +59,22 @@ def cpu_us(call: Call, calls: int) -> float:
     return (clock() - started) / calls * 1e6
 
 
+BLOCK_SECONDS = 0.05
+"""CPU a block takes at least: a few-µs subject runs more than ``--calls`` calls per block,
+so a block spans many scheduler ticks and one neighbour's burst moves its median less."""
+
+
 def interleaved_cpu(subjects: list[Call], rounds: int, calls: int) -> list[float]:
     """Return each subject's median µs per call over ``rounds`` blocks, ABBA order."""
+    sizes = []
     for subject in subjects:
-        cpu_us(subject, max(calls // 10, 1))
+        warm = cpu_us(subject, max(calls // 10, 1))
+        sizes.append(max(calls, int(BLOCK_SECONDS * 1e6 / max(warm, 0.1))))
     blocks: list[list[float]] = [[] for _ in subjects]
     order = list(range(len(subjects)))
     for _ in range(rounds):
         for index in order:
-            blocks[index].append(cpu_us(subjects[index], calls))
+            blocks[index].append(cpu_us(subjects[index], sizes[index]))
         order.reverse()
     return [statistics.median(samples) for samples in blocks]
 
@@ -165,7 +173,7 @@ def pairs(addresses: list[str], redis_url: str) -> list[tuple[str, Call, str, Ca
 
 def main() -> None:
     parser = arguments(__doc__)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--only", default="", help="run only the rows whose subject has TEXT")
     args = parser.parse_args()

@@ -122,9 +122,11 @@ class MemoryStore:
         """Return the values of the live ``keys`` as reads do: counted (once for the batch),
         each moved to the LRU's end."""
         found: dict[str, bytes] = {}
-        live, to_end = self._live, self._items.move_to_end
+        items, live, to_end = self._items, self._live, self._items.move_to_end
         for key in keys:
-            item = live(key, now)
+            item = items.get(key)
+            if item is not None and item.expires_at:  # it may be past: _live decides
+                item = live(key, now)
             if item is not None:
                 to_end(key)
                 found[key] = item.value

@@ -167,21 +167,23 @@ def main() -> None:
                     [names[path], f"{rate[path]:,.0f}", f"{tail[path]:.1f}", connections, each]
                 )
             ratio = rate[PAGES[0]] / rate[PAGES[1]]
+            goal = 3 if store == "Redis" else 2  # against RedisCache, the CPU-per-hit target
             figures.append(
                 Figure(
                     f"@cached_view ÷ cache_page requests/s (uvicorn, {store})",
                     f"{rate[PAGES[0]]:,.0f}/s",
                     f"{rate[PAGES[1]]:,.0f}/s",
                     f"{ratio:.2f}×",
-                    "≥ 2×",
-                    ratio >= 2,
+                    f"≥ {goal}×",
+                    ratio >= goal,
                 )
             )
+            ceiling = rate[PAGES[0]] / rate[PAGES[2]]
             figures.append(
                 Figure(
                     f"@cached_view ÷ the uncached page's requests/s (uvicorn, {store})",
                     f"{rate[PAGES[0]]:,.0f}/s", f"{rate[PAGES[2]]:,.0f}/s",
-                    f"{rate[PAGES[0]] / rate[PAGES[2]]:.2f}×", "", None,
+                    f"{ceiling:.2f}×", "≥ 1×", ceiling >= 1,
                 )
             )  # fmt: skip
     finally:

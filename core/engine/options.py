@@ -21,7 +21,6 @@ __all__ = [
     "seconds",
     "spread",
     "tag_list",
-    "with_defaults",
 ]
 
 CALL_OPTIONS = (
@@ -147,34 +146,6 @@ def _checked_tag_list(tags: Iterable[str] | str) -> list[str]:
     return names
 
 
-def with_defaults(
-    defaults: BuildOptions,
-    stale_ttl_default: float | None,
-    ttl: float | None,
-    stale_ttl: float | None,
-    wait: float | None,
-    lock_timeout: int | None,
-    refresh: str | None,
-    early_refresh: float | bool | None,
-    stale_wait: float | None,
-) -> BuildOptions:
-    """Return a call's options: what it gives, checked, and the cache's for the rest (a
-    ``ttl`` without ``stale_ttl`` takes the cache's ``stale_ttl`` if set, else that ``ttl``)."""
-    if ttl is stale_ttl is wait is lock_timeout is refresh is early_refresh is stale_wait is None:
-        return defaults  # the hot path: a call that sets nothing
-    d = defaults
-    return build_options(
-        d.ttl if ttl is None else seconds(ttl, "ttl"),
-        stale_ttl_default if stale_ttl is None else stale_ttl,
-        d.lock_timeout if lock_timeout is None else lock_timeout,
-        d.wait if wait is None else wait,
-        d.refresh if refresh is None else refresh,
-        d.early_refresh if early_refresh is None else early_refresh,
-        d.jitter,
-        d.stale_wait if stale_wait is None else stale_wait,
-    )
-
-
 def call_option_names(options: dict[str, object]) -> dict[str, object]:
     """Return ``get_or_build``'s per-call options from ``options``; refuse any other name."""
     unknown = set(options) - set(CALL_OPTIONS)
@@ -212,7 +183,9 @@ class CallOptions:
         early_refresh: float | bool | None,
         stale_wait: float | None,
     ) -> BuildOptions:
-        """Return a call's options (see :func:`with_defaults`), from the memo when seen."""
+        """Return a call's options: what it gives, checked, and the cache's for the rest (a
+        ``ttl`` without ``stale_ttl`` takes the cache's ``stale_ttl`` if set, else that
+        ``ttl``); a set already seen from the memo."""
         if (
             ttl is None
             and stale_ttl is None
@@ -224,14 +197,24 @@ class CallOptions:
         ):
             return self.defaults  # the usual call: it sets nothing
         given = (ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait)
-        given = (ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait)
         key = (*given, *map(type, given))
         try:
             options = self._seen.get(key)
         except TypeError:  # an unhashable value: no option takes one, as the check says
             options = key = None
-        if options is None:
-            options = with_defaults(self.defaults, self.stale_ttl, *given)
-            if key is not None:
-                self._seen.remember(key, options)
+        if options is not None:
+            return options
+        d = self.defaults
+        options = build_options(
+            d.ttl if ttl is None else seconds(ttl, "ttl"),
+            self.stale_ttl if stale_ttl is None else stale_ttl,
+            d.lock_timeout if lock_timeout is None else lock_timeout,
+            d.wait if wait is None else wait,
+            d.refresh if refresh is None else refresh,
+            d.early_refresh if early_refresh is None else early_refresh,
+            d.jitter,
+            d.stale_wait if stale_wait is None else stale_wait,
+        )
+        if key is not None:
+            self._seen.remember(key, options)
         return options

@@ -22,7 +22,7 @@ from django.urls import path
 from django.views.decorators.gzip import gzip_page
 
 from django_mcache.views import cached_view
-from tests.dj.test_page_holes import visitor
+from tests.dj.test_page_holes import finish_background_rebuilds, visitor
 
 pytestmark = pytest.mark.django_db
 
@@ -104,6 +104,7 @@ def review_settings():
     with override_settings(ROOT_URLCONF=__name__, TEMPLATES=_templates(), MIDDLEWARE=MIDDLEWARE):
         caches["default"].clear()
         yield
+        finish_background_rebuilds()
 
 
 # -- views ---------------------------------------------------------------------------------------

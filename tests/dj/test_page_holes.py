@@ -42,6 +42,13 @@ def holes_site_settings():
         caches["default"].clear()
         holes_site.renders.clear()
         yield
+        finish_background_rebuilds()
+
+
+def finish_background_rebuilds() -> None:
+    """A background rebuild still rendering when the settings change back would build
+    Django's template engines from the wrong TEMPLATES and keep them for later tests."""
+    assert caches["default"].mcache.refresher.wait_idle(10), "a rebuild never finished"
 
 
 def rendered(name: str) -> int:

@@ -260,12 +260,14 @@ class Cache(PlainOperations):
             ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait
         )
         store_key = self._store_key(key)
-        if self.parts.near is not None and not self.counts.observers:
+        parts = self.parts
+        looked = parts.near is not None and not self.counts.observers and parts.may_store()
+        if looked:
             value = self.builder.near_value(store_key, tags, options)
             if value is not NO_VALUE:  # a near hit: no generator, no round trip
                 return value  # type: ignore[no-any-return]
         names = tag_list(tags)
-        steps = self.builder.get_or_build_steps(store_key, build, names, options)
+        steps = self.builder.get_or_build_steps(store_key, build, names, options, looked)
         return self._run("get_or_build", key, steps, names)
 
     async def aget_or_build(
@@ -288,12 +290,14 @@ class Cache(PlainOperations):
             ttl, stale_ttl, wait, lock_timeout, refresh, early_refresh, stale_wait
         )
         store_key = self._store_key(key)
-        if self.parts.near is not None and not self.counts.observers:
+        parts = self.parts
+        looked = parts.near is not None and not self.counts.observers and parts.may_store()
+        if looked:
             value = self.builder.near_value(store_key, tags, options)
             if value is not NO_VALUE:  # a near hit awaits nothing
                 return value  # type: ignore[no-any-return]
         names = tag_list(tags)
-        steps = self.builder.get_or_build_steps(store_key, build, names, options)
+        steps = self.builder.get_or_build_steps(store_key, build, names, options, looked)
         return await self._arun("aget_or_build", key, steps, names)
 
     def get_or_build_steps(

@@ -82,9 +82,15 @@ class Builder:
     # -- the algorithm ------------------------------------------------------------------------
 
     def get_or_build_steps(
-        self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions
+        self,
+        key: str,
+        build: Callable[[], Any],
+        tags: list[str],
+        o: BuildOptions,
+        near_looked: bool = False,
     ) -> Steps[Any]:
-        """The read path, as steps (see the module's docstring)."""
+        """The read path, as steps (see the module's docstring); ``near_looked``: the caller
+        has just asked :meth:`near_value` and missed, so the near tier is not asked again."""
         parts = self.parts
         try:
             if not parts.may_store():
@@ -93,9 +99,10 @@ class Builder:
                 return (yield from self.build_alone_steps(Call(key, build, tags, o, {})))
             mark = None
             if parts.near is not None:
-                value = self.near_value(key, tags, o)
-                if value is not NO_VALUE:
-                    return value
+                if not near_looked:
+                    value = self.near_value(key, tags, o)
+                    if value is not NO_VALUE:
+                        return value
                 mark = parts.tags.invalidations.mark()
             bidding = self.writer.bidding
             native = bidding.leasing and bidding.leases_now()
@@ -199,8 +206,8 @@ class Builder:
         """Return the value of ``key``'s near copy if it was kept for these ``tags`` and is
         still a hit (every tag at the version this process knows, fresh, not picked early,
         as a hit from the store), else ``NO_VALUE``; with no options ``o``, never picked
-        early (a read that would not rebuild it), and none while ``may_store`` says no
-        (uncommitted data: the steps build it for this caller alone).
+        early (a read that would not rebuild it). A ``get_or_build`` asks ``may_store``
+        first: uncommitted data builds for its caller alone, with no near hit.
 
         The whole near hit, in one frame: the facade answers with it before it makes the
         read path's steps. ``tags`` as the caller gave them: a list equal to the names a
@@ -209,11 +216,7 @@ class Builder:
         parts = self.parts
         near = parts.near
         copy = near.copies.get(key)  # type: ignore[union-attr]
-        if (
-            copy is None
-            or copy.names != (tags if type(tags) is list else tag_list(tags))
-            or not parts.may_store()
-        ):
+        if copy is None or copy.names != (tags if type(tags) is list else tag_list(tags)):
             return NO_VALUE
         entry = copy.entry
         versions = entry.tags

@@ -91,18 +91,15 @@ class CacheParts:
         return f"{kind}:{make_key('', key)}"
 
     def trace(self, key: str, letter: str) -> None:
-        """Record a trace event for ``key`` when tracing is on (:attr:`Tracer.enabled`,
-        unrolled: this runs on every hit)."""
+        """Record a trace event for ``key`` when tracing is on (files kept or the
+        ``mcache.trace`` logger at DEBUG)."""
         tracer = self.tracer
         if tracer.trace_dir is not None or logging_events():
             tracer.event(key, letter)
 
     def hit(self, key: str) -> None:
-        """Trace and count a hit of ``key``: :meth:`trace` and the count, in one frame (this
-        runs on every hit)."""
-        tracer = self.tracer
-        if tracer.trace_dir is not None or logging_events():
-            tracer.event(key, "H")
+        """Trace and count a hit of ``key``."""
+        self.trace(key, "H")
         self.counts.add("hits", 1, key)
 
     def store_failed(self, operation: str, error: BaseException) -> None:

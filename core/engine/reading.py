@@ -55,7 +55,7 @@ class Reader:
         if plan is None or plan[0] is not tags or known:
             plan = self._plan(key, tags, known)
         _, slots, wanted, keys = plan
-        local = tags_of.cached(wanted) if tags_of.local_ttl else None
+        local = tags_of.cached(wanted)
         mark = tags_of.invalidations.mark()
         if local is not None:
             entry, found = self.decode(key, (yield from self._get_steps(key, claim))), local

@@ -178,8 +178,7 @@ class Tags:
                 versions[label] = version
             else:
                 missing.append((label, key))
-        if self.local_ttl:
-            self._remember(versions, mark)
+        self._remember(versions, mark)
         return versions, missing
 
     def create_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:

@@ -49,11 +49,6 @@ class Tracer:
             self.trace_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
 
-    @property
-    def enabled(self) -> bool:
-        """Return whether any event would be recorded now."""
-        return self.trace_dir is not None or logging_events()
-
     def path(self, key: str) -> Path:
         """Return the trace file of ``key`` (requires ``trace_dir``)."""
         assert self.trace_dir is not None

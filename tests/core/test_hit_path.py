@@ -16,6 +16,7 @@ from mcache import Cache, Codec
 from mcache.errors import ConfigError
 from mcache.observe.events import Observer, Origin
 from mcache.sansio.call_record import CallRecord
+from tests.memcached_reads import record_reads
 
 
 def counting(builds: list[int]) -> Callable[[], dict[str, int]]:
@@ -135,6 +136,21 @@ def test_uncommitted_data_is_built_for_its_caller_even_over_a_near_copy(
     cache.may_store = lambda: True
     assert cache.get_or_build("page", counting(builds), tags=["t"]) == {"n": 1}
     assert builds == [1, 1]
+
+
+def test_a_read_inside_uncommitted_data_still_answers_from_the_near_copy(
+    memcached_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``peek(key, tags=)`` builds nothing, so uncommitted data has nothing to keep from
+    it: it answers from the near copy as it would outside a transaction."""
+    cache = near_cache(memcached_url)
+    builds: list[int] = []
+    cache.get_or_build("page", counting(builds), tags=["t"])
+    cache.get_or_build("page", counting(builds), tags=["t"])  # kept near
+    reads = record_reads(monkeypatch)
+    cache.may_store = lambda: False
+    assert cache.peek("page", tags=["t"]) == {"n": 1}
+    assert reads == [], "the read went to memcached though the near copy was a hit"
 
 
 def test_an_async_near_hit_awaits_nothing(memcached_url: str) -> None:

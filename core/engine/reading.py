@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 __all__ = ["Reader"]
 
 _NONE: dict[str, int] = {}  # read-only: returned where there are no versions at all
-_Plan = tuple[list[str], list["Slot"], list["Slot"], list[str]]  # tags, slots, wanted, keys
+_Plan = tuple[list[str], list["Slot"], list["Slot"], list[str], StoreCall]
+"""A read's plan: the caller's tags, their slots, every slot wanted, the keys, and the
+store's ``get_many`` of those keys (made once: a hot key's hits send the same one)."""
 
 
 class Reader:
@@ -54,7 +56,7 @@ class Reader:
         plan = self.plans.get(key)
         if plan is None or plan[0] is not tags or known:
             plan = self._plan(key, tags, known)
-        _, slots, wanted, keys = plan
+        _, slots, wanted, keys, read_all = plan
         local = tags_of.cached(wanted)
         mark = tags_of.invalidations.mark()
         if local is not None:
@@ -62,7 +64,7 @@ class Reader:
         else:
             if parts.shared is parts.store:
                 if claim is None:
-                    got = yield StoreCall(parts.store, "get_many", (keys,))
+                    got = yield read_all
                 else:
                     got = yield StoreCall(parts.store, claim.read_method, (keys, claim))
                 entry = self.decode(key, got.get(key, NO_VALUE))
@@ -85,7 +87,8 @@ class Reader:
         hot key comes with the same tag list every time, unless it needs ``known`` tags too."""
         slots = self.parts.tags.near(tags, key)
         wanted = [*slots, *self.parts.tags.slots_of(known)] if known else slots
-        plan = (tags, slots, wanted, [key, *[k for _, k in wanted]])
+        keys = [key, *[k for _, k in wanted]]
+        plan = (tags, slots, wanted, keys, StoreCall(self.parts.store, "get_many", (keys,)))
         if not known:
             self.plans.remember(key, plan)
         return plan

@@ -120,20 +120,19 @@ class MemoryStore:
 
     def _read(self, keys: list[str], now: float) -> dict[str, bytes]:
         """Return the values of the live ``keys`` as reads do: counted (once for the batch),
-        each moved to the LRU's end."""
+        each moved to the LRU's end; an item past its time is reclaimed by :meth:`_live`."""
         found: dict[str, bytes] = {}
         items, live, to_end = self._items, self._live, self._items.move_to_end
         for key in keys:
             item = items.get(key)
-            if item is not None and item.expires_at:  # it may be past: _live decides
-                item = live(key, now)
+            if item is not None and item.expires_at and item.expires_at <= now:
+                item = live(key, now)  # past: reclaimed, counted
             if item is not None:
                 to_end(key)
                 found[key] = item.value
         counts = self._counts
         counts["cmd_get"] += len(keys)
-        counts["get_hits"] += len(found)
-        counts["get_misses"] += len(keys) - len(found)
+        counts["get_hits"] += len(found)  # the misses are the difference (see stats)
         return found
 
     # -- the Store contract ---------------------------------------------------------------
@@ -314,6 +313,7 @@ class MemoryStore:
                     "limit_maxbytes": self.max_bytes,
                     "item_size_max": self.max_value_size,
                     **self._counts,
+                    "get_misses": self._counts["cmd_get"] - self._counts["get_hits"],
                 }
             }
 

@@ -100,7 +100,7 @@ class CacheParts:
     def hit(self, key: str) -> None:
         """Trace and count a hit of ``key``."""
         self.trace(key, "H")
-        self.counts.add("hits", 1, key)
+        self.counts.hit(key)
 
     def store_failed(self, operation: str, error: BaseException) -> None:
         """Count and log (once per interval) a store failure the caller never sees."""

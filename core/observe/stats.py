@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import logging
 import os
 import threading
@@ -86,6 +87,7 @@ def _forget_parent_counts() -> None:
     for stats in list(_LIVE):
         stats._lock = threading.Lock()  # a parent thread may have held it at the fork
         stats._pending = dict.fromkeys(COUNTERS, 0)
+        stats._hits, stats._hits_taken = itertools.count(), 0
 
 
 if hasattr(os, "register_at_fork"):
@@ -111,6 +113,8 @@ class CacheStats:
         self.interval = interval
         self.failures = failures or FailureLog()
         self._pending: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self._hits = itertools.count()  # see hit
+        self._hits_taken = 0
         self._lock = threading.Lock()
         self._next_flush = time.monotonic() + interval
         _LIVE.add(self)
@@ -132,6 +136,24 @@ class CacheStats:
         if time.monotonic() >= self._next_flush:
             self.flush()
 
+    def hit(self, key: str) -> None:
+        """Count a hit of ``key``, as ``add("hits", 1, key)`` would, with no lock: ``next``
+        on an :func:`itertools.count` is one C call, atomic under the GIL (this runs on
+        every hit). What it counted joins the pending counts when they are read."""
+        next(self._hits)
+        if self.observers:
+            self._tell("hits", 1, key)
+        if time.monotonic() >= self._next_flush:
+            self.flush()
+
+    def _take_hits(self) -> None:
+        """Move the hits :meth:`hit` counted since the last take into the pending counts
+        (with the lock held). The take's own ``next`` is not a hit: the next take starts
+        after it."""
+        reached = next(self._hits)
+        self._pending["hits"] += reached - self._hits_taken
+        self._hits_taken = reached + 1
+
     def _tell(self, name: str, count: int, key: str | None) -> None:
         record = CURRENT_CALL.get()
         if record is not None:
@@ -146,6 +168,7 @@ class CacheStats:
     def flush(self, quiet: bool = False) -> None:
         """Add this process's pending counts to the store's totals (``quiet``: log no failure)."""
         with self._lock:
+            self._take_hits()
             pending, self._pending = self._pending, dict.fromkeys(COUNTERS, 0)
             self._next_flush = time.monotonic() + self.interval
         deltas = {self.key(name): count for name, count in pending.items() if count}
@@ -167,6 +190,7 @@ class CacheStats:
     def local(self) -> dict[str, int]:
         """Return this process's counts not yet flushed."""
         with self._lock:
+            self._take_hits()
             return {name: self._pending.get(name, 0) for name in COUNTERS}
 
     def totals(self, pending: bool = True) -> dict[str, Any]:

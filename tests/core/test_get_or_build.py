@@ -453,12 +453,36 @@ def test_exit_waits_about_a_second_for_a_hung_server() -> None:
 def test_a_forked_child_does_not_flush_its_parents_counts_again(memcached_url: str) -> None:
     cache = Cache(memcached_url, namespace="forked", stats_interval=3600)
     cache.get_or_build("page", lambda: 1)  # one miss, pending in this process
+    cache.get_or_build("page", lambda: 1)  # and one hit
     child = os.fork()
     if child == 0:  # the child exits as a worker does: sys.exit runs atexit
         os._exit(_exit_child())
     os.waitpid(child, 0)
     cache.counts.flush()
-    assert Cache(memcached_url, namespace="forked").stats()["cache"]["misses"] == 1
+    totals = Cache(memcached_url, namespace="forked").stats()["cache"]
+    assert (totals["misses"], totals["hits"]) == (1, 1)
+
+
+def test_hits_on_many_threads_are_all_counted_while_flushes_run(url: str) -> None:
+    """Hits are counted with no lock (see CacheStats.hit); flushes and reads of the pending
+    counts, on other threads meanwhile, lose none and count none twice."""
+    cache = Cache(url, namespace="threaded-hits", stats_interval=0.005)
+    cache.get_or_build("page", lambda: 1)
+    barrier = threading.Barrier(8)
+
+    def reader() -> None:
+        barrier.wait()
+        for turn in range(1500):
+            cache.get_or_build("page", lambda: 1)
+            if turn % 100 == 0:
+                cache.counts.local()
+
+    threads = [threading.Thread(target=reader) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache.stats()["cache"]["hits"] == 8 * 1500
 
 
 def _exit_child() -> int:

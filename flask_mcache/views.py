@@ -120,14 +120,16 @@ def cached_view(
             # still holds the ended request's contexts), without the visitor's cookies or
             # credentials; its teardown runs. The build it is part of is carried over, so
             # its fragments' tags reach it.
+            # the options, once resolved: the render names the tags to the cache in front,
+            # the edge reads them too, and a callable ``tags`` runs once per request
+            resolved: dict[str, Any] = {}
             detached = functools.partial(
-                _render_detached, app, request.environ, view, view_args, settings
+                _render_detached, app, request.environ, view, view_args, settings, resolved
             )
             build = PageBuild(
-                functools.partial(_render, view, view_args, settings),
+                functools.partial(_render, view, view_args, settings, resolved),
                 lambda: contextvars.Context().run(carried(detached)),
             )
-            resolved: dict[str, Any] = {}  # the options, once resolved (the edge reads the tags)
             options = one(CallBuilder(functools.partial(_noted, resolved, settings, view_args)))
             head = request.method == "HEAD"
             steps = serve_steps(
@@ -208,13 +210,17 @@ def _render_detached(
     view: Callable[..., Any],
     view_args: dict,
     settings: ViewSettings,
+    resolved: dict[str, Any],
 ) -> Snapshot:
     with app.request_context(_detached_environ(environ)):
-        return _render(view, view_args, settings)
+        return _render(view, view_args, settings, resolved)
 
 
-def _render(view: Callable[..., Any], view_args: dict, settings: ViewSettings) -> Snapshot:
-    """Render the page to store, collecting its holes (see :mod:`flask_mcache.holes`)."""
+def _render(
+    view: Callable[..., Any], view_args: dict, settings: ViewSettings, resolved: dict[str, Any]
+) -> Snapshot:
+    """Render the page to store, collecting its holes (see :mod:`flask_mcache.holes`);
+    ``resolved``: the page's options, resolved before any build starts."""
     holes = HoleCollector()
     with collecting(holes), SharedRender(settings.hole_context is not None) as shared:
         response = make_response(view(**view_args))
@@ -231,7 +237,7 @@ def _render(view: Callable[..., Any], view_args: dict, settings: ViewSettings) -
             _fill_response(response, holes.stored(), settings)
         raise Uncacheable(response, reason)
     if not (holes.recipes or settings.per_user):  # not sent private: may be kept in front
-        _tell_its_keys(response, settings.page_options(view_args)["tags"])
+        _tell_its_keys(response, resolved["tags"])
     body = current_app.extensions["mcache"].codec.storable_bytes(response.get_data())
     headers = list(response.headers.items())
     return (response.status_code, headers, body, holes.stored(), time.time(), shared.read)

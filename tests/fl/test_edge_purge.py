@@ -48,6 +48,30 @@ def test_a_shared_page_names_its_tags_and_what_its_build_read() -> None:
     assert "Cache-Tag" not in client.get("/mine/").headers  # one visitor's: private
 
 
+def test_callable_tags_run_once_for_a_page_built_and_named() -> None:
+    """A callable ``tags`` may query a database: the page's key, its store and the header
+    that names its tags to the cache in front all use the one list it returned."""
+    app = Flask(__name__)
+    app.config.update(
+        MCACHE_URL="memory://", MCACHE_NAMESPACE="fl-edge-4", MCACHE_PAGE_SURROGATE="cache-tag"
+    )
+    mcache = MCache(app)
+    asked: list[int] = []
+
+    def tags_of(pk: int) -> list[str]:
+        asked.append(pk)
+        return [f"post:{pk}"]
+
+    @app.get("/post/<int:pk>/")
+    @mcache.cached_view(60, tags=tags_of)
+    def post(pk: int) -> str:
+        return f"post {pk}"
+
+    built = app.test_client().get("/post/7/")
+    assert built.headers["X-Cache"] == "MISS" and built.headers["Cache-Tag"] == "post:7"
+    assert asked == [7], f"tags asked {len(asked)} times for one request"
+
+
 def test_a_cookie_keyed_page_names_its_keys_and_varies_on_cookie() -> None:
     app, _ = _app(MCACHE_NAMESPACE="fl-edge-3", MCACHE_PAGE_SURROGATE="xkey")
     client = app.test_client()

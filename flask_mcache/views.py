@@ -115,14 +115,14 @@ def cached_view(
                 return bypassed(make_response(view(**view_args)), reason)
             key = _key(name, settings, view_args)
             app = current_app._get_current_object()  # type: ignore[attr-defined]
+            # The options, once resolved: the render names their tags to the cache in
+            # front, the edge reads them too, and a callable ``tags`` runs once per request.
+            resolved: dict[str, Any] = {}
             # A background refresh: the request is over, so the view runs in a context of
             # its own, in an empty set of context variables (the copy the refresher carries
             # still holds the ended request's contexts), without the visitor's cookies or
             # credentials; its teardown runs. The build it is part of is carried over, so
             # its fragments' tags reach it.
-            # the options, once resolved: the render names the tags to the cache in front,
-            # the edge reads them too, and a callable ``tags`` runs once per request
-            resolved: dict[str, Any] = {}
             detached = functools.partial(
                 _render_detached, app, request.environ, view, view_args, settings, resolved
             )

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["Reader"]
 
 _NONE: dict[str, int] = {}  # read-only: returned where there are no versions at all
-_Plan = tuple[list[str], list["Slot"], list["Slot"], list[str], StoreCall]
+_Plan = tuple[list[str], list["Slot"], list["Slot"], tuple[str, ...], StoreCall]
 """A read's plan: the caller's tags, their slots, every slot wanted, the keys, and the
 store's ``get_many`` of those keys (made once: a hot key's hits send the same one)."""
 
@@ -57,7 +57,7 @@ class Reader:
         if plan is None or plan[0] is not tags or known:
             plan = self._plan(key, tags, known)
         _, slots, wanted, keys, read_all = plan
-        local = tags_of.cached(wanted)
+        local = tags_of.cached(wanted) if tags_of.local_ttl else None
         mark = tags_of.invalidations.mark()
         if local is not None:
             entry, found = self.decode(key, (yield from self._get_steps(key, claim))), local
@@ -87,7 +87,7 @@ class Reader:
         hot key comes with the same tag list every time, unless it needs ``known`` tags too."""
         slots = self.parts.tags.near(tags, key)
         wanted = [*slots, *self.parts.tags.slots_of(known)] if known else slots
-        keys = [key, *[k for _, k in wanted]]
+        keys = (key, *[k for _, k in wanted])
         plan = (tags, slots, wanted, keys, StoreCall(self.parts.store, "get_many", (keys,)))
         if not known:
             self.plans.remember(key, plan)

@@ -27,7 +27,7 @@ import enum
 import hashlib
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePath, PureWindowsPath
 from typing import Any, Final
 
@@ -377,10 +377,25 @@ def _make_key(namespace: str, parts: tuple[object, ...], named: dict[str, object
 _ACCEPTED: BoundedMemo[str, bool] = BoundedMemo(PER_KEY_LIMIT)
 """Keys a batch already found valid: a hit's batch is the same few keys every time."""
 
+_ACCEPTED_BATCHES: BoundedMemo[tuple[str, ...], bool] = BoundedMemo(PER_KEY_LIMIT)
+"""Whole batches already found valid: a hit's read plan sends the same tuple each time."""
 
-def validated_keys(keys: Iterable[str]) -> list[str]:
-    """Return ``keys`` as a list, each checked by :func:`validate_store_key` (a batch is
-    refused whole, before any of it reaches a server)."""
+
+def validated_keys(keys: Iterable[str]) -> Sequence[str]:
+    """Return ``keys`` as a sequence, each checked by :func:`validate_store_key` (a batch
+    is refused whole, before any of it reaches a server). A tuple is checked once, as a
+    whole, and returned as it is: a read plan's keys come as the same tuple every time."""
+    if type(keys) is tuple:
+        try:
+            if keys in _ACCEPTED_BATCHES:  # only batches of valid keys are remembered
+                return keys
+        except TypeError:  # something unhashable in it: the check below names it
+            pass
+        else:
+            for key in keys:
+                validate_store_key(key)
+            _ACCEPTED_BATCHES.remember(keys, True)
+            return keys
     keys = list(keys)
     accepted = _ACCEPTED
     for key in keys:

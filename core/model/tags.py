@@ -178,7 +178,8 @@ class Tags:
                 versions[label] = version
             else:
                 missing.append((label, key))
-        self._remember(versions, mark)
+        if self.local_ttl:
+            self._remember(versions, mark)
         return versions, missing
 
     def create_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:

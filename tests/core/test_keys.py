@@ -21,7 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcache.errors import InvalidKey
-from mcache.model.keys import _make_key, canonical_bytes, make_key, validate_store_key
+from mcache.model.keys import (
+    _make_key,
+    canonical_bytes,
+    make_key,
+    validate_store_key,
+    validated_keys,
+)
+from mcache.stores import MemoryStore
 
 SAFE_KEY = re.compile(r"[\x21-\x7e]{1,250}")
 
@@ -532,3 +539,17 @@ def test_str_and_int_subclasses_key_like_their_base() -> None:
     assert make_key("ns", Marked("forum"), 3) == make_key("ns", "forum", 3)
     assert make_key("ns", "forum", Count(3)) == make_key("ns", "forum", 3)
     assert make_key("ns", True) != make_key("ns", 1)
+
+
+def test_a_batch_of_keys_is_refused_whole_however_often_it_comes() -> None:
+    """A tuple batch (a read plan's) is checked once and then trusted as a whole; a batch
+    holding one bad key is never trusted, and an unhashable one is named, not a TypeError."""
+    good = ("mc:page:1", "mc:t:posts", "mc:t:users")
+    for _ in range(2):
+        assert validated_keys(good) == good
+    for _ in range(2):
+        with pytest.raises(InvalidKey, match="whitespace"):
+            validated_keys(("mc:page:1", "has space"))
+    with pytest.raises(InvalidKey):
+        validated_keys(("mc:page:1", ["a", "list"]))  # type: ignore[list-item]
+    assert MemoryStore().get_many(good) == {}

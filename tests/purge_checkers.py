@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +34,11 @@ class Checker:
     refused: list[str] = field(default_factory=list)
     down_for: int = 0
     """Answer the next this many requests with 503."""
+    limited_for: int = 0
+    """Answer the next this many requests with 429 and ``Retry-After: retry_after``."""
+    retry_after: str = "1"
+    arrivals: list[float] = field(default_factory=list)
+    """When each request arrived (``time.monotonic()``)."""
 
     @property
     def api(self) -> str:
@@ -95,6 +101,11 @@ def checker(vendor: str, ident: str = "SVC123", token: str = "secret-token") -> 
         def _handle(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             headers = {name.lower(): value for name, value in self.headers.items()}
+            state.arrivals.append(time.monotonic())
+            if state.limited_for > 0:
+                state.limited_for -= 1
+                self._reply(429, {"msg": "rate limited"}, {"Retry-After": state.retry_after})
+                return
             if state.down_for > 0:
                 state.down_for -= 1
                 self._reply(503, {"msg": "down"})
@@ -106,9 +117,11 @@ def checker(vendor: str, ident: str = "SVC123", token: str = "secret-token") -> 
                 state.refused.append(problem)
             self._reply(*state.answer(problem))
 
-        def _reply(self, status: int, document: dict) -> None:
+        def _reply(self, status: int, document: dict, more: dict[str, str] | None = None) -> None:
             data = json.dumps(document).encode()
             self.send_response(status)
+            for name, value in (more or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

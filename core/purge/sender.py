@@ -4,7 +4,8 @@
 down. :meth:`Purger.purge` only notes the tags' keys and wakes one sender thread,
 which waits ``delay`` seconds so the tags of one save (or of several saves in a
 burst) go out in as few requests as each target takes, then sends them. A target that
-fails keeps its keys and is tried again after a back-off (doubling to ``max_backoff``);
+fails keeps its keys and is tried again after a back-off (doubling to ``max_backoff``),
+or after the wait a rate-limited API asks for in ``Retry-After`` when that is longer;
 its failures are logged once per interval, never raised, and no failure stops the
 thread.
 
@@ -19,6 +20,7 @@ waits up to ``exit_wait`` seconds for its purges to go out (and logs what it dro
 from __future__ import annotations
 
 import atexit
+import email.utils
 import http.client
 import json
 import os
@@ -37,8 +39,34 @@ from .targets import PurgeRequest, PurgeTarget, batches
 __all__ = ["PurgeFailed", "Purger", "send"]
 
 
+MAX_RETRY_AFTER = 300.0
+"""The longest ``Retry-After`` honoured, in seconds: a bogus date must not stall purges."""
+
+
 class PurgeFailed(Exception):
-    """A purge request was refused or could not be sent."""
+    """A purge request was refused or could not be sent; ``retry_after``: the seconds the
+    target asked to wait before the next request (a 429 or 503 with ``Retry-After``)."""
+
+    def __init__(self, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after(value: str | None, now: float) -> float:
+    """Return the seconds a ``Retry-After`` header asks for (RFC 9110: delay-seconds or
+    an HTTP-date; ``now``: ``time.time()``), 0 if there is none or it cannot be read,
+    at most :data:`MAX_RETRY_AFTER`."""
+    if not value:
+        return 0.0
+    value = value.strip()
+    if value.isdigit():
+        seconds = float(value)
+    else:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - now
+        except (TypeError, ValueError):
+            return 0.0
+    return min(MAX_RETRY_AFTER, max(0.0, seconds))
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -65,7 +93,8 @@ def send(request: PurgeRequest, timeout: float) -> None:
             body = response.read()
             refused = body[:1] == b"{" and json.loads(body).get("success") is False  # Cloudflare
     except urllib.error.HTTPError as error:
-        raise PurgeFailed(f"{request.method} {request.url}: HTTP {error.code}") from None
+        wait = retry_after(error.headers.get("Retry-After"), time.time())
+        raise PurgeFailed(f"{request.method} {request.url}: HTTP {error.code}", wait) from None
     except (OSError, ValueError, http.client.HTTPException) as error:
         raise PurgeFailed(f"{request.method} {request.url}: {error!r}") from None
     if refused:
@@ -265,12 +294,14 @@ class Purger:
                 with self._lock:  # kept ahead of keys noted meanwhile
                     state.pending = {**unsent, **state.pending}
                     state.backoff = min(self.max_backoff, max(0.5, state.backoff * 2))
-                    state.retry_at = time.monotonic() + state.backoff
+                    asked = error.retry_after if isinstance(error, PurgeFailed) else 0.0
+                    wait = max(state.backoff, asked)
+                    state.retry_at = time.monotonic() + wait
                     self._again(state, [key for key in first if key not in unsent])
                 self.failures.warning(
                     "purge.failed",
                     "a purge failed, tried again in %.1f s: %s",
-                    state.backoff,
+                    wait,
                     error,
                 )
                 return

@@ -21,7 +21,7 @@ import pytest
 
 from mcache import Cache
 from mcache.errors import ConfigError
-from mcache.purge.sender import Purger
+from mcache.purge.sender import Purger, retry_after
 from mcache.purge.surrogate import HEADERS, KeysTooLong, surrogate_header, surrogate_key
 from mcache.purge.targets import Cloudflare, PurgeRequest, Varnish, batches
 from tests.conftest import REQUIRE_SERVERS
@@ -142,6 +142,42 @@ def test_a_down_endpoint_never_slows_or_fails_invalidate_and_is_caught_up(
         assert len(failures) == 1  # once per interval, not once per attempt
         sent = [tag for request in api.accepted for tag in request["body"]["tags"]]
         assert sorted(sent) == sorted(f"post:{n}" for n in range(20))
+
+
+def test_a_rate_limited_api_is_asked_again_no_sooner_than_its_retry_after(
+    purging: Callable[[object], Cache],
+) -> None:
+    """A 429's ``Retry-After`` (2 s) is longer than the first back-off (0.5 s): the
+    sender waits what the API asked, then sends the same tags."""
+    with checker("cloudflare", ident="Z") as api:
+        api.limited_for, api.retry_after = 1, "2"
+        purger = Purger(Cloudflare("Z", "secret-token", api=api.api), delay=0.01, repeat_after=0)
+        purging(purger).invalidate("post:1")
+        assert purger.flush(10)
+        assert [r["body"]["tags"] for r in api.accepted] == [["post:1"]]
+        assert len(api.arrivals) == 2
+        assert api.arrivals[1] - api.arrivals[0] >= 1.9
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        (None, 0.0),
+        ("", 0.0),
+        ("7", 7.0),
+        (" 7 ", 7.0),
+        ("-3", 0.0),
+        ("soon", 0.0),
+        ("86400", 300.0),
+        ("Wed, 21 Oct 2015 07:28:10 GMT", 10.0),
+        ("Wed, 21 Oct 2015 07:27:50 GMT", 0.0),
+    ],
+)
+def test_retry_after_is_read_as_seconds_or_a_date_and_bounded(
+    header: str | None, seconds: float
+) -> None:
+    now = 1445412480.0  # Wed, 21 Oct 2015 07:28:00 GMT
+    assert retry_after(header, now) == seconds
 
 
 def test_a_closed_port_keeps_the_keys_pending(purging: Callable[[object], Cache]) -> None:

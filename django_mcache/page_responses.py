@@ -45,13 +45,14 @@ def restore(snapshot: Snapshot, state: str, render: Render, reason: str = "") ->
         response["Expires"] = http_date()
     elif render.cdn and not (holes or reads_session or render.cookies or _private(response)):
         _tell_caches_in_front(response, snapshot, options)  # a page every visitor shares
-    if options.per_user or holes:
+    if (options.per_user or holes) and not _private(response):
         patch_cache_control(response, private=True)  # a proxy must not share it
     return marked(response, state, reason, options)  # type: ignore[no-any-return]
 
 
 def _private(response: HttpResponse) -> bool:
-    """Return whether the stored page says ``private`` (its keys did not fit a header)."""
+    """Return whether the page says ``private``: stored so (its keys did not fit a
+    header, or it has holes), or made so by this answer."""
     return "private" in response.get("Cache-Control", "")
 
 

@@ -332,7 +332,11 @@ read the session (or, outside a hole, the user)."""
 def page_key(name: str, request: HttpRequest, render: Render, user: Any) -> tuple[Any, ...]:
     """Return a page's key; ``user`` is the signed-in user a ``per_user`` page is keyed by."""
     options = render.options
-    query = tuple((name, tuple(values)) for name, values in sorted(request.GET.lists()))
+    query = (
+        tuple((name, tuple(values)) for name, values in sorted(request.GET.lists()))
+        if "GET" in request.__dict__ or request.META.get("QUERY_STRING")
+        else ()  # no query, and none set on the request: no QueryDict to parse
+    )
     headers = tuple(request.META.get("HTTP_" + h.upper().replace("-", "_")) for h in options.vary)
     language = translation.get_language() if settings.USE_I18N else None
     user_id = user.pk if options.per_user and user is not None else None
@@ -355,6 +359,8 @@ def _snapshot(
     """Return what is stored (a rendered response's parts, never the object)."""
     if options.ttl is not None:
         patch_response_headers(response, int(options.ttl))
+    if holes:  # every answer of it is one visitor's: said once here, not on every hit
+        patch_cache_control(response, private=True)
     body = options.core().codec.storable_bytes(response.content)  # JSON keeps no bytes
     return (response.status_code, list(response.items()), body, holes, time.time(), reads_session)
 

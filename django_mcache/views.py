@@ -195,7 +195,7 @@ def _serve_steps(
         if not served.page[3]:  # type: ignore[index]
             return restored()
         # Holes render templates that may query (the user, hole_context): not on the loop.
-        return (yield BlockingOrAwaited(restored, sync_to_async(restored)))
+        return (yield BlockingOrAwaited(restored, partial(_in_a_thread, restored)))
     response = served.response if served.response is not None else (yield the_view)
     return _bypassed(response, served.reason, name, request, options)
 
@@ -206,6 +206,12 @@ def _bypassed(
     """Return the view's own response marked BYPASS with ``reason`` (logged at DEBUG)."""
     log_bypass(name, reason, request.method or "", request.path)
     return marked(response, BYPASS, reason, options)
+
+
+async def _in_a_thread(call: Callable[[], Any]) -> Any:
+    """Await ``call()`` in a worker thread (made only when awaited: the sync driver's hits
+    never pay for an async wrapper they do not use)."""
+    return await sync_to_async(call)()
 
 
 def _signed_in_user(request: HttpRequest) -> Any:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Final
 
+from mcache.memo import BoundedMemo
+
 __all__ = [
     "FRAGMENT",
     "HoleCollector",
@@ -119,7 +121,7 @@ def fill_holes(body: bytes, holes: Sequence[str], fill: Callable[[str], str]) ->
     if not holes:
         return body
     nonce, recipes = holes[0], holes[1:]
-    marker = re.compile(rf"{_PREFIX}{nonce}_(\d+)__".encode())
+    marker, leftover = _patterns(nonce)
     filled: dict[int, bytes] = {}
 
     def replace(match: re.Match[bytes]) -> bytes:
@@ -131,6 +133,21 @@ def fill_holes(body: bytes, holes: Sequence[str], fill: Callable[[str], str]) ->
         return filled[index]
 
     result = marker.sub(replace, body)
-    if re.search(rf"(?i){_PREFIX}{nonce[:8]}".encode(), result):
+    if leftover.search(result):
         raise LeftoverHole("a hole's placeholder was changed by the page and cannot be filled")
     return result
+
+
+_PATTERNS: BoundedMemo[str, tuple[re.Pattern[bytes], re.Pattern[bytes]]] = BoundedMemo(1024)
+"""Each stored page's placeholder pattern and leftover check, by the page's nonce."""
+
+
+def _patterns(nonce: str) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """Return a page's placeholder pattern and its leftover check, compiled once per page
+    (each hit of the page fills with them)."""
+    found = _PATTERNS.get(nonce)
+    if found is None:
+        placeholder = re.compile(rf"{_PREFIX}{nonce}_(\d+)__".encode())
+        leftover = re.compile(rf"(?i){_PREFIX}{nonce[:8]}".encode())
+        found = _PATTERNS.remember(nonce, (placeholder, leftover))
+    return found

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = [
     "tests/core/test_get_or_build.py",
@@ -23,6 +25,7 @@ SUITES = [
 ]
 
 
+@pytest.mark.timeout(1800)  # five whole suites in one subprocess: its own timeout, not a test's
 def test_the_view_and_get_or_build_suites_pass_with_the_near_cache_on() -> None:
     env = {**os.environ, "MCACHE_TEST_NEAR_TTL": "30"}
     run = subprocess.run(

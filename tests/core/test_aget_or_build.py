@@ -23,7 +23,14 @@ from mcache import NO_VALUE, Cache
 from mcache.testing.store_contract import run_together
 from tests.core import workers
 from tests.core.test_async_stores import forbid_thread_hops
-from tests.core.test_get_or_build import BUILD, PROCESSES, builds, put_stale, run_stampede
+from tests.core.test_get_or_build import (
+    BUILD,
+    PROCESSES,
+    STALE_BUILD,
+    builds,
+    put_stale,
+    run_stampede,
+)
 from tests.core.test_get_or_build import THREADS as TASKS
 
 
@@ -42,21 +49,23 @@ def cache(url: str) -> Cache:
     return Cache(url, namespace="ast")
 
 
-def run_astampede(cache: Cache, url: str, key: str, options: dict[str, Any]) -> list[Any]:
+def run_astampede(
+    cache: Cache, url: str, key: str, options: dict[str, Any], build: float = BUILD
+) -> list[Any]:
     """8 processes (threads, for memory) × 8 asyncio tasks call aget_or_build(key) at once.
 
     Each process makes its own cache from ``url``; the in-process memory store
     is only shared through ``cache`` itself, so its threads run on that.
     """
     if not url.startswith("memory:"):
-        return run_stampede(url, key, options, asynchronous=True, namespace="ast")
+        return run_stampede(url, key, options, asynchronous=True, namespace="ast", build=build)
     ready: queue.Queue[int] = queue.Queue()
     results: queue.Queue[list[tuple[Any, float]]] = queue.Queue()
     go = threading.Event()
     runners = [
         threading.Thread(
             target=workers.astampede_on,
-            args=(cache, key, TASKS, BUILD, options, ready, go, results),
+            args=(cache, key, TASKS, build, options, ready, go, results),
         )
         for _ in range(PROCESSES)
     ]
@@ -78,7 +87,7 @@ def test_async_cold_stampede_builds_once(url: str, cache: Cache) -> None:
 
 def test_async_stale_stampede_sync_builds_once(url: str, cache: Cache) -> None:
     put_stale(cache, "hot", "old")
-    outcomes = run_astampede(cache, url, "hot", {"ttl": 60})
+    outcomes = run_astampede(cache, url, "hot", {"ttl": 60}, build=STALE_BUILD)
     values = [value for value, _ in outcomes]
     assert builds(cache) == 1
     assert values.count("old") == len(values) - 1, "everyone but the rebuilder got stale"
@@ -87,10 +96,10 @@ def test_async_stale_stampede_sync_builds_once(url: str, cache: Cache) -> None:
 
 def test_async_stale_stampede_background_serves_everyone_stale(url: str, cache: Cache) -> None:
     put_stale(cache, "hot", "old")
-    options = {"ttl": 60, "refresh": "background", "linger": 1.5}
-    outcomes = run_astampede(cache, url, "hot", options)
+    options = {"ttl": 60, "refresh": "background", "linger": STALE_BUILD + 1}
+    outcomes = run_astampede(cache, url, "hot", options, build=STALE_BUILD)
     assert {value for value, _ in outcomes} == {"old"}, "the lock winner too returned at once"
-    assert max(seconds for _, seconds in outcomes) < BUILD, "nobody waited for the rebuild"
+    assert max(seconds for _, seconds in outcomes) < STALE_BUILD, "nobody waited for the rebuild"
     assert builds(cache) == 1
     assert cache.get_or_build("hot", lambda: "unused").startswith("built by pid")
 

@@ -21,6 +21,9 @@ from tests.core import workers
 PROCESSES = 8
 THREADS = 8
 BUILD = 0.5
+STALE_BUILD = 2.0
+"""The build of the stale stampedes, whose callers must all read before it ends: long
+enough that no caller's first read, delayed by a loaded machine, comes after it."""
 
 
 @pytest.fixture(params=["memcached", "memcached_text", "redis", "sentinel", "cluster"])
@@ -34,7 +37,12 @@ def builds(cache: Cache) -> int:
 
 
 def run_stampede(
-    url: str, key: str, options: dict[str, Any], asynchronous: bool = False, namespace: str = "st"
+    url: str,
+    key: str,
+    options: dict[str, Any],
+    asynchronous: bool = False,
+    namespace: str = "st",
+    build: float = BUILD,
 ) -> list[tuple[Any, float]]:
     """8 processes × 8 threads call get_or_build(key) at once; return every (value, seconds).
 
@@ -45,7 +53,7 @@ def run_stampede(
     processes = [
         context.Process(
             target=workers.stampede,
-            args=(url, namespace, key, THREADS, BUILD, options, ready, go, results, asynchronous),
+            args=(url, namespace, key, THREADS, build, options, ready, go, results, asynchronous),
         )
         for _ in range(PROCESSES)
     ]
@@ -73,7 +81,7 @@ def test_cold_stampede_builds_once(url: str) -> None:
 def test_stale_stampede_sync_builds_once(url: str) -> None:
     cache = Cache(url, namespace="st")
     put_stale(cache, "hot", "old")
-    outcomes = run_stampede(url, "hot", {"ttl": 60})
+    outcomes = run_stampede(url, "hot", {"ttl": 60}, build=STALE_BUILD)
     values = [value for value, _ in outcomes]
     assert builds(cache) == 1
     assert values.count("old") == len(values) - 1, "everyone but the rebuilder got stale"
@@ -83,7 +91,8 @@ def test_stale_stampede_sync_builds_once(url: str) -> None:
 def test_stale_stampede_background_serves_everyone_stale(url: str) -> None:
     cache = Cache(url, namespace="st")
     put_stale(cache, "hot", "old")
-    outcomes = run_stampede(url, "hot", {"ttl": 60, "refresh": "background", "linger": 1.5})
+    options = {"ttl": 60, "refresh": "background", "linger": STALE_BUILD + 1}
+    outcomes = run_stampede(url, "hot", options, build=STALE_BUILD)
     assert {value for value, _ in outcomes} == {"old"}, "the lock winner too returned at once"
     assert builds(cache) == 1
     assert cache.get_or_build("hot", lambda: "unused").startswith("built by pid")

@@ -2,7 +2,8 @@
 
 Each ``Cache`` counts what happens to it (hits, stale answers, builds, waits…)
 in memory, and every ``interval`` seconds one caller adds the deltas to counters
-in the store with ``incr`` (two round trips, never one per request). Any process
+in the store with ``incr`` (two round trips, never one per request; two more once a
+minute, for the last hour's samples of :mod:`.samples`). Any process
 can then read the totals of every process, which is what lets the hit ratio be
 reported net of lock, tag and counter traffic: those never pass through here.
 """
@@ -24,6 +25,7 @@ from mcache.contract.store_helpers import stored_count
 from mcache.logs import FailureLog
 from mcache.model.tags import incr_many
 from mcache.observe.events import CURRENT_CALL, BuildWatch, Observer, Origin, quietly
+from mcache.observe.samples import offer_sample
 
 __all__ = ["COUNTERS", "CacheStats"]
 
@@ -117,6 +119,8 @@ class CacheStats:
         self._hits_taken = 0
         self._lock = threading.Lock()
         self._next_flush = time.monotonic() + interval
+        self._sampled_minute = 0
+        """The last minute this process offered a sample of (see :mod:`.samples`)."""
         _LIVE.add(self)
 
     def key(self, name: str) -> str:
@@ -179,7 +183,12 @@ class CacheStats:
             for key, result in results.items():
                 if result is None and not self.store.add(key, b"%d" % deltas[key], 0):
                     self.store.incr(key, deltas[key])
-            self.store.set(self.key(FLUSHED), b"%d" % int(time.time() * 1000), 0)
+            now = time.time()
+            self.store.set(self.key(FLUSHED), b"%d" % int(now * 1000), 0)
+            minute = int(now // 60)
+            if minute != self._sampled_minute:  # the minute's first flush here: the chart's
+                self._sampled_minute = minute
+                offer_sample(self.store, self.key, minute, self.totals(pending=False))
         except Exception as error:  # statistics must never fail a request
             with self._lock:
                 for name, count in pending.items():

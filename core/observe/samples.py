@@ -21,7 +21,15 @@ from dataclasses import dataclass
 
 from mcache.contract.store import Store
 
-__all__ = ["MINUTES", "Minute", "Sample", "minute_counts", "offer_sample", "read_samples"]
+__all__ = [
+    "MINUTES",
+    "Minute",
+    "Sample",
+    "hit_ratio",
+    "minute_counts",
+    "offer_sample",
+    "read_samples",
+]
 
 MINUTES = 60
 """How many minutes the ring covers."""
@@ -48,9 +56,14 @@ class Minute:
     @property
     def hit_ratio(self) -> float | None:
         """Hits and stale answers over every lookup; None for a minute without lookups."""
-        served = self.counts.get("hits", 0) + self.counts.get("stale", 0)
-        lookups = served + self.counts.get("misses", 0)
-        return served / lookups if lookups else None
+        return hit_ratio(self.counts)
+
+
+def hit_ratio(counts: Mapping[str, int]) -> float | None:
+    """Return (hits + stale) / (hits + stale + misses) of ``counts``, None without lookups."""
+    served = counts.get("hits", 0) + counts.get("stale", 0)
+    lookups = served + counts.get("misses", 0)
+    return served / lookups if lookups else None
 
 
 def _key(key_of: Callable[[str], str], minute: int) -> str:

@@ -25,7 +25,7 @@ from mcache.contract.store_helpers import stored_count
 from mcache.logs import FailureLog
 from mcache.model.tags import incr_many
 from mcache.observe.events import CURRENT_CALL, BuildWatch, Observer, Origin, quietly
-from mcache.observe.samples import offer_sample
+from mcache.observe.samples import hit_ratio, offer_sample
 
 __all__ = ["COUNTERS", "CacheStats"]
 
@@ -211,9 +211,7 @@ class CacheStats:
         totals: dict[str, Any] = {
             name: (stored_count(found.get(self.key(name))) or 0) + local[name] for name in COUNTERS
         }
-        served = totals["hits"] + totals["stale"]
-        lookups = served + totals["misses"]
-        totals["hit_ratio"] = served / lookups if lookups else 0.0
+        totals["hit_ratio"] = hit_ratio(totals) or 0.0
         flushed = stored_count(found.get(self.key(FLUSHED)))
         totals["flushed_at"] = flushed / 1000 if flushed else None
         return totals

@@ -31,6 +31,9 @@ RETRY_AFTER = 5.0
 """Seconds a queue refresher sends nothing after a refused send (then it tries again)."""
 LAG = 2.0
 """The site's ``replication_lag``: a rebuild within it of a bump reads the primary."""
+STALE_BUILD = 1.5
+"""Seconds a stale stampede's rebuild takes: longer than any reader of its burst waits to
+read on a loaded machine, so a reader served the rebuilt page was one that waited for it."""
 
 
 def test_a_cold_stampede_builds_each_key_once(site) -> None:
@@ -43,8 +46,10 @@ def test_a_cold_stampede_builds_each_key_once(site) -> None:
 
 def test_a_stale_stampede_is_served_stale_and_rebuilt_once_where_the_refresher_says(site) -> None:
     warm(site, "stale", KEYS)
+    site.first.ask(op="flag", name="slow:stale", value=STALE_BUILD)
     bump(site, "stale")
     reads = site.web.burst(keys("stale", KEYS))
+    site.first.ask(op="flag", name="slow:stale", value=None)
     for rule, number, value in reads:
         assert value.startswith(f"{rule} {number} #"), value
         if site.cell.refresher != "sync":

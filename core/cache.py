@@ -393,6 +393,7 @@ class Cache(PlainOperations):
         """Tell ``observer`` this cache's events, builds and calls from now on (once)."""
         if observer not in self.counts.observers:
             self.counts.observers.append(observer)
+            observer.attached(self.counts)
 
     def stats(self, flush: bool = True) -> dict[str, Any]:
         """Return every process's counters (hits, stale, builds, …, hit_ratio) and server stats.

@@ -4,10 +4,14 @@ from django.apps import AppConfig
 
 
 class DjangoMCacheConfig(AppConfig):
-    """``django_mcache`` in ``INSTALLED_APPS``: template tags, management commands, checks."""
+    """``django_mcache`` in ``INSTALLED_APPS``: template tags, management commands, checks, and
+    the cache dashboard in the admin."""
 
     name = "django_mcache"
+    label = "mcache"
+    """The admin shows the dashboard under ``/admin/mcache/``; no table carries the label."""
     verbose_name = "mcache"
+    default_auto_field = "django.db.models.AutoField"
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the checks)

@@ -106,7 +106,7 @@ def resolves(name: str) -> bool:
     for cut in range(len(parts), 0, -1):
         try:
             found: object = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
+        except (ImportError, LookupError):  # LookupError: an admin module, without the admin
             continue
         for attribute in parts[cut:]:
             if not hasattr(found, attribute):

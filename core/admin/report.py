@@ -18,6 +18,7 @@ from mcache.observe.stats import COUNTERS
 from mcache.observe.trace import LEGEND
 
 __all__ = [
+    "byte_size",
     "collect",
     "eviction_warnings",
     "render_text",
@@ -222,7 +223,7 @@ def slab_chart(rows: list[tuple[int, int, int]], width: int = 50) -> str:
         bar_total = max(1, round(total / peak * width)) if total else 0
         bar_used = min(bar_total, round(used / peak * width))
         bar = "#" * bar_used + "." * (bar_total - bar_used)
-        lines.append(f"{_size(size):>9}  {_size(total):>10}  {_size(used):>10}  {bar}")
+        lines.append(f"{byte_size(size):>9}  {byte_size(total):>10}  {byte_size(used):>10}  {bar}")
     return "\n".join(lines)
 
 
@@ -237,7 +238,7 @@ def slab_png(rows: list[tuple[int, int, int]], path: str | Path) -> Path:
         raise RuntimeError(
             "--png needs matplotlib: pip install matplotlib (the text chart needs nothing)"
         ) from error
-    labels = [_size(size) for size, _, _ in rows]
+    labels = [byte_size(size) for size, _, _ in rows]
     figure, axes = pyplot.subplots(figsize=(max(6, len(rows) * 0.5), 4))
     axes.bar(labels, [t / 2**20 for _, t, _ in rows], color="#cccccc", label="allocated")
     axes.bar(labels, [u / 2**20 for _, _, u in rows], color="#2a6ebb", label="in use")
@@ -265,7 +266,7 @@ def _number(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def _size(size: int) -> str:
+def byte_size(size: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"

@@ -188,7 +188,7 @@ def memoize(
     def decorate(function: Callable[..., Any]) -> Memoized:
         memoized = Memoized(cache, function, ttl, tags, key_prefix, options, refuse)
         origin = cache.counts.origin  # its entries are labelled by the function's name
-        origin.add_function(origin.readable(cache.key(memoized.name, ())))
+        origin.add_function(origin.readable(cache.key(memoized.name, ())), memoized)
         return memoized
 
     return decorate

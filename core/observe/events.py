@@ -49,10 +49,14 @@ class Origin:
         self.label = label
         """The cache's name in metrics: its Django alias or Flask name, else its namespace."""
         self.functions: set[str] = set()
+        self.cached_functions: dict[str, Any] = {}
+        """This process's ``@cached`` functions by name: what an operator may refresh."""
         self._families: BoundedMemo[str, str] = BoundedMemo(_FAMILY_MEMO)
 
-    def add_function(self, readable: str) -> None:
+    def add_function(self, readable: str, function: Any = None) -> None:
         """Label the entries of a ``@cached`` function (its key's readable prefix) by its name."""
+        if function is not None:
+            self.cached_functions[readable] = function
         if len(self.functions) < MAX_FUNCTION_FAMILIES:
             self.functions.add(readable)
             self._families.clear()
@@ -85,6 +89,10 @@ class Observer:
     must be quick and must not raise: an observer's error is logged and
     dropped, never the caller's.
     """
+
+    def attached(self, stats: Any) -> None:
+        """The observer now watches the cache whose counters are ``stats`` (a
+        :class:`mcache.observe.stats.CacheStats`: its store, its keys, its origin)."""
 
     def counted(self, origin: Origin, event: str, key: str | None, count: int) -> None:
         """``count`` events named as :data:`mcache.observe.stats.COUNTERS` (``hits``, …) for
@@ -150,7 +158,8 @@ def quietly(hook: Any, *args: Any) -> Any:
 
 
 def observers_named(metrics: Any) -> list[Observer]:
-    """Return the observers ``metrics`` names: ``"prometheus"``, ``"opentelemetry"``, observers.
+    """Return the observers ``metrics`` names: ``"prometheus"``, ``"opentelemetry"``,
+    ``"families"`` (counts per key family for the dashboard's chart), observers.
 
     Each exporter is imported only when named, so ``import mcache`` pulls in
     neither; a missing library fails here, at start-up, naming the extra.
@@ -164,12 +173,20 @@ def observers_named(metrics: Any) -> list[Observer]:
             f"metrics must be a list such as ['prometheus', 'opentelemetry'], got {metrics!r}"
         ) from None
     for item in named:
-        if not isinstance(item, Observer) and item not in _EXPORTERS:
+        if not isinstance(item, Observer) and item not in (*_EXPORTERS, "families"):
             raise ConfigError(
-                f"metrics: unknown {item!r}; write 'prometheus', 'opentelemetry' or an"
-                " mcache.observe.events.Observer"
+                f"metrics: unknown {item!r}; write 'prometheus', 'opentelemetry', 'families'"
+                " or an mcache.observe.events.Observer"
             )
-    return [item if isinstance(item, Observer) else _exporter(item) for item in named]
+    return [_observer(item) for item in named]
+
+
+def _observer(item: str | Observer) -> Observer:
+    if isinstance(item, Observer):
+        return item
+    if item == "families":  # one per cache: it writes to its cache's store
+        return importlib.import_module(".families", __package__).FamilyCounts()
+    return _exporter(item)
 
 
 _EXPORTERS = {  # name (its module and extra): its observer class, the library it needs

@@ -103,20 +103,25 @@ def _decoded(raw: bytes) -> Sample | None:
     return Sample(minute, {k: v for k, v in counts.items() if type(v) is int})
 
 
-def minute_counts(samples: list[Sample]) -> list[Minute]:
-    """Return what was counted between each pair of consecutive samples, per minute.
+def minute_counts(samples: list[Sample], now: Mapping[str, int] | None = None) -> list[Minute]:
+    """Return what was counted between each pair of consecutive samples, per minute, each
+    under the minute of the earlier sample (the minute it was counted in); with ``now``
+    (the totals as they stand), the current minute so far too.
 
     Where a total went down (its counter was evicted, or the server restarted empty),
     the later sample starts afresh: that step is left out rather than shown negative.
     Between samples further apart than a minute (no flush in the minutes between), the
     counts are spread evenly, as the chart shows a rate.
     """
+    steps = list(itertools.pairwise(samples))
+    if now is not None and samples:
+        steps.append((samples[-1], Sample(samples[-1].minute + 1, now)))
     minutes = []
-    for before, after in itertools.pairwise(samples):
+    for before, after in steps:
         names = before.totals.keys() & after.totals.keys()
-        steps = {name: after.totals[name] - before.totals[name] for name in names}
-        if any(step < 0 for step in steps.values()):
+        counted = {name: after.totals[name] - before.totals[name] for name in names}
+        if any(step < 0 for step in counted.values()):
             continue
         span = after.minute - before.minute
-        minutes.append(Minute(after.minute, {k: v // span for k, v in steps.items()}))
+        minutes.append(Minute(before.minute, {k: v // span for k, v in counted.items()}))
     return minutes

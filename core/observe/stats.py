@@ -27,7 +27,7 @@ from mcache.model.tags import incr_many
 from mcache.observe.events import CURRENT_CALL, BuildWatch, Observer, Origin, quietly
 from mcache.observe.samples import hit_ratio, offer_sample
 
-__all__ = ["COUNTERS", "CacheStats"]
+__all__ = ["COUNTERS", "CacheStats", "add_counts"]
 
 COUNTERS = {
     "hits": "fresh values served",
@@ -94,6 +94,16 @@ def _forget_parent_counts() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_parent_counts)
+
+
+def add_counts(store: Store, deltas: dict[str, int], ttl: int = 0) -> None:
+    """Add ``deltas`` to counters in ``store`` (one ``incr_many``), creating those that are
+    missing with ``ttl`` (0: no expiry); a counter another process created meanwhile is
+    incremented instead."""
+    results = incr_many(store, deltas)
+    for key, result in results.items():
+        if result is None and not store.add(key, b"%d" % deltas[key], ttl):
+            store.incr(key, deltas[key])
 
 
 class CacheStats:
@@ -179,10 +189,7 @@ class CacheStats:
         if not deltas:
             return
         try:
-            results = incr_many(self.store, deltas)
-            for key, result in results.items():
-                if result is None and not self.store.add(key, b"%d" % deltas[key], 0):
-                    self.store.incr(key, deltas[key])
+            add_counts(self.store, deltas)
             now = time.time()
             self.store.set(self.key(FLUSHED), b"%d" % int(now * 1000), 0)
             minute = int(now // 60)

@@ -78,10 +78,21 @@ def test_minute_counts_are_the_differences_and_skip_a_restart() -> None:
     ]
     minutes = minute_counts(samples)
     assert [(m.minute, m.counts["hits"], m.counts["misses"]) for m in minutes] == [
-        (101, 30, 10),
-        (104, 10, 1),
-        (106, 10, 0),
+        (100, 30, 10),
+        (101, 10, 1),
+        (105, 10, 0),
     ]
     assert minutes[0].hit_ratio == pytest.approx(30 / 40)
     assert minutes[2].hit_ratio == 1.0
     assert minute_counts([Sample(1, {"hits": 0}), Sample(2, {"hits": 0})])[0].hit_ratio is None
+
+
+def test_the_current_minute_so_far_comes_from_the_totals_now() -> None:
+    samples = [Sample(100, {"hits": 10, "misses": 5}), Sample(101, {"hits": 40, "misses": 15})]
+    minutes = minute_counts(samples, now={"hits": 43, "misses": 16})
+    assert [(m.minute, m.counts["hits"], m.counts["misses"]) for m in minutes] == [
+        (100, 30, 10),
+        (101, 3, 1),
+    ]
+    assert minute_counts([Sample(7, {"hits": 1})], now={"hits": 5})[0].counts == {"hits": 4}
+    assert minute_counts([], now={"hits": 5}) == []

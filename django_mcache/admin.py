@@ -1,0 +1,149 @@
+"""The cache dashboard in Django's admin, at ``/admin/mcache/dashboard/``.
+
+Staff with ``mcache.view_dashboard`` see every mcache cache of ``settings.CACHES``
+(superusers have it); its buttons also want ``mcache.act_on_caches``, and each asks for
+a confirmation page before it acts (see :mod:`mcache.admin.dashboard_actions`). The page
+is the admin's own: its login, its CSRF protection, its stylesheet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.middleware.csrf import get_token
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.safestring import mark_safe
+
+from mcache.admin.dashboard import gather, trace_of
+from mcache.admin.dashboard_actions import Action, ActionError, perform, plan
+from mcache.admin.dashboard_html import confirm_html, dashboard_html
+from mcache.cache import Cache
+
+from .aliases import BACKEND
+from .models import Dashboard
+from .tags import model_tag
+
+VIEW, ACT = "mcache.view_dashboard", "mcache.act_on_caches"
+
+
+def mcache_caches() -> dict[str, Cache]:
+    """Return every mcache cache of ``settings.CACHES``, by alias."""
+    from django.core.cache import caches
+
+    return {
+        alias: caches[alias].mcache  # type: ignore[attr-defined]
+        for alias, config in settings.CACHES.items()
+        if config.get("BACKEND") == BACKEND
+    }
+
+
+@admin.register(Dashboard)
+class DashboardAdmin(admin.ModelAdmin):
+    """The dashboard page and its action endpoint, in place of a model's change list."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(VIEW)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(VIEW)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[Any]:
+        return [
+            path("", self._guarded(self.dashboard_view), name="mcache_dashboard_changelist"),
+            path("act/", self._guarded(self.act_view), name="mcache_dashboard_act"),
+        ]
+
+    def _guarded(self, view: Callable[[HttpRequest], HttpResponse]) -> Callable[..., Any]:
+        """The admin's own guard (a visitor signs in first), and a 403 for a signed-in user
+        who is not staff: the admin would show them its sign-in form again."""
+        admin_view = self.admin_site.admin_view(view)
+
+        @wraps(view)
+        def guarded(request: HttpRequest) -> HttpResponse:
+            if request.user.is_authenticated and not request.user.is_staff:
+                raise PermissionDenied
+            return admin_view(request)  # type: ignore[no-any-return]
+
+        return guarded
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        """The page: every mcache cache's section, and a key's trace when one is asked."""
+        if not request.user.has_perm(VIEW):
+            raise PermissionDenied
+        caches = mcache_caches()
+        asked = request.GET.get("trace", "")
+        trace = (
+            (asked, trace_of(next(iter(caches.values())), asked)) if caches and asked else ("", "")
+        )
+        body = dashboard_html(
+            [gather(cache, alias) for alias, cache in caches.items()],
+            reverse("admin:mcache_dashboard_act"),
+            self._hidden(request),
+            trace,
+            target_label="model (app_label.Model)",
+        )
+        return self._page(request, body)
+
+    def act_view(self, request: HttpRequest) -> HttpResponse:
+        """A button's POST: the confirmation page first, the action on its own POST."""
+        if request.method != "POST":
+            return HttpResponseRedirect(reverse("admin:mcache_dashboard_changelist"))
+        if not request.user.has_perm(ACT):
+            raise PermissionDenied
+        caches = mcache_caches()
+        back = reverse("admin:mcache_dashboard_changelist")
+        try:
+            action = _with_model(plan(request.POST.dict(), caches))
+            if request.POST.get("confirmed") != "yes":
+                body = confirm_html(action, request.path, back, self._hidden(request))
+                return self._page(request, body)
+            done = perform(
+                action, caches, request.user.get_username(), request.POST.get("typed", "")
+            )
+        except ActionError as error:
+            return self._page(request, "", problem=str(error), status=400)
+        messages.success(request, done, fail_silently=True)
+        return HttpResponseRedirect(back)
+
+    def _hidden(self, request: HttpRequest) -> dict[str, str]:
+        return {"csrfmiddlewaretoken": get_token(request)}
+
+    def _page(
+        self, request: HttpRequest, body: str, problem: str = "", status: int = 200
+    ) -> HttpResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Cache dashboard",
+            "body": mark_safe(body),  # every value in it is escaped by dashboard_html
+            "problem": problem,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/mcache/dashboard.html", context, status=status)
+
+
+def _with_model(action: Action) -> Action:
+    """Turn an invalidation that names a model (``blog.Post``) into its tag."""
+    if action.kind != "invalidate" or action.target or not action.label:
+        return action
+    try:
+        model = apps.get_model(action.label)
+    except (LookupError, ValueError):
+        raise ActionError(f"there is no model {action.label!r}: write app_label.Model") from None
+    return Action("invalidate", action.cache, model_tag(model), label=f"model {action.label}")

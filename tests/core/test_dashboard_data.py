@@ -1,0 +1,167 @@
+"""The dashboard's data on real servers: per-family counts added up across processes, the
+chart drawn from them, and each button's action, confirmed and logged."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import time
+
+import pytest
+
+from mcache import Cache
+from mcache.admin.dashboard import gather, trace_of
+from mcache.admin.dashboard_actions import ActionError, perform, plan
+from mcache.admin.dashboard_html import chart_svg, confirm_html, dashboard_html
+from mcache.errors import ConfigError
+from mcache.observe.families import FamilyCounts, family_minutes
+
+
+def family_cache(url: str, namespace: str = "dash") -> Cache:
+    return Cache(url, namespace=namespace, metrics=["families"], stats_interval=0.01)
+
+
+@pytest.fixture(params=["memcached", "redis"])
+def url(request: pytest.FixtureRequest) -> str:
+    return request.getfixturevalue(f"{request.param}_url")
+
+
+def _traffic(url: str, namespace: str, hits: int) -> None:
+    cache = family_cache(url, namespace)
+
+    @cache.cached(ttl=60, key_prefix="shop.price")
+    def price(n: int) -> int:
+        return n * 2
+
+    price(1)  # a miss
+    for _ in range(hits):
+        price(1)
+    cache.get_or_build(("view.page", "/"), lambda: "page", ttl=60)  # a page family miss
+    time.sleep(0.05)
+    cache.get_or_build(("view.page", "/"), lambda: "page", ttl=60)
+    for observer in cache.counts.observers:
+        if isinstance(observer, FamilyCounts):
+            observer.flush()
+
+
+def test_families_add_up_across_processes_minute_by_minute(url: str) -> None:
+    namespace = f"fam{time.time_ns()}"
+    spawn = multiprocessing.get_context("spawn")
+    workers = [spawn.Process(target=_traffic, args=(url, namespace, 4)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    reader = family_cache(url, namespace)
+    name = "shop.price"
+    chart = family_minutes(reader.counts, [name, "page", "other"], int(time.time() // 60))
+    function_counts = {"hits": 0, "stale": 0, "misses": 0}
+    for minute in chart[name]:
+        for event, count in minute.counts.items():
+            function_counts[event] += count
+    # each process: one miss then four hits of price(1); the entry is shared, so the second
+    # process may hit where the first missed
+    assert function_counts["hits"] + function_counts["misses"] == 10
+    assert function_counts["hits"] >= 8
+    assert sum(m.counts["misses"] + m.counts["hits"] for m in chart["page"]) == 4
+    assert chart["other"] == []
+
+
+def test_the_unknown_function_family_is_other_and_families_are_off_by_default(
+    memcached_url: str,
+) -> None:
+    plain = Cache(memcached_url, namespace="plain")
+    assert gather(plain, "plain").families is None
+    with pytest.raises(ConfigError, match="families"):
+        Cache(memcached_url, namespace="bad", metrics=["famlies"])
+
+
+def test_the_chart_draws_each_family_with_lookups(url: str) -> None:
+    namespace = f"chart{time.time_ns()}"
+    _traffic(url, namespace, 3)
+    cache = family_cache(url, namespace)
+    cache.counts.flush()
+    view = gather(cache, "default")
+    svg = chart_svg(view)
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    drawn = {family for family, minutes in (view.families or {}).items() if minutes}
+    assert "page" in drawn
+    for family in drawn:
+        assert f'data-family="{family}"' in svg
+
+
+def test_the_page_escapes_what_it_shows(memcached_url: str) -> None:
+    cache = Cache(memcached_url, namespace="esc")
+    cache.get_or_build(("<script>", 1), lambda: 1, ttl=60)
+    html = dashboard_html(
+        [gather(cache, "<b>x</b>")], "/act", {"csrf": '"><script>'}, ("<i>", "M<")
+    )
+    assert "<script>" not in html and "<b>x</b>" not in html and "<i>" not in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and 'value="&quot;&gt;&lt;script&gt;"' in html
+
+
+def test_invalidate_is_confirmed_then_done_and_logged(
+    memcached_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = Cache(memcached_url, namespace="act")
+    builds = []
+    cache.get_or_build("k", lambda: builds.append(1) or len(builds), ttl=60, tags=["shop"])
+    caches = {"default": cache}
+    action = plan({"kind": "invalidate", "cache": "default", "target": "shop"}, caches)
+    page = confirm_html(action, "/act", "/", {})
+    assert "Invalidate tag &#x27;shop&#x27;" in page and 'name="confirmed" value="yes"' in page
+    with caplog.at_level(logging.WARNING, "mcache.dashboard"):
+        done = perform(action, caches, "alice")
+    assert "invalidated tag 'shop'" in done
+    assert "by alice" in caplog.text
+    cache.get_or_build("k", lambda: builds.append(1) or len(builds), ttl=60, tags=["shop"])
+    assert len(builds) == 2, "the tag's entry was rebuilt"
+
+
+def test_refresh_runs_the_function_for_the_given_arguments(memcached_url: str) -> None:
+    cache = Cache(memcached_url, namespace="refresh")
+    calls: list[int] = []
+
+    @cache.cached(ttl=60, key_prefix="shop.price")
+    def price(n: int, currency: str = "EUR") -> str:
+        calls.append(n)
+        return f"{n} {currency} #{len(calls)}"
+
+    assert price(3) == "3 EUR #1"
+    caches = {"default": cache}
+    action = plan(
+        {"kind": "refresh", "cache": "default", "target": "shop.price", "arguments": "[3]"}, caches
+    )
+    assert "shop.price(3)" in action.describe()
+    perform(action, caches, "bob")
+    assert price(3) == "3 EUR #2", "the entry holds the refreshed result"
+    with pytest.raises(ActionError, match="JSON"):
+        plan(
+            {"kind": "refresh", "cache": "default", "target": "shop.price", "arguments": "3,"},
+            caches,
+        )
+    with pytest.raises(ActionError, match="not a @cached function"):
+        plan({"kind": "refresh", "cache": "default", "target": "nope"}, caches)
+
+
+def test_flush_wants_the_cache_name_typed(memcached_url: str) -> None:
+    cache = Cache(memcached_url, namespace="flush")
+    cache.set("k", 1)
+    caches = {"default": cache}
+    action = plan({"kind": "flush", "cache": "default"}, caches)
+    assert 'name="typed"' in confirm_html(action, "/act", "/", {})
+    with pytest.raises(ActionError, match="type the cache's name"):
+        perform(action, caches, "carol", typed="yes")
+    assert cache.get("k") == 1, "nothing flushed without the name"
+    perform(action, caches, "carol", typed="default")
+    assert cache.get("k", None) is None
+
+
+def test_a_trace_is_shown_when_tracing_is_on(memcached_url: str, tmp_path) -> None:
+    off = Cache(memcached_url, namespace="notrace")
+    assert "tracing is off" in trace_of(off, "k")
+    on = Cache(memcached_url, namespace="trace", trace_dir=str(tmp_path))
+    on.get_or_build("k", lambda: 1, ttl=60)
+    on.get_or_build("k", lambda: 1, ttl=60)
+    assert trace_of(on, "k").endswith("H")

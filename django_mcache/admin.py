@@ -89,9 +89,8 @@ class DashboardAdmin(admin.ModelAdmin):
             raise PermissionDenied
         caches = mcache_caches()
         asked = request.GET.get("trace", "")
-        trace = (
-            (asked, trace_of(next(iter(caches.values())), asked)) if caches and asked else ("", "")
-        )
+        traced = caches.get(request.GET.get("cache", ""), next(iter(caches.values()), None))
+        trace = trace_of(traced, asked) if traced is not None and asked else None
         body = dashboard_html(
             [gather(cache, alias) for alias, cache in caches.items()],
             reverse("admin:mcache_dashboard_act"),

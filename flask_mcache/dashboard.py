@@ -65,7 +65,8 @@ def dashboard_blueprint(
     def dashboard() -> Response:
         caches = _caches()
         asked = request.args.get("trace", "")
-        trace = (asked, trace_of(caches["default"], asked)) if asked else ("", "")
+        traced = caches.get(request.args.get("cache", ""), caches["default"])
+        trace = trace_of(traced, asked) if asked else None
         body = dashboard_html(
             [gather(cache, alias) for alias, cache in caches.items()],
             url_for(f"{name}.act"),

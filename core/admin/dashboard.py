@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcache.admin.hot_keys import hot_keys
-from mcache.admin.report import collect, slab_rows, traced
+from mcache.admin.report import collect, slab_rows
 from mcache.cache import Cache
 from mcache.observe.families import FamilyCounts, family_minutes
 from mcache.observe.samples import Minute, minute_counts, read_samples
@@ -99,14 +99,32 @@ def gather(cache: Cache, name: str, now: float | None = None) -> CacheView:
     )
 
 
-def trace_of(cache: Cache, asked: str) -> str:
-    """Return the trace letters of a page path (``/…``), a fragment or a key, or say why not."""
-    asked = asked.strip()
-    if not asked:
-        return ""
-    try:
-        if asked.startswith("/"):
-            return traced(cache, [], view=asked)
-        return traced(cache, [cache.key(asked), asked], fragment=asked)
-    except ValueError:
-        return "tracing is off: give the cache a trace_dir to see each key's events"
+@dataclass(frozen=True)
+class Trace:
+    """The events of what the trace form asked for: a page path, a fragment or a key."""
+
+    asked: str
+    rows: list[tuple[str, str, float | None]] = field(default_factory=list)
+    """``(key, letters, when its last event was recorded)``, per traced key."""
+    problem: str = ""
+    """Why there are no rows, or empty."""
+
+
+def trace_of(cache: Cache, asked: str) -> Trace:
+    """Return the trace of a page path (``/…``: each of its stored pages), a fragment name,
+    or a key, on ``cache``."""
+    tracer, asked = cache.tracer, asked.strip()
+    if tracer.trace_dir is None:
+        return Trace(asked, problem="tracing is off: give the cache a trace_dir")
+    found: dict[str, str] = {}
+    if asked.startswith("/"):
+        found.update(tracer.find("." + asked))
+    else:
+        for store_key in (cache.key(asked), asked):
+            if letters := tracer.read(store_key):
+                found[store_key] = letters
+                break
+        for kind in ("block", "jinja"):  # Django's {% mcache %}, Flask's Jinja tag
+            found.update(tracer.find(f"{kind}.{asked}"))
+    rows = [(key, letters, tracer.last_written(key)) for key, letters in found.items()]
+    return Trace(asked, rows, "" if rows else f"no events of {asked!r} yet")

@@ -9,13 +9,15 @@ frameworks supply the hidden fields their forms need (a CSRF token) and where fo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from mcache.admin.dashboard import RATES, CacheView
+from mcache.admin.dashboard import RATES, CacheView, Trace
 from mcache.admin.dashboard_actions import Action
 from mcache.admin.report import CACHE_FIELDS, SERVER_FIELDS, byte_size
 from mcache.observe.samples import MINUTES
+from mcache.observe.trace import LEGEND
 
 __all__ = ["chart_svg", "confirm_html", "dashboard_html"]
 
@@ -82,26 +84,46 @@ def dashboard_html(
     views: Sequence[CacheView],
     action_url: str,
     hidden: Mapping[str, str],
-    trace: tuple[str, str] = ("", ""),
+    trace: Trace | None = None,
     target_label: str = "",
 ) -> str:
     """Return the dashboard's body: each cache's section, then the trace form.
 
-    ``hidden``: fields every form carries (a CSRF token); ``trace``: the asked key or path
-    and its letters; ``target_label``: what the framework invalidates besides tags
+    ``hidden``: fields every form carries (a CSRF token); ``trace``: what the trace form
+    asked for, and its events; ``target_label``: what the framework invalidates besides tags
     ("model", "table"), offered as its own form.
     """
     parts = [_cache_html(view, action_url, hidden, target_label) for view in views]
-    asked, letters = trace
+    caches = "".join(f"<option>{escape(view.name)}</option>" for view in views)
     parts.append(
         '<div class="module"><h2>Trace</h2><form method="get" class="mcache-trace">'
+        f'<label>Cache <select name="cache">{caches}</select></label> '
         '<label>Page path, fragment or key <input name="trace" value="'
-        f'{escape(asked)}" size="40"></label> <input type="submit" class="button" '
-        'value="Show events"></form>'
-        + (f'<pre class="mcache-trace-letters">{escape(letters)}</pre>' if letters else "")
-        + "</div>"
+        f'{escape(trace.asked if trace else "")}" size="40"></label> <input type="submit" '
+        'class="button" value="Show events"></form>'
+        f"{_trace_html(trace) if trace else ''}</div>"
     )
     return "\n".join(parts)
+
+
+def _trace_html(trace: Trace) -> str:
+    if trace.problem:
+        return f'<p class="help">{escape(trace.problem)}</p>'
+    rows = "".join(
+        f"<tr><td>{escape(key)}</td><td><code>{escape(letters)}</code></td>"
+        f"<td>{_when(written)}</td></tr>"
+        for key, letters, written in trace.rows
+    )
+    return (
+        '<table class="mcache-trace-letters"><tr><th>key</th><th>events</th>'
+        f'<th>last event</th></tr>{rows}</table><p class="help">{escape(LEGEND)}</p>'
+    )
+
+
+def _when(written: float | None) -> str:
+    if written is None:
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(written))
 
 
 def _cache_html(view: CacheView, action_url: str, hidden: Mapping[str, str], target: str) -> str:
@@ -126,7 +148,7 @@ def _cache_html(view: CacheView, action_url: str, hidden: Mapping[str, str], tar
         f"<h2>Cache {escape(view.name)}</h2>"
         f'<p>Hit ratio <strong class="mcache-hit-ratio">{ratio:.1%}</strong> '
         f"({escape(str(report.get('scope', '')))}; lock, tag and counter keys not counted)</p>"
-        f"{chart_svg(view)}{families}"
+        f"{_warnings_html(report.get('warnings', ()))}{chart_svg(view)}{families}"
         f"{_servers_html(report.get('servers', {}))}"
         f'<div class="mcache-row"><table class="mcache-counters"><caption>Counted</caption>'
         f"{rows}<tr><th>hit ratio</th><td>{ratio:.1%}</td></tr></table>"
@@ -134,6 +156,13 @@ def _cache_html(view: CacheView, action_url: str, hidden: Mapping[str, str], tar
         f"{_hot_html(view)}{_slabs_html(view.slabs)}"
         f"{_actions_html(view, action_url, hidden, target)}</div>"
     )
+
+
+def _warnings_html(warnings: Sequence[str]) -> str:
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{escape(warning)}</li>" for warning in warnings)
+    return f'<ul class="mcache-warnings errorlist">{items}</ul>'
 
 
 def _servers_html(servers: Mapping[str, Mapping[str, object]]) -> str:

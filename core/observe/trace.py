@@ -78,6 +78,13 @@ class Tracer:
             if wanted.search(path.name)
         }
 
+    def last_written(self, key: str) -> float | None:
+        """Return when ``key``'s last event was recorded (seconds since the epoch), or None."""
+        try:
+            return self.path(key).stat().st_mtime
+        except (AssertionError, FileNotFoundError):
+            return None
+
     def read(self, key: str) -> str:
         """Return the letters recorded for ``key`` so far."""
         try:

@@ -31,6 +31,8 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 User.objects.create_superuser("admin", "admin@example.com", {PASSWORD!r})
 User.objects.create_user("clerk", password={PASSWORD!r}, is_staff=True)
+viewer = User.objects.create_user("viewer", password={PASSWORD!r}, is_staff=True)
+viewer.user_permissions.add(Permission.objects.get(codename="view_dashboard"))
 visitor = User.objects.create_user("visitor", password={PASSWORD!r})
 session = SessionStore()
 session["_auth_user_id"] = str(visitor.pk)
@@ -168,3 +170,17 @@ def test_staff_without_the_permission_gets_403(browser, site: Site) -> None:
     browser.get(site.url + "/admin/mcache/dashboard/")
     assert "403 Forbidden" in browser.page_source
     assert "mcache-cache" not in browser.page_source
+
+
+def test_staff_who_may_look_but_not_act_gets_403_on_a_button(browser, site: Site) -> None:
+    from selenium.webdriver.common.by import By
+
+    site.get("/news/")
+    assert site.get("/news/")[1] == "HIT"
+    sign_in(browser, site, "viewer")
+    browser.get(site.url + "/admin/mcache/dashboard/")
+    form = browser.find_element(By.CSS_SELECTOR, "form.mcache-invalidate")
+    form.find_element(By.NAME, "target").send_keys("news")
+    submit(browser, form)
+    assert "403 Forbidden" in browser.page_source
+    assert site.get("/news/")[1] == "HIT", "nothing invalidated"

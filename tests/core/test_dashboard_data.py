@@ -95,7 +95,7 @@ def test_the_page_escapes_what_it_shows(memcached_url: str) -> None:
     cache = Cache(memcached_url, namespace="esc")
     cache.get_or_build(("<script>", 1), lambda: 1, ttl=60)
     html = dashboard_html(
-        [gather(cache, "<b>x</b>")], "/act", {"csrf": '"><script>'}, ("<i>", "M<")
+        [gather(cache, "<b>x</b>")], "/act", {"csrf": '"><script>'}, trace_of(cache, "<i>")
     )
     assert "<script>" not in html and "<b>x</b>" not in html and "<i>" not in html
     assert "&lt;b&gt;x&lt;/b&gt;" in html and 'value="&quot;&gt;&lt;script&gt;"' in html
@@ -160,8 +160,14 @@ def test_flush_wants_the_cache_name_typed(memcached_url: str) -> None:
 
 def test_a_trace_is_shown_when_tracing_is_on(memcached_url: str, tmp_path) -> None:
     off = Cache(memcached_url, namespace="notrace")
-    assert "tracing is off" in trace_of(off, "k")
+    assert "tracing is off" in trace_of(off, "k").problem
     on = Cache(memcached_url, namespace="trace", trace_dir=str(tmp_path))
+    before = time.time()
     on.get_or_build("k", lambda: 1, ttl=60)
     on.get_or_build("k", lambda: 1, ttl=60)
-    assert trace_of(on, "k").endswith("H")
+    [(key, letters, written)] = trace_of(on, "k").rows
+    assert key == on.key("k") and letters.startswith("M") and letters.endswith("H")
+    assert written is not None and before - 1 <= written <= time.time() + 1
+    html = dashboard_html([gather(on, "default")], "/act", {}, trace_of(on, "k"))
+    assert f"<code>{letters}</code>" in html and " UTC</td>" in html
+    assert "no events of 'other' yet" in trace_of(on, "other").problem

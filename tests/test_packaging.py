@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -206,3 +207,9 @@ def test_the_readmes_wheel_installs_where_no_clone_is(tmp_path: Path) -> None:
     )
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip() == "[]", f"packages the wheel leaves out: {found.stdout}"
+    templates = sorted(
+        str(path.relative_to(REPO)) for path in (REPO / "django_mcache").rglob("*.html")
+    )
+    with zipfile.ZipFile(tmp_path / wheel_name) as wheel:
+        missing = set(templates) - set(wheel.namelist())
+    assert templates and not missing, f"templates the wheel leaves out: {sorted(missing)}"

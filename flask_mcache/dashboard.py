@@ -12,7 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from html import escape
 
-from flask import Blueprint, Response, abort, current_app, redirect, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    flash,
+    get_flashed_messages,
+    redirect,
+    request,
+    url_for,
+)
 
 from mcache.admin.dashboard import gather, trace_of
 from mcache.admin.dashboard_actions import Action, ActionError, perform, plan
@@ -74,8 +84,8 @@ def dashboard_blueprint(
             trace,
             target_label="table",
         )
-        done = request.args.get("done", "")
-        return _page(body, f'<p class="done">{escape(done)}</p>' if done else "")
+        said = get_flashed_messages(category_filter=["mcache"]) if current_app.secret_key else []
+        return _page(body, "".join(f'<p class="done">{escape(done)}</p>' for done in said))
 
     @blueprint.post("/act")
     def act() -> Response:
@@ -88,7 +98,9 @@ def dashboard_blueprint(
             done = perform(action, caches, who(), request.form.get("typed", ""))
         except ActionError as error:
             return _page("", f'<p class="problem">{escape(str(error))}</p>', status=400)
-        return redirect(url_for(f"{name}.dashboard", done=done), 303)  # type: ignore[return-value]
+        if current_app.secret_key:  # said on the next page; without sessions, in the log only
+            flash(done, "mcache")
+        return redirect(url_for(f"{name}.dashboard"), 303)  # type: ignore[return-value]
 
     return blueprint
 

@@ -261,7 +261,7 @@ class Cache(PlainOperations):
         )
         store_key = self._store_key(key)
         parts = self.parts
-        looked = parts.near is not None and not self.counts.observers and parts.may_store()
+        looked = parts.near is not None and not self.counts.call_watchers and parts.may_store()
         if looked:
             value = self.builder.near_value(store_key, tags, options)
             if value is not NO_VALUE:  # a near hit: no generator, no round trip
@@ -291,7 +291,7 @@ class Cache(PlainOperations):
         )
         store_key = self._store_key(key)
         parts = self.parts
-        looked = parts.near is not None and not self.counts.observers and parts.may_store()
+        looked = parts.near is not None and not self.counts.call_watchers and parts.may_store()
         if looked:
             value = self.builder.near_value(store_key, tags, options)
             if value is not NO_VALUE:  # a near hit awaits nothing
@@ -393,6 +393,8 @@ class Cache(PlainOperations):
         """Tell ``observer`` this cache's events, builds and calls from now on (once)."""
         if observer not in self.counts.observers:
             self.counts.observers.append(observer)
+            if observer.watches_calls:
+                self.counts.call_watchers.append(observer)
             observer.attached(self.counts)
 
     def stats(self, flush: bool = True) -> dict[str, Any]:

@@ -63,18 +63,18 @@ class PlainOperations:
         self, operation: str, key: Key | None, steps: Steps[T], tags: list[str] = _NO_TAGS
     ) -> T:
         counts = self.counts
-        if not counts.observers:
+        if not counts.call_watchers:
             return run_steps(steps, perform)
-        with observed_call(counts.observers, counts.origin, operation, self._named(key), tags):
+        with observed_call(counts.call_watchers, counts.origin, operation, self._named(key), tags):
             return run_steps(steps, perform)
 
     async def _arun(
         self, operation: str, key: Key | None, steps: Steps[T], tags: list[str] = _NO_TAGS
     ) -> T:
         counts = self.counts
-        if not counts.observers:
+        if not counts.call_watchers:
             return await arun_steps(steps, aperform)
-        with observed_call(counts.observers, counts.origin, operation, self._named(key), tags):
+        with observed_call(counts.call_watchers, counts.origin, operation, self._named(key), tags):
             return await arun_steps(steps, aperform)
 
     def _named(self, key: Key | None) -> str:

@@ -90,6 +90,10 @@ class Observer:
     dropped, never the caller's.
     """
 
+    watches_calls = True
+    """Whether the observer is told of calls (:meth:`called`). One that only counts says
+    False: no call is recorded for it, and a near hit keeps its one-frame path."""
+
     def attached(self, stats: Any) -> None:
         """The observer now watches the cache whose counters are ``stats`` (a
         :class:`mcache.observe.stats.CacheStats`: its store, its keys, its origin)."""

@@ -122,6 +122,8 @@ class CacheStats:
         self.origin = Origin(namespace, label or namespace or "default")
         self.observers: list[Observer] = []
         """What watches this cache's events as they happen (see :mod:`mcache.observe.events`)."""
+        self.call_watchers: list[Observer] = []
+        """The observers also told of each call (:attr:`Observer.watches_calls`)."""
         self.interval = interval
         self.failures = failures or FailureLog()
         self._pending: dict[str, int] = dict.fromkeys(COUNTERS, 0)

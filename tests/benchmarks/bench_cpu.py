@@ -21,6 +21,8 @@ their anchors, so the figure is the path's own cost, not the value's decoding:
 * **Django ``cache.get`` through ``MCacheBackend``** (signed, as by default) against
   Django's ``PyMemcacheCache.get``;
 * dogpile's ``get_or_create`` on 1 node, for scale;
+* what counting key families costs a hit (``metrics=["families"]``, for the dashboard's
+  chart): the tagged 3-node hit and the near hit with it, against the same without;
 * what sets the 3-node hit's floor: the store's read of the hit's keys alone (the entry and
   its tags' versions, one request) against the raw ``get``, and the hit against a raw ``get``
   followed by the same hit on ``memory://`` (a round trip plus the decoding and checks any
@@ -168,6 +170,12 @@ def pairs(addresses: list[str], redis_url: str) -> list[tuple[str, Call, str, Ca
          "raw pymemcache get, same bytes", raw1, 0),
         ("tagged hit, 3 memcached", tagged3,
          "raw get, then a memory:// tagged hit", one_after_the_other(raw1, memory), 0),
+        ("tagged hit, 3 memcached, families counted",
+         filled(Cache(pool, namespace="t3f", codec=codec, metrics=["families"])),
+         "tagged hit, 3 memcached", tagged3, 0),
+        ("near hit, families counted",
+         filled(Cache(pool, namespace="nearf", near_ttl=60, codec=codec, metrics=["families"])),
+         "near hit, 2 tags", near, 0),
     ]  # fmt: skip
 
 

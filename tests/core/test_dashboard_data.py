@@ -171,3 +171,16 @@ def test_a_trace_is_shown_when_tracing_is_on(memcached_url: str, tmp_path) -> No
     html = dashboard_html([gather(on, "default")], "/act", {}, trace_of(on, "k"))
     assert f"<code>{letters}</code>" in html and " UTC</td>" in html
     assert "no events of 'other' yet" in trace_of(on, "other").problem
+
+
+def test_near_hits_are_counted_per_family_and_recorded_as_no_call(memcached_url: str) -> None:
+    cache = Cache(memcached_url, namespace=f"near{time.time_ns()}", near_ttl=60,
+                  metrics=["families"], stats_interval=0.01)  # fmt: skip
+    assert cache.counts.call_watchers == [], "counting only: no call is recorded for it"
+    for _ in range(4):  # a miss, a hit from the store, then near hits
+        cache.get_or_build(("view.page", "/"), lambda: "page", ttl=60)
+    [families] = [o for o in cache.counts.observers if isinstance(o, FamilyCounts)]
+    families.flush()
+    minutes = family_minutes(cache.counts, ["page"], int(time.time() // 60))["page"]
+    counted = {e: sum(m.counts[e] for m in minutes) for e in ("hits", "stale", "misses")}
+    assert counted == {"hits": 3, "stale": 0, "misses": 1}  # a minute may end in between

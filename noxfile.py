@@ -46,6 +46,7 @@ FAST = [
     # the Django and Flask integrations, Django's own cache test suite among them
     "tests/dj",
     "tests/fl",
+    "tests/browser",
     # the core where it leans on the language and the standard library
     "tests/core/test_cache_basics.py",
     "tests/core/test_memory_store.py",

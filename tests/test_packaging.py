@@ -42,7 +42,7 @@ RUNTIME_EXTRAS = {
 }
 """Each runtime extra and exactly the distributions it installs."""
 TOOL_EXTRAS = {
-    "docs": {"mkdocs", "mkdocs-material", "mkdocstrings"},
+    "docs": {"mkdocs", "mkdocs-material", "mkdocstrings", "ruff"},
     "dev": {"nox", "build", "twine", "import-linter"},
 }
 

@@ -14,12 +14,14 @@ import os
 import re
 import secrets
 import sys
-from datetime import datetime, timedelta
+import time
+from datetime import datetime, timedelta, timezone
 
-from flask import Flask, abort, render_template_string
+from flask import Flask, Response, abort, g, render_template_string
 from sqlalchemy import ForeignKey, String, create_engine, func, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
+from example_project.cache_footer import STYLESHEET, filled
 from example_project.checklist import CHECK_POSTS, Checklist, check_slug, view_count_moved
 from flask_mcache import MCache
 
@@ -45,20 +47,53 @@ class Post(Base):
     views: Mapped[int]
 
 
-PAGE = """<!doctype html><title>mcache example (Flask)</title>
-<p><a href="/">Home</a> · {{ online_count() }} online</p>{% block body %}{% endblock %}"""
-HOME = """{% extends page %}{% block body %}<h1>Latest posts</h1><ul>
-{% for p in posts %}<li><a href="/posts/{{ p.id }}/">{{ p.title }}</a></li>{% endfor %}
-</ul>{% endblock %}"""
-BLOG = """{% extends page %}{% block body %}<h1>{{ blog.name }}</h1><ul>
-{% for title in titles %}<li>{{ title }}</li>{% endfor %}</ul>{% endblock %}"""
-POST = """{% extends page %}{% block body %}
-{% mcache 600, 'post-body', tags=tags, vary=[post.id] %}
-<h1>{{ post.title }}</h1><article>{{ post.body }}</article>{% endmcache %}
-<p>{{ count_view('post:' ~ post.id) }} views</p>{% endblock %}"""
-CALENDAR = """{% extends page %}{% block body %}<h1>Posts per day</h1><table>
-{% for day, posts in rows %}<tr><td>{{ day }}</td><td>{{ posts }}</td></tr>{% endfor %}
-</table>{% endblock %}"""
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{% block title %}{% endblock %} · Field Notes (Flask)</title>
+<link rel="stylesheet" href="/site.css"></head>
+<body><header><a class="site" href="/">Field Notes</a> <a href="/calendar/">Calendar</a>
+<span class="online" title="visitors of the five whole minutes before this one">
+{{ online_count() }} online</span></header>
+<main>{% block body %}{% endblock %}</main>
+<footer>{% block rendered %}Page rendered at {{ now() }} UTC.{% endblock %}
+This request: <!--mcache-status-->
+"Online" counts the visitors of the five whole minutes before this one.</footer>
+</body></html>"""
+LISTED = """<ul class="posts">{% for p in posts %}<li>
+<h2><a href="/posts/{{ p.id }}/">{{ p.title }}</a></h2>
+<div class="meta">{{ p.published.strftime("%-d %B %Y") }}</div>
+<p class="excerpt">{{ p.body | truncate(160) }}</p></li>{% endfor %}</ul>"""
+HOME = (
+    """{% extends page %}{% block title %}Latest posts{% endblock %}{% block body %}
+<aside class="try"><h2>What to try</h2><ol>
+<li>Reload this page: the footer says MISS once, then HIT.</li>
+<li>Open <a href="/calendar/">the calendar</a> twice.</li>
+<li>Edit a post in the Django example's admin: this app's pages follow too.</li>
+</ol></aside><h1>Latest posts</h1>"""
+    + LISTED
+    + """{% endblock %}"""
+)
+BLOG = (
+    """{% extends page %}{% block title %}{{ blog.name }}{% endblock %}{% block body %}
+<h1>{{ blog.name }}</h1>"""
+    + LISTED
+    + """{% endblock %}"""
+)
+POST = """{% extends page %}{% block title %}{{ post.title }}{% endblock %}{% block body %}
+<h1>{{ post.title }}</h1>
+<div class="meta">{{ post.published.strftime("%-d %B %Y") }} ·
+{{ count_view('post:' ~ post.id) }} views</div>
+{% mcache 600, 'post-body', tags=tags, vary=[post.id] %}<div class="fragment"><article>
+{% for paragraph in post.body.split("\n\n") %}<p>{{ paragraph }}</p>{% endfor %}</article>
+<p class="meta">this text is a cached fragment, rendered at {{ now() }} UTC</p></div>
+{% endmcache %}{% endblock %}
+{% block rendered %}The page is rendered for every request (its view count moves); its text
+is the cached fragment above.{% endblock %}"""
+CALENDAR = """{% extends page %}{% block title %}Calendar{% endblock %}{% block body %}
+<h1>Posts per day</h1><table><thead><tr><th>Day</th><th class="number">Posts</th></tr>
+</thead><tbody>{% for day, posts in rows %}<tr><td>{{ day }}</td>
+<td class="number">{{ posts }}</td></tr>{% endfor %}</tbody></table>{% endblock %}"""
 # Each adapter names tags its own way (SQLAlchemy: tables; Django: app labels). The pages
 # carry both, and share the Django site's namespace, so an edit in either app (Django's
 # admin included) refreshes them at once when both run on one memcached or Redis.
@@ -82,6 +117,25 @@ def create_app(database: str, namespace: str = "example") -> Flask:
     mcache.watch_sqlalchemy(sessions, app)
     app.sessions = sessions  # type: ignore[attr-defined]
     base = app.jinja_env.from_string(PAGE)
+    app.jinja_env.globals["now"] = lambda: datetime.now(timezone.utc).strftime("%H:%M:%S")
+
+    @app.before_request
+    def start_clock() -> None:
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def say_what_the_cache_did(response: Response) -> Response:
+        if response.mimetype == "text/html" and not response.is_streamed:
+            took = time.perf_counter() - g.get("started", time.perf_counter())
+            state, reason = response.headers.get("X-Cache"), response.headers.get("X-Cache-Reason")
+            response.set_data(filled(response.get_data(), state, reason, took))
+        return response
+
+    @app.get("/site.css")
+    def stylesheet() -> Response:
+        return Response(
+            STYLESHEET.read_bytes(), mimetype="text/css", headers={"Cache-Control": "max-age=3600"}
+        )
 
     def render(template: str, **context: object) -> str:
         return render_template_string(template, page=base, **context)
@@ -100,8 +154,10 @@ def create_app(database: str, namespace: str = "example") -> Flask:
             found = session.scalars(select(Blog).where(Blog.slug == slug)).first()
             if found is None:
                 abort(404)
-            titles = session.scalars(select(Post.title).where(Post.blog_id == found.id)).all()
-            return render(BLOG, blog=found, titles=titles)
+            posts = session.scalars(
+                select(Post).where(Post.blog_id == found.id).order_by(Post.published.desc())
+            ).all()
+            return render(BLOG, blog=found, posts=posts)
 
     @app.get("/posts/<int:pk>/")
     def post(pk):

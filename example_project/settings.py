@@ -8,6 +8,7 @@ SECRET_KEY = os.environ.get("MCACHE_EXAMPLE_SECRET", "example-only-not-secret")
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 USE_TZ = True
+TIME_ZONE = "UTC"  # the footer's render times say UTC
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -20,6 +21,7 @@ INSTALLED_APPS = [
     "example_project.blog",
 ]
 MIDDLEWARE = [
+    "example_project.blog.middleware.CacheFooterMiddleware",  # the footer's cache status
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -53,7 +55,8 @@ CACHES = {
         "BACKEND": "django_mcache.backend.MCacheBackend",
         "LOCATION": os.environ.get("MCACHE_URL", "memory://"),
         "KEY_PREFIX": "example",
-        "OPTIONS": {"stale_ttl": 600},
+        # families: the dashboard (/admin/mcache/dashboard/) charts each kind of page
+        "OPTIONS": {"stale_ttl": 600, "metrics": ["families"]},
     }
 }
 SESSION_ENGINE = "django_mcache.sessions"

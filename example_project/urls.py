@@ -11,5 +11,6 @@ urlpatterns = [
     path("posts/<int:pk>/", views.post, name="post"),
     path("calendar/", views.calendar, name="calendar"),
     path("feed/", views.feed, name="feed"),
+    path("site.css", views.stylesheet, name="stylesheet"),
     path("admin/", admin.site.urls),
 ]

@@ -7,9 +7,11 @@ from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Count
 from django.db.models.functions import TruncDate
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from django_mcache.views import cached_view
+from example_project.cache_footer import STYLESHEET
 
 from .models import Blog, Post
 
@@ -75,3 +77,10 @@ class LatestPosts(Feed):
 
 
 feed = cached_view(ttl=600, tags=["feed"])(LatestPosts())
+
+
+def stylesheet(request):
+    """The site's one stylesheet (a file both example apps serve)."""
+    response = HttpResponse(STYLESHEET.read_bytes(), content_type="text/css")
+    response["Cache-Control"] = "max-age=3600"
+    return response

@@ -1,0 +1,68 @@
+"""The docs site as a reader opens it, in headless Chromium: built with MkDocs (the
+``docs`` extra) and read from the files. At 1,280 pixels no page scrolls sideways (a
+wide table or code block scrolls inside itself), and the home page shows its quickstart
+on the first screen of a laptop."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.browser.conftest import _missing
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = (
+    "",
+    "getting-started/install/",
+    "how-to/cache-a-page/",
+    "how-to/dashboard/",
+    "how-to/holes/",
+    "explanation/comparison/",
+    "benchmarks/",
+    "reference/api/django/",
+)
+LAPTOP_SCREEN = 800
+"""Pixels of page a laptop shows without scrolling."""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        import mkdocs  # noqa: F401
+    except ImportError:
+        _missing('MkDocs is not installed (pip install -e ".[docs]")')
+    folder = tmp_path_factory.mktemp("docs-site")
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    return folder
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_page_scrolls_sideways_at_1280_pixels(browser, site: Path, page: str) -> None:
+    browser.set_window_size(1280, 900)
+    try:
+        browser.get((site / page / "index.html").as_uri())
+        wide = browser.execute_script(
+            "return [document.documentElement.scrollWidth, window.innerWidth]"
+        )
+    finally:
+        browser.set_window_size(1280, 1400)
+    assert wide[0] <= wide[1], f"/{page} is {wide[0]} px wide in a {wide[1]} px window"
+
+
+def test_the_home_page_opens_with_its_quickstart(browser, site: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get((site / "index.html").as_uri())
+    heading = browser.find_element(By.ID, "quickstart")
+    code = browser.find_elements(By.CSS_SELECTOR, ".md-content pre")[0]
+    for element in (heading, code):
+        top = browser.execute_script("return arguments[0].getBoundingClientRect().top", element)
+        assert top < LAPTOP_SCREEN, f"{element.text[:40]!r} starts at {top} px"

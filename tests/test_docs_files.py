@@ -85,3 +85,28 @@ def _check_settings(code: str, page: str) -> None:
         for params in caches.values():
             if params.get("BACKEND") == BACKEND:
                 cache_from_settings(params["LOCATION"], params)  # raises on a stale option
+
+
+COLUMNS = 88
+
+
+def test_code_lines_fit_88_columns() -> None:
+    """Every line of a fenced block under docs/ is at most 88 columns wide.
+
+    The docs' code column shows about 88 characters on a laptop; a longer line is
+    cut, and the reader must scroll sideways to see its end. A comment goes on its
+    own line above the code it explains. The one exemption: what a command prints
+    (a line of a ```console block not starting with ``$ ``), which the page shows
+    as the command prints it.
+    """
+    too_long = []
+    for page in sorted(DOCS.rglob("*.md")):
+        fence = None
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                fence = None if fence else line.strip()
+                continue
+            output = fence == "```console" and not line.lstrip().startswith("$ ")
+            if fence and not output and len(line.rstrip()) > COLUMNS:
+                too_long.append(f"{page.relative_to(DOCS.parent)}:{number}")
+    assert too_long == [], f"lines over {COLUMNS} columns: {too_long}"

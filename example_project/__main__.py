@@ -64,10 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     store = settings.CACHES["default"]["LOCATION"]
     print(f"mcache example blog on http://127.0.0.1:{args.port}/  (store: {store}", end="")
     print(f", database: {settings.DATABASES['default']['NAME']}{', seeded' if seeded else ''})")
-    print("Try: reload a page and watch its X-Cache header (MISS, then HIT);")
+    print("Try: reload a page and watch its footer (and X-Cache header): MISS, then HIT;")
     print("     /calendar/ takes a second once, then is instant; edit a post in /admin/")
     print("     and see / and every page of its blog change at once.")
-    print("     A user for /admin/: python -m example_project manage createsuperuser")
+    print("     A user for /admin/: python -m example_project manage createsuperuser;")
+    print("     then /admin/mcache/dashboard/ charts the cache, page by kind of page.")
     print("     With MCACHE_URL on memcached or Redis, the stats of every process:")
     print("     python -m example_project manage mcache_stats")
     call_command("runserver", f"127.0.0.1:{args.port}", use_reloader=False, insecure_serving=True)

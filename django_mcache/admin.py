@@ -23,11 +23,11 @@ from django.urls import path, reverse
 from django.utils.safestring import mark_safe
 
 from mcache.admin.dashboard import gather, trace_of
-from mcache.admin.dashboard_actions import Action, ActionError, perform, plan
+from mcache.admin.dashboard_actions import ActionError, perform, plan
 from mcache.admin.dashboard_html import confirm_html, dashboard_html
 from mcache.cache import Cache
 
-from .aliases import BACKEND
+from .aliases import is_mcache_backend
 from .models import Dashboard
 from .tags import model_tag
 
@@ -41,7 +41,7 @@ def mcache_caches() -> dict[str, Cache]:
     return {
         alias: caches[alias].mcache  # type: ignore[attr-defined]
         for alias, config in settings.CACHES.items()
-        if config.get("BACKEND") == BACKEND
+        if is_mcache_backend(config.get("BACKEND"))
     }
 
 
@@ -109,7 +109,7 @@ class DashboardAdmin(admin.ModelAdmin):
         caches = mcache_caches()
         back = reverse("admin:mcache_dashboard_changelist")
         try:
-            action = _with_model(plan(request.POST.dict(), caches))
+            action = plan(request.POST.dict(), caches, _model_tag)
             if request.POST.get("confirmed") != "yes":
                 body = confirm_html(action, request.path, back, self._hidden(request))
                 return self._page(request, body)
@@ -137,12 +137,10 @@ class DashboardAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/mcache/dashboard.html", context, status=status)
 
 
-def _with_model(action: Action) -> Action:
-    """Turn an invalidation that names a model (``blog.Post``) into its tag."""
-    if action.kind != "invalidate" or action.target or not action.label:
-        return action
+def _model_tag(label: str) -> tuple[str, str]:
+    """Return the tag of the model ``label`` names (``blog.Post``), and the page's words."""
     try:
-        model = apps.get_model(action.label)
+        model = apps.get_model(label)
     except (LookupError, ValueError):
-        raise ActionError(f"there is no model {action.label!r}: write app_label.Model") from None
-    return Action("invalidate", action.cache, model_tag(model), label=f"model {action.label}")
+        raise ActionError(f"there is no model {label!r}: write app_label.Model") from None
+    return model_tag(model), f"model {label}"

@@ -14,7 +14,15 @@ from django.utils.module_loading import import_string
 
 from mcache.errors import ConfigError
 
-__all__ = ["BACKEND", "ROUTER", "cache_alias", "check_alias", "counters_alias", "replication_lag"]
+__all__ = [
+    "BACKEND",
+    "ROUTER",
+    "cache_alias",
+    "check_alias",
+    "counters_alias",
+    "is_mcache_backend",
+    "replication_lag",
+]
 
 
 def cache_alias(explicit: str | None = None) -> str:
@@ -38,14 +46,15 @@ def check_alias(alias: str, where: str) -> None:
             " 'LOCATION': 'memcached://127.0.0.1:11211'}"
         )
     backend = caches_setting[alias].get("BACKEND", "")
-    if not _is_mcache_backend(backend):
+    if not is_mcache_backend(backend):
         raise ImproperlyConfigured(
             f"{where}: CACHES[{alias!r}] is {backend!r}, not an mcache cache; set its"
             f" BACKEND to {BACKEND!r} or name an mcache cache"
         )
 
 
-def _is_mcache_backend(path: object) -> bool:
+def is_mcache_backend(path: object) -> bool:
+    """Whether a ``CACHES`` entry's ``BACKEND`` is mcache's, or a subclass of it."""
     if path == BACKEND:
         return True
     try:

@@ -25,7 +25,7 @@ from flask import (
 )
 
 from mcache.admin.dashboard import gather, trace_of
-from mcache.admin.dashboard_actions import Action, ActionError, perform, plan
+from mcache.admin.dashboard_actions import ActionError, perform, plan
 from mcache.admin.dashboard_html import confirm_html, dashboard_html
 from mcache.cache import Cache
 from mcache.errors import ConfigError
@@ -91,7 +91,7 @@ def dashboard_blueprint(
     def act() -> Response:
         caches = _caches()
         try:
-            action = _with_table(plan(request.form.to_dict(), caches))
+            action = plan(request.form.to_dict(), caches, _table_tag)
             if request.form.get("confirmed") != "yes":
                 back = url_for(f"{name}.dashboard")
                 return _page(confirm_html(action, request.path, back, _hidden()))
@@ -125,12 +125,9 @@ def _hidden() -> dict[str, str]:
     return {"csrf_token": generate_csrf()}
 
 
-def _with_table(action: Action) -> Action:
-    """Turn an invalidation that names a table into its tag (``model:<table>``)."""
-    if action.kind != "invalidate" or action.target or not action.label:
-        return action
-    table = action.label.strip()
-    return Action("invalidate", action.cache, f"model:{table}", label=f"table {table}")
+def _table_tag(table: str) -> tuple[str, str]:
+    """Return the tag of a SQLAlchemy table's rows (``model:<table>``), and the page's words."""
+    return f"model:{table}", f"table {table}"
 
 
 def _page(body: str, message: str = "", status: int = 200) -> Response:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcache.admin.hot_keys import hot_keys
-from mcache.admin.report import collect, slab_rows
+from mcache.admin.report import collect, slab_rows, trace_letters
 from mcache.cache import Cache
 from mcache.observe.families import FamilyCounts, family_minutes
 from mcache.observe.samples import Minute, minute_counts, read_samples
@@ -68,10 +68,10 @@ def gather(cache: Cache, name: str, now: float | None = None) -> CacheView:
     now_totals = {name: report["cache"].get(name, 0) for name in COUNTERS}
     minutes = minute_counts(read_samples(stats.store, stats.key, now_minute), now_totals)
     families = None
-    if any(isinstance(observer, FamilyCounts) for observer in stats.observers):
-        for observer in stats.observers:
-            if isinstance(observer, FamilyCounts):
-                observer.flush()  # this process's counts too
+    counters = [observer for observer in stats.observers if isinstance(observer, FamilyCounts)]
+    if counters:
+        for counter in counters:
+            counter.flush()  # this process's counts too
         functions = sorted(stats.origin.functions)[:CHARTED_FUNCTIONS]
         families = family_minutes(stats, ["page", "fragment", *functions, "other"], now_minute)
     hot, hot_note, slabs = [], "", []
@@ -113,18 +113,12 @@ class Trace:
 def trace_of(cache: Cache, asked: str) -> Trace:
     """Return the trace of a page path (``/…``: each of its stored pages), a fragment name,
     or a key, on ``cache``."""
-    tracer, asked = cache.tracer, asked.strip()
-    if tracer.trace_dir is None:
+    asked = asked.strip()
+    path = asked.startswith("/")
+    keys = [] if path else [cache.key(asked), asked]
+    try:
+        found = trace_letters(cache, keys, asked if path else None, None if path else asked)
+    except ValueError:
         return Trace(asked, problem="tracing is off: give the cache a trace_dir")
-    found: dict[str, str] = {}
-    if asked.startswith("/"):
-        found.update(tracer.find("." + asked))
-    else:
-        for store_key in (cache.key(asked), asked):
-            if letters := tracer.read(store_key):
-                found[store_key] = letters
-                break
-        for kind in ("block", "jinja"):  # Django's {% mcache %}, Flask's Jinja tag
-            found.update(tracer.find(f"{kind}.{asked}"))
-    rows = [(key, letters, tracer.last_written(key)) for key, letters in found.items()]
+    rows = [(key, letters, cache.tracer.last_written(key)) for key, letters in found.items()]
     return Trace(asked, rows, "" if rows else f"no events of {asked!r} yet")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,10 +70,17 @@ class Action:
         return ", ".join(shown)
 
 
-def plan(form: Mapping[str, str], caches: Mapping[str, Cache]) -> Action:
+def plan(
+    form: Mapping[str, str],
+    caches: Mapping[str, Cache],
+    tag_of: Callable[[str], tuple[str, str]] | None = None,
+) -> Action:
     """Return the action ``form`` asks for, checked against ``caches`` (by name).
 
-    Raises :class:`ActionError` saying what is wrong with the form.
+    ``tag_of``: what a framework invalidates besides tags (a Django model, a SQLAlchemy
+    table), named in the form's ``label``: it returns the tag and the words the page shows,
+    or raises :class:`ActionError`. Raises :class:`ActionError` saying what is wrong with
+    the form.
     """
     kind, name = form.get("kind", ""), form.get("cache", "")
     if kind not in KINDS:
@@ -81,15 +88,17 @@ def plan(form: Mapping[str, str], caches: Mapping[str, Cache]) -> Action:
     if name not in caches:
         raise ActionError(f"there is no cache {name!r} here (there are {', '.join(caches)})")
     target, arguments = form.get("target", "").strip(), form.get("arguments", "").strip()
-    if kind == "invalidate" and not (target or form.get("label", "").strip()):
-        raise ActionError("name the tag to invalidate")
+    label = form.get("label", "").strip()
+    if kind == "invalidate" and not target:
+        if not (label and tag_of):
+            raise ActionError("name the tag to invalidate")
+        target, label = tag_of(label)
     if kind == "refresh":
         functions = caches[name].counts.origin.cached_functions
         if target not in functions:
             known = ", ".join(sorted(functions)) or "none in this process"
             raise ActionError(f"{target!r} is not a @cached function of cache {name!r} ({known})")
         parse_arguments(arguments)
-    label = form.get("label", "").strip()
     return Action(kind, name, target, arguments if kind == "refresh" else "", label)
 
 

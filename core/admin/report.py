@@ -27,6 +27,7 @@ __all__ = [
     "slab_png",
     "slab_rows",
     "table",
+    "trace_letters",
     "traced",
 ]
 
@@ -168,28 +169,45 @@ def _cell(field: str, value: Any) -> str:
     return _number(value)
 
 
+def trace_letters(
+    cache: Cache, keys: list[str], view: str | None = None, fragment: str | None = None
+) -> dict[str, str]:
+    """Return the trace letters of the first of ``keys`` traced (the store keys a key may be
+    stored under), of every page of a URL path (``view``), and of every key of a fragment
+    name, by store key.
+
+    Raises ``ValueError`` when tracing is off (no ``trace_dir``).
+    """
+    tracer = cache.tracer
+    if tracer.trace_dir is None:
+        raise ValueError("tracing is off")
+    found: dict[str, str] = {}
+    for store_key in keys:
+        letters = tracer.read(store_key)
+        if letters:
+            found[store_key] = letters
+            break
+    if view:
+        found.update(tracer.find("." + view))
+    if fragment:
+        for kind in ("block", "jinja"):  # Django's {% mcache %}, Flask's Jinja tag
+            found.update(tracer.find(f"{kind}.{fragment}"))
+    return found
+
+
 def traced(
     cache: Cache, keys: list[str], view: str | None = None, fragment: str | None = None
 ) -> str:
     """Return the trace letters of a key (``keys``: the store keys it may be stored under,
     ending with the key as asked for), of every page of a URL path (``view``), or of every
-    key of a fragment name.
+    key of a fragment name, as lines; a key is shown under the name it was asked by.
 
     Raises ``ValueError`` when tracing is off (no ``trace_dir``).
     """
-    if cache.tracer.trace_dir is None:
-        raise ValueError("tracing is off")
-    found: dict[str, str] = {}
-    for store_key in keys:
-        letters = cache.tracer.read(store_key)
-        if letters:
-            found[keys[-1]] = letters  # under the name asked for
-            break
-    if view:
-        found.update(cache.tracer.find("." + view))
-    if fragment:
-        for kind in ("block", "jinja"):  # Django's {% mcache %}, Flask's Jinja tag
-            found.update(cache.tracer.find(f"{kind}.{fragment}"))
+    found = {
+        (keys[-1] if key in keys else key): letters
+        for key, letters in trace_letters(cache, keys, view, fragment).items()
+    }
     if not found:
         asked = view or fragment or (keys[-1] if keys else "")
         return f"{asked}: no events yet ({LEGEND})"

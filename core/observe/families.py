@@ -42,31 +42,32 @@ class FamilyCounts(Observer):
     watches_calls = False
 
     def __init__(self) -> None:
-        self._stats: dict[int, CacheStats] = {}
-        """The counted caches' stats, by their origin's id: where each one's counts go."""
-        self._pending: dict[tuple[int, int, str, str], int] = {}
+        self._stats: dict[Origin, CacheStats] = {}
+        """The counted caches' stats, by their origin: where each one's counts go."""
+        self._pending: dict[tuple[Origin, int, str, str], int] = {}
         self._lock = threading.Lock()
         self._next_flush = 0.0
 
     def attached(self, stats: CacheStats) -> None:
-        self._stats[id(stats.origin)] = stats
+        self._stats[stats.origin] = stats
 
     def counted(self, origin: Origin, event: str, key: str | None, count: int) -> None:
         if event not in COUNTED:
             return
-        slot = (id(origin), int(time.time() // 60), origin.family(key), event)
+        slot = (origin, int(time.time() // 60), origin.family(key), event)
         with self._lock:
             self._pending[slot] = self._pending.get(slot, 0) + count
         if time.monotonic() >= self._next_flush:
             self.flush()
 
     def flush(self) -> None:
-        """Add what this process counted to the store's counters (a failure keeps them)."""
+        """Add what this process counted to the store's counters. A failure is logged and
+        the counts dropped: the chart may miss them, a request never waits for them."""
         with self._lock:
             pending, self._pending = self._pending, {}
             intervals = [stats.interval for stats in self._stats.values()]
             self._next_flush = time.monotonic() + min(intervals, default=5.0)
-        by_cache: dict[int, dict[str, int]] = {}
+        by_cache: dict[Origin, dict[str, int]] = {}
         for (origin, minute, family, event), count in pending.items():
             stats = self._stats.get(origin)
             if stats is not None:

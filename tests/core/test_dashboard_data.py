@@ -184,3 +184,14 @@ def test_near_hits_are_counted_per_family_and_recorded_as_no_call(memcached_url:
     minutes = family_minutes(cache.counts, ["page"], int(time.time() // 60))["page"]
     counted = {e: sum(m.counts[e] for m in minutes) for e in ("hits", "stale", "misses")}
     assert counted == {"hits": 3, "stale": 0, "misses": 1}  # a minute may end in between
+
+
+def test_a_framework_names_what_it_invalidates_besides_tags(memcached_url: str) -> None:
+    caches = {"default": Cache(memcached_url, namespace="tag-of")}
+    form = {"kind": "invalidate", "cache": "default", "label": "shop_item"}
+    with pytest.raises(ActionError, match="name the tag"):
+        plan(form, caches)  # no framework to say what a label is
+    action = plan(form, caches, lambda table: (f"model:{table}", f"table {table}"))
+    assert (action.target, action.label) == ("model:shop_item", "table shop_item")
+    again = plan(action.fields(), caches, lambda table: ("never", "asked"))
+    assert again == action, "the confirmation's form names the tag: nothing is looked up again"

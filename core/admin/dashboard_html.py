@@ -15,7 +15,7 @@ from html import escape
 
 from mcache.admin.dashboard import RATES, CacheView, Trace
 from mcache.admin.dashboard_actions import Action
-from mcache.admin.report import CACHE_FIELDS, SERVER_FIELDS, byte_size
+from mcache.admin.report import CACHE_FIELDS, SERVER_FIELDS, byte_size, number_text, server_cell
 from mcache.observe.samples import MINUTES
 from mcache.observe.trace import LEGEND
 
@@ -130,7 +130,7 @@ def _cache_html(view: CacheView, action_url: str, hidden: Mapping[str, str], tar
     report = view.report
     counters = report.get("cache", {})
     rows = "".join(
-        f"<tr><th>{escape(label)}</th><td>{_number(counters.get(field, 0))}</td></tr>"
+        f"<tr><th>{escape(label)}</th><td>{escape(number_text(counters.get(field, 0)))}</td></tr>"
         for field, label in CACHE_FIELDS
     )
     rates = "".join(
@@ -176,7 +176,9 @@ def _servers_html(servers: Mapping[str, Mapping[str, object]]) -> str:
             cells = "".join("<td></td>" for _ in SERVER_FIELDS)
         else:
             state = "<td>up</td>"
-            cells = "".join(f"<td>{_number(fields.get(f, ''))}</td>" for f, _ in SERVER_FIELDS)
+            cells = "".join(
+                f"<td>{escape(server_cell(f, fields.get(f, '')))}</td>" for f, _ in SERVER_FIELDS
+            )
         rows.append(f"<tr><th>{escape(name)}</th>{state}{cells}</tr>")
     return (
         f'<table class="mcache-servers"><caption>Servers</caption><tr><th>server</th>'
@@ -190,7 +192,7 @@ def _hot_html(view: CacheView) -> str:
     rows = "".join(
         f"<tr><td>{escape(row['readable'] or row['key'])}</td><td>{escape(row['family'])}</td>"
         f"<td>{'yes' if row['read'] else 'no'}</td><td>{row['idle_s']:.0f} s ago</td>"
-        f"<td>{_number(row.get('size', ''))}</td></tr>"
+        f"<td>{escape(number_text(row.get('size', '')))}</td></tr>"
         for row in view.hot
     )
     return (
@@ -228,7 +230,7 @@ def _actions_html(view: CacheView, url: str, hidden: Mapping[str, str], target: 
                 url,
                 hidden,
                 f'<input name="label" placeholder="{escape(target)}">',
-                f"Invalidate a {escape(target)}",
+                f"Invalidate a {target}",  # escaped by _form
             )
         )
     if view.functions:
@@ -281,7 +283,3 @@ def confirm_html(
 
 def _hidden(name: str, value: str) -> str:
     return f'<input type="hidden" name="{escape(name)}" value="{escape(value)}">'
-
-
-def _number(value: object) -> str:
-    return f"{value:,}" if isinstance(value, int) else escape(str(value))

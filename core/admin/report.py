@@ -21,7 +21,9 @@ __all__ = [
     "byte_size",
     "collect",
     "eviction_warnings",
+    "number_text",
     "render_text",
+    "server_cell",
     "servers_down",
     "slab_chart",
     "slab_png",
@@ -127,7 +129,7 @@ def render_text(report: Mapping[str, Any]) -> str:
         if fields.get("dead"):
             rows.append([name, "DEAD", *[""] * len(SERVER_FIELDS)])
             continue
-        cells = [_cell(field, fields.get(field, "")) for field, _ in SERVER_FIELDS]
+        cells = [server_cell(field, fields.get(field, "")) for field, _ in SERVER_FIELDS]
         rows.append([name, *cells, f"{fields.get('hit_ratio', 0.0):.1%}"])
     lines += table(header, rows)
     lines += ["", "mcache (every process; tag, lock and counter keys not counted)"]
@@ -156,17 +158,17 @@ def _duration(seconds: float) -> str:
 def _counter_lines(counters: Mapping[str, Any]) -> list[str]:
     return table(
         ["counter", "value"],
-        [[label, _number(counters.get(field, 0))] for field, label in CACHE_FIELDS]
+        [[label, number_text(counters.get(field, 0))] for field, label in CACHE_FIELDS]
         + [["hit ratio", f"{counters.get('hit_ratio', 0.0):.1%}"]],
     )
 
 
-def _cell(field: str, value: Any) -> str:
+def server_cell(field: str, value: Any) -> str:
     """Return a server field for the table: a limit of 0 (Redis without ``maxmemory``) or
     none at all is no limit, not a limit of nothing."""
     if field == "limit_maxbytes" and value in (0, None, ""):
         return "no limit"
-    return _number(value)
+    return number_text(value)
 
 
 def trace_letters(
@@ -280,7 +282,7 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _number(value: object) -> str:
+def number_text(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 

@@ -128,7 +128,10 @@ def create_app(database: str, namespace: str = "example") -> Flask:
         if response.mimetype == "text/html" and not response.is_streamed:
             took = time.perf_counter() - g.get("started", time.perf_counter())
             state, reason = response.headers.get("X-Cache"), response.headers.get("X-Cache-Reason")
-            response.set_data(filled(response.get_data(), state, reason, took))
+            data = response.get_data()
+            body = filled(data, state, reason, took)
+            if body is not data:  # a page with the footer's marker
+                response.set_data(body)
         return response
 
     @app.get("/site.css")

@@ -24,10 +24,9 @@ class CacheFooterMiddleware:
         if response.streaming or "html" not in response.get("Content-Type", ""):
             return response
         took = time.perf_counter() - started
-        body = filled(
-            response.content, response.get("X-Cache"), response.get("X-Cache-Reason"), took
-        )
-        if body is not response.content:
+        content = response.content  # joined anew on each read: read once
+        body = filled(content, response.get("X-Cache"), response.get("X-Cache-Reason"), took)
+        if body is not content:
             response.content = body
             if response.has_header("Content-Length"):
                 response["Content-Length"] = str(len(body))

@@ -17,11 +17,12 @@ half-filled.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.http import HttpRequest
-from django.middleware.csrf import get_token
+from django.middleware.csrf import CSRF_ALLOWED_CHARS, get_token
 from django.template import Context, Engine, NodeList, Origin, RequestContext, Template
 from django.template.base import Node, Parser, Token
 from django.template.exceptions import TemplateDoesNotExist, TemplateSyntaxError
@@ -29,7 +30,15 @@ from django.template.loader import get_template
 
 from mcache.web.holes import FRAGMENT, current_collector
 
-__all__ = ["HoleContext", "NocacheNode", "fill_hole", "holes", "known_hole", "nocache"]
+__all__ = [
+    "HoleContext",
+    "NocacheNode",
+    "csrf_token",
+    "fill_hole",
+    "holes",
+    "known_hole",
+    "nocache",
+]
 
 HoleContext = Mapping[str, Callable[[HttpRequest], Any]]
 """What a view lets its holes read besides the context processors': name → ``f(request)``."""
@@ -101,6 +110,43 @@ def _node(recipe: str) -> NocacheNode | None:
     return _NODES.get(hole_id)
 
 
+_ALPHABET = CSRF_ALLOWED_CHARS
+_IN_ALPHABET = frozenset(_ALPHABET)
+_SECRET_LENGTH = 32
+_KEPT = 256 - 256 % len(_ALPHABET)
+"""Random bytes below this map onto the alphabet evenly (``b % 62``); the rest are drawn again."""
+_TO_ALPHABET = bytes(ord(_ALPHABET[b % len(_ALPHABET)]) if b < _KEPT else 0 for b in range(256))
+_REDRAWN = bytes(range(_KEPT, 256))
+_SUMS = {
+    (secret, mask): _ALPHABET[(i + j) % len(_ALPHABET)]
+    for i, secret in enumerate(_ALPHABET)
+    for j, mask in enumerate(_ALPHABET)
+}
+
+
+def csrf_token(request: HttpRequest) -> str:
+    """Return the visitor's CSRF token for a hole: what ``get_token`` returns, a fresh mask
+    over the secret of the visitor's CSRF cookie, with the same side effect (the
+    middleware sends the cookie again, renewing it), and ``get_token`` itself when the
+    visitor has no valid secret yet.
+
+    Why not always ``get_token``: it draws its mask one character at a time from the
+    OS (``secrets.choice``, 32 system calls), which is most of what a hit of a cached
+    page with a form costs beyond a plain hit; this draws the same unbiased mask
+    (bytes of 248 and up are drawn again) from one read. The token is Django's format,
+    ``mask + (secret + mask)`` over ``CSRF_ALLOWED_CHARS``, so Django checks it.
+    """
+    secret = request.META.get("CSRF_COOKIE")
+    if type(secret) is not str or len(secret) != _SECRET_LENGTH or not set(secret) <= _IN_ALPHABET:
+        return get_token(request)
+    request.META["CSRF_COOKIE_NEEDS_UPDATE"] = True
+    mask = b""
+    while len(mask) < _SECRET_LENGTH:
+        mask += os.urandom(48).translate(_TO_ALPHABET, _REDRAWN)
+    drawn = mask[:_SECRET_LENGTH].decode("ascii")
+    return drawn + "".join(map(_SUMS.__getitem__, zip(secret, drawn, strict=True)))
+
+
 def known_hole(recipe: str) -> bool:
     """Return whether this process can fill the hole ``recipe``."""
     return recipe == CSRF or (recipe.startswith(_TEMPLATE_HOLE + "|") and _node(recipe) is not None)
@@ -109,7 +155,7 @@ def known_hole(recipe: str) -> bool:
 def fill_hole(request: HttpRequest, hole_context: HoleContext, recipe: str) -> str:
     """Return the hole ``recipe`` rendered for ``request``."""
     if recipe == CSRF:
-        return get_token(request)  # and the CSRF middleware sets the cookie, as for any form
+        return csrf_token(request)  # and the CSRF middleware sets the cookie, as for any form
     node = _node(recipe) if recipe.startswith(_TEMPLATE_HOLE + "|") else None
     if node is None:
         raise TemplateDoesNotExist(f"no {{% nocache %}} block for the stored hole {recipe!r}")

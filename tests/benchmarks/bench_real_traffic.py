@@ -26,8 +26,13 @@ sessions, CSRF, Auth):
 for 4 page views, after which a new visitor takes its place (a new browser: no
 cookies yet, a new ``_ga``), since on a real site most visits are a few pages and a
 visitor making hundreds of requests would be a crawler; 30% of visitors signed in (the
-signed-cookie session a login made for one of 100 users, created in setup); 60%
-carry an analytics cookie (``_ga``, random per visitor), so ~60% of requests; half of
+signed-cookie session of one of 1,000 logins made in setup, for 100 users: each browser
+that signs in has a session of its own); 60%
+carry an analytics cookie (``_ga``, random per visitor), so ~60% of requests; 80% answer
+the site's cookie banner on their first page (accept all, or only what is necessary),
+whose script keeps the answer, with a stamp of the visitor's own as consent managers
+keep, in a ``cookie_consent`` cookie they send from their second page on, as EU sites
+ask every visitor; half of
 the requests go to a post's page (one of 50, uniformly), the rest to the list; each
 visitor keeps the cookies the site sets (``csrftoken``, ``sessionid``) as a browser
 would. Visitors take turns; pages are drawn from a generator seeded with the
@@ -78,6 +83,7 @@ from pymemcache.client.base import Client
 from tests.benchmarks.common import Figure, arguments, gunicorn, report, table
 from tests.benchmarks.real_site.browsers import (
     POSTS,
+    SESSIONS,
     USERS,
     Mix,
     OnePage,
@@ -102,13 +108,13 @@ SITES = {
 
 
 def prepare(env: dict[str, str]) -> list[str]:
-    """Create the tables, posts and users in the SQLite file; return, per user, the
-    ``sessionid`` a login gives (a signed cookie: the servers share the SECRET_KEY)."""
+    """Create the tables, posts and users in the SQLite file; return the ``sessionid`` of
+    each of ``SESSIONS`` logins, login ``n`` of user ``n % USERS`` (signed cookies: the
+    servers share the SECRET_KEY)."""
     os.environ.update(env)
     import django
 
     django.setup()
-    from django.conf import settings
     from django.contrib.auth.models import User
     from django.core.management import call_command
     from django.test import Client as TestClient
@@ -129,10 +135,13 @@ def prepare(env: dict[str, str]) -> list[str]:
         for i in range(post.pk * 7 % 13)
     )
     sessions = []
-    for user in User.objects.order_by("pk"):
+    for login in range(SESSIONS):  # login n signs in user n % USERS
         browser = TestClient()
-        browser.force_login(user)
-        sessions.append(browser.cookies[settings.SESSION_COOKIE_NAME].value)
+        browser.force_login(readers[login % USERS])
+        session = browser.session
+        session["login"] = login  # each login a session of its own, as a browser's is
+        session.save()
+        sessions.append(session.session_key)
     return sessions
 
 

@@ -88,6 +88,46 @@ def test_a_form_page_is_built_once_and_each_visitor_posts_with_their_own_token()
     assert stolen.status_code == 403
 
 
+def test_a_returning_visitor_gets_a_token_masked_anew_on_every_hit_and_each_posts() -> None:
+    """A visitor with a CSRF cookie gets its token from ``csrf_token`` (one read of the
+    OS's random source, not ``get_token``'s 32): Django's format, a new mask each hit,
+    the cookie sent again as ``get_token`` would, and only this visitor's cookie passes."""
+    returning, other = visitor(), visitor()
+    returning.get("/form/"), other.get("/form/")
+    secret = returning.cookies[settings.CSRF_COOKIE_NAME].value
+    pages = [returning.get("/form/") for _ in range(3)]
+    assert [page["X-Cache"] for page in pages] == ["HIT"] * 3
+    tokens = [token_in(page.content) for page in pages]
+    assert len(set(tokens)) == 3, "a fresh mask on every response (BREACH)"
+    assert all(len(token) == 64 and token.isascii() and token.isalnum() for token in tokens)
+    assert all(page.cookies[settings.CSRF_COOKIE_NAME].value == secret for page in pages)
+    for token in tokens:
+        posted = returning.post("/form/", {"csrfmiddlewaretoken": token, "text": "hi"})
+        assert posted.status_code == 200 and posted.content == b"posted hi"
+    refused = other.post("/form/", {"csrfmiddlewaretoken": tokens[0], "text": "hi"})
+    assert refused.status_code == 403
+
+
+def test_csrf_token_leaves_a_visitor_without_a_valid_secret_to_get_token() -> None:
+    """No secret, or one Django's middleware would not have accepted: ``get_token``
+    itself answers (it makes a secret and the cookie, or masks what it is given as it
+    always does), so the fast mask only ever covers a valid secret."""
+    from django.http import HttpRequest
+    from django.middleware.csrf import _unmask_cipher_token
+
+    request = HttpRequest()
+    token = django_holes.csrf_token(request)
+    assert _unmask_cipher_token(token) == request.META["CSRF_COOKIE"]
+    for odd in ("short", "a" * 31):
+        request = HttpRequest()
+        request.META["CSRF_COOKIE"] = odd
+        assert len(django_holes.csrf_token(request)) == 32 + len(odd), "get_token's own mask"
+    request = HttpRequest()
+    request.META["CSRF_COOKIE"] = "a" * 31 + "Z"
+    assert _unmask_cipher_token(django_holes.csrf_token(request)) == "a" * 31 + "Z"
+    assert request.META["CSRF_COOKIE_NEEDS_UPDATE"] is True
+
+
 def test_without_the_context_processor_a_form_page_is_still_bypassed() -> None:
     engine = _templates()
     engine[0]["OPTIONS"]["context_processors"] = PROCESSORS[:2]

@@ -16,10 +16,24 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["POSTS", "USERS", "Mix", "OnePage", "Visitor", "exchange", "load", "mix_text", "visit"]
+__all__ = [
+    "POSTS",
+    "SESSIONS",
+    "USERS",
+    "Mix",
+    "OnePage",
+    "Visitor",
+    "exchange",
+    "load",
+    "mix_text",
+    "visit",
+]
 
-POSTS, USERS = 50, 100
+POSTS, USERS, SESSIONS = 50, 100, 1000
 SIGNED_IN, ANALYTICS, DETAIL = 0.30, 0.60, 0.50
+CONSENT = 0.80
+"""Visitors who answer the site's cookie banner on their first page (accept or refuse):
+its script stores the answer in a ``cookie_consent`` cookie, sent from the next page on."""
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
@@ -28,8 +42,12 @@ def mix_text(visitors: int, views: int) -> str:
     return (
         f"Traffic mix: {visitors} visitors browsing at once, {views} page views each, then a"
         " new visitor takes the place (no cookies yet, a new _ga); "
-        f"{SIGNED_IN:.0%} signed in (a signed-cookie session of one of {USERS} users); "
+        f"{SIGNED_IN:.0%} signed in (a signed-cookie session of one of {SESSIONS:,} logins"
+        f" of {USERS} users); "
         f"{ANALYTICS:.0%} with an analytics cookie (_ga, random per visitor); "
+        f"{CONSENT:.0%} answer the cookie banner on their first page, so carry its"
+        " cookie_consent (a stamp of the visitor's own, all or necessary) from their"
+        " second page on; "
         f"{DETAIL:.0%} of requests to a post's page ({POSTS} posts, each with a comment form"
         " and its CSRF token), the rest to the list; each visitor keeps the cookies the site"
         " sets (csrftoken, sessionid); seeded, the same requests for each configuration."
@@ -43,6 +61,10 @@ class Visitor:
 
     cookies: dict[str, str] = field(default_factory=dict)
     views_left: int = 0
+    consent: str | None = None
+    """The banner's answer this visitor gives on its first page, if any: a consent
+    manager's cookie carries a stamp of its own per visitor (the proof of consent it
+    keeps), so two visitors' answers are two values."""
 
     def request(self, path: str, form: str = "") -> bytes:
         """Return a keep-alive GET of ``path`` (a POST of ``form``) with this visitor's cookies."""
@@ -79,13 +101,17 @@ class Mix:
         self.turn = 0
 
     def newcomer(self) -> Visitor:
-        """Return a new visitor: signed in or not, with a ``_ga`` or not, no other cookie."""
+        """Return a new visitor: signed in or not, with a ``_ga`` or not, no other cookie
+        yet, and whether (and how) it will answer the cookie banner."""
         cookies = {}
         if self.random.random() < SIGNED_IN:
             cookies["sessionid"] = self.random.choice(self.sessions)
         if self.random.random() < ANALYTICS:
             cookies["_ga"] = f"GA1.1.{self.random.getrandbits(31)}.{self.random.getrandbits(31)}"
-        return Visitor(cookies, self.views)
+        answers = self.random.random() < CONSENT
+        choice = self.random.choice(("all", "necessary"))
+        answer = f"stamp:{self.random.getrandbits(64):x}|{choice}" if answers else None
+        return Visitor(cookies, self.views, answer)
 
     def next(self) -> tuple[Visitor, str]:
         """Return the next request: visitors take turns, one done browsing is replaced."""
@@ -94,6 +120,8 @@ class Mix:
         if self.slots[slot].views_left == 0:
             self.slots[slot] = self.newcomer()
         visitor = self.slots[slot]
+        if visitor.consent and visitor.views_left < self.views:  # answered on the first page
+            visitor.cookies.setdefault("cookie_consent", visitor.consent)
         visitor.views_left -= 1
         if self.random.random() < DETAIL:
             return visitor, f"/posts/{self.random.randint(1, POSTS)}/"

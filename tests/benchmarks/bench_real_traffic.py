@@ -35,8 +35,13 @@ keep, in a ``cookie_consent`` cookie they send from their second page on, as EU 
 ask every visitor; half of
 the requests go to a post's page (one of 50, uniformly), the rest to the list; each
 visitor keeps the cookies the site sets (``csrftoken``, ``sessionid``) as a browser
-would. Visitors take turns; pages are drawn from a generator seeded with the
-round's number, so each configuration gets the same requests in a round.
+would, and keeps pages in its own HTTP cache as a browser does: for their ``max-age``
+(``private`` included, not ``no-store`` or ``no-cache``), and, for a page that varies
+on ``Cookie``, only while it sends the same cookies; a page view the browser can answer
+itself sends no request (a visitor seeing the list twice in a visit, say), under every
+configuration alike. Visitors take turns; page views are drawn from a generator seeded
+with the round's number, so each configuration gets the same page views in a round
+(which of them reach the server depends on the headers each configuration sends).
 
 Figures, all from one run, configurations in alternating rounds (ABC CBA …),
 nothing pinned to a CPU:
@@ -161,6 +166,8 @@ class Tally:
 
     rps: list[float] = field(default_factory=list)
     renders: int = 0
+    from_browser: int = 0
+    """Page views the visitors' browsers answered from their own caches (no request)."""
     outcomes: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -194,6 +201,7 @@ def on_the_mix(
             rps, outcomes = load(ports[site], mix, args.seconds, args.connections)
             tallies[site].renders += renders(counter, site) - before
             tallies[site].rps.append(rps)
+            tallies[site].from_browser += mix.from_browser
             tallies[site].outcomes += outcomes
         order.reverse()
     return tallies
@@ -313,11 +321,13 @@ def print_tables(
             " / ".join(f"{r:,.0f}" for r in tally.rps),
             f"{tally.hit_ratio:.1%}",
             f"{tally.renders:,} / {tally.requests:,}",
+            f"{tally.from_browser:,}",
             tally.answered(),
         ]
         for site, tally in tallies.items()
     ]
     header = ["configuration", "requests/s (median)", "rounds", "hit ratio", "renders / requests"]
+    header += ["views the browsers answered"]
     print(table([*header, "answered (X-Cache)"], rows, args.markdown))
     print(f"\n{head}2. A hit with one hole vs a plain hit: the same page and decorator, with")
     print("its CSRF token, with a {% nocache %} welcome line instead, and with neither, for an")

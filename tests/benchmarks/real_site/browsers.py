@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -50,7 +51,9 @@ def mix_text(visitors: int, views: int) -> str:
         " second page on; "
         f"{DETAIL:.0%} of requests to a post's page ({POSTS} posts, each with a comment form"
         " and its CSRF token), the rest to the list; each visitor keeps the cookies the site"
-        " sets (csrftoken, sessionid); seeded, the same requests for each configuration."
+        " sets (csrftoken, sessionid), and keeps pages in its own cache as a browser does"
+        " (for their max-age, matching their Vary: Cookie), so a page view it can answer"
+        " itself sends no request; seeded, the same page views for each configuration."
     )
 
 
@@ -66,9 +69,36 @@ class Visitor:
     manager's cookie carries a stamp of its own per visitor (the proof of consent it
     keeps), so two visitors' answers are two values."""
 
+    kept: dict[str, tuple[str | None, float]] = field(default_factory=dict)
+    """The browser's own HTTP cache: per path, the ``Cookie`` header the page was fetched
+    with (None: its response did not vary on cookies) and until when it is fresh."""
+
+    def cookie_header(self) -> str:
+        return "; ".join(f"{name}={value}" for name, value in self.cookies.items())
+
+    def holds(self, path: str) -> bool:
+        """Return whether this browser would show ``path`` from its own cache, asking
+        nothing (a link to a page it holds fresh, fetched with the same cookies if the
+        page varies on them)."""
+        found = self.kept.get(path)
+        if found is None or found[1] < time.monotonic():
+            return False
+        return found[0] is None or found[0] == self.cookie_header()
+
+    def remember(self, path: str, cookie: str, fields: dict[str, str]) -> None:
+        """Keep a page as a browser's cache would: for its ``max-age``, unless
+        ``no-store`` or ``no-cache`` (``private`` is for exactly this cache)."""
+        control = fields.get("cache-control", "").lower()
+        age = re.search(r"max-age=(\d+)", control)
+        if age is None or "no-store" in control or "no-cache" in control:
+            self.kept.pop(path, None)
+            return
+        varies = "cookie" in fields.get("vary", "").lower()
+        self.kept[path] = (cookie if varies else None, time.monotonic() + int(age[1]))
+
     def request(self, path: str, form: str = "") -> bytes:
         """Return a keep-alive GET of ``path`` (a POST of ``form``) with this visitor's cookies."""
-        cookie = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
+        cookie = self.cookie_header()
         lines = [f"{'POST' if form else 'GET'} {path} HTTP/1.1", "Host: bench"]
         lines += [f"Cookie: {cookie}"] if cookie else []
         if form:
@@ -99,6 +129,8 @@ class Mix:
         self.random, self.views, self.sessions = random.Random(seed), views, sessions
         self.slots = [self.newcomer() for _ in range(visitors)]
         self.turn = 0
+        self.from_browser = 0
+        """Page views the visitors' browsers answered from their own caches."""
 
     def newcomer(self) -> Visitor:
         """Return a new visitor: signed in or not, with a ``_ga`` or not, no other cookie
@@ -114,18 +146,24 @@ class Mix:
         return Visitor(cookies, self.views, answer)
 
     def next(self) -> tuple[Visitor, str]:
-        """Return the next request: visitors take turns, one done browsing is replaced."""
-        slot = self.turn % len(self.slots)
-        self.turn += 1
-        if self.slots[slot].views_left == 0:
-            self.slots[slot] = self.newcomer()
-        visitor = self.slots[slot]
-        if visitor.consent and visitor.views_left < self.views:  # answered on the first page
-            visitor.cookies.setdefault("cookie_consent", visitor.consent)
-        visitor.views_left -= 1
-        if self.random.random() < DETAIL:
-            return visitor, f"/posts/{self.random.randint(1, POSTS)}/"
-        return visitor, "/posts/"
+        """Return the next request: visitors take turns, one done browsing is replaced; a
+        page view the visitor's browser answers from its own cache sends nothing."""
+        while True:
+            slot = self.turn % len(self.slots)
+            self.turn += 1
+            if self.slots[slot].views_left == 0:
+                self.slots[slot] = self.newcomer()
+            visitor = self.slots[slot]
+            if visitor.consent and visitor.views_left < self.views:  # answered on page one
+                visitor.cookies.setdefault("cookie_consent", visitor.consent)
+            visitor.views_left -= 1
+            if self.random.random() < DETAIL:
+                path = f"/posts/{self.random.randint(1, POSTS)}/"
+            else:
+                path = "/posts/"
+            if not visitor.holds(path):
+                return visitor, path
+            self.from_browser += 1
 
 
 class OnePage:
@@ -142,9 +180,11 @@ class OnePage:
 async def exchange(
     connection: Connection, visitor: Visitor, path: str, form: str = ""
 ) -> tuple[dict[str, str], bytes]:
-    """Send one request for ``visitor`` and keep the cookies it sets; return the
-    response's fields (lower-case names, ``status`` among them) and body."""
+    """Send one request for ``visitor`` and keep the cookies it sets, and the page as its
+    browser's cache would; return the response's fields (lower-case names, ``status``
+    among them) and body."""
     reader, writer = connection
+    cookie = visitor.cookie_header()
     writer.write(visitor.request(path, form))
     head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
     status, *lines = head.rstrip("\r\n").split("\r\n")
@@ -155,7 +195,10 @@ async def exchange(
             visitor.keep(value.strip())
         else:
             fields[name.lower()] = value.strip()
-    return fields, await reader.readexactly(int(fields.get("content-length", 0)))
+    body = await reader.readexactly(int(fields.get("content-length", 0)))
+    if not form and fields["status"] == "200":
+        visitor.remember(path, cookie, fields)
+    return fields, body
 
 
 def visit(port: int, visitor: Visitor, path: str) -> dict[str, str]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from mcache.logs import FailureLog
     from mcache.memo import BoundedMemo
     from mcache.model.codec import Codec
+    from mcache.model.near import NearCopy
     from mcache.model.tags import Tags
     from mcache.observe.stats import CacheStats
     from mcache.purge.sender import Purger
@@ -123,6 +124,17 @@ class PlainOperations:
     async def apeek(self, key: Key, default: Any = NO_VALUE, tags: TagsArg = None) -> Any:
         """Await :meth:`peek`."""
         return await self._arun("aget", key, self._peek_steps(key, default, tags))
+
+    def near_copy(self, key: Key, tags: TagsArg) -> NearCopy | None:
+        """Return the near tier's copy of ``key``'s entry when ``get_or_build(key,
+        tags=tags)`` would hit it there (counted as a hit), else None, and always None
+        without a near tier. For a reader that sends what it derives from the entry and
+        keeps that with the copy (``NearCopy.derived``: the edge's answer), rather than
+        copying the value on every hit as :meth:`peek` does: the copy's ``entry.value``
+        is the kept value itself, never to be changed."""
+        if self.parts.near is None:
+            return None
+        return self.builder.near_copy(self._store_key(key), tags, None)
 
     def _peek_steps(self, key: Key, default: Any, tags: TagsArg) -> Steps[Any]:
         if tags is None:

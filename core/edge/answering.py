@@ -78,17 +78,60 @@ class Edge:
     @staticmethod
     def answer(plan: Plan, found: Any) -> Answer | None:
         """Return the answer for a fresh entry ``found`` under the plan's key, or None."""
-        page = as_page(found, 1)
-        if page is None or page[3]:
+        made = _made(plan, found)
+        return None if made is None else made.sent(plan.head)
+
+    @staticmethod
+    def near_answer(plan: Plan) -> Answer | None:
+        """Return the answer from the near tier's copy of the plan's page, or None (no near
+        tier, no copy, not a hit there, or a page not learned): made once per copy and
+        kept with it, so a near hit copies no value, decodes no page and builds no
+        header list but an ``Age`` the page had."""
+        copy = plan.cache.near_copy(plan.key, plan.recipe.record.tags)
+        if copy is None:
             return None
-        learned = plan.recipe.sent.get((plan.key, page[4]))
-        if learned is None:
-            return None  # rebuilt since: the application's answer teaches the new one
-        header = plan.recipe.record.header
-        headers = [
-            (name, str(max(0, int(time.time() - page[4])))) if name.lower() == "age" else (name, v)
-            for name, v in learned
-        ]
-        if header:
-            headers += [(header, "HIT"), ("Cache-Status", "mcache; hit; detail=edge")]
-        return Answer(page[0], headers, b"" if plan.head else page[2])
+        made = copy.derived
+        if (
+            type(made) is not Made
+            or plan.recipe.sent.get((plan.key, made.built)) is not made.learned
+        ):
+            made = _made(plan, copy.entry.value)
+            if made is None:
+                return None
+            copy.derived = made
+        return made.sent(plan.head)
+
+
+class Made(NamedTuple):
+    """An answer made for one stored page and the headers learned with it."""
+
+    learned: list[tuple[str, str]]
+    built: float
+    answer: Answer
+    aged: bool
+    """Whether its headers hold an ``Age``, said anew for each response."""
+
+    def sent(self, head: bool) -> Answer:
+        """Return the answer to send now: its ``Age`` brought up to date, no body to a HEAD."""
+        answer = self.answer
+        if self.aged:
+            age = str(max(0, int(time.time() - self.built)))
+            headers = [(n, age) if n.lower() == "age" else (n, v) for n, v in answer.headers]
+            answer = answer._replace(headers=headers)
+        return answer._replace(body=b"") if head else answer
+
+
+def _made(plan: Plan, found: Any) -> Made | None:
+    """Return the answer for the stored page ``found``, if the edge may send it."""
+    page = as_page(found, 1)
+    if page is None or page[3]:
+        return None
+    learned = plan.recipe.sent.get((plan.key, page[4]))
+    if learned is None:
+        return None  # rebuilt since: the application's answer teaches the new one
+    header = plan.recipe.record.header
+    headers = list(learned)
+    if header:
+        headers += [(header, "HIT"), ("Cache-Status", "mcache; hit; detail=edge")]
+    aged = any(name.lower() == "age" for name, _ in learned)
+    return Made(learned, page[4], Answer(page[0], headers, page[2]), aged)

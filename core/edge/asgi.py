@@ -45,7 +45,7 @@ class ASGIEdge:
         environ = environ_of(scope)
         plan = self.edge.plan(environ)
         if plan is not None:
-            answer = self.edge.answer(
+            answer = self.edge.near_answer(plan) or self.edge.answer(
                 plan, await plan.cache.apeek(plan.key, None, plan.recipe.record.tags)
             )
             if answer is not None:

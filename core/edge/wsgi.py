@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ class WSGIEdge:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         plan = self.edge.plan(environ)
         if plan is not None:
-            answer = self.edge.answer(
+            answer = self.edge.near_answer(plan) or self.edge.answer(
                 plan, plan.cache.peek(plan.key, None, plan.recipe.record.tags)
             )
             if answer is not None:
@@ -95,6 +96,7 @@ class _Watched:
             self.learn(sent)
 
 
+@functools.cache  # a handful of statuses, asked on every answer
 def _status_line(status: int) -> str:
     try:
         return f"{status} {HTTPStatus(status).phrase}"

@@ -48,6 +48,7 @@ from mcache.sansio.steps import (
 if TYPE_CHECKING:
     from mcache.engine.parts import CacheParts
     from mcache.engine.reading import Reader
+    from mcache.model.near import NearCopy
 
 __all__ = ["STALE_SERVED", "BuildOptions", "Builder", "Call", "ServedStale"]
 
@@ -204,31 +205,40 @@ class Builder:
 
     def near_value(self, key: str, tags: TagsArg, o: BuildOptions | None) -> Any:
         """Return the value of ``key``'s near copy if it was kept for these ``tags`` and is
-        still a hit (every tag at the version this process knows, fresh, not picked early,
-        as a hit from the store), else ``NO_VALUE``; with no options ``o``, never picked
-        early (a read that would not rebuild it). A ``get_or_build`` asks ``may_store``
-        first: uncommitted data builds for its caller alone, with no near hit.
+        still a hit (see :meth:`near_copy`), else ``NO_VALUE``: a copy of its own, so the
+        caller may change it. A ``get_or_build`` asks ``may_store`` first: uncommitted
+        data builds for its caller alone, with no near hit."""
+        copy = self.near_copy(key, tags, o)
+        return NO_VALUE if copy is None else copy.copied()
 
-        The whole near hit, in one frame: the facade answers with it before it makes the
-        read path's steps. ``tags`` as the caller gave them: a list equal to the names a
-        copy was kept for was checked then, so only other forms go through ``tag_list``.
+    def near_copy(self, key: str, tags: TagsArg, o: BuildOptions | None) -> NearCopy | None:
+        """Return ``key``'s near copy if it was kept for these ``tags`` and is still a hit
+        (every tag at the version this process knows, fresh, not picked early, as a hit
+        from the store; counted as one), else None; with no options ``o``, never picked
+        early (a read that would not rebuild it).
+
+        The copy itself, not a copy of its value: for a reader that derives what it
+        sends from the copy once and keeps that with it (the edge's answer), where a
+        hit that hands the value on copies it (:meth:`near_value`). ``tags`` as the
+        caller gave them: a list equal to the names a copy was kept for was checked
+        then, so only other forms go through ``tag_list``.
         """
         parts = self.parts
         near = parts.near
         copy = near.copies.get(key)  # type: ignore[union-attr]
         if copy is None or copy.names != (tags if type(tags) is list else tag_list(tags)):
-            return NO_VALUE
+            return None
         entry = copy.entry
         versions = entry.tags
         moment = monotonic()
         if copy.until < moment or (versions and not parts.tags.all_current(versions, moment)):
-            return NO_VALUE
+            return None
         now = parts.clock.time_ms()
         if not self.is_hit(key, entry, versions, _NONE, now, o, o is not None):  # type: ignore[arg-type]
-            return NO_VALUE
+            return None
         if versions and inside_build():
             report(parts.tags.scope, versions)
-        return copy.copied()
+        return copy
 
     def hit_value(self, key: str, entry: Entry, tags: list[str], mark: Any) -> Any:
         """Return a hit's value read from the store: kept in the near tier unless an

@@ -100,6 +100,9 @@ class NearCopy:
     """Return a hit's own copy of the value: the serializer's ``loads`` of the bytes kept
     (a partial, so no frame of ours runs), or the value itself where it cannot change."""
     until: float
+    derived: Any = None
+    """What a reader that only reads made of this copy once, kept with it (the edge's
+    answer: see :meth:`mcache.engine.build.Builder.near_copy`); it goes with the copy."""
 
 
 class NearCache:

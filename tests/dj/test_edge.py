@@ -196,6 +196,57 @@ def test_an_invalidated_page_goes_to_django_once_then_is_answered_again(site: No
     assert REACHED == ["/posts/", "/posts/"] and again.body == b"posts, rendered 2"
 
 
+@pytest.fixture
+def near_site(memcached_url: str) -> Iterator[None]:
+    """The site on a cache with a near tier (``near_ttl``)."""
+    REACHED.clear()
+    prefix = f"edge-near-{next(_PREFIXES)}"
+    with override_settings(
+        CACHES=mcache_caches(memcached_url, KEY_PREFIX=prefix, OPTIONS={"near_ttl": 30}),
+        ROOT_URLCONF="tests.dj.test_edge",
+        MIDDLEWARE=[COUNTING, *settings.MIDDLEWARE],
+        ALLOWED_HOSTS=["testserver"],
+    ):
+        yield
+
+
+def test_with_a_near_cache_an_edge_hit_reads_nothing_and_makes_its_answer_once(
+    near_site: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = edge()
+    first = call(app, "/posts/")
+    stored = call(app, "/posts/")  # answered at the edge; the page is now kept near
+    requests = record_reads(monkeypatch)
+    near = [call(app, "/posts/") for _ in range(3)]
+    assert requests == [], "a near hit reads nothing from memcached"
+    assert REACHED == ["/posts/"]
+    for answer in near:
+        assert answer.body == first.body == b"posts, rendered 1"
+        assert answer.header_list == stored.header_list
+        assert answer.headers["Cache-Status"] == "mcache; hit; detail=edge"
+    copy = caches["default"].mcache.parts.near.copies
+    made = [c.derived for c in copy.values() if c.derived is not None]
+    assert len(made) == 1, "the answer is made once and kept with the near copy"
+    assert call(app, "/posts/", "HEAD").body == b""
+    assert requests == [] and REACHED == ["/posts/"]
+
+
+def test_with_a_near_cache_an_invalidated_page_is_rebuilt_then_answered_anew(
+    near_site: None,
+) -> None:
+    app = edge()
+    for _ in range(3):
+        call(app, "/posts/")
+    caches["default"].mcache.invalidate("posts")
+    rebuilt = call(app, "/posts/")
+    assert REACHED == ["/posts/", "/posts/"] and rebuilt.body == b"posts, rendered 2"
+    for _ in range(3):
+        again = call(app, "/posts/")
+        assert again.body == b"posts, rendered 2", "never the answer made for the old page"
+        assert again.headers["X-Cache"] == "HIT"
+    assert REACHED == ["/posts/", "/posts/"]
+
+
 def test_a_store_gone_after_a_lesson_sends_requests_to_django_without_an_error() -> None:
     node = memcached_process().start()
     REACHED.clear()

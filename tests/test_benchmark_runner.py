@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.benchmarks.__main__ import rows_of
+from tests.benchmarks.common import cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 ONLY = ["--only", "bench_ring"]  # the quickest script: the runner's plumbing is the subject
@@ -42,3 +46,22 @@ def test_a_script_that_failed_is_one_failed_row(tmp_path: Path) -> None:
             "`python -m tests.benchmarks.bench_stores`",
         ]
     ]
+
+
+def test_cpu_seconds_counts_a_servers_worker_processes_and_not_what_sleeps() -> None:
+    """bench_edge's CPU per request is the server's and its workers': a child that burns
+    CPU is counted in its parent's figure, and time a process spends asleep is not."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time\n"
+         "subprocess.Popen([sys.executable, '-c', 'while True: pass'])\ntime.sleep(60)"],
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        time.sleep(1)  # the worker has started
+        before = cpu_seconds(parent.pid)
+        time.sleep(1)  # the worker burns about a second of CPU meanwhile, the parent sleeps
+        spent = cpu_seconds(parent.pid) - before
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+    assert 0.25 <= spent <= 1.3  # shared cores may give the worker less than all of one

@@ -21,35 +21,19 @@ stops them; needs ``wrk`` (``apt-get install wrk``).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.benchmarks.common import Figure, arguments, report, table, uvicorn
+from tests.benchmarks.common import Figure, arguments, report, table, uvicorn, wrk
 from tests.servers import ServerProcess, memcached_process, redis_process
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("/mcache/1/", "/django/1/", "/plain/1/")
-
-
-def wrk(port: int, path: str, seconds: float, connections: int) -> tuple[float, float]:
-    """Return (requests/s, p99 ms) of one wrk run on ``path``."""
-    out = subprocess.run(
-        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency",
-         f"http://127.0.0.1:{port}{path}"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    if "Non-2xx" in out or "Socket errors" in out:
-        raise RuntimeError(f"wrk saw errors on {path}:\n{out}")
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    value, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
-    return rate, float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
 def redis_connections(port: int) -> dict[int, int]:
@@ -93,7 +77,8 @@ def load(
         for path in order:
             sample = threading.Timer(seconds / 2, _most, (held, connected))
             sample.start()
-            runs[path].append(wrk(port, path, seconds, connections))
+            load = wrk(port, path, seconds, connections)
+            runs[path].append((load.rate, load.p99))
             sample.join()
     return runs, (held[0], held[1])
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import statistics
 import subprocess
 import sys
@@ -11,12 +13,15 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 __all__ = [
     "Call",
     "Figure",
+    "Load",
     "answering",
     "arguments",
+    "cpu_seconds",
     "gunicorn",
     "interleaved",
     "latency_row",
@@ -25,6 +30,7 @@ __all__ = [
     "report",
     "table",
     "uvicorn",
+    "wrk",
 ]
 
 Call = Callable[[], object]
@@ -133,9 +139,15 @@ def report(figures: list[Figure], path: str | None) -> None:
 
 
 def gunicorn(
-    wsgi: str, env: dict[str, str], cwd: str, paths: tuple[str, ...] = ("/",)
+    wsgi: str,
+    env: dict[str, str],
+    cwd: str,
+    paths: tuple[str, ...] = ("/",),
+    *,
+    sync_workers: int = 0,
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """Serve ``wsgi`` with gunicorn (2 gthread workers × 4 threads) on a free loopback port.
+    """Serve ``wsgi`` with gunicorn on a free loopback port: 2 gthread workers × 4 threads,
+    or ``sync_workers`` sync workers (one request at a time each, no keep-alive).
 
     Returns once every one of ``paths`` answers (which also warms them), with
     the process and its port; the caller terminates it.
@@ -143,8 +155,10 @@ def gunicorn(
     from tests.servers import free_port
 
     port = free_port()
+    workers = (["-w", str(sync_workers), "-k", "sync"] if sync_workers
+               else ["-w", "2", "-k", "gthread", "--threads", "4"])  # fmt: skip
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", wsgi, "-w", "2", "-k", "gthread", "--threads", "4",
+        [sys.executable, "-m", "gunicorn", wsgi, *workers,
          "-b", f"127.0.0.1:{port}", "--log-level", "warning"],
         env=env, cwd=cwd,
     )  # fmt: skip
@@ -187,3 +201,55 @@ def answering(
             time.sleep(0.2)
     server.kill()
     raise RuntimeError(f"{name} did not answer within 30 s")
+
+
+class Load(NamedTuple):
+    """What one wrk run measured."""
+
+    rate: float
+    """Requests per second."""
+    p99: float
+    """The 99th percentile latency, in ms."""
+    requests: int
+
+
+def wrk(port: int, path: str, seconds: float, connections: int) -> Load:
+    """Run wrk (1 thread, ``connections`` connections) on ``path`` for ``seconds``.
+
+    wrk is written in C, so the load it makes costs the machine little next to a
+    Python load generator; a benchmark that needs it says so (``apt-get install wrk``).
+    """
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency",
+         f"http://127.0.0.1:{port}{path}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise RuntimeError(f"wrk saw errors on {path}:\n{out}")
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    value, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    return Load(rate, float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit], requests)
+
+
+def cpu_seconds(pid: int) -> float:
+    """Return the CPU seconds (user and system) process ``pid`` and its children used so
+    far, from ``/proc`` (Linux): a server's own cost, whatever else shares the machine."""
+    pids = [pid]
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        pids += [int(child) for child in _proc_text(f"/proc/{pid}/task/{thread}/children").split()]
+    ticks = 0
+    for each in pids:
+        fields = _proc_text(f"/proc/{each}/stat").rsplit(")", 1)[-1].split()
+        if fields:
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_text(path: str) -> str:
+    """Return a ``/proc`` file's text, or "" for a thread or process gone meanwhile."""
+    try:
+        with open(path, encoding="ascii") as file:
+            return file.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""

@@ -1,8 +1,10 @@
-"""Settings of the benchmark site: SQLite file, both caches on the same memcached."""
+"""Settings of the benchmark site: SQLite file, the caches on the same memcached, and one
+with a near tier on a Redis (bench_edge's; its invalidations are pushed to the near tier)."""
 
 import os
 
 _memcached = os.environ.get("MCACHE_BENCH_MEMCACHED", "127.0.0.1:11211")
+_redis = os.environ.get("MCACHE_BENCH_REDIS", "127.0.0.1:6379")
 
 SECRET_KEY = "benchmark-only"
 DEBUG = False
@@ -28,6 +30,11 @@ CACHES = {
     "near": {
         "BACKEND": "django_mcache.backend.MCacheBackend",
         "LOCATION": f"memcached://{_memcached}",
+        "OPTIONS": {"near_ttl": 30},
+    },
+    "redis_near": {
+        "BACKEND": "django_mcache.backend.MCacheBackend",
+        "LOCATION": f"redis://{_redis}/0",
         "OPTIONS": {"near_ttl": 30},
     },
     "django": {

@@ -1,6 +1,7 @@
 """One page under several caches: /mcache/ with @cached_view, /near/ with it on a cache with
-a near cache, /django/ with Django's cache_page; /plain/ the same HTML with no cache and no
-query (the trivial uncached view); /async/... the same as ``async def`` views."""
+a near cache (/redis-near/ on Redis, whose near tier hears invalidations pushed), /django/
+with Django's cache_page; /plain/ the same HTML with no cache and no query (the trivial
+uncached view); /async/... the same as ``async def`` views."""
 
 import os
 
@@ -52,8 +53,11 @@ def worker_header(get_response):
 urlpatterns = [
     path("mcache/", cached_view(ttl=300, tags=["page"])(page)),
     path("near/", cached_view(ttl=300, tags=["page"], cache="near")(page)),
+    path("redis-near/", cached_view(ttl=300, tags=["page"], cache="redis_near")(page)),
     path("django/", cache_page(300, cache="django")(page)),
     path("plain/", plain),
     path("async/mcache/", cached_view(ttl=300, tags=["page"])(async_page)),
+    path("async/near/", cached_view(ttl=300, tags=["page"], cache="near")(async_page)),
+    path("async/redis-near/", cached_view(ttl=300, tags=["page"], cache="redis_near")(async_page)),
     path("async/plain/", async_plain),
 ]

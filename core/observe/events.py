@@ -114,6 +114,10 @@ class Observer:
     def called(self, origin: Origin, call: CallRecord) -> None:
         """A call of the cache's API (``get_or_build``, ``get``, ``set``, …) returned."""
 
+    def exiting(self) -> None:
+        """The process is exiting: hand over what is held (counts not yet in the store),
+        as the cache's own counters do, or a short-lived process takes them with it."""
+
 
 class BuildWatch:
     """One build as its observers follow it: started, then ended once with its outcome."""

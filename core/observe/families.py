@@ -60,6 +60,9 @@ class FamilyCounts(Observer):
         if time.monotonic() >= self._next_flush:
             self.flush()
 
+    def exiting(self) -> None:
+        self.flush()
+
     def flush(self) -> None:
         """Add what this process counted to the store's counters. A failure is logged and
         the counts dropped: the chart may miss them, a request never waits for them."""

@@ -53,13 +53,14 @@ EXIT_FLUSH_SECONDS = 1.0  # what exit may wait for servers that accept and never
 
 @atexit.register
 def _flush_at_exit() -> None:
-    """Flush what every live ``Cache`` counted since its last flush, within a second.
+    """Flush what every live ``Cache`` counted since its last flush, and what its observers
+    hold (the dashboard's per-family counts), within a second.
 
     A short-lived process (a command, a recycled worker) would otherwise take up to
     ``interval`` seconds of counts with it. A daemon thread does it, so that a hung
     server cannot hold the exit up.
     """
-    live = [stats for stats in list(_LIVE) if any(stats.local().values())]
+    live = [stats for stats in list(_LIVE) if stats.observers or any(stats.local().values())]
     if not live:
         return
     previous = logging.root.manager.disable
@@ -80,6 +81,8 @@ def _flush_and_close(live: list[CacheStats]) -> None:
     # The connections the flush took are the process's last: closed, not left to exit.
     for stats in live:
         stats.flush(quiet=True)
+        for observer in stats.observers:
+            quietly(observer.exiting)
         with contextlib.suppress(Exception):
             stats.store.close()
 

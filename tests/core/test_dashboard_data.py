@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import subprocess
+import sys
 import time
 
 import pytest
@@ -66,6 +68,25 @@ def test_families_add_up_across_processes_minute_by_minute(url: str) -> None:
     assert function_counts["hits"] >= 8
     assert sum(m.counts["misses"] + m.counts["hits"] for m in chart["page"]) == 4
     assert chart["other"] == []
+
+
+def test_a_process_that_exits_before_the_interval_still_adds_its_family_counts(
+    url: str,
+) -> None:
+    namespace = f"famexit{time.time_ns()}"
+    script = (
+        "from mcache import Cache\n"
+        f"cache = Cache({url!r}, namespace={namespace!r}, metrics=['families'],"
+        " stats_interval=3600)\n"
+        "for _ in range(3):\n"
+        "    cache.get_or_build(('view.page', '/'), lambda: 'page', ttl=60)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    reader = family_cache(url, namespace)
+    chart = family_minutes(reader.counts, ["page"], int(time.time() // 60))
+    counted = {event: sum(m.counts[event] for m in chart["page"]) for event in ("hits", "misses")}
+    assert counted == {"hits": 2, "misses": 1}
 
 
 def test_the_unknown_function_family_is_other_and_families_are_off_by_default(

@@ -325,13 +325,25 @@ class Builder:
 
     def fresh_entry_steps(self, call: Call) -> Steps[Entry | None]:
         """Return the key's entry if it is fresh with every tag current now, else None."""
+        entry = yield from self.current_entry_steps(call)
+        if entry is not None and entry.is_fresh(self.parts.clock.time_ms()):
+            return entry
+        return None
+
+    def current_entry_steps(self, call: Call) -> Steps[Entry | None]:
+        """Return the key's entry if every tag it recorded is at its version now (read in
+        the entry's own round trip), whatever its times say; else None.
+
+        A build that began before an invalidation writes an entry that is stale on
+        arrival: whoever waited for it began later, and must not take it as fresh
+        (guarantee 1 of ``docs/explanation/consistency.md``).
+        """
         try:
             entry, declared, others = yield from self.reader.read_steps(call.key, call.tags)
         except Exception as error:
             self.parts.store_failed("get_or_build", error)
             return None
-        now = self.parts.clock.time_ms()
-        if entry is not None and entry.is_fresh(now) and entry.tags_current(declared, others):
+        if entry is not None and entry.tags_current(declared, others):
             return entry
         return None
 
@@ -398,10 +410,11 @@ class Builder:
         # waiters within ~10% of it), for a few gets a second per waiting process.
         for pause in pauses(call.options.wait, cap=0.05):
             yield Pause(pause)
-            entry = yield from self.reader.peek_steps(call.key)
+            entry = yield from self.current_entry_steps(call)
             if entry is not None:
                 return self.take_peeked(call, entry)
-            # The holder may have died and its lock expired.
+            # Nothing yet, or built from what was invalidated since: the holder may have
+            # finished (or died and its lock expired), so the lock may be ours now.
             lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
             if lock is not None:
                 return (yield from self.building.build_and_store_steps(call, lock, None))

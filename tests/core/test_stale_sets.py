@@ -179,6 +179,38 @@ def test_a_build_in_another_process_cannot_undo_a_delete(shared_url: str) -> Non
     assert cache.get_or_build("k", lambda: 2, ttl=60) == 2
 
 
+def test_a_lock_waiter_never_takes_a_build_begun_before_an_invalidation(
+    shared_url: str,
+) -> None:
+    """Guarantee 1 for the callers that wait on another process's lock: process A builds
+    a cold key from the row at v0; the row becomes v1 and its tag is invalidated; then B
+    asks, finds A's lock and waits. A's entry, written after the bump, is already stale:
+    B must not be handed it as fresh, though it began after ``invalidate()`` returned."""
+    import multiprocessing
+
+    from tests.core import workers
+
+    url = shared_url
+    cache = Cache(url, namespace="lw")
+    context = multiprocessing.get_context("spawn")
+    started, release, done = context.Event(), context.Event(), context.Queue()
+    builder = context.Process(
+        target=workers.held_build,
+        args=(url, "lw", "k", "v0", started, release, done, ("row",)),
+    )
+    builder.start()
+    try:
+        assert started.wait(30), "A's build never started"
+        cache.invalidate("row")  # the row is v1 from here on
+        threading.Timer(0.5, release.set).start()  # A ends while B waits on its lock
+        assert cache.get_or_build("k", lambda: "v1", ttl=60, tags=["row"], wait=10) == "v1"
+        assert done.get(timeout=30) == "v0", "A's own caller still gets what it built"
+        assert cache.get_or_build("k", lambda: "v2", ttl=60, tags=["row"]) == "v1"
+    finally:
+        release.set()
+        builder.join(10)
+
+
 def test_placeholders_are_misses_for_every_plain_call() -> None:
     cache = Cache("memory://", namespace="ss")
     database = {"row": 1}

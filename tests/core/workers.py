@@ -234,9 +234,17 @@ def first_views(url: str, namespace: str, threads: int, go: Any) -> None:
 
 
 def held_build(
-    url: str, namespace: str, key: str, value: Any, started: Any, release: Any, done: Any
+    url: str,
+    namespace: str,
+    key: str,
+    value: Any,
+    started: Any,
+    release: Any,
+    done: Any,
+    tags: tuple[str, ...] = (),
 ) -> None:
-    """Build ``key`` as ``value``, pausing inside the builder until told to go on."""
+    """Build ``key`` (tagged ``tags``) as ``value``, pausing inside the builder until told
+    to go on."""
     cache = Cache(url, namespace=namespace)
 
     def build() -> Any:
@@ -244,7 +252,7 @@ def held_build(
         release.wait(30)
         return value
 
-    done.put(cache.get_or_build(key, build, ttl=60))
+    done.put(cache.get_or_build(key, build, ttl=60, tags=list(tags)))
 
 
 def build_once(

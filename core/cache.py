@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from mcache.clock import Clock, system_clock
+from mcache.contract.refresher import Refresher
 from mcache.contract.store import NO_VALUE, Store
 from mcache.engine.build import Builder, BuildOptions
 from mcache.engine.lock import Lock
@@ -51,7 +52,8 @@ from mcache.observe.stats import CacheStats
 from mcache.observe.trace import Tracer
 from mcache.plain_operations import Key, PlainOperations
 from mcache.purge.urls import purger_from
-from mcache.refreshers import Refresher, ThreadPoolRefresher, refresher_named
+from mcache.refreshers.named import refresher_named
+from mcache.refreshers.thread import ThreadPoolRefresher
 from mcache.sansio.steps import Steps
 from mcache.stores.url import from_url
 

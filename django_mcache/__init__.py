@@ -6,14 +6,19 @@ Django's ORM on first use, not when this package is imported.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from mcache import lazy_exports
+
+if TYPE_CHECKING:
+    from django_mcache.invalidation import invalidate_model, invalidate_obj
 
 __all__ = ["invalidate_model", "invalidate_obj"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from . import invalidation
-
-        return getattr(invalidation, name)
-    raise AttributeError(f"module 'django_mcache' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "invalidate_model": "django_mcache.invalidation",
+        "invalidate_obj": "django_mcache.invalidation",
+    },
+)

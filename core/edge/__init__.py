@@ -9,7 +9,16 @@ its middleware; everything else goes to the application (see
 
 from __future__ import annotations
 
-from mcache.edge.asgi import ASGIEdge
-from mcache.edge.wsgi import WSGIEdge
+from typing import TYPE_CHECKING
+
+from mcache import lazy_exports
+
+if TYPE_CHECKING:
+    from mcache.edge.asgi import ASGIEdge
+    from mcache.edge.wsgi import WSGIEdge
 
 __all__ = ["ASGIEdge", "WSGIEdge"]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"ASGIEdge": "mcache.edge.asgi", "WSGIEdge": "mcache.edge.wsgi"}
+)

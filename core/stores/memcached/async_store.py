@@ -20,8 +20,8 @@ from mcache.contract.store import LeaseBid
 from mcache.sansio.steps import arun_steps
 from mcache.stores.memcached.aio_connection import AioPool
 from mcache.stores.memcached.node import Node
+from mcache.stores.memcached.stats import stats_report
 from mcache.stores.memcached.steps import FetchOwners, NodeCall
-from mcache.stores.memcached.store import stats_report
 
 if TYPE_CHECKING:
     from mcache.stores.memcached.store import MemcachedStore

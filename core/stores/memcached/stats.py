@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-__all__ = ["parse_detail"]
+if TYPE_CHECKING:
+    from mcache.model.ring import Server
+
+__all__ = ["parse_detail", "stats_report"]
 
 Fields = dict[str, int | float | str]
 
@@ -40,3 +44,12 @@ def parse_detail(raw: Mapping[object, object], kind: str) -> dict:
         else:
             nested.setdefault("total", {})[name] = value
     return nested
+
+
+def stats_report(raw: Mapping[Server, object]) -> dict[str, dict[str, int | float | str]]:
+    """Each server's ``stats`` with text keys, keyed by ``host:port`` (the blocking store's
+    and its async twin's)."""
+    return {
+        server.name: parse_detail(stats, "") if isinstance(stats, dict) else stats  # type: ignore[misc]
+        for server, stats in raw.items()
+    }

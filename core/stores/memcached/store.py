@@ -31,7 +31,7 @@ from mcache.stores.memcached.access import access_of, check_access
 from mcache.stores.memcached.dump import Item, metadump
 from mcache.stores.memcached.leases import MemcachedLeases, leased
 from mcache.stores.memcached.node import Node, NodeOptions
-from mcache.stores.memcached.stats import parse_detail
+from mcache.stores.memcached.stats import parse_detail, stats_report
 from mcache.stores.memcached.steps import (
     OWNER_CACHE_SIZE,
     PLACEMENT_CACHE_SIZE,
@@ -268,14 +268,6 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         """Close idle connections; the store reconnects on next use."""
         for node in self._nodes.values():
             node.close()
-
-
-def stats_report(raw: Mapping[Server, object]) -> dict[str, dict[str, int | float | str]]:
-    """Each server's ``stats`` with text keys, keyed by ``host:port``."""
-    return {
-        server.name: parse_detail(stats, "") if isinstance(stats, dict) else stats  # type: ignore[misc]
-        for server, stats in raw.items()
-    }
 
 
 def _on_client(client: Client, command: str, args: tuple[Any, ...]) -> Any:

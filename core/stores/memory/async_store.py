@@ -9,9 +9,12 @@ on I/O, so it is called directly on the loop: no thread hop.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from mcache.contract.store import CasToken, NoValueType
-from mcache.stores.memory.store import MemoryStore
+
+if TYPE_CHECKING:
+    from mcache.stores.memory.store import MemoryStore
 
 __all__ = ["AsyncMemoryStore"]
 

@@ -1,0 +1,174 @@
+"""No import-order trap: any modules of mcache, django_mcache and flask_mcache can be
+imported from several threads at once, in any order, without a deadlock.
+
+A threaded server (``runserver``, gunicorn's gthread workers) imports lazily in its
+first requests; two threads importing ``mcache.cache`` and ``mcache.observe.outcome``
+at once used to deadlock every time, because ``mcache/__init__.py`` imported its own
+modules. The proof is the import graph (``tests/import_graph.py`` says why a graph
+without a cycle cannot deadlock); the races below show it on real imports, each pair
+in an interpreter that has imported none of ours.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.import_graph import (
+    ROOT,
+    cycle,
+    lazy_exports,
+    lock_graph,
+    modules,
+    typed_exports,
+)
+
+ONLY_AT_DJANGO_START = {"django_mcache.models", "django_mcache.admin"}
+"""Imported by Django itself while it sets up the installed app, before any request (and
+not importable otherwise: a model needs its app installed)."""
+
+NAMED_BY_SITES = {
+    "mcache",
+    "mcache.cache",
+    "mcache.stores",
+    "mcache.edge",
+    "mcache.refreshers",
+    "mcache.observe.outcome",
+    "mcache.web.page",
+}
+"""The modules of the core a site or an adapter names; every module of an adapter is
+named by a site too (settings, URLconfs, templates, the app's own code)."""
+
+
+COMMANDS = (".migrations", ".management", ".cli")
+"""Run by a command in a process of its own (``manage.py``, ``flask``), never by a request."""
+
+
+def first_request_modules() -> list[str]:
+    """What a first request can import first: every adapter module but the commands', and
+    what sites name of the core."""
+    return sorted(
+        name
+        for name in modules()
+        if name not in ONLY_AT_DJANGO_START
+        and not any(part in name for part in COMMANDS)
+        and (name in NAMED_BY_SITES or not name.startswith("mcache"))
+    )
+
+
+def race(pairs: list[tuple[str, str]], *packages: str) -> dict[str, str]:
+    """Run ``tests/import_race.py`` on ``pairs`` in a fresh interpreter; return what failed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.import_race", *packages],
+        input=json.dumps(pairs),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    graph = lock_graph()
+    assert len(graph) > 150, "every module of the three packages is read"
+    assert "mcache.observe.outcome" in graph["mcache.engine.build"], "top-level imports count"
+    assert "mcache" in graph["mcache.cache"], "each module's edge to its package counts"
+    assert cycle(graph) is None, " -> ".join(cycle(graph) or [])
+
+
+def test_a_cycle_is_found_where_there_is_one() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycle(graph) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_every_lazily_exported_name_is_typed_listed_and_found() -> None:
+    """Each package's table of lazy exports names the same homes as its imports for type
+    checkers, every name is in ``__all__``, and each is there when asked for."""
+    trees = {
+        name: ast.parse(path.read_text("utf-8"))
+        for name, path in modules().items()
+        if path.name == "__init__.py"
+    }
+    packages = {name: table for name, tree in trees.items() if (table := lazy_exports(tree))}
+    assert {"mcache", "mcache.stores", "flask_mcache", "django_mcache"} <= set(packages)
+    for package, table in packages.items():
+        assert typed_exports(modules()[package]) == table, package
+        module = importlib.import_module(package)
+        assert set(table) <= set(module.__all__), package
+        for name, home in table.items():
+            value = getattr(module, name)
+            assert value is importlib.import_module(home) or value is getattr(
+                importlib.import_module(home), name
+            ), f"{package}.{name}"
+
+
+def test_no_package_imports_its_own_modules_when_imported() -> None:
+    """What the graph's lack of cycles implies, said plainly for whoever adds an export:
+    a package's ``__init__`` imports none of its own modules at its top."""
+    graph = lock_graph()
+    for name, path in modules().items():
+        if path.name == "__init__.py":
+            inside = sorted(t for t in graph[name] if t.startswith(f"{name}."))
+            assert not inside, f"{name} imports {inside}: export them with lazy_exports"
+
+
+def test_modules_first_imported_together_from_eight_threads_never_deadlock() -> None:
+    """Every pair of the modules a first request can import, and every module with each
+    package above it, in both orders, imported at once from 8 threads in an interpreter
+    that has imported none of ours (before the lazy exports, two of these pairs
+    deadlocked here in every run)."""
+    firsts = first_request_modules()
+    pairs = set(itertools.combinations(firsts, 2))
+    for name in modules():
+        if name not in ONLY_AT_DJANGO_START:
+            parts = name.split(".")
+            pairs.update((".".join(parts[:i]), name) for i in range(1, len(parts)))
+    pairs.add(("mcache.cache", "mcache.observe.outcome"))  # the pair a server first tripped on
+    assert ("django_mcache.middleware", "django_mcache.views") in pairs
+    assert len(pairs) > 1000
+    both_orders = sorted(pairs | {(second, first) for first, second in pairs})
+    assert race(both_orders) == {}
+
+
+def test_the_race_finds_a_package_that_imports_its_own_modules(tmp_path: Path) -> None:
+    """The harness has teeth: a package whose ``__init__`` imports its module deadlocks
+    (or fails) when that module and the package are imported at once."""
+    package = tmp_path / "eager"
+    package.mkdir()
+    (package / "__init__.py").write_text("from eager.engine import run\n")
+    (package / "engine.py").write_text(
+        textwrap.dedent(
+            """
+            import time
+            time.sleep(0.05)  # what a module's imports cost, so the threads overlap
+            from eager.outcome import told
+            def run(): return told
+            """
+        )
+    )
+    (package / "outcome.py").write_text("import eager\ntold = 1\n")
+    pairs = [("eager", "eager.outcome")] * 10
+    env_path = f"{tmp_path}{os.pathsep}{ROOT}"
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.import_race", "eager"],
+        input=json.dumps(pairs),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": env_path},
+    )
+    assert done.returncode == 0, done.stderr
+    failures = json.loads(done.stdout)
+    assert failures, "ten races of an eager package, and not one failed"
+    assert any("Deadlock" in told or "partially initialized" in told for told in failures.values())

@@ -12,8 +12,12 @@ from typing import TYPE_CHECKING
 from mcache import lazy_exports
 
 if TYPE_CHECKING:
-    from flask_mcache.extension import MCache
+    from flask_mcache.extension import MCache, current_cache
 
-__all__ = ["MCache"]
+__all__ = ["MCache", "current_cache"]
 
-__getattr__, __dir__ = lazy_exports(__name__, {"MCache": "flask_mcache.extension"})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    # current_cache: what a queued rebuild job names its cache by ("flask_mcache:current_cache")
+    {"MCache": "flask_mcache.extension", "current_cache": "flask_mcache.extension"},
+)

@@ -104,11 +104,15 @@ class CacheParts:
 
     def store_failed(self, operation: str, error: BaseException) -> None:
         """Count and log (once per interval) a store failure the caller never sees."""
-        STORE_FAILED.set(True)
-        self.counts.add("store_errors")
         if isinstance(error, ValueTooLarge):
+            # The store is up: this value alone is over its limit, which is no outage.
+            if not STORE_FAILED.get():
+                STORE_FAILED.set("too-large")
+            self.counts.add("too_large")
             self.failures.warning("store.too_large", "value not cached: %s", error)
             return
+        STORE_FAILED.set("store-down")
+        self.counts.add("store_errors")
         message = "cache %s failed, carrying on without the cache: %s"
         self.failures.warning(f"store.{operation}", message, operation, error)
 

@@ -45,14 +45,16 @@ REASONS: Final[dict[str, str]] = {
     "unless": "the view's unless= callable returned true",
     "foreign": "the page's key held a value that is no page, twice (another client's?)",
     "store-down": "the cache could not be read (X-Cache: MISS; nothing stored)",
+    "too-large": "the page is larger than the store takes (its item limit): served, not stored",
     "hole": "a hole this process cannot fill (its template changed?), or one in a header",
 }
 """Every reason an adapter may give, with what it means."""
 
-STORE_FAILED: ContextVar[bool] = ContextVar("mcache_store_failed", default=False)
+STORE_FAILED: ContextVar[str] = ContextVar("mcache_store_failed", default="")
 """Set when a store call failed in the current context and the cache carried on without
-it. Adapters set it to False before ``get_or_build`` and read it after (see
-the page path, :func:`mcache.web.page.serve_steps`)."""
+it: ``"store-down"`` (the store could not be reached), else ``"too-large"`` (a value over
+its item limit, not stored). Adapters set it to "" before ``get_or_build`` and read it
+after (see the page path, :func:`mcache.web.page.serve_steps`)."""
 
 UNCACHED: ContextVar[str] = ContextVar("mcache_uncached", default="")
 """The reason (the ``reason`` of :class:`mcache.errors.Uncacheable`) of the value ``get_or_build``

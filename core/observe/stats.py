@@ -40,6 +40,7 @@ COUNTERS = {
     "coalesced": "callers that shared another thread's call in this process",
     "uncached": "values their builder marked Uncacheable",
     "store_errors": "store failures answered as misses",
+    "too_large": "values over the store's item limit, served and not stored",
 }
 """What is counted, and what each count means (the Prometheus metrics' help)."""
 

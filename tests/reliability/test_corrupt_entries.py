@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import pickle
+import secrets
 import socket
+import time
 import urllib.parse
 
 import pytest
@@ -124,19 +126,46 @@ def test_pages_are_hits_whatever_the_serializer(serializer: str, memcached_url: 
 
 
 @pytest.mark.django_db
-def test_a_page_over_the_item_limit_is_served_and_not_cached(memcached_url: str, caplog) -> None:
+@pytest.mark.parametrize("protocol", ["meta", "text"])
+def test_a_page_over_the_item_limit_is_served_and_not_cached(
+    protocol: str, memcached_url: str, caplog
+) -> None:
+    """Too large is too large: the page is served, answered BYPASS with the reason
+    too-large (never store-down: the server is up), counted as too large and not as a
+    store error, and logged once per interval, every interval it happens."""
+    url = f"{memcached_url}?protocol={protocol}"
     site.CATALOG["size"] = 3 * 1024 * 1024  # random hex: still over 1 MiB compressed
-    app = site.flask_app(memcached_url, namespace="flbig")
-    with (
-        override_settings(**django_settings(memcached_url, prefix="djbig")),
-        caplog.at_level(logging.WARNING),
-    ):
-        for fetch in (
-            lambda: Client().get("/catalog/").content,
-            lambda: app.test_client().get("/catalog/").data,
-        ):
+    app = site.flask_app(url, namespace=f"flbig{protocol}")
+    settings = django_settings(url, prefix=f"djbig{protocol}")
+    with override_settings(**settings), caplog.at_level(logging.WARNING):
+        django, flask = Client(), app.test_client()
+        for fetch in (lambda: django.get("/catalog/"), lambda: flask.get("/catalog/")):
             first, second = fetch(), fetch()
-            assert len(first) == len(second) > 3 * 1024 * 1024
+            assert len(first.content if hasattr(first, "content") else first.data) > 3 * 2**20
+            for page in (first, second):
+                headers = page.headers
+                assert (headers["X-Cache"], headers["X-Cache-Reason"]) == ("BYPASS", "too-large")
+                assert headers["Cache-Status"] == "mcache; fwd=bypass; detail=too-large"
+        counted = caches["default"].mcache.stats()["cache"]
+        assert counted["too_large"] == 2 and counted["store_errors"] == 0, counted
     assert len(site.renders) == 4, "rendered every time: never cached"
     too_large = [r for r in caplog.records if "not cached" in r.getMessage()]
     assert len(too_large) == 2, "logged once in each cache"
+
+
+def test_a_value_too_large_is_logged_again_each_interval(memcached_url: str, caplog) -> None:
+    from mcache import Cache
+    from mcache.logs import FailureLog
+
+    cache = Cache(memcached_url, failure_log=FailureLog(interval=1.5))
+    huge = lambda: secrets.token_bytes(2 * 2**20)  # noqa: E731 - incompressible
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            cache.get_or_build("big", huge, ttl=60)  # within one interval: logged once
+        time.sleep(1.6)
+        cache.get_or_build("big", huge, ttl=60)  # the next interval: logged again
+        cache.set("big", huge(), 60)  # a plain set too, within that interval
+    logged = [r for r in caplog.records if "not cached" in r.getMessage()]
+    assert len(logged) == 2, caplog.text
+    assert "2 more like it" in logged[1].getMessage()
+    assert cache.stats()["cache"]["too_large"] == 5

@@ -131,7 +131,7 @@ class MCacheBackend(BaseCache):
             pages = page_defaults(params.get("OPTIONS") or {})
         except (ConfigError, AttributeError):  # reported by the core cache, as any bad option
             pages = PageDefaults()
-        self.page_cookies, self.page_cdn, self.page_surrogate = pages
+        self.page_cookies, self.page_cdn, self.page_surrogate, self.page_query = pages
 
     @property
     def mcache(self) -> Cache:

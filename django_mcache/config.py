@@ -31,6 +31,7 @@ from mcache.stores.redaction import redacted_url
 from mcache.stores.url import OPTIONS as STORE_OPTIONS
 from mcache.stores.url import SCHEMES, SQL_STORE_OPTIONS, checked_options
 from mcache.web.page import cookie_names
+from mcache.web.query import DEFAULT_QUERY, QueryRule, query_rule
 from mcache.web.surrogates import checked_kind
 
 from .aliases import replication_lag
@@ -46,7 +47,7 @@ __all__ = [
 ALIAS_SCHEME = "alias:"
 DJANGO_CULL_OPTIONS = frozenset({"MAX_ENTRIES", "CULL_FREQUENCY"})
 """Django's local-memory culling knobs: memcached and Redis evict by LRU instead."""
-PAGE_OPTIONS = frozenset({"page_cookies", "page_cdn", "page_surrogate"})
+PAGE_OPTIONS = frozenset({"page_cookies", "page_cdn", "page_surrogate", "page_query"})
 """What ``@cached_view`` pages on this cache default to: read by :func:`page_defaults`."""
 
 _SAFE_NAMESPACE = re.compile(r"[!-~]{1,60}")
@@ -146,20 +147,22 @@ class PageDefaults(NamedTuple):
     cookies: tuple[str, ...] | None = None
     cdn: bool = False
     surrogate: str | None = None
+    query: QueryRule = DEFAULT_QUERY
 
 
 def page_defaults(options: Mapping[str, Any]) -> PageDefaults:
-    """Return the ``page_cookies``, ``page_cdn`` and ``page_surrogate`` of a cache's
-    ``OPTIONS``, checked."""
+    """Return the ``page_cookies``, ``page_cdn``, ``page_surrogate`` and ``page_query`` of a
+    cache's ``OPTIONS``, checked."""
     try:
         cookies = cookie_names(options.get("page_cookies"), "OPTIONS['page_cookies']")
+        query = query_rule(options.get("page_query"), "OPTIONS['page_query']") or DEFAULT_QUERY
     except TypeError as error:
         raise ConfigError(str(error)) from None
     cdn = options.get("page_cdn", False)
     if not isinstance(cdn, bool):
         raise ConfigError(f"OPTIONS['page_cdn'] must be True or False, got {cdn!r}")
     surrogate = checked_kind(options.get("page_surrogate"), "OPTIONS['page_surrogate']")
-    return PageDefaults(cookies, cdn, surrogate)
+    return PageDefaults(cookies, cdn, surrogate, query)
 
 
 def _store_options(location: str) -> set[str]:

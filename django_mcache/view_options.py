@@ -6,8 +6,9 @@ read the options without importing the decorator that calls them.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -15,17 +16,18 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest
+from django.http import HttpRequest, QueryDict
 
 from mcache import Cache
 from mcache.sansio.steps import BlockingOrAwaited, Steps
 from mcache.web.page import PageSettings
+from mcache.web.query import DEFAULT_QUERY, QueryRule
 
 from .aliases import cache_alias
 from .holes import HoleContext
 from .tags import Dependencies
 
-__all__ = ["TagsSpec", "ViewOptions"]
+__all__ = ["TagsSpec", "ViewOptions", "kept_query"]
 
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
 
@@ -45,6 +47,13 @@ class ViewOptions(PageSettings):
     def significant_cookies(self, backend: Any) -> tuple[str, ...] | None:
         """Return the cookies a page's key covers: the view's, else its cache's ``page_cookies``."""
         return self.cookies if self.cookies is not None else getattr(backend, "page_cookies", None)
+
+    def query_rule(self, backend: Any) -> QueryRule:
+        """Return the query parameters a page's key keeps: the view's ``query``, else its
+        cache's ``page_query``, else all but the analytics ones."""
+        if self.query is not None:
+            return self.query
+        return getattr(backend, "page_query", None) or DEFAULT_QUERY
 
     def sends_cdn(self, backend: Any) -> bool:
         """Return whether pages tell caches in front their windows: the view's ``cdn``, else
@@ -85,3 +94,19 @@ class ViewOptions(PageSettings):
             awaited = call if inspect.iscoroutinefunction(tags) else sync_to_async(call)
             tags = yield BlockingOrAwaited(call, awaited)
         return self.options(tags, self.depends_on.tags())  # type: ignore[union-attr]
+
+
+@contextlib.contextmanager
+def kept_query(request: HttpRequest, rule: QueryRule) -> Iterator[None]:
+    """Show the view, while it renders a page to store, only the query parameters its key
+    keeps (``request.GET``, and ``QUERY_STRING`` for ``get_full_path``); put them back after."""
+    if not request.META.get("QUERY_STRING") or not rule.drops_any(request.GET):
+        yield
+        return
+    whole, raw = request.GET, request.META["QUERY_STRING"]
+    shown = rule.query_string(whole.lists())
+    request.GET, request.META["QUERY_STRING"] = QueryDict(shown), shown
+    try:
+        yield
+    finally:
+        request.GET, request.META["QUERY_STRING"] = whole, raw

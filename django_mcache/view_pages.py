@@ -44,6 +44,7 @@ from mcache.web.page import PageBuild, cookie_values
 from mcache.web.surrogates import KeysTooLong, page_surrogate
 
 from .holes import fill_hole, known_hole
+from .view_options import kept_query
 
 if TYPE_CHECKING:
     from .view_options import ViewOptions
@@ -154,6 +155,7 @@ class Render:
         self.request, self.options = request, options
         self.user, self.signed_in = user, user is not None
         self.cookies = options.significant_cookies(backend)
+        self.query = options.query_rule(backend)
         self.cdn = options.sends_cdn(backend) and not options.per_user
         self.surrogate: str | None = getattr(backend, "page_surrogate", None)
         self.tags: list[str] = []
@@ -222,10 +224,11 @@ class Render:
 
     @contextlib.contextmanager
     def _watched(self) -> Iterator[HoleCollector]:
-        """Collect the render's holes; on a page shared with signed-in visitors (a view
-        with ``hole_context``), note whether anything outside a hole read the user."""
+        """Collect the render's holes, the view seeing only the query parameters the key
+        keeps; on a page shared with signed-in visitors (a view with ``hole_context``), note
+        whether anything outside a hole read the user."""
         collector = HoleCollector()
-        with collecting(collector):
+        with collecting(collector), kept_query(self.request, self.query):
             if self.options.hole_context is None or not hasattr(self.request, "user"):
                 yield collector
                 return
@@ -333,7 +336,7 @@ def page_key(name: str, request: HttpRequest, render: Render, user: Any) -> tupl
     """Return a page's key; ``user`` is the signed-in user a ``per_user`` page is keyed by."""
     options = render.options
     query = (
-        tuple((name, tuple(values)) for name, values in sorted(request.GET.lists()))
+        render.query.key(request.GET.lists())
         if "GET" in request.__dict__ or request.META.get("QUERY_STRING")
         else ()  # no query, and none set on the request: no QueryDict to parse
     )

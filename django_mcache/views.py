@@ -28,6 +28,7 @@ from mcache.sansio.steps import (
     run_steps,
 )
 from mcache.web.page import check_hole_context, check_view_ttl, cookie_names, serve_steps
+from mcache.web.query import QuerySpec, query_rule
 
 from .aliases import check_alias
 from .edge_pages import tell_the_edge
@@ -64,6 +65,7 @@ def cached_view(
     stale_wait: float | None = None,
     cookies: Sequence[str] | None = None,
     cdn: bool | None = None,
+    query: QuerySpec = None,
     hole_context: HoleContext | None = None,
 ) -> Callable[[View], View]:
     """Cache a view's whole response; use ``method_decorator`` for class-based views.
@@ -84,7 +86,10 @@ def cached_view(
     ``OPTIONS["page_cookies"]``); their values join the key, others are ignored, and a
     ``Vary: Cookie`` response is then stored. ``cdn``: send the entry's windows to caches
     in front (``s-maxage``, ``stale-while-revalidate``, ``stale-if-error``,
-    ``CDN-Cache-Control``; default: ``OPTIONS["page_cdn"]``). ``hole_context``
+    ``CDN-Cache-Control``; default: ``OPTIONS["page_cdn"]``). ``query``: the query
+    parameters the key keeps, a list (``["page"]``) or ``{"exclude": [...]}`` (default:
+    ``OPTIONS["page_query"]``, else all but the analytics ones, see
+    :mod:`mcache.web.query`); the view sees only those. ``hole_context``
     (``{name: f(request)}``, even ``{}``): everything per-visitor on the page sits in
     ``{% nocache %}`` holes, which may read these names besides the context
     processors'; signed-in visitors then share the page (see docs/how-to/holes.md).
@@ -111,6 +116,7 @@ def cached_view(
         stale_wait,
         cookie_names(cookies, "cached_view(cookies=...)"),
         cdn,
+        query_rule(query, "cached_view(query=...)"),
         dependencies,
         per_user,
         cache,
@@ -188,7 +194,7 @@ def _serve_steps(
         HttpResponseBase,
         render.refusal,
     )
-    if served.state != BYPASS:
+    if served.page is not None:
         if not served.reason:
             tell_the_edge(render, core, key, served.page, served.state)  # type: ignore[arg-type]
         restored = partial(restore, served.page, served.state, render, served.reason)

@@ -23,9 +23,10 @@ from mcache.model.codec import Codec
 from mcache.model.signing import signed_by_default, unsigned_pickle
 from mcache.stores import from_url
 from mcache.web.page import cookie_names
+from mcache.web.query import DEFAULT_QUERY, QueryRule, query_rule
 from mcache.web.surrogates import checked_kind
 
-__all__ = ["KEYS", "cache_from_config", "counters_cache", "page_cookies"]
+__all__ = ["KEYS", "cache_from_config", "counters_cache", "page_cookies", "page_query"]
 
 CACHE_KEYS = {
     f"MCACHE_{name.upper()}": name for name in (*CACHE_OPTIONS, "default_ttl", "replication_lag")
@@ -43,6 +44,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_ONLINE_SLOTS": (int,),
     "MCACHE_ROBOTS": (list, tuple),
     "MCACHE_PAGE_COOKIES": (list, tuple),
+    "MCACHE_PAGE_QUERY": (list, tuple, dict),
     "MCACHE_PAGE_CDN": (bool,),
     "MCACHE_PAGE_SURROGATE": (str,),
     "MCACHE_STORE_OPTIONS": (Mapping,),
@@ -174,5 +176,14 @@ def page_cookies(config: Mapping[str, Any]) -> tuple[str, ...] | None:
     """Return ``MCACHE_PAGE_COOKIES``, checked: the cookies every cached page's key covers."""
     try:
         return cookie_names(config.get("MCACHE_PAGE_COOKIES"), "MCACHE_PAGE_COOKIES")
+    except TypeError as error:
+        raise ConfigError(str(error)) from None
+
+
+def page_query(config: Mapping[str, Any]) -> QueryRule:
+    """Return ``MCACHE_PAGE_QUERY``, checked: the query parameters every cached page's key
+    keeps (unset: all but the analytics ones)."""
+    try:
+        return query_rule(config.get("MCACHE_PAGE_QUERY"), "MCACHE_PAGE_QUERY") or DEFAULT_QUERY
     except TypeError as error:
         raise ConfigError(str(error)) from None

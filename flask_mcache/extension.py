@@ -23,8 +23,15 @@ from mcache.features.memoize import LateBound, Memoized, tags_with
 from mcache.features.raw_keys import RawKeys
 from mcache.features.visitors import OnlineCounter
 from mcache.web.page import check_hole_context, check_view_ttl, cookie_names
+from mcache.web.query import QuerySpec, query_rule
 
-from .config import cache_from_config, counters_cache, page_cookies, page_surrogate_kind
+from .config import (
+    cache_from_config,
+    counters_cache,
+    page_cookies,
+    page_query,
+    page_surrogate_kind,
+)
 from .view_order import check_app, check_on_first_request
 from .views import TagsSpec, ViewSettings, cached_view, refused_response
 
@@ -49,6 +56,7 @@ class MCache:
         """
         cache = app.extensions["mcache"] = cache_from_config(app.config)
         app.extensions["mcache.page_cookies"] = page_cookies(app.config)
+        app.extensions["mcache.page_query"] = page_query(app.config)
         app.extensions["mcache.page_surrogate"] = page_surrogate_kind(app.config)
         cache.locator = "flask_mcache:current_cache:"  # a queue worker runs in an app context
         if app.config.get("MCACHE_COUNTERS_URL"):
@@ -128,6 +136,7 @@ class MCache:
         stale_wait: float | None = None,
         cookies: Sequence[str] | None = None,
         cdn: bool | None = None,
+        query: QuerySpec = None,
         hole_context: Mapping[str, Callable[[], Any]] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Cache a view's whole response: dog-pile safe, stale-while-rebuilding, tagged.
@@ -140,9 +149,12 @@ class MCache:
         ``MCACHE_PAGE_COOKIES``) names the cookies the page depends on: their values join
         the key, others are ignored, and ``Vary: Cookie`` may then be stored; ``cdn``
         (default: ``MCACHE_PAGE_CDN``) sends the entry's windows to caches in front.
-        ``hole_context`` (``{name: f()}``, even ``{}``) declares that everything
-        per-visitor sits in ``{% nocache %}`` holes, which may read these names besides
-        Flask's context: visitors with a session, signed in or not, then share the page.
+        ``query``: the query parameters the key keeps, a list (``["page"]``) or
+        ``{"exclude": [...]}`` (default: ``MCACHE_PAGE_QUERY``, else all but the analytics
+        ones, see :mod:`mcache.web.query`); the view sees only those. ``hole_context``
+        (``{name: f()}``, even ``{}``) declares that everything per-visitor sits in
+        ``{% nocache %}`` holes, which may read these names besides Flask's context:
+        visitors with a session, signed in or not, then share the page.
         Written bare, it is ``@mcache.cached_view()``. See docs/how-to/cache-a-page.md.
         """
         if callable(ttl):
@@ -159,6 +171,7 @@ class MCache:
             stale_wait,
             cookie_names(cookies, "cached_view(cookies=...)"),
             cdn,
+            query_rule(query, "cached_view(query=...)"),
             _dependency_tags(depends_on, "cached_view"),
             per_user,
             unless,

@@ -8,15 +8,18 @@ names them.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import io
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 from flask import Response, current_app, make_response, request, session
+from werkzeug.datastructures import ImmutableMultiDict
 from werkzeug.http import http_date
 from werkzeug.wrappers import Response as BaseResponse
 
@@ -42,6 +45,7 @@ from mcache.web.page import (
     serve_steps,
     shared_windows,
 )
+from mcache.web.query import DEFAULT_QUERY, QueryRule
 from mcache.web.surrogates import KeysTooLong, page_surrogate
 
 from .edge_pages import tell_the_edge
@@ -75,6 +79,13 @@ class ViewSettings(PageSettings):
         if self.cookies is not None:
             return self.cookies
         return current_app.extensions.get("mcache.page_cookies")  # type: ignore[no-any-return]
+
+    def query_rule(self) -> QueryRule:
+        """Return the query parameters a page's key keeps: ``query``, else
+        ``MCACHE_PAGE_QUERY``, else all but the analytics ones."""
+        if self.query is not None:
+            return self.query
+        return current_app.extensions.get("mcache.page_query") or DEFAULT_QUERY
 
     def sends_cdn(self) -> bool:
         """Return whether a shared page tells caches in front its windows (``cdn``, else
@@ -136,7 +147,7 @@ def cached_view(
                 core(), key, head, options, build, 1, Response, _refusal_of(settings)
             )
             served = run_steps(steps, perform)
-            if served.state != BYPASS:
+            if served.page is not None:
                 if not served.reason:
                     tags = resolved.get("tags")
                     tell_the_edge(core(), key, served.page, served.state, settings, tags)  # type: ignore[arg-type]
@@ -222,7 +233,8 @@ def _render(
     """Render the page to store, collecting its holes (see :mod:`flask_mcache.holes`);
     ``resolved``: the page's options, resolved before any build starts."""
     holes = HoleCollector()
-    with collecting(holes), SharedRender(settings.hole_context is not None) as shared:
+    shared_render = SharedRender(settings.hole_context is not None)
+    with collecting(holes), kept_query(settings), shared_render as shared:
         response = make_response(view(**view_args))
     if shared.wrote:
         # The view writes the session: rendered again with this visitor's, and not stored.
@@ -241,6 +253,25 @@ def _render(
     body = current_app.extensions["mcache"].codec.storable_bytes(response.get_data())
     headers = list(response.headers.items())
     return (response.status_code, headers, body, holes.stored(), time.time(), shared.read)
+
+
+@contextlib.contextmanager
+def kept_query(settings: ViewSettings) -> Iterator[None]:
+    """Show the view, while it renders a page to store, only the query parameters its key
+    keeps (``request.args``, and ``query_string`` for ``full_path``); put them back after.
+    A view with a ``key`` function makes its own key, so it sees the whole query."""
+    rule = settings.query_rule()
+    if settings.key is not None or not request.query_string or not rule.drops_any(request.args):
+        yield
+        return
+    whole, raw = request.args, request.query_string
+    shown = rule.query_string(whole.lists())
+    request.args = ImmutableMultiDict(parse_qsl(shown, keep_blank_values=True))
+    request.query_string = shown.encode("ascii")
+    try:
+        yield
+    finally:
+        request.args, request.query_string = whole, raw
 
 
 def _tell_its_keys(response: Response, tags: list[str]) -> None:
@@ -273,7 +304,7 @@ def _key(name: str, settings: ViewSettings, view_args: dict[str, Any]) -> tuple:
     """Return the page's key: the request's site, its path and query (or what the view's
     ``key`` function returns instead), the ``vary`` headers, and ``per_user()``."""
     if settings.key is None:
-        query = tuple((k, tuple(v)) for k, v in sorted(request.args.lists()))
+        query = settings.query_rule().key(request.args.lists())
         page: tuple = (request.root_path, request.path, query)
     else:
         page = ("key", settings.key(**view_args))

@@ -25,6 +25,7 @@ from mcache.model.codec import Codec
 from mcache.model.jobs import in_process
 from mcache.observe.outcome import BYPASS, STORE_FAILED, UNCACHED
 from mcache.sansio.steps import BlockingOrAwaited, Steps
+from mcache.web.query import QueryRule
 
 if TYPE_CHECKING:
     from mcache.cache import Cache
@@ -99,6 +100,9 @@ class PageSettings:
     :func:`significant_cookies`)."""
     cdn: bool | None = None
     """Whether a stored page tells caches in front its windows (None: the site's setting)."""
+    query: QueryRule | None = None
+    """The query parameters a page's key keeps (None: the site's rule, see
+    :mod:`mcache.web.query`)."""
 
     def options(self, tags: Any, dependencies: Iterable[str]) -> dict[str, Any]:
         """The page's ``get_or_build`` options: ``tags`` (the view's, resolved) and the
@@ -181,7 +185,7 @@ def _log_foreign(cache: Cache, key: tuple[Any, ...]) -> None:
 @contextlib.contextmanager
 def _reports_cleared() -> Iterator[None]:
     """Clear what ``get_or_build`` reports in context variables, and put them back after."""
-    served, failed, uncached = STALE_SERVED.set(False), STORE_FAILED.set(False), UNCACHED.set("")
+    served, failed, uncached = STALE_SERVED.set(False), STORE_FAILED.set(""), UNCACHED.set("")
     try:
         yield
     finally:
@@ -207,8 +211,9 @@ class PageBuild:
 
 
 class Served(NamedTuple):
-    """How :func:`serve_steps` answers: a page to restore marked ``state`` (HIT, MISS,
-    STALE), or BYPASS with the caller's own ``response`` (None: run the view again)."""
+    """How :func:`serve_steps` answers: a ``page`` to restore marked ``state`` (HIT, MISS,
+    STALE; BYPASS when it was rendered and could not be stored), or, with no page, BYPASS
+    with the caller's own ``response`` (None: run the view again)."""
 
     state: str
     reason: str = ""
@@ -258,8 +263,9 @@ def serve_steps(
         refused = "foreign" if page is None else refusal(page)
         if refused is not None:
             return Served(BYPASS, refused)
-        if STORE_FAILED.get() and build.built:
-            return Served("MISS", "store-down", page)
+        failed = STORE_FAILED.get()
+        if failed and build.built:  # rendered for this request, and not stored
+            return Served(BYPASS if failed == "too-large" else "MISS", failed, page)
         return Served(
             "STALE" if STALE_SERVED.get() else "MISS" if build.built else "HIT", page=page
         )

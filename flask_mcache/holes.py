@@ -191,9 +191,15 @@ def session_read_before_view() -> bool:
     """Return whether this request's session was read before the view (a
     ``before_request`` hook's ``g.user``, say): what was derived from it may be in ``g``,
     where no hole reaches, so the page rendered now would be this visitor's."""
+    return bool(getattr(held_session(), "accessed", False))
+
+
+def held_session() -> Any:
+    """Return the request's session (None: not opened yet) without marking it read: from
+    Flask 3.1, reading ``session`` marks it accessed, and Flask then sends ``Vary: Cookie``,
+    which only the answers that ran the view would carry."""
     context = request_ctx._get_current_object()  # type: ignore[attr-defined]
-    held = context._session if _session_is_property(context) else context.session
-    return held is not None and bool(getattr(held, "accessed", False))
+    return context._session if _session_is_property(context) else context.session
 
 
 def _session_is_property(context: Any) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from flask import Response, current_app, make_response, request, session
+from flask import Response, current_app, make_response, request
 from werkzeug.datastructures import ImmutableMultiDict
 from werkzeug.http import http_date
 from werkzeug.wrappers import Response as BaseResponse
@@ -49,14 +49,22 @@ from mcache.web.query import DEFAULT_QUERY, QueryRule
 from mcache.web.surrogates import KeysTooLong, page_surrogate
 
 from .edge_pages import tell_the_edge
-from .holes import HoleContext, SharedRender, fill_hole, known_hole, session_read_before_view
+from .holes import (
+    HoleContext,
+    SharedRender,
+    fill_hole,
+    held_session,
+    known_hole,
+    session_read_before_view,
+)
 from .view_order import remember
 
 __all__ = ["ViewSettings", "cached_view", "refused_response"]
 
 Snapshot = tuple[int, list, bytes, list, float, bool]
 """What is stored: status, headers, body, holes, when it was built (see mcache.web.page),
-and whether a page shared with signed-in visitors read the session outside its holes."""
+and whether its render read the session (then every answer says ``Vary: Cookie``, and a
+page shared with signed-in visitors read it outside its holes)."""
 TagsSpec = Iterable[str] | str | Callable[..., Iterable[str] | str] | None
 
 
@@ -241,7 +249,8 @@ def _render(
         raise Uncacheable(make_response(view(**view_args)), "session")
     if holes.recipes:
         check_uncompressed(response.headers.items())
-    reason = "session" if getattr(session, "modified", False) else _refusal(response, settings)
+    held = held_session()
+    reason = "session" if getattr(held, "modified", False) else _refusal(response, settings)
     if reason is None and holes.recipes and holes_in_headers(response.headers.items(), holes):
         reason = "hole"  # a header's value: only a body is filled from the store
     if reason is not None:  # "session": e.g. a flash or a login, for which Flask sets a cookie
@@ -252,7 +261,10 @@ def _render(
         _tell_its_keys(response, resolved["tags"])
     body = current_app.extensions["mcache"].codec.storable_bytes(response.get_data())
     headers = list(response.headers.items())
-    return (response.status_code, headers, body, holes.stored(), time.time(), shared.read)
+    # Read by the view (the shared render's own session), or by anything before it: then
+    # every answer says Vary: Cookie, as Flask says on the answers that ran the view.
+    reads_session = shared.read or bool(getattr(held, "accessed", False))
+    return (response.status_code, headers, body, holes.stored(), time.time(), reads_session)
 
 
 @contextlib.contextmanager

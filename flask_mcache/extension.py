@@ -197,7 +197,9 @@ class MCache:
             return self.cached()(ttl)  # type: ignore[return-value]
         dependencies = _dependency_tags(depends_on, "cached")
         if dependencies:
-            tags = tags_with(tags, lambda: dependencies)
+            from .sqlalchemy import watched_tags
+
+            tags = tags_with(tags, lambda: watched_tags(dependencies, "mcache.cached"))
         key_prefix = options.pop("key_prefix", None)
 
         def decorate(function: Callable[..., T]) -> Memoized:
@@ -294,6 +296,7 @@ class MCache:
         cache = app.extensions["mcache"]
         cache.may_store = watcher.may_store
         watcher.watch(target, lambda: cache)
+        app.extensions[watcher.WATCHING] = True  # depends_on= is followed from here on
         use_sessions(app, target)  # view counts of rows are seeded and written back through it
 
     def stats(self) -> dict[str, Any]:

@@ -70,9 +70,10 @@ class MCacheExtension(Extension):
         key = ("jinja", str(name), tuple(keyable(v) for v in (vary or ())))
         tag_list = [tags] if isinstance(tags, str) else list(tags or ())
         if depends_on is not None:
-            from .sqlalchemy import dependency_tags
+            from .sqlalchemy import dependency_tags, watched_tags
 
-            tag_list = list(dict.fromkeys([*tag_list, *dependency_tags(depends_on, "mcache")]))
+            followed = watched_tags(dependency_tags(depends_on, "mcache"), "{% mcache %}")
+            tag_list = list(dict.fromkeys([*tag_list, *followed]))
         # None or 0 keeps the fragment until invalidated, as Flask-Caching's {% cache %} does
         build = in_process(partial(_shared, caller), FRAGMENTS_STAY)
         rendered = cache.get_or_build(key, build, ttl=ttl or 0, tags=tag_list or None)

@@ -14,17 +14,29 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session
 
 from mcache import Cache
+from mcache.errors import ConfigError
 from mcache.web import note_bumps
 
 from .fresh_reads import FreshReadSession
 
-__all__ = ["FreshReadSession", "dependency_tags", "model_tag", "obj_tag", "row_tags", "watch"]
+__all__ = [
+    "FreshReadSession",
+    "dependency_tags",
+    "model_tag",
+    "obj_tag",
+    "row_tags",
+    "watch",
+    "watched_tags",
+]
 
 _TAGS = "mcache_tags"
+WATCHING = "mcache.sqlalchemy_watched"
+"""The app's extension key set once ``watch_sqlalchemy`` listens on one of its sessions."""
 _local = threading.local()
 
 
@@ -98,6 +110,21 @@ def _pending() -> weakref.WeakSet[Session]:
 def may_store() -> bool:
     """Return False while a session of this thread has flushed changes not yet committed."""
     return not len(_pending())
+
+
+def watched_tags(tags: Iterable[str], owner: str) -> Iterable[str]:
+    """Return the ``depends_on=`` tags of ``owner`` if the current app bumps them, else raise
+    ``ConfigError``: with no session watched, no commit bumps them, and the cached value
+    would stay as it is after every change (silently stale)."""
+    if not current_app.extensions.get(WATCHING):
+        raise ConfigError(
+            f"{owner} with depends_on= follows SQLAlchemy commits, but this app watches no"
+            " session, so no commit would make it stale: call"
+            " mcache.watch_sqlalchemy(Session) (your sessionmaker, scoped_session or"
+            " Flask-SQLAlchemy's db) when the app is set up, or name tags= you invalidate"
+            " yourself"
+        )
+    return tags
 
 
 def watch(target: Any, cache: Callable[[], Cache]) -> None:

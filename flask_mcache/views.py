@@ -80,7 +80,11 @@ class ViewSettings(PageSettings):
 
     def page_options(self, view_args: dict[str, Any]) -> dict[str, Any]:
         tags = self.tags(**view_args) if callable(self.tags) else self.tags
-        return self.options(tags, self.dependencies)
+        if not self.dependencies:
+            return self.options(tags, ())
+        from .sqlalchemy import watched_tags
+
+        return self.options(tags, watched_tags(self.dependencies, "mcache.cached_view"))
 
     def significant_cookies(self) -> tuple[str, ...] | None:
         """Return the cookies a page's key covers: the view's, else ``MCACHE_PAGE_COOKIES``."""

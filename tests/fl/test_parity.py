@@ -366,3 +366,33 @@ def test_jitter_spreads_both_ways_when_given_a_pair() -> None:
     app.config.update(MCACHE_URL="memory://", MCACHE_JITTER=[0.2, 0.2])
     with app.app_context():
         assert MCache(app).cache.defaults.jitter == (0.2, 0.2)
+
+
+def test_depends_on_in_an_app_watching_no_session_fails_at_first_use(memcached_url: str) -> None:
+    """A cache that cannot invalidate says so: with no watch_sqlalchemy, no commit bumps
+    what depends_on names, and the page, function or fragment would stay stale."""
+    app, mcache = app_on(memcached_url, "unwatched")
+    app.testing = True  # the error reaches the test, as it reaches a developer's console
+
+    @app.get("/products")
+    @mcache.cached_view(60, depends_on=Product)
+    def products():
+        return "kettle"
+
+    @mcache.cached(60, depends_on=Product)
+    def catalogue() -> str:
+        return "kettle"
+
+    fragment = '{% mcache 60, "list", depends_on=model %}x{% endmcache %}'
+    watch = r"watches no session.*mcache\.watch_sqlalchemy\(Session\)"
+    with pytest.raises(ConfigError, match=r"mcache\.cached_view with depends_on= .*" + watch):
+        app.test_client().get("/products")
+    with app.test_request_context():
+        with pytest.raises(ConfigError, match=r"mcache\.cached with depends_on=.*" + watch):
+            catalogue()
+        with pytest.raises(ConfigError, match=r"\{% mcache %\} with depends_on=.*" + watch):
+            render_template_string(fragment, model=Product)
+    mcache.watch_sqlalchemy(sessions(), app)
+    assert app.test_client().get("/products").text == "kettle"
+    with app.test_request_context():
+        assert catalogue() == "kettle"

@@ -27,6 +27,7 @@ from mcache.engine.options import (
     build_options,
     call_option_names,
     check_settings,
+    counted_name,
     duration,
     seconds,
     tag_list,
@@ -48,7 +49,7 @@ from mcache.model.near import Coherence, Invalidations, NearCache
 from mcache.model.signing import warn_if_unsigned
 from mcache.model.tags import Tags
 from mcache.observe.events import Observer, observers_named
-from mcache.observe.stats import CacheStats
+from mcache.observe.stats import COUNTERS, SESSIONS, CacheStats
 from mcache.observe.trace import Tracer
 from mcache.plain_operations import Key, PlainOperations
 from mcache.purge.urls import purger_from
@@ -100,6 +101,7 @@ class Cache(PlainOperations):
         metrics: Iterable[str | Observer] = (),
         replication_lag: float = 0.0,
         purge: Any = None,
+        counted_as: str = "",
     ) -> None:
         """Every option is in docs/reference/settings.md; a bad one raises ``ConfigError`` here.
 
@@ -112,6 +114,9 @@ class Cache(PlainOperations):
         ``purge``: the caches in front (Varnish, Fastly, Cloudflare) whose pages
         ``invalidate`` purges by the same tags: a URL, a list of them, or a
         :class:`mcache.purge.sender.Purger` (see :mod:`mcache.purge.urls`).
+        ``counted_as``: count this cache's reads apart under that name (the session
+        stores' caches count as ``"sessions"``): out of the namespace's hit ratio, on a
+        line of their own in ``stats()``.
         """
         self.store: Store = from_url(store) if isinstance(store, str) else store
         if not isinstance(self.store, Store):
@@ -140,7 +145,9 @@ class Cache(PlainOperations):
         tag_ttl = tag_ttl if near is None else max(tag_ttl, near.ttl)
         self.tags = Tags(self.shared, namespace, clock, tag_ttl, invalidations)
         coherence = Coherence(invalidations, near, self.tags)
-        self.counts = CacheStats(self.shared, namespace, stats_interval, self.failures, name)
+        self.counts = CacheStats(
+            self.shared, namespace, stats_interval, self.failures, name, counted_name(counted_as)
+        )
         for observer in observers_named(metrics):
             self.observe(observer)
         try:
@@ -409,7 +416,13 @@ class Cache(PlainOperations):
             self.counts.flush()
         totals = functools.partial(self.counts.totals, pending=flush)
         counters = self.parts.store_call("stats", totals, self.counts.local())
-        return {"cache": counters, "servers": self.server_stats()}
+        sessions = self.parts.store_call(
+            "stats", functools.partial(self.counts.apart, SESSIONS), {}
+        )
+        report = {"cache": counters, "servers": self.server_stats()}
+        if sessions and not self.counts.family and any(sessions[name] for name in COUNTERS):
+            report["sessions"] = sessions  # the session store's own reads, counted apart
+        return report
 
     def server_stats(self) -> dict[str, Any]:
         """Return each server's own statistics; one that is down says ``"dead": 1``.

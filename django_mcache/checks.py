@@ -3,7 +3,8 @@
 ``E001``: a cache whose LOCATION or OPTIONS cannot be used. ``E002``:
 ``MCACHE_CACHE`` or ``MCACHE_COUNTERS_CACHE`` naming no mcache cache. ``W001``
 and ``W002``: the ``MCACHE_CACHE`` or the sessions' cache kept in one process's
-memory. ``W003`` (``--deploy`` only, as it asks the servers): a server that does
+memory. ``W004``: sessions in the cache alone (no ``django.contrib.sessions``).
+``W003`` (``--deploy`` only, as it asks the servers): a server that does
 not answer. Warnings are silenced as any Django check's, ``SILENCED_SYSTEM_CHECKS``.
 """
 
@@ -100,6 +101,29 @@ def check_shared_across_processes(app_configs: Any = None, **kwargs: Any) -> lis
             )
         )
     return warnings
+
+
+@register("caches")
+def check_sessions_outlive_the_cache(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn where sessions live in the cache alone: Django's sessions app is not installed,
+    so nothing writes them through to the database."""
+    from django.apps import apps
+
+    engine = getattr(settings, "SESSION_ENGINE", "")
+    if engine != SESSION_ENGINE or apps.is_installed("django.contrib.sessions"):
+        return []
+    return [
+        Warning(
+            f"SESSION_ENGINE is {SESSION_ENGINE!r} without 'django.contrib.sessions' in"
+            " INSTALLED_APPS, so sessions live in the cache alone: while its servers are"
+            " down no visitor stays signed in, and a server that restarts empty signs out"
+            " everyone whose session it held.",
+            hint="Add 'django.contrib.sessions' to INSTALLED_APPS and run migrate: sessions"
+            " are then written through to the database and read from the cache.",
+            obj="SESSION_ENGINE",
+            id="django_mcache.W004",
+        )
+    ]
 
 
 @register("caches", deploy=True)

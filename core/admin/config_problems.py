@@ -36,6 +36,7 @@ CACHE_OPTIONS = frozenset(
         "stats_interval",
         "metrics",
         "purge",
+        "counted_as",
     }
 )
 """``Cache``'s options a settings file sets by name (its TTL and replica lag each adapter

@@ -119,7 +119,8 @@ TOO_SMALL = (
 
 
 def render_text(report: Mapping[str, Any]) -> str:
-    """Return the report as aligned text: one table of servers, one of mcache's counters."""
+    """Return the report as aligned text: one table of servers, one of mcache's counters, and
+    a line of the session store's reads when it counted any."""
     if report.get("scope") == "this process":
         return "\n".join([PER_PROCESS, "", *_counter_lines(report["cache"])])
     lines = ["servers"]
@@ -132,10 +133,23 @@ def render_text(report: Mapping[str, Any]) -> str:
         cells = [server_cell(field, fields.get(field, "")) for field, _ in SERVER_FIELDS]
         rows.append([name, *cells, f"{fields.get('hit_ratio', 0.0):.1%}"])
     lines += table(header, rows)
-    lines += ["", "mcache (every process; tag, lock and counter keys not counted)"]
-    lines += [*_counter_lines(report["cache"]), "", _age(report)]
+    lines += ["", "mcache (every process; tag, lock, counter and session keys not counted)"]
+    lines += _counter_lines(report["cache"])
+    if report.get("sessions"):
+        lines += ["", _sessions_line(report["sessions"])]
+    lines += ["", _age(report)]
     lines += [f"warning: {warning}" for warning in report.get("warnings", ())]
     return "\n".join(lines)
+
+
+def _sessions_line(sessions: Mapping[str, Any]) -> str:
+    """Say what the session store read, counted apart: sessions are no cached values."""
+    found, errors = sessions.get("hits", 0), sessions.get("store_errors", 0)
+    read = found + sessions.get("misses", 0)
+    return (
+        f"sessions (counted apart): {number_text(read)} read, {number_text(found)} found,"
+        f" {number_text(errors)} store errors"
+    )
 
 
 def _age(report: Mapping[str, Any]) -> str:

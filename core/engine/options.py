@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable
 
 from mcache.engine.call import BuildOptions
@@ -17,6 +18,7 @@ __all__ = [
     "build_options",
     "call_option_names",
     "check_settings",
+    "counted_name",
     "duration",
     "seconds",
     "spread",
@@ -36,6 +38,9 @@ CALL_OPTIONS = (
 TagsArg = Iterable[str] | str | None
 
 
+_WORD = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+
 def check_settings(stats_interval: float, trace_dir: object) -> None:
     """Refuse a ``Cache``'s reporting settings at construction, not at the first flush."""
     if not isinstance(stats_interval, int | float) or isinstance(stats_interval, bool):
@@ -44,6 +49,16 @@ def check_settings(stats_interval: float, trace_dir: object) -> None:
         raise ConfigError(f"stats_interval must be > 0 seconds, got {stats_interval!r}")
     if trace_dir is not None and not isinstance(trace_dir, str | os.PathLike):
         raise ConfigError(f"trace_dir must be a directory path or None, got {trace_dir!r}")
+
+
+def counted_name(name: object) -> str:
+    """Return a ``counted_as`` name, checked: "" (counted with the namespace) or a word."""
+    if not isinstance(name, str) or (name and not _WORD.fullmatch(name)):
+        raise ConfigError(
+            f"counted_as must be a name of letters, digits, '_' or '-' (e.g. 'sessions'),"
+            f" or '' to count with the namespace, got {name!r}"
+        )
+    return name
 
 
 def duration(value: float, name: str) -> float:

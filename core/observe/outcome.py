@@ -10,8 +10,9 @@ says the same in the terms of RFC 9211, which CDNs and browsers' tools read.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Final
+from typing import Final, TypeVar
 
 from mcache.logs import FailureLog
 
@@ -20,6 +21,8 @@ __all__ = [
     "REASONS",
     "STORE_FAILED",
     "UNCACHED",
+    "aasked",
+    "asked",
     "cache_status",
     "log_bypass",
     "outcome_headers",
@@ -55,6 +58,31 @@ STORE_FAILED: ContextVar[str] = ContextVar("mcache_store_failed", default="")
 it: ``"store-down"`` (the store could not be reached), else ``"too-large"`` (a value over
 its item limit, not stored). Adapters set it to "" before ``get_or_build`` and read it
 after (see the page path, :func:`mcache.web.page.serve_steps`)."""
+
+T = TypeVar("T")
+
+
+def asked(call: Callable[[], T]) -> tuple[T, bool]:
+    """Return what ``call`` (a cache call) answered, and whether it found its store down:
+    the cache answers a down store as a miss would, and this tells the two apart (a session
+    store then asks it nothing more for the request)."""
+    reported = STORE_FAILED.set("")
+    try:
+        answer = call()
+        return answer, STORE_FAILED.get() == "store-down"
+    finally:
+        STORE_FAILED.reset(reported)
+
+
+async def aasked(call: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+    """:func:`asked`, for a call to await."""
+    reported = STORE_FAILED.set("")
+    try:
+        answer = await call()
+        return answer, STORE_FAILED.get() == "store-down"
+    finally:
+        STORE_FAILED.reset(reported)
+
 
 UNCACHED: ContextVar[str] = ContextVar("mcache_uncached", default="")
 """The reason (the ``reason`` of :class:`mcache.errors.Uncacheable`) of the value ``get_or_build``

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import itertools
 import logging
 import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from mcache.contract.store import Store
@@ -27,7 +29,7 @@ from mcache.model.tags import incr_many
 from mcache.observe.events import CURRENT_CALL, BuildWatch, Observer, Origin, quietly
 from mcache.observe.samples import hit_ratio, offer_sample
 
-__all__ = ["COUNTERS", "CacheStats", "add_counts"]
+__all__ = ["COUNTERS", "SESSIONS", "CacheStats", "add_counts", "counter_key"]
 
 COUNTERS = {
     "hits": "fresh values served",
@@ -43,6 +45,10 @@ COUNTERS = {
     "too_large": "values over the store's item limit, served and not stored",
 }
 """What is counted, and what each count means (the Prometheus metrics' help)."""
+
+SESSIONS = "sessions"
+"""The family the session stores of both adapters count as: sessions are no cached values,
+so their reads stay out of the hit ratio, on a line of their own."""
 
 FLUSHED = "flushed"
 """The counter key holding when a process last flushed (ms since the epoch): how old the
@@ -120,9 +126,13 @@ class CacheStats:
         interval: float = 5.0,
         failures: FailureLog | None = None,
         label: str | None = None,
+        family: str = "",
     ) -> None:
         self.store = store
         self.namespace = namespace
+        self.family = family
+        """Counted apart under this name ("": the namespace's own counters), as a sessions'
+        cache is: out of the namespace's hit ratio, on a line of its own (:func:`apart`)."""
         self.origin = Origin(namespace, label or namespace or "default")
         self.observers: list[Observer] = []
         """What watches this cache's events as they happen (see :mod:`mcache.observe.events`)."""
@@ -141,7 +151,7 @@ class CacheStats:
 
     def key(self, name: str) -> str:
         """Return the store key of counter ``name``."""
-        return f"{self.namespace}:s:{name}" if self.namespace else f"s:{name}"
+        return counter_key(self.namespace, self.family, name)
 
     def add(self, name: str, count: int = 1, key: str | None = None) -> None:
         """Count ``count`` events ``name`` (of ``key``); flush when the interval is up."""
@@ -219,12 +229,29 @@ class CacheStats:
         """Return every process's flushed counts (plus this one's ``pending``), the hit ratio,
         and ``flushed_at``: when a process last flushed (seconds since the epoch, or None).
         """
-        found = self.store.get_many([self.key(name) for name in (*COUNTERS, FLUSHED)])
         local = self.local() if pending else dict.fromkeys(COUNTERS, 0)
-        totals: dict[str, Any] = {
-            name: (stored_count(found.get(self.key(name))) or 0) + local[name] for name in COUNTERS
-        }
-        totals["hit_ratio"] = hit_ratio(totals) or 0.0
-        flushed = stored_count(found.get(self.key(FLUSHED)))
-        totals["flushed_at"] = flushed / 1000 if flushed else None
-        return totals
+        return _totals(self.store, self.key, local)
+
+    def apart(self, family: str) -> dict[str, Any]:
+        """Return every process's flushed counts of the caches on this namespace counted
+        apart as ``family`` (a sessions' cache), their hit ratio and ``flushed_at``."""
+        keyed = functools.partial(counter_key, self.namespace, family)
+        return _totals(self.store, keyed, dict.fromkeys(COUNTERS, 0))
+
+
+def counter_key(namespace: str, family: str, name: str) -> str:
+    """Return the store key of counter ``name`` of ``namespace`` (``family``: counted apart)."""
+    counted = f"{family}.{name}" if family else name
+    return f"{namespace}:s:{counted}" if namespace else f"s:{counted}"
+
+
+def _totals(store: Store, key: Callable[[str], str], local: dict[str, int]) -> dict[str, Any]:
+    """The flushed counts under ``key(name)`` plus ``local`` ones, the hit ratio, flushed_at."""
+    found = store.get_many([key(name) for name in (*COUNTERS, FLUSHED)])
+    totals: dict[str, Any] = {
+        name: (stored_count(found.get(key(name))) or 0) + local[name] for name in COUNTERS
+    }
+    totals["hit_ratio"] = hit_ratio(totals) or 0.0
+    flushed = stored_count(found.get(key(FLUSHED)))
+    totals["flushed_at"] = flushed / 1000 if flushed else None
+    return totals

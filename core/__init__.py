@@ -55,7 +55,7 @@ def lazy_exports(
     Why not import them in ``__init__``: CPython takes a module's import lock before its
     package's, so a thread importing ``pkg.a`` while another imports ``pkg`` (whose
     ``__init__`` imports ``pkg.a``) each hold the lock the other needs, and one gets
-    ``_DeadlockError`` (CPython issue 83065, "__import__ is not thread-safe", 2019;
+    ``_DeadlockError`` (CPython's bug report "__import__ is not thread-safe", 2019;
     fixed in 3.15 only). A threaded server importing lazily in its first requests
     meets it. A package that imports none of its own modules gives no such order.
     A home that is the name's own submodule (``mcache.errors``) gives the module.

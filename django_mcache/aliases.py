@@ -22,6 +22,7 @@ __all__ = [
     "counters_alias",
     "is_mcache_backend",
     "replication_lag",
+    "routes_fresh_reads",
 ]
 
 
@@ -70,6 +71,15 @@ def is_mcache_backend(path: object) -> bool:
 ROUTER = "django_mcache.routers.FreshReadRouter"
 
 
+def routes_fresh_reads() -> bool:
+    """Return whether :class:`~django_mcache.routers.FreshReadRouter` is in ``DATABASE_ROUTERS``
+    (its reads depend on the model tag of every tracked model)."""
+    return any(
+        router == ROUTER or type(router).__name__ == "FreshReadRouter"
+        for router in getattr(settings, "DATABASE_ROUTERS", ())
+    )
+
+
 def replication_lag(routed: bool | None = None) -> float:
     """Return ``MCACHE_REPLICATION_LAG``: seconds the replica may be behind the primary.
 
@@ -77,10 +87,7 @@ def replication_lag(routed: bool | None = None) -> float:
     (``routed``; None: look at ``DATABASE_ROUTERS``), else 0, so a site without one pays nothing.
     """
     if routed is None:
-        routed = any(
-            router == ROUTER or type(router).__name__ == "FreshReadRouter"
-            for router in getattr(settings, "DATABASE_ROUTERS", ())
-        )
+        routed = routes_fresh_reads()
     value = getattr(settings, "MCACHE_REPLICATION_LAG", 2.0 if routed else 0.0)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ConfigError(

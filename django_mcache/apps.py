@@ -14,7 +14,10 @@ class DjangoMCacheConfig(AppConfig):
     default_auto_field = "django.db.models.AutoField"
 
     def ready(self) -> None:
+        from django.core.signals import setting_changed
+
         from . import checks  # noqa: F401  (registers the checks)
-        from .signals import connect
+        from .signals import connect, reconnect
 
         connect()
+        setting_changed.connect(reconnect, dispatch_uid="mcache_reconnect")

@@ -3,7 +3,14 @@
 Connected in ``AppConfig.ready`` per tracked model (``sender=``), so that
 excluded models keep Django's fast deletes and pay nothing on load;
 ``post_init`` only for models with foreign keys, to remember them, so a change
-of relation bumps the old related row too. See docs/how-to/orm-invalidation.md.
+of relation bumps the old related row too. ``m2m_changed`` only on the tables of
+the many-to-many relations whose changes bump a tag something may read
+(:func:`watched`): while a receiver listens to a relation's table, Django runs
+one more query before each ``add()`` (to send the ids it adds), and a relation
+nobody follows must cost what Django alone costs. Connected at start-up in
+every process alike, never at a first read: a process that writes a relation
+and never reads it (a task worker, a shell) must bump it all the same, and
+Django gives no other hook on such a write. See docs/how-to/orm-invalidation.md.
 """
 
 from __future__ import annotations
@@ -15,10 +22,11 @@ from django.conf import settings
 from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_init, post_save
 
+from .aliases import routes_fresh_reads
 from .invalidation import bump, instance_tags, related_fields
 from .tags import label_of, model_tag
 
-__all__ = ["connect", "tracked"]
+__all__ = ["connect", "reconnect", "tracked", "watched"]
 
 DEFAULT_EXCLUDED = (
     "sessions.session",
@@ -26,6 +34,11 @@ DEFAULT_EXCLUDED = (
     "contenttypes.contenttype",
     "auth.permission",
 )
+AUTH_RELATIONS = ("auth.group_permissions", "auth.user_groups", "auth.user_user_permissions")
+"""Left out too unless ``FreshReadRouter`` routes reads (they depend on every tracked
+model's tag): who may do what belongs in the per-visitor parts of pages, rendered for each
+request, so nothing cached is taken to read these relations' tags, and following them
+would cost a query on each ``add()``."""
 _FKS = "_mcache_related"
 _CLEARED = "_mcache_cleared"
 
@@ -36,8 +49,28 @@ def tracked(model: Any) -> bool:
     included = getattr(settings, "MCACHE_MODELS", None)
     if included is not None and label not in {m.lower() for m in included}:
         return False
-    excluded = getattr(settings, "MCACHE_EXCLUDE_MODELS", DEFAULT_EXCLUDED)
-    return label not in {m.lower() for m in excluded}
+    return not _excluded(label)
+
+
+def watched(field: Any) -> bool:
+    """Return whether changes of the many-to-many ``field``'s rows bump tags.
+
+    They do when its table is not excluded and is tracked itself (every table is,
+    when ``MCACHE_MODELS`` is unset) or one of the two models it relates is: the
+    tags such a change bumps are the table's and those of its tracked ends, so a
+    relation between models nobody tracks bumps nothing anyone reads.
+    """
+    through = field.remote_field.through
+    if _excluded(label_of(through)):
+        return False
+    return tracked(through) or tracked(field.model) or tracked(field.related_model)
+
+
+def _excluded(label: str) -> bool:
+    excluded = getattr(settings, "MCACHE_EXCLUDE_MODELS", None)
+    if excluded is None:
+        excluded = DEFAULT_EXCLUDED if routes_fresh_reads() else DEFAULT_EXCLUDED + AUTH_RELATIONS
+    return label in {m.lower() for m in excluded}
 
 
 def _remember_related(sender: Any, instance: Model, **kwargs: Any) -> None:
@@ -101,22 +134,30 @@ def _related_pks(through: Any, instance: Model, model: Any, reverse: bool) -> se
 
 
 def connect() -> None:
-    """Connect the receivers for every tracked model (idempotent: dispatch uids)."""
-    for model in apps.get_models(include_auto_created=True):
-        if model._meta.auto_created:  # an m2m through table: its changes come as m2m_changed
-            m2m_changed.connect(_m2m_changed, sender=model, dispatch_uid=f"mcache_m2m_{model}")
-            continue
-        if not tracked(model):
-            continue
-        uid = f"mcache_{model._meta.label_lower}"
-        post_save.connect(_saved, sender=model, dispatch_uid=f"{uid}_save")
-        post_delete.connect(_deleted, sender=model, dispatch_uid=f"{uid}_delete")
-        if related_fields(model):
-            post_init.connect(_remember_related, sender=model, dispatch_uid=f"{uid}_init")
+    """Connect the receivers the settings ask for and disconnect the others (idempotent:
+    dispatch uids), so that ``override_settings(MCACHE_MODELS=…)`` holds as start-up does."""
     for model in apps.get_models():  # explicit through models are models of their own
+        uid = f"mcache_{model._meta.label_lower}"
+        wanted = tracked(model)
+        remembers = wanted and bool(related_fields(model))
+        _attach(post_save, _saved, model, f"{uid}_save", wanted)
+        _attach(post_delete, _deleted, model, f"{uid}_delete", wanted)
+        _attach(post_init, _remember_related, model, f"{uid}_init", remembers)
         for field in model._meta.local_many_to_many:
-            through = field.remote_field.through
-            if not through._meta.auto_created:
-                m2m_changed.connect(
-                    _m2m_changed, sender=through, dispatch_uid=f"mcache_m2m_{through}"
-                )
+            through = field.remote_field.through  # an auto-created one's changes come only here
+            uid = f"mcache_m2m_{through._meta.label_lower}"
+            _attach(m2m_changed, _m2m_changed, through, uid, watched(field))
+
+
+def reconnect(setting: str, **kwargs: Any) -> None:
+    """``setting_changed`` receiver: follow a test's new MCACHE_MODELS, _EXCLUDE_MODELS
+    or DATABASE_ROUTERS."""
+    if setting in {"MCACHE_MODELS", "MCACHE_EXCLUDE_MODELS", "DATABASE_ROUTERS"}:
+        connect()
+
+
+def _attach(signal: Any, receiver: Any, sender: Any, uid: str, wanted: bool) -> None:
+    if wanted:
+        signal.connect(receiver, sender=sender, dispatch_uid=uid)
+    else:
+        signal.disconnect(sender=sender, dispatch_uid=uid)

@@ -1,1 +1,1 @@
-"""Example Django blog site and Flask app using mcache (arrives with the example-project issue)."""
+"""Example Django blog site and its Flask twin, both caching with mcache, on one database."""

@@ -5,6 +5,8 @@ cluster made by ``initdb``) start once per session on free loopback ports and
 are flushed before each test that uses them. Where a binary
 is missing the tests that need it are skipped with a message, unless
 ``MCACHE_REQUIRE_SERVERS=1`` (CI sets it): then a missing server is a failure.
+At its end a session (each xdist worker's) fails if a server it started, by any
+route, is still running (:mod:`tests.stray_servers`), and stops it.
 """
 
 from __future__ import annotations
@@ -23,12 +25,42 @@ from tests.servers import (
     postgres_process,
     redis_process,
 )
+from tests.stray_servers import MARK, left_running, mark_session, stop
 
 REQUIRE_SERVERS = os.environ.get("MCACHE_REQUIRE_SERVERS", "") not in {"", "0", "false", "no"}
 MEMCACHED_NODES = 3
 NEAR_MODE = os.environ.get("MCACHE_TEST_NEAR_TTL", "")
 """Set by tests/test_near_mode.py: the suites it names run again with every cache built
 with this ``near_ttl`` unless the test gives one (the near cache on, everywhere)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Mark this session's environment: every server it starts inherits the mark."""
+    mark_session()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_server_left_running() -> Iterator[None]:
+    """Fail the session's last test if a server the session started outlives its teardown.
+
+    Autouse: set up before the session fixtures that start servers, so torn down after them.
+    """
+    mark = os.environ[MARK]
+    yield
+    left = left_running(mark, grace=5.0)
+    if left:
+        stop(set(left))
+        worker = (
+            f" (xdist worker {os.environ['PYTEST_XDIST_WORKER']})"
+            if "PYTEST_XDIST_WORKER" in os.environ
+            else ""
+        )
+        listed = "\n".join(f"  pid {pid}: {command}" for pid, command in sorted(left.items()))
+        pytest.fail(
+            f"servers this test session{worker} started were still running after its"
+            f" teardown (stopped now):\n{listed}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(autouse=True)

@@ -62,17 +62,25 @@ def test_no_tracked_file_is_ignored() -> None:
     assert listed.stdout.split() == [], ".gitignore names tracked files"
 
 
-OUTSIDE = re.compile(r"DESIGN\.md|\bseed \d{3}\b|\bissue \d+\b", re.IGNORECASE)
-"""A design file beside the repository, a numbered seed, an issue tracker's numbers."""
+OUTSIDE = re.compile(
+    r"DESIGN\.md|\bseed \d{3}\b|\bissue \d+\b|\b(?:the|this|that) (?:[\w-]+ )?issue(?:'s)?\b",
+    re.IGNORECASE,
+)
+"""A design file beside the repository, a numbered seed, an issue tracker's numbers or
+an issue named as if the reader had it ("the issue", "the example-project issue")."""
 FOLDERS = ("core", "django_mcache", "flask_mcache", "example_project", "docs", "tests")
 OWN_FILES = [
     *sorted(
         path
         for folder in FOLDERS
         for path in (ROOT / folder).rglob("*")
-        if path.suffix in {".py", ".md", ".html", ".txt"} and "__pycache__" not in path.parts
+        if path.suffix in {".py", ".pyi", ".md", ".html", ".txt"}
+        and "__pycache__" not in path.parts
     ),
-    *(ROOT / name for name in ("README.md", "setup.cfg", "mkdocs.yml", "noxfile.py")),
+    *(
+        ROOT / name
+        for name in ("README.md", "setup.cfg", "mkdocs.yml", "noxfile.py", "pyproject.toml")
+    ),
 ]
 
 

@@ -82,7 +82,7 @@ def _memory_row(name: str, counted: int, used: int, visitors: int) -> list[str]:
 
 
 def figures(latencies: list[list[str]], memories: list[list[str]]) -> list[Figure]:
-    """The headline figures (the issue set no targets): incr, and a visitor's memory."""
+    """The headline figures, reported without targets: incr, and a visitor's memory."""
     incr = latencies[0]
     markers, hll = memories
     return [

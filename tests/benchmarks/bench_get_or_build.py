@@ -543,7 +543,8 @@ def run(quick: bool, markdown: bool, figures_path: str | None = None) -> None:
 def figures(
     hits: list[list[str]], found: dict[tuple, Any], inv: list[list[str]], own: float
 ) -> list[Figure]:
-    """One figure per target of the issue, each with the anchor of the same run."""
+    """One figure per target (hit cost, stampede builds and waits, invalidate cost), each
+    with the anchor of the same run."""
     by_name = {row[0]: row for row in hits}
     hit, near = by_name[TAGGED], by_name[NEAR]
     ratio = {name: float(row[4].rstrip("×")) for name, row in by_name.items()}

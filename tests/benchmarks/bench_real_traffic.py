@@ -64,7 +64,7 @@ and a form token their own cookie passes a POST with, on pages built for someone
 else too: a configuration fast because it shows one visitor's page to the next is
 not measured.
 
-Targets (the issue's): mcache with holes hits ≥ 90% where cache_page gets ≤ 10%;
+Targets: mcache with holes hits ≥ 90% where cache_page gets ≤ 10%;
 a hit with one hole costs ≤ 1.2× a plain hit; ≥ 3× cache_page's requests/s on the
 mix. A missed target is a finding, printed as such. Starts its own memcached and
 gunicorns on free loopback ports and stops them.

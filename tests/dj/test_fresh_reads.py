@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import Group, User
 from django.core.cache import caches
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
@@ -113,6 +114,16 @@ def test_a_rebuild_set_off_by_a_nested_entrys_tag_reads_the_primary(site: Label)
     rename_on_the_primary(site, "new")
     caches["default"].invalidate("sidebar")  # the page recorded the sidebar's tag
     assert page() == "sidebar + new"
+
+
+def test_with_the_router_a_users_new_group_is_read_from_the_primary(site: Label) -> None:
+    """Django's auth relations, left out without the router, are followed with it: its
+    reads depend on every tracked model's tag, a user's groups on ``model:auth.group``."""
+    user, group = User.objects.create_user("editor"), Group.objects.create(name="editors")
+    replicate()
+    settle()
+    user.groups.add(group)
+    assert [g.name for g in user.groups.all()] == ["editors"], "read from the primary"
 
 
 def test_after_the_lag_the_rebuild_reads_the_replica(site: Label) -> None:

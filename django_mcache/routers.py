@@ -17,6 +17,7 @@ from mcache import read_primary
 from mcache.web import ChangeTimes
 
 from .aliases import cache_alias, replication_lag
+from .following import tracked
 from .tags import model_tag
 
 __all__ = ["FreshReadRouter"]
@@ -37,8 +38,6 @@ class FreshReadRouter:
         the lag set off, whatever the tag (:func:`mcache.read_primary`), and for models
         whose changes bump no tag (``MCACHE_EXCLUDE_MODELS``): nothing says they changed.
         """
-        from .signals import tracked
-
         if read_primary() or not tracked(model):
             return self.primary
         core = getattr(caches[cache_alias()], "mcache", None)

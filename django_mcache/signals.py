@@ -18,38 +18,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
-from django.conf import settings
 from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_init, post_save
 
-from .aliases import routes_fresh_reads
+from .following import excluded, label_of, tracked
 from .invalidation import bump, instance_tags, related_fields
-from .tags import label_of, model_tag
+from .tags import model_tag
 
 __all__ = ["connect", "reconnect", "tracked", "watched"]
 
-DEFAULT_EXCLUDED = (
-    "sessions.session",
-    "admin.logentry",
-    "contenttypes.contenttype",
-    "auth.permission",
-)
-AUTH_RELATIONS = ("auth.group_permissions", "auth.user_groups", "auth.user_user_permissions")
-"""Left out too unless ``FreshReadRouter`` routes reads (they depend on every tracked
-model's tag): who may do what belongs in the per-visitor parts of pages, rendered for each
-request, so nothing cached is taken to read these relations' tags, and following them
-would cost a query on each ``add()``."""
 _FKS = "_mcache_related"
 _CLEARED = "_mcache_cleared"
-
-
-def tracked(model: Any) -> bool:
-    """Return whether changes to ``model``'s rows bump tags (MCACHE_MODELS / _EXCLUDE_MODELS)."""
-    label = label_of(model)
-    included = getattr(settings, "MCACHE_MODELS", None)
-    if included is not None and label not in {m.lower() for m in included}:
-        return False
-    return not _excluded(label)
 
 
 def watched(field: Any) -> bool:
@@ -61,16 +40,9 @@ def watched(field: Any) -> bool:
     relation between models nobody tracks bumps nothing anyone reads.
     """
     through = field.remote_field.through
-    if _excluded(label_of(through)):
+    if excluded(label_of(through)):
         return False
     return tracked(through) or tracked(field.model) or tracked(field.related_model)
-
-
-def _excluded(label: str) -> bool:
-    excluded = getattr(settings, "MCACHE_EXCLUDE_MODELS", None)
-    if excluded is None:
-        excluded = DEFAULT_EXCLUDED if routes_fresh_reads() else DEFAULT_EXCLUDED + AUTH_RELATIONS
-    return label in {m.lower() for m in excluded}
 
 
 def _remember_related(sender: Any, instance: Model, **kwargs: Any) -> None:

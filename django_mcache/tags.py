@@ -8,16 +8,12 @@ from typing import Any
 from django.apps import apps
 from django.db.models import Manager, Model, QuerySet
 
-__all__ = ["Dependencies", "DependsOn", "model_tag", "obj_tag"]
+from .following import check_followed, label_of
+
+__all__ = ["Dependencies", "DependsOn", "label_of", "model_tag", "obj_tag"]
 
 DependsOn = type[Model] | Model | QuerySet | Manager | str | Iterable[Any] | None
 """What ``depends_on=`` takes: models, rows, querysets, ``"app_label.Model"`` strings, lists."""
-
-
-def label_of(model: type[Model] | Model) -> str:
-    """Return ``app_label.model`` of the concrete model (a proxy's rows are its model's)."""
-    meta = model._meta.concrete_model._meta
-    return f"{meta.app_label}.{meta.model_name}"
 
 
 def model_tag(model: type[Model] | Model) -> str:
@@ -41,10 +37,14 @@ class Dependencies:
     model), strings are looked up at the first use instead.
     """
 
-    def __init__(self, depends_on: Any, owner: str) -> None:
+    def __init__(self, depends_on: Any, owner: str, followed: bool = True) -> None:
         self.owner = owner
         self._tags: list[str] = []
         self._labels: list[str] = []
+        self._models: list[type[Model]] = []
+        self._unchecked = followed
+        """Whether the models are still to be checked as followed (a command invalidating
+        a model's tag by hand need not be)."""
         for item in _items(depends_on):
             if isinstance(item, str):
                 self._labels.append(self._checked_label(item))
@@ -54,10 +54,14 @@ class Dependencies:
             self.tags()
 
     def tags(self) -> tuple[str, ...]:
-        """Return the tags, looking up the models named by strings the first time."""
+        """Return the tags, looking up the models named by strings the first time, and
+        checking the first time that a change to each of them bumps its tags."""
         if self._labels:
             self._tags.extend(model_tag(self._model_named(label)) for label in self._labels)
             self._labels = []
+        if self._unchecked and self._tags:
+            check_followed(self.owner, self._models)
+            self._unchecked = False
         return tuple(dict.fromkeys(self._tags))
 
     def _tag_of(self, item: Any) -> str:
@@ -67,10 +71,13 @@ class Dependencies:
                     f"{self.owner}: depends_on got an unsaved {type(item).__name__} (no pk yet):"
                     " only a saved row has changes to follow; pass the model instead"
                 )
+            self._models.append(type(item))
             return obj_tag(item)
         if isinstance(item, type) and issubclass(item, Model):
+            self._models.append(item)
             return model_tag(item)
         if isinstance(item, QuerySet | Manager):
+            self._models.append(item.model)
             return model_tag(item.model)
         raise TypeError(
             f"{self.owner}: depends_on takes a model (Product), an instance (product), a"
@@ -89,9 +96,11 @@ class Dependencies:
 
     def _model_named(self, label: str) -> type[Model]:
         try:
-            return apps.get_model(label)
+            model = apps.get_model(label)
         except LookupError as error:
             raise TypeError(f"{self.owner}: depends_on={label!r}: {error}") from None
+        self._models.append(model)
+        return model
 
 
 def _items(depends_on: Any) -> list[Any]:

@@ -34,7 +34,7 @@ class Command(BaseCommand):
         alias = cache_alias(options["cache"])
         try:
             check_alias(alias, "--cache")
-            model_tags = Dependencies(options["model"], "--model").tags()
+            model_tags = Dependencies(options["model"], "--model", followed=False).tags()
         except (ImproperlyConfigured, TypeError) as error:
             raise CommandError(str(error)) from None
         tags = [*options["tags"], *model_tags]

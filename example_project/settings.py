@@ -48,6 +48,8 @@ DATABASES = {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("MCACHE_EXAMPLE_DB")
         or str(Path(tempfile.gettempdir()) / "mcache-example.sqlite3"),
+        # a write waits out the calendar's heavy read (a background rebuild, say)
+        "OPTIONS": {"timeout": 30},
     }
 }
 CACHES = {

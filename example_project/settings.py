@@ -1,4 +1,4 @@
-"""Settings of the example blog: SQLite in a temp dir, mcache on MCACHE_URL (default memory://)."""
+"""Settings of the example blog: SQLite in a temp dir, the store MCACHE_URL names (see store.py)."""
 
 import os
 import tempfile

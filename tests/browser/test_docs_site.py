@@ -7,6 +7,8 @@ quickstart on the first screen of a laptop."""
 
 from __future__ import annotations
 
+import html
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +85,26 @@ def test_no_code_block_scrolls_sideways_on_a_laptop(browser, site: Path) -> None
     finally:
         browser.set_window_size(1280, 1400)
     assert wide == {}, wide
+
+
+def test_every_tab_title_is_its_own_and_names_mcache_once(site: Path) -> None:
+    titles = {}
+    for page in sorted(site.rglob("index.html")):
+        title = re.search(r"<title>([^<]*)</title>", page.read_text(encoding="utf-8"))
+        assert title is not None, page
+        titles[str(page.parent.relative_to(site))] = html.unescape(title[1])
+    assert len(set(titles.values())) == len(titles), "two tabs titled alike"
+    for page, title in titles.items():
+        named = re.findall(r"(?<![\w])mcache(?![\w])", title)
+        assert len(named) == 1, f"/{page}: {title!r}"
+    assert titles["."] == "mcache: dog-pile-safe caching for Django and Flask"
+
+
+def test_the_maintainers_pages_are_under_development(site: Path) -> None:
+    home = (site / "index.html").read_text(encoding="utf-8")
+    links = re.findall(r'class="md-tabs__link">\s*([^<]*?)\s*</a>', home)
+    tabs = [html.unescape(link) for link in links]
+    assert "Releasing" not in tabs and "Development" in tabs, tabs
 
 
 def test_the_home_page_opens_with_its_quickstart(browser, site: Path) -> None:

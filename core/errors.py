@@ -11,6 +11,8 @@ import difflib
 import pickle
 from collections.abc import Collection, Iterable
 
+from mcache.wording import a
+
 __all__ = [
     "ConfigError",
     "InvalidKey",
@@ -83,7 +85,7 @@ class Unserializable(MCacheError, TypeError, pickle.PicklingError):
         self.serializer = serializer
         self.setting = setting
         super().__init__(
-            f"cannot cache a {self.type_name} value: the {serializer!r} serializer cannot"
+            f"cannot cache {a(self.type_name)} value: the {serializer!r} serializer cannot"
             f" encode it ({type(cause).__name__}: {cause}). Cache something it can encode"
             " (the data the value is made of, not a connection, lock, generator or local"
             f" function), or choose another serializer ({setting})."

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import difflib
 import pickle
+import sys
 from collections.abc import Collection, Iterable
+
+from mcache.wording import a
 
 __all__ = [
     "ConfigError",
@@ -25,6 +28,7 @@ __all__ = [
     "UnsignedPickleWarning",
     "ValueTooLarge",
     "named_with_guesses",
+    "user_stacklevel",
 ]
 
 
@@ -34,6 +38,21 @@ class MCacheError(Exception):
 
 class MCacheWarning(UserWarning):
     """A configuration that works, but not the way a site of several processes expects."""
+
+
+_OURS = frozenset({"mcache", "django_mcache", "flask_mcache"})
+
+
+def user_stacklevel() -> int:
+    """Return the ``stacklevel`` that points a warning its caller warns at the first line
+    outside mcache and its adapters: the user's ``MCache(app)`` or ``Cache(…)``, however
+    many of our frames lie between (``MCache.__init__`` → ``init_app``, say)."""
+    frame, level = sys._getframe(1), 1
+    while (
+        frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in _OURS
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class UnsignedPickleWarning(MCacheWarning):
@@ -83,7 +102,7 @@ class Unserializable(MCacheError, TypeError, pickle.PicklingError):
         self.serializer = serializer
         self.setting = setting
         super().__init__(
-            f"cannot cache a {self.type_name} value: the {serializer!r} serializer cannot"
+            f"cannot cache {a(self.type_name)} value: the {serializer!r} serializer cannot"
             f" encode it ({type(cause).__name__}: {cause}). Cache something it can encode"
             " (the data the value is made of, not a connection, lock, generator or local"
             f" function), or choose another serializer ({setting})."

@@ -18,6 +18,7 @@ from mcache.errors import MCacheError, StoreUnavailable, ValueTooLarge
 from mcache.model.keys import make_key
 from mcache.observe.events import observed_call
 from mcache.sansio.steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
+from mcache.wording import counted
 
 if TYPE_CHECKING:
     from mcache.contract.store import Store
@@ -208,7 +209,7 @@ class PlainOperations:
             "set_many", "set_many", (encoded, self._ttl(ttl)), list(encoded), list(encoded)
         )
         if failed:
-            self.failures.warning("store.set_many", "%d values not cached", len(failed))
+            self.failures.warning("store.set_many", "%s not cached", counted(len(failed), "value"))
         return [by_store_key[sk] for sk in failed]
 
     def add(self, key: Key, value: Any, ttl: float | None = None) -> bool:

@@ -2,10 +2,12 @@
 
 ``--check`` instead walks every page with Django's test client, edits a post
 and checks that the pages that show it change, then exits (0 when all is well).
-``MCACHE_URL=memcached://127.0.0.1:11211`` (or ``redis://…``) switches stores.
-``python -m example_project stampede`` runs the stampede demo (see ``stampede.py``);
-``python -m example_project manage <command>`` runs a ``manage.py`` command on the
-example's settings (``createsuperuser`` for the admin, ``mcache_stats``).
+``MCACHE_URL=memcached://127.0.0.1:11211`` (or ``redis://…``) switches stores;
+without it, a memcached running on 127.0.0.1:11211 is used, else ``memory://``
+(see ``store.py``). ``python -m example_project stampede`` runs the stampede demo
+(see ``stampede.py``); ``python -m example_project manage <command>`` runs a
+``manage.py`` command on the example's settings (``createsuperuser`` for the
+admin, ``mcache_stats``).
 """
 
 from __future__ import annotations
@@ -15,14 +17,48 @@ import os
 import secrets
 import sys
 
+HELP = """\
+Migrate and seed the example blog's database, and serve the blog on
+http://127.0.0.1:8000/ (Django's development server, one process).
+"""
+COMMANDS = """\
+other commands:
+  python -m example_project manage COMMAND   a manage.py command on the example's
+                                             settings: createsuperuser (a user for
+                                             /admin/), mcache_stats, shell, ...
+  python -m example_project stampede         the stampede demo (stampede --help)
+  python -m example_project.flask_app        the Flask twin, on port 8001
+
+MCACHE_URL=memcached://HOST:PORT (or redis://HOST:PORT/0, memory://) picks the
+store; without it a memcached running on 127.0.0.1:11211 is used, else memory://.
+"""
+
+
+TRY = """\
+Try: reload / or a blog's page and watch the footer (and the X-Cache header): MISS,
+     then HIT. A post page is rendered for every request (its view count moves): its
+     footer says "not cached as a whole", and its text is a cached fragment.
+     /calendar/ takes a second once, then is instant.
+     A user for /admin/: python -m example_project manage createsuperuser; edit a post
+     there and see / and every page of its blog change at once (look from a private
+     window: a signed-in visitor's pages are never cached), and /admin/mcache/dashboard/
+     charts the cache, page by kind of page.
+     The Flask twin on the same data: python -m example_project.flask_app (port 8001).
+     With MCACHE_URL on memcached or Redis, the stats of every process:
+     python -m example_project manage mcache_stats"""
+
 
 def prepare(key_prefix: str | None = None) -> bool:
     """Set Django up on the example's settings, migrate and seed; return whether it seeded.
 
     ``key_prefix`` puts the cache under a namespace of its own (``--check`` uses
     a fresh one: a cold cache without emptying a server). The Flask twin calls
-    it too, so both read the same database.
+    it too, so both read the same database (and, with no ``MCACHE_URL``, pick
+    the same store: :func:`example_project.store.choose_store`).
     """
+    from example_project.store import choose_store
+
+    choose_store()
     os.environ["DJANGO_SETTINGS_MODULE"] = "example_project.settings"  # the example's own
     import django
     from django.conf import settings
@@ -46,12 +82,18 @@ def main(argv: list[str] | None = None) -> int:
         return manage(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m example_project",
-        description=__doc__.split("\n\n")[0],
-        epilog="python -m example_project stampede --help: the stampede demo",
+        description=HELP,
+        epilog=COMMANDS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--check", action="store_true", help="walk every page once and exit")
+    parser.add_argument("--port", type=int, default=8000, help="the port to serve on (8000)")
+    parser.add_argument(
+        "--check", action="store_true", help="walk every page, edit a post, check, and exit"
+    )
     args = parser.parse_args(argv)
+    from example_project.store import choose_store
+
+    why = choose_store()  # before prepare(), which keeps what this chose
     seeded = prepare(f"example-check-{secrets.token_hex(4)}" if args.check else None)
     from django.conf import settings
     from django.core.management import call_command
@@ -62,15 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         return check()
     one_process()
     store = settings.CACHES["default"]["LOCATION"]
-    print(f"mcache example blog on http://127.0.0.1:{args.port}/  (store: {store}", end="")
-    print(f", database: {settings.DATABASES['default']['NAME']}{', seeded' if seeded else ''})")
-    print("Try: reload a page and watch its footer (and X-Cache header): MISS, then HIT;")
-    print("     /calendar/ takes a second once, then is instant; edit a post in /admin/")
-    print("     and see / and every page of its blog change at once.")
-    print("     A user for /admin/: python -m example_project manage createsuperuser;")
-    print("     then /admin/mcache/dashboard/ charts the cache, page by kind of page.")
-    print("     With MCACHE_URL on memcached or Redis, the stats of every process:")
-    print("     python -m example_project manage mcache_stats")
+    print(f"mcache example blog on http://127.0.0.1:{args.port}/")
+    print(f"  store: {store} ({why})")
+    print(f"  database: {settings.DATABASES['default']['NAME']}{', seeded' if seeded else ''}")
+    print(TRY)
     call_command("runserver", f"127.0.0.1:{args.port}", use_reloader=False, insecure_serving=True)
     return 0
 

@@ -4,7 +4,11 @@
 
 The Django example migrates and seeds the database first (shared data); this
 app maps the same tables with SQLAlchemy and caches its pages with
-``flask_mcache``: an edit committed through SQLAlchemy refreshes them at once.
+``flask_mcache``: an edit committed through SQLAlchemy refreshes them at once,
+and so does one made in the Django admin when both apps use one memcached or
+Redis (with no ``MCACHE_URL``, both take a memcached running on 127.0.0.1:11211:
+see ``store.py``). Its templates are loaded by name, as ``{% nocache %}`` holes
+need: the header's online count is one, filled for every request.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 
-from flask import Flask, Response, abort, g, render_template_string
+from flask import Flask, Response, abort, g, render_template
+from jinja2 import DictLoader
 from sqlalchemy import ForeignKey, String, create_engine, func, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 from example_project.cache_footer import STYLESHEET, filled
 from example_project.checklist import CHECK_POSTS, Checklist, check_slug, view_count_moved
+from example_project.store import shared
 from flask_mcache import MCache
 
 
@@ -53,34 +59,40 @@ PAGE = """<!doctype html>
 <title>{% block title %}{% endblock %} · Field Notes (Flask)</title>
 <link rel="stylesheet" href="/site.css"></head>
 <body><header><a class="site" href="/">Field Notes</a> <a href="/calendar/">Calendar</a>
-<span class="online" title="visitors of the five whole minutes before this one">
-{{ online_count() }} online</span></header>
+<span class="online" title="visitors of this minute and the four before it">
+{% nocache %}{{ online_count(current=True) }}{% endnocache %} online</span></header>
 <main>{% block body %}{% endblock %}</main>
 <footer>{% block rendered %}Page rendered at {{ now() }} UTC.{% endblock %}
 This request: <!--mcache-status-->
-"Online" counts the visitors of the five whole minutes before this one.</footer>
+"Online" counts the visitors of this minute and the four before it, you included.</footer>
 </body></html>"""
 LISTED = """<ul class="posts">{% for p in posts %}<li>
 <h2><a href="/posts/{{ p.id }}/">{{ p.title }}</a></h2>
 <div class="meta">{{ p.published.strftime("%-d %B %Y") }}</div>
 <p class="excerpt">{{ p.body | truncate(160) }}</p></li>{% endfor %}</ul>"""
 HOME = (
-    """{% extends page %}{% block title %}Latest posts{% endblock %}{% block body %}
+    """{% extends "page.html" %}{% block title %}Latest posts{% endblock %}{% block body %}
 <aside class="try"><h2>What to try</h2><ol>
 <li>Reload this page: the footer says MISS once, then HIT.</li>
 <li>Open <a href="/calendar/">the calendar</a> twice.</li>
-<li>Edit a post in the Django example's admin: this app's pages follow too.</li>
+{% if shared_store %}<li>Edit a post in the Django example's admin
+(<code>python -m example_project</code>, then http://127.0.0.1:8000/admin/): this app's
+pages follow at once, both apps sharing {{ store }}.</li>
+{% else %}<li>An edit made in the Django example's admin shows here only when this app's
+five minutes are up: on {{ store }} each process has a cache of its own. Start memcached
+on 127.0.0.1:11211 (or give both apps one <code>MCACHE_URL</code>) and restart both, and
+this app's pages follow at once.</li>{% endif %}
 </ol></aside><h1>Latest posts</h1>"""
     + LISTED
     + """{% endblock %}"""
 )
 BLOG = (
-    """{% extends page %}{% block title %}{{ blog.name }}{% endblock %}{% block body %}
+    """{% extends "page.html" %}{% block title %}{{ blog.name }}{% endblock %}{% block body %}
 <h1>{{ blog.name }}</h1>"""
     + LISTED
     + """{% endblock %}"""
 )
-POST = """{% extends page %}{% block title %}{{ post.title }}{% endblock %}{% block body %}
+POST = """{% extends "page.html" %}{% block title %}{{ post.title }}{% endblock %}{% block body %}
 <h1>{{ post.title }}</h1>
 <div class="meta">{{ post.published.strftime("%-d %B %Y") }} ·
 {{ count_view('post:' ~ post.id) }} views</div>
@@ -90,7 +102,7 @@ POST = """{% extends page %}{% block title %}{{ post.title }}{% endblock %}{% bl
 {% endmcache %}{% endblock %}
 {% block rendered %}The page is rendered for every request (its view count moves); its text
 is the cached fragment above.{% endblock %}"""
-CALENDAR = """{% extends page %}{% block title %}Calendar{% endblock %}{% block body %}
+CALENDAR = """{% extends "page.html" %}{% block title %}Calendar{% endblock %}{% block body %}
 <h1>Posts per day</h1><table><thead><tr><th>Day</th><th class="number">Posts</th></tr>
 </thead><tbody>{% for day, posts in rows %}<tr><td>{{ day }}</td>
 <td class="number">{{ posts }}</td></tr>{% endfor %}</tbody></table>{% endblock %}"""
@@ -116,7 +128,11 @@ def create_app(database: str, namespace: str = "example") -> Flask:
     mcache = MCache(app)
     mcache.watch_sqlalchemy(sessions, app)
     app.sessions = sessions  # type: ignore[attr-defined]
-    base = app.jinja_env.from_string(PAGE)
+    app.jinja_loader = DictLoader(
+        {"page.html": PAGE, "home.html": HOME, "blog.html": BLOG, "post.html": POST,
+         "calendar.html": CALENDAR}
+    )  # fmt: skip
+    store = app.config["MCACHE_URL"]
     app.jinja_env.globals["now"] = lambda: datetime.now(timezone.utc).strftime("%H:%M:%S")
 
     @app.before_request
@@ -140,15 +156,14 @@ def create_app(database: str, namespace: str = "example") -> Flask:
             STYLESHEET.read_bytes(), mimetype="text/css", headers={"Cache-Control": "max-age=3600"}
         )
 
-    def render(template: str, **context: object) -> str:
-        return render_template_string(template, page=base, **context)
-
     @app.get("/")
     @mcache.cached_view(ttl=300, tags=POSTS)
     def home():
         with sessions() as session:
             posts = session.scalars(select(Post).order_by(Post.published.desc()).limit(10)).all()
-            return render(HOME, posts=posts)
+            return render_template(
+                "home.html", posts=posts, store=store, shared_store=shared(store)
+            )
 
     @app.get("/blogs/<slug>/")
     @mcache.cached_view(ttl=300, tags=POSTS + BLOGS)
@@ -160,7 +175,7 @@ def create_app(database: str, namespace: str = "example") -> Flask:
             posts = session.scalars(
                 select(Post).where(Post.blog_id == found.id).order_by(Post.published.desc())
             ).all()
-            return render(BLOG, blog=found, posts=posts)
+            return render_template("blog.html", blog=found, posts=posts)
 
     @app.get("/posts/<int:pk>/")
     def post(pk):
@@ -168,7 +183,8 @@ def create_app(database: str, namespace: str = "example") -> Flask:
             found = session.get(Post, pk)
             if found is None:
                 abort(404)
-            return render(POST, post=found, tags=[f"obj:blog_post:{pk}", f"obj:blog.post:{pk}"])
+            tags = [f"obj:blog_post:{pk}", f"obj:blog.post:{pk}"]
+            return render_template("post.html", post=found, tags=tags)
 
     @app.get("/calendar/")
     @mcache.cached_view(ttl=600, tags=POSTS, refresh="background")
@@ -176,7 +192,7 @@ def create_app(database: str, namespace: str = "example") -> Flask:
         with sessions() as session:
             day = func.date(Post.published)
             rows = session.execute(select(day, func.count()).group_by(day).order_by(day.desc()))
-            return render(CALENDAR, rows=rows.all())
+            return render_template("calendar.html", rows=rows.all())
 
     return app
 
@@ -254,20 +270,36 @@ def _walk(app: Flask, slug: str, blog_id: int, top: datetime) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m example_project.flask_app")
-    parser.add_argument("--port", type=int, default=8001)
-    parser.add_argument("--check", action="store_true", help="walk every page once and exit")
+    parser = argparse.ArgumentParser(
+        prog="python -m example_project.flask_app",
+        description="Serve the example blog's Flask twin on http://127.0.0.1:8001/, over the"
+        " Django example's database (migrated and seeded first, as python -m example_project"
+        " does).",
+    )
+    parser.add_argument("--port", type=int, default=8001, help="the port to serve on (8001)")
+    parser.add_argument(
+        "--check", action="store_true", help="walk every page, edit a post, check, and exit"
+    )
     args = parser.parse_args(argv)
     from django.conf import settings
 
     from example_project.__main__ import prepare
+    from example_project.store import choose_store
 
+    why = choose_store()  # before prepare(), which keeps what this chose
     prepare()
     namespace = f"flask-check-{secrets.token_hex(4)}" if args.check else "example"
     app = create_app(settings.DATABASES["default"]["NAME"], namespace)
     if args.check:
         return check(app)
+    store = app.config["MCACHE_URL"]
     print(f"mcache example blog (Flask) on http://127.0.0.1:{args.port}/")
+    print(f"  store: {store} ({why})")
+    if shared(store):
+        print("  an edit in the Django example's admin refreshes this app's pages at once")
+    else:
+        print("  an edit in the Django example's admin shows here only when a page expires")
+        print("  (5 min): start memcached on 127.0.0.1:11211 and restart both to share one")
     app.run("127.0.0.1", args.port)
     return 0
 

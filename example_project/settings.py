@@ -1,4 +1,4 @@
-"""Settings of the example blog: SQLite in a temp dir, mcache on MCACHE_URL (default memory://)."""
+"""Settings of the example blog: SQLite in a temp dir, the store MCACHE_URL names (see store.py)."""
 
 import os
 import tempfile
@@ -48,6 +48,8 @@ DATABASES = {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("MCACHE_EXAMPLE_DB")
         or str(Path(tempfile.gettempdir()) / "mcache-example.sqlite3"),
+        # a write waits out the calendar's heavy read (a background rebuild, say)
+        "OPTIONS": {"timeout": 30},
     }
 }
 CACHES = {

@@ -25,6 +25,7 @@ from mcache.stores import from_url
 from mcache.web.page import cookie_names
 from mcache.web.query import DEFAULT_QUERY, QueryRule, query_rule
 from mcache.web.surrogates import checked_kind
+from mcache.wording import a
 
 __all__ = ["KEYS", "cache_from_config", "counters_cache", "page_cookies", "page_query"]
 
@@ -156,7 +157,7 @@ def _mistyped(config: Mapping[str, Any], problems: ProblemList) -> set[str]:
             continue
         if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             expected = " or ".join(t.__name__ for t in types)
-            problems.add(f"{key} must be a {expected}, got {value!r}")
+            problems.add(f"{key} must be {a(expected)}, got {value!r}")
             mistyped.add(key)
     return mistyped
 

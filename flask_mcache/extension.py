@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from flask import Flask, current_app
 
 from mcache import Cache, Lock
-from mcache.errors import MCacheWarning
+from mcache.errors import MCacheWarning, user_stacklevel
 from mcache.features.counters import Counter, ViewCounter
 from mcache.features.memoize import LateBound, Memoized, tags_with
 from mcache.features.raw_keys import RawKeys
@@ -70,7 +70,7 @@ class MCache:
                 " e.g. 'memcached://127.0.0.1:11211' or 'redis://127.0.0.1:6379/0' (or to"
                 " 'memory://' for an app that runs in one process).",
                 MCacheWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
         if app.config.get("MCACHE_REPLICA_BIND") is not None:
             from .fresh_reads import install

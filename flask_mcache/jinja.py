@@ -125,9 +125,10 @@ def online_counter(scope: str = "site") -> Any:
     return counters_cache(current_app).online_counter(scope, window, slots)
 
 
-def online_count(scope: str | None = None) -> int:
-    """Return the distinct visitors seen in the window of ``scope`` (the whole site by default)."""
-    return online_counter(scope or "site").count()
+def online_count(scope: str | None = None, current: bool = False) -> int:
+    """Return the distinct visitors seen in the window of ``scope`` (the whole site by default);
+    ``current=True`` counts the filling slot too, so the visitor looking is online at once."""
+    return online_counter(scope or "site").count(current)
 
 
 def track_online() -> None:

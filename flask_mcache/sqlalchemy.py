@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from mcache import Cache
 from mcache.errors import ConfigError
 from mcache.web import note_bumps
+from mcache.wording import a
 
 from .fresh_reads import FreshReadSession
 
@@ -72,7 +73,7 @@ def dependency_tags(depends_on: Any, owner: str) -> list[str]:
             continue
         if found.identity is None:
             raise TypeError(
-                f"{owner}: depends_on got a {type(item).__name__} row not yet flushed (no"
+                f"{owner}: depends_on got {a(type(item).__name__)} row not yet flushed (no"
                 " primary key): only a stored row has changes to follow; pass its class instead"
             )
         tags.append(obj_tag(found.mapper.local_table.name, found.identity))

@@ -11,15 +11,31 @@ from pathlib import Path
 
 import pytest
 
+from example_project.store import choose_store
+from tests.example_pages import footer_disagrees, footer_status, online_shown
+from tests.servers import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
+PAGES = """
+import json, sys
+from example_project.__main__ import prepare
+prepare()
+from django.test import Client
+answers = []
+for visitor, path in enumerate(sys.argv[1:]):  # a new visitor for each request
+    response = Client(HTTP_USER_AGENT=f"Mozilla/5.0 ({visitor})").get(path)
+    answers.append(
+        [path, response.get("X-Cache"), response.get("X-Cache-Reason"), response.content.decode()]
+    )
+print(json.dumps(answers))
+"""
+"""Prints what each path in ``argv`` answered: path, X-Cache, X-Cache-Reason, body."""
 
 
-def check(
-    tmp_path: Path, module: str = "example_project", *args: str, **env: str
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m <module> <args or --check>`` on a fresh database, outside our settings."""
+def run(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python <argv>`` on a fresh database, outside our settings."""
     return subprocess.run(
-        [sys.executable, "-m", module, *(args or ["--check"])],
+        [sys.executable, *argv],
         cwd=ROOT,
         env={
             **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
@@ -30,6 +46,13 @@ def check(
         text=True,
         timeout=300,
     )
+
+
+def check(
+    tmp_path: Path, module: str = "example_project", *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m <module> <args or --check>`` on a fresh database, outside our settings."""
+    return run(tmp_path, "-m", module, *(args or ["--check"]), **env)
 
 
 def test_every_page_answers_hits_and_follows_an_edit(tmp_path: Path) -> None:
@@ -127,3 +150,69 @@ def test_manage_runs_a_command_on_the_example_without_warnings(tmp_path: Path) -
     with sqlite3.connect(tmp_path / "example.sqlite3") as db:
         users = db.execute("SELECT username, is_superuser FROM auth_user").fetchall()
     assert ("editor", 1) in users
+
+
+def pages(tmp_path: Path, *paths: str, **env: str) -> list[tuple[str, str, str, str]]:
+    """Return what the Django example answered ``paths``, each for a visitor of its own."""
+    done = run(tmp_path, "-c", PAGES, *paths, **env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [tuple(answer) for answer in json.loads(done.stdout.splitlines()[-1])]
+
+
+@pytest.mark.parametrize("store", ["memory", "down"])
+def test_the_footer_says_what_the_headers_say(tmp_path: Path, store: str) -> None:
+    url = "memory://" if store == "memory" else f"memcached://127.0.0.1:{free_port()}"
+    paths = [p for p in ("/", "/blogs/gardens/", "/posts/1/", "/calendar/") for _ in (1, 2)]
+    answered = pages(tmp_path, *paths, MCACHE_URL=url)
+    for path, state, reason, html in answered:
+        assert not footer_disagrees(html, state, reason), (path, footer_status(html))
+    reasons = {reason for _, _, reason, _ in answered}
+    assert ("store-down" in reasons) == (store == "down"), reasons
+
+
+def test_the_header_counts_the_visitor_looking_on_every_hit(tmp_path: Path) -> None:
+    answered = pages(tmp_path, "/", "/", "/", MCACHE_URL="memory://")
+    assert [state for _, state, _, _ in answered] == ["MISS", "HIT", "HIT"]
+    assert [online_shown(html) for *_, html in answered] == [1, 2, 3]
+
+
+def test_the_help_says_every_command_in_plain_words(tmp_path: Path) -> None:
+    shown = check(tmp_path, "example_project", "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert "``" not in shown.stdout and ":func:" not in shown.stdout
+    for command in ("manage COMMAND", "createsuperuser", "stampede", "flask_app", "MCACHE_URL"):
+        assert command in shown.stdout, command
+
+
+def test_without_mcache_url_a_running_memcached_is_shared(memcached_nodes, monkeypatch) -> None:
+    monkeypatch.setenv("MCACHE_URL", "")  # unset, and restored after the test
+    host, port = memcached_nodes[0].address.split(":")
+    assert "running" in choose_store((host, int(port)))
+    assert os.environ["MCACHE_URL"] == f"memcached://{host}:{port}"
+    monkeypatch.setenv("MCACHE_URL", "")
+    assert "no memcached" in choose_store(("127.0.0.1", free_port()))
+    assert os.environ["MCACHE_URL"] == "memory://"
+    assert choose_store(("127.0.0.1", free_port())) == "from MCACHE_URL", "the user's word"
+
+
+def test_an_edit_in_the_django_admin_shows_on_the_flask_twin(
+    tmp_path: Path, memcached_url: str, monkeypatch
+) -> None:
+    """Step 3 of the Flask twin's "what to try", with both apps on one memcached."""
+    from example_project.flask_app import create_app
+
+    ready = check(tmp_path, "example_project", "manage", "check", MCACHE_URL=memcached_url)
+    assert ready.returncode == 0, ready.stdout + ready.stderr  # migrated and seeded
+    monkeypatch.setenv("MCACHE_URL", memcached_url)
+    client = create_app(str(tmp_path / "example.sqlite3")).test_client()
+    assert [client.get("/").headers["X-Cache"] for _ in range(2)] == ["MISS", "HIT"]
+    edit = (
+        "from example_project.blog.models import Post;"
+        " post = Post.objects.order_by('-published').first();"
+        " post.title = 'Edited in the Django admin'; post.save()"
+    )
+    edited = check(
+        tmp_path, "example_project", "manage", "shell", "-c", edit, MCACHE_URL=memcached_url
+    )
+    assert edited.returncode == 0, edited.stdout + edited.stderr
+    assert "Edited in the Django admin" in client.get("/").get_data(as_text=True)

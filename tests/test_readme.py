@@ -86,3 +86,33 @@ def test_fences_are_read_as_written() -> None:
         "!!! note\n\n    ```python\n    b = a + 1\n    ```\n"
     )
     assert python_blocks(text) == ["a = 1\n", "b = a + 1\n"]
+
+
+README_LINES = 250
+"""What a new user reads first; the rest belongs on the docs site."""
+
+
+def test_the_readme_stays_short() -> None:
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines <= README_LINES, f"README.md is {lines} lines: move some to docs/"
+
+
+def test_the_readme_figures_are_one_days_runs() -> None:
+    """The Figures section names one date, and every figure it quotes is recorded in
+    docs/benchmarks.md on that date."""
+    text = README.read_text(encoding="utf-8")
+    figures = text.split("## Figures", 1)[1].split("\n## ", 1)[0]
+    dates = set(re.findall(r"\b20\d\d-\d\d-\d\d\b", figures))
+    assert len(dates) == 1, dates
+    (day,) = dates
+    benchmarks = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    sections = re.split(r"\n(?=## )", benchmarks)
+    summaries = ("## Headline figures", "## Every figure")  # they mix days
+    that_day = "\n".join(
+        [part for part in sections if day in part and not part.startswith(summaries)]
+        + [line for line in benchmarks.splitlines() if f"({day})" in line]
+    )
+    for figure in re.findall(r"\b\d[\d,]*(?:\.\d+)?(?:×|%| µs|/s)?", figures):
+        number = figure.rstrip("×% µs/")
+        if len(number) > 1 and number != day[:4] and not day.startswith(number):
+            assert number in that_day, f"{figure} is not among the {day} figures"

@@ -21,63 +21,99 @@ from mcache.observe.trace import LEGEND
 
 __all__ = ["chart_svg", "confirm_html", "dashboard_html"]
 
-_WIDTH, _HEIGHT, _PAD = 640, 200, 36
+_WIDTH, _PLOT_HEIGHT, _LEFT, _RIGHT, _TOP, _AXIS = 640, 140, 40, 16, 10, 22
+_LEGEND_ROW, _LEGEND_GAP, _CHARACTER = 18, 22, 6.5
+"""Pixels: the plot sits between the margins; below it the minute labels, then the legend
+in rows (a name's width is guessed from its length at 11 px)."""
+_MIN_SPAN = 5
+"""The fewest minutes the time axis spans, so a first sample does not fill the width."""
 _COLOURS = ("#2a6ebb", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d6a9f", "#30638e")
 
 
 def chart_svg(view: CacheView) -> str:
     """Return the hit ratio of the last hour as an inline SVG: the whole cache, and each
-    family with lookups when families are counted."""
-    series = [("all", [(m.minute, m.hit_ratio) for m in view.minutes])]
-    for family, minutes in (view.families or {}).items():
-        if minutes:
-            series.append((family, [(m.minute, m.hit_ratio) for m in minutes]))
-    first = view.now_minute - MINUTES + 1
-    plot_w, plot_h = _WIDTH - 2 * _PAD, _HEIGHT - 2 * _PAD
+    family with lookups when families are counted.
+
+    The time axis starts at the first minute sampled (the hour at most, five minutes
+    at least), so a few minutes of data spread over the width; the legend is a row
+    of its own under the plot, clear of the lines.
+    """
+    oldest = view.now_minute - MINUTES + 1
+    series = [("all", view.minutes), *((view.families or {}).items())]
+    drawn = []
+    for name, minutes in series:
+        points = [(m.minute, r) for m in minutes if (r := m.hit_ratio) is not None]
+        points = [(minute, ratio) for minute, ratio in points if minute >= oldest]
+        if points:
+            drawn.append((name, _COLOURS[len(drawn) % len(_COLOURS)], points))
+    first = min((points[0][0] for _, _, points in drawn), default=oldest)
+    span = max(view.now_minute - first, _MIN_SPAN)
+    legend, rows = _legend(drawn)
+    height = _TOP + _PLOT_HEIGHT + _AXIS + rows * _LEGEND_ROW
+    plot_w, bottom = _WIDTH - _LEFT - _RIGHT, _TOP + _PLOT_HEIGHT
     parts = [
-        f'<svg class="mcache-chart" role="img" viewBox="0 0 {_WIDTH} {_HEIGHT}" '
-        f'width="{_WIDTH}" height="{_HEIGHT}" xmlns="http://www.w3.org/2000/svg">',
-        f"<title>{escape(view.name)}: hit ratio per minute, the last hour</title>",
+        f'<svg class="mcache-chart" role="img" viewBox="0 0 {_WIDTH} {height}" '
+        f'width="{_WIDTH}" height="{height}" fill="currentColor" '
+        'xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(view.name)}: hit ratio per minute, the last {span} minutes</title>",
     ]
     for ratio in (0.0, 0.5, 1.0):
-        y = _PAD + (1 - ratio) * plot_h
+        y = _TOP + (1 - ratio) * _PLOT_HEIGHT
         parts.append(
-            f'<line x1="{_PAD}" x2="{_WIDTH - _PAD}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ccc"/>'
-            f'<text x="{_PAD - 4}" y="{y + 4:.1f}" font-size="11" text-anchor="end">'
+            f'<line x1="{_LEFT}" x2="{_WIDTH - _RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ccc"/>'
+            f'<text x="{_LEFT - 4}" y="{y + 4:.1f}" font-size="11" text-anchor="end">'
             f"{ratio:.0%}</text>"
         )
     parts.append(
-        f'<text x="{_PAD}" y="{_HEIGHT - 8}" font-size="11">60 min ago</text>'
-        f'<text x="{_WIDTH - _PAD}" y="{_HEIGHT - 8}" font-size="11" text-anchor="end">now</text>'
+        f'<text x="{_LEFT}" y="{bottom + 15}" font-size="11">{span} min ago</text>'
+        f'<text x="{_WIDTH - _RIGHT}" y="{bottom + 15}" font-size="11" text-anchor="end">'
+        "now</text>"
     )
-    drawn = 0
-    for index, (name, points) in enumerate(series):
-        colour = _COLOURS[index % len(_COLOURS)]
+    for name, colour, points in drawn:
         xy = [
-            (_PAD + (minute - first) / (MINUTES - 1) * plot_w, _PAD + (1 - ratio) * plot_h)
+            (_LEFT + (minute - view.now_minute + span) / span * plot_w,
+             _TOP + (1 - ratio) * _PLOT_HEIGHT, minute, ratio)
             for minute, ratio in points
-            if ratio is not None and minute >= first
-        ]
-        if not xy:
-            continue
-        drawn += 1
-        coordinates = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
+        ]  # fmt: skip
+        coordinates = " ".join(f"{x:.1f},{y:.1f}" for x, y, _, _ in xy)
         parts.append(
             f'<polyline class="mcache-series" data-family="{escape(name)}" fill="none" '
             f'stroke="{colour}" stroke-width="2" points="{coordinates}"/>'
         )
-        parts.extend(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour}"/>' for x, y in xy)
-        parts.append(
-            f'<text x="{_WIDTH - _PAD + 4}" y="{_PAD + 14 * drawn}" font-size="11" '
-            f'fill="{colour}">{escape(name)}</text>'
+        parts.extend(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{colour}"><title>{escape(name)}, '
+            f"{view.now_minute - minute} min ago: {ratio:.1%}</title></circle>"
+            for x, y, minute, ratio in xy
         )
+    parts.extend(legend)
     if not drawn:
         parts.append(
-            f'<text x="{_WIDTH / 2}" y="{_HEIGHT / 2}" font-size="13" text-anchor="middle">'
-            "no lookups sampled yet: samples are written once a minute</text>"
+            f'<text x="{_WIDTH / 2}" y="{_TOP + _PLOT_HEIGHT / 2}" font-size="13" '
+            'text-anchor="middle">no lookups sampled yet: samples are written once a minute'
+            "</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _legend(drawn: Sequence[tuple[str, str, object]]) -> tuple[list[str], int]:
+    """Return the legend's entries (a stroke and a name each, in rows under the plot's
+    labels, wrapped at the chart's width) and how many rows they take."""
+    parts, x, row = [], float(_LEFT), 0
+    for name, colour, _ in drawn:
+        width = 18 + len(name) * _CHARACTER
+        if x + width > _WIDTH - _RIGHT and x > _LEFT:
+            x, row = float(_LEFT), row + 1
+        y = _TOP + _PLOT_HEIGHT + _AXIS + row * _LEGEND_ROW + 8
+        parts.append(
+            f'<g class="mcache-legend" data-family="{escape(name)}">'
+            f'<line x1="{x:.1f}" x2="{x + 14:.1f}" y1="{y - 4:.1f}" y2="{y - 4:.1f}" '
+            f'stroke="{colour}" stroke-width="3"/>'
+            f'<text x="{x + 18:.1f}" y="{y:.1f}" font-size="11">'
+            f"{escape(name)}</text></g>"
+        )
+        x += width + _LEGEND_GAP
+    return parts, row + 1 if drawn else 0
 
 
 def dashboard_html(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mcache.engine.options import CALL_OPTIONS, tag_list
 from mcache.errors import ConfigError, NotMemoizable
+from mcache.wording import a
 
 if TYPE_CHECKING:
     from mcache.observe.stats import CacheStats
@@ -161,7 +162,7 @@ def refuse_instances_of(response_class: type, cached_view: str) -> Refusal:
         if not isinstance(result, response_class):
             return None
         return (
-            f"a {type(result).__name__}: memoized, one visitor's response (its Set-Cookie"
+            f"{a(type(result).__name__)}: memoized, one visitor's response (its Set-Cookie"
             f" included) would be handed to every later caller. Cache a view with {cached_view},"
             " which never stores a response that sets a cookie, or memoize the data the view"
             " renders"

@@ -100,11 +100,19 @@ class OnlineCounter:
         one ``PFCOUNT``."""
         return f"{counter_key(self.parts, 'ou', self.name, hash_tag=True)}:{slot}"
 
-    def count(self) -> int:
+    def count(self, current: bool = False) -> int:
         """Return the visits (with ``hit(visitor)``: the visitors) of the last ``window``
-        seconds of complete slots."""
-        current = self._slot()
-        slots = range(current - self.slots + 1, current)
+        seconds of complete slots.
+
+        ``current=True`` counts the filling slot in place of the oldest: a visit shows at
+        once (the visitor looking at the page is online), and the count grows within a
+        slot. Still ``slots - 1`` slots, so a visitor is never counted twice: a marker
+        lets a visitor be counted again only ``slots - 1`` slots on, a second into that
+        slot (memcached may expire a key a second early); a steady visitor is missing
+        from the count during that one second.
+        """
+        newest = self._slot() + (1 if current else 0)
+        slots = range(newest - self.slots + 1, newest)
         keys = [self.slot_key(slot) for slot in slots]
         found = self.parts.store_call("counter", lambda: self.parts.store.get_many(keys), {})
         anonymous = sum(stored_count(value) or 0 for value in found.values())

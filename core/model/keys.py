@@ -34,6 +34,7 @@ from typing import Any, Final
 from mcache.contract.store import MAX_KEY_BYTES
 from mcache.errors import InvalidKey
 from mcache.memo import PER_KEY_LIMIT, BoundedMemo
+from mcache.wording import a
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -182,7 +183,7 @@ def _encode(obj: object, active: _Active, depth: int) -> bytes:
         return leaf(obj)
     oid = id(obj)
     if oid in active:
-        raise InvalidKey(f"cannot build a cache key: a {type(obj).__qualname__} contains itself")
+        raise InvalidKey(f"cannot build a cache key: {a(type(obj).__qualname__)} contains itself")
     if depth >= _MAX_DEPTH:
         raise InvalidKey(f"cannot build a cache key: parameters nest over {_MAX_DEPTH} levels")
     active.add(oid)

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from mcache.errors import ConfigError, UnsignedPickleWarning
+from mcache.errors import ConfigError, UnsignedPickleWarning, user_stacklevel
 
 if TYPE_CHECKING:
     from mcache.contract.store import Store
@@ -158,5 +158,5 @@ def warn_if_unsigned(store: Store, codec: Codec) -> None:
             " share>), or Codec('json') / Codec('msgpack'), or"
             " Codec(trust_unsigned_pickle=True) if only trusted hosts reach the servers",
             UnsignedPickleWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )

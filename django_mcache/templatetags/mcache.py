@@ -155,7 +155,9 @@ def count_view(context: template.Context, obj: Model, using: str | None = None) 
 
 
 @register.simple_tag
-def online_count(scope: str = "site", using: str | None = None) -> int:
+def online_count(scope: str = "site", using: str | None = None, current: bool = False) -> int:
     """``{% online_count %}`` / ``{% online_count "forum" %}``: visitors seen in the window,
-    read from the counter the middleware counts into (see ``middleware.online_counter``)."""
-    return online_counter(scope, using).count()
+    read from the counter the middleware counts into (see ``middleware.online_counter``).
+    ``current=True`` counts the filling slot too: the visitor looking is online at once
+    (:meth:`mcache.features.visitors.OnlineCounter.count`)."""
+    return online_counter(scope, using).count(current)

@@ -134,6 +134,47 @@ def test_the_dashboard_shows_the_chart_after_traffic(browser, site: Site, screen
     browser.save_screenshot(str(screenshots / "dashboard-django.png"))
 
 
+WITHOUT_DJANGOS_BREADCRUMBS = """
+function strip(rules, owner) {
+  for (let i = rules.length - 1; i >= 0; i--) {
+    const rule = rules[i], selector = rule.selectorText;
+    if (selector === undefined && rule.cssRules) strip(rule.cssRules, rule);  // @media
+    else if (/\\bbreadcrumbs\\b/.test(selector) && !/mcache-breadcrumbs/.test(selector))
+      owner.deleteRule(i);
+  }
+}
+for (const sheet of document.styleSheets) strip(sheet.cssRules, sheet);
+"""
+"""Deletes Django's own rules for breadcrumbs (those of ``div.breadcrumbs`` up to Django 5.2,
+of ``ol.breadcrumbs`` after): the page must not need them."""
+
+
+@pytest.mark.parametrize("django_rules", ["kept", "deleted"])
+def test_the_breadcrumbs_are_styled_whatever_django_styles(
+    browser, site: Site, django_rules: str
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    sign_in(browser, site, "admin")
+    browser.get(site.url + "/admin/mcache/dashboard/")
+    if django_rules == "deleted":
+        browser.execute_script(WITHOUT_DJANGOS_BREADCRUMBS)
+    crumbs = browser.find_element(By.CSS_SELECTOR, "nav[aria-label=Breadcrumbs] > *")
+    background = crumbs.value_of_css_property("background-color")
+    assert background not in ("rgba(0, 0, 0, 0)", "transparent"), "the admin's dark band"
+    items = crumbs.find_elements(By.TAG_NAME, "li")
+    names = [item.text for item in items] or [w.strip() for w in crumbs.text.split("›")]
+    assert names == ["Home", "mcache", "Cache dashboard"]
+    assert len({item.location["y"] for item in items}) <= 1, "on one line"
+    assert all(i.value_of_css_property("list-style-type") == "none" for i in items), "no bullets"
+    separators = browser.execute_script(
+        "return Array.from(arguments[0]).slice(1)"
+        ".map(item => getComputedStyle(item, '::before').content)",
+        items,
+    )
+    assert all("›" in separator for separator in separators), separators
+
+
 def test_invalidate_confirmed_makes_the_next_request_a_miss(browser, site: Site) -> None:
     from selenium.webdriver.common.by import By
 

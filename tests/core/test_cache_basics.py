@@ -84,6 +84,18 @@ def test_oversize_value_is_not_cached_and_not_raised(caplog: pytest.LogCaptureFi
     assert "value not cached" in caplog.text
 
 
+def test_values_set_many_could_not_cache_are_counted_in_words(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for big, said in ((1, "1 value not cached"), (2, "2 values not cached")):
+        cache = Cache(MemoryStore(max_value_size=1000), codec=Codec(compress_threshold=None))
+        items = {"small": "x", **{f"big{n}": "x" * 5000 for n in range(big)}}
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="mcache"):
+            assert len(cache.set_many(items)) == big
+        assert said in caplog.text, caplog.text
+
+
 def test_corrupt_bytes_are_a_miss() -> None:
     cache = Cache("memory://", namespace="t")
     cache.set("k", {"a": 1})

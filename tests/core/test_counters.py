@@ -149,6 +149,26 @@ def test_online_counter_window_and_slots() -> None:
     assert cache.store.get_many(slot_keys + markers) == {}, "slot keys and markers expired"
 
 
+def test_online_counter_counts_the_filling_slot_when_asked() -> None:
+    """``count(current=True)``: a visitor shows at once, and a steady one still counts once."""
+    clock = FakeClock(1_800_000_000.0)  # a slot starts here
+    cache = Cache(MemoryStore(clock=clock), namespace="on-now", clock=clock)
+    online = cache.online_counter("site", window=60, slots=6)
+    online.hit("the visitor looking")
+    assert (online.count(), online.count(current=True)) == (0, 1), "online while looking"
+    online.hit("another")
+    assert online.count(current=True) == 2
+    for second in range(1, 200):  # a steady visitor, once a second, and one who left
+        clock.advance(1)
+        online.hit("the visitor looking")
+        # Never twice: the marker ends a second into the slot where the visitor is counted
+        # again (memcached may expire a second early), and in that second they are not.
+        steady = second % 60 != 0
+        another = second < 60  # counted in their slot and the four after it
+        assert online.count(current=True) == steady + another, second
+    assert online.count() == 1
+
+
 def test_online_counter_counts_the_whole_window_on_memcached(memcached_url: str) -> None:
     """Real time on memcached's whole-second expiry: 10 s, six 2 s slots (five counted).
 

@@ -3,20 +3,23 @@ chart drawn from them, and each button's action, confirmed and logged."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import subprocess
 import sys
 import time
+from xml.etree import ElementTree
 
 import pytest
 
 from mcache import Cache
-from mcache.admin.dashboard import gather, trace_of
+from mcache.admin.dashboard import CacheView, gather, trace_of
 from mcache.admin.dashboard_actions import ActionError, perform, plan
 from mcache.admin.dashboard_html import chart_svg, confirm_html, dashboard_html
 from mcache.errors import ConfigError
 from mcache.observe.families import FamilyCounts, family_minutes
+from mcache.observe.samples import Minute
 
 
 def family_cache(url: str, namespace: str = "dash") -> Cache:
@@ -110,6 +113,36 @@ def test_the_chart_draws_each_family_with_lookups(url: str) -> None:
     assert "page" in drawn
     for family in drawn:
         assert f'data-family="{family}"' in svg
+
+
+def test_a_few_minutes_of_samples_span_the_chart_and_the_legend_is_clear_of_them() -> None:
+    now = 29_000_000
+    minutes = [Minute(now - n, {"hits": 9, "misses": 1}) for n in range(9, -1, -1)]
+    names = ["page", "fragment", "shop.prices", "blog.sidebar", "search.results", "other"]
+    view = CacheView("default", {}, minutes, {name: minutes for name in names}, now_minute=now)
+    svg = ElementTree.fromstring(chart_svg(view))
+    ns = {"svg": "http://www.w3.org/2000/svg"}
+    grid = [float(line.get("x1")) for line in svg.findall("svg:line", ns)][:1]
+    right = max(float(line.get("x2")) for line in svg.findall("svg:line", ns))
+    lowest_line = 0.0
+    for series in svg.findall("svg:polyline", ns):
+        points = [map(float, point.split(",")) for point in series.get("points").split()]
+        xs, ys = zip(*points, strict=True)
+        assert (min(xs), max(xs)) == (grid[0], right), "ten minutes span the whole width"
+        lowest_line = max(lowest_line, *ys)
+    labels = [float(t.get("y")) for t in svg.findall("svg:text", ns)]
+    entries = svg.findall("svg:g", ns)
+    assert [entry.get("data-family") for entry in entries] == ["all", *names]
+    boxes = []
+    for entry in entries:
+        text = entry.find("svg:text", ns)
+        x, y = float(entry.find("svg:line", ns).get("x1")), float(text.get("y"))
+        assert y - 11 > max(labels[:4]) and y - 11 > lowest_line, "under the plot and its labels"
+        boxes.append((y, x, float(text.get("x")) + 6.5 * len(text.text)))
+    for (y1, _, end), (y2, start, _) in itertools.pairwise(boxes):
+        assert y2 > y1 or start > end, "entries of a row do not overlap"
+    assert float(svg.get("height")) >= max(y for y, _, _ in boxes)
+    assert "9 min ago" in ElementTree.tostring(svg, encoding="unicode"), "the first sample's"
 
 
 def test_the_page_escapes_what_it_shows(memcached_url: str) -> None:

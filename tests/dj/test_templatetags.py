@@ -92,6 +92,14 @@ def test_online_count_reads_the_window(monkeypatch) -> None:
     assert render('{% online_count "forum" %}') == "1"
 
 
+def test_online_count_counts_the_visitor_looking_when_asked(monkeypatch) -> None:
+    core = caches["default"].mcache
+    monkeypatch.setattr(core, "clock", FakeClock(core.clock.time()))
+    caches["default"].online_counter("site").hit("the visitor looking")
+    assert render("{% online_count %}") == "0", "the filling slot is left out by default"
+    assert render("{% online_count current=True %}") == "1"
+
+
 def test_online_count_reads_the_counter_the_middleware_counts_into(monkeypatch) -> None:
     from django.http import HttpResponse
 

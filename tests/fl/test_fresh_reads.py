@@ -179,5 +179,5 @@ def test_a_replica_bind_that_is_no_url_fails_at_init_app(memcached_url: str) -> 
     with pytest.raises(ConfigError, match="MCACHE_REPLICA_BIND 'replica' is not a database URL"):
         MCache(app)
     app.config.update(MCACHE_REPLICA_BIND=None, MCACHE_REPLICATION_LAG="2s")
-    with pytest.raises(ConfigError, match="MCACHE_REPLICATION_LAG must be a int or float"):
+    with pytest.raises(ConfigError, match="MCACHE_REPLICATION_LAG must be an int or float"):
         MCache(app)

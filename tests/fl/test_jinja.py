@@ -86,6 +86,16 @@ def test_online_tracking_counts_distinct_humans(app, monkeypatch) -> None:
             assert render_template_string("{{ online_count() }}") == "2"
 
 
+def test_online_count_counts_the_visitor_looking_when_asked(app, monkeypatch) -> None:
+    with app.app_context():
+        core = app.mcache.cache
+        monkeypatch.setattr(core, "clock", FakeClock(core.clock.time()))
+        app.test_client().get("/", headers={"User-Agent": "Mozilla/5.0"})
+        with app.test_request_context():
+            assert render_template_string("{{ online_count() }}") == "0"
+            assert render_template_string("{{ online_count(current=True) }}") == "1"
+
+
 def test_online_settings_shape_what_is_counted_and_shown(monkeypatch) -> None:
     app = Flask(__name__)
     app.config.update(

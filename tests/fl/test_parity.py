@@ -230,10 +230,10 @@ def test_every_config_problem_is_reported_at_once() -> None:
     assert message.startswith("5 problems, fix them all:")
     for expected in (
         "unknown config key(s) 'MCACHE_JITER' (did you mean 'MCACHE_JITTER'?)",
-        "MCACHE_STALE_TTL must be a int or float, got 'long'",
+        "MCACHE_STALE_TTL must be an int or float, got 'long'",
         "bad port 99999",
         "MCACHE_REFRESH: refresh must be 'sync' or 'background', got 'later'",
-        "MCACHE_SESSION_REPLICAS must be a int, got 'two'",
+        "MCACHE_SESSION_REPLICAS must be an int, got 'two'",
     ):
         assert expected in message
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import pytest
@@ -45,3 +46,35 @@ def test_a_shared_store_is_not_warned(memcached_url: str, redis_url: str) -> Non
         warnings.simplefilter("error", MCacheWarning)
         MCache(new_app(MCACHE_URL=memcached_url))
         MCache(new_app(MCACHE_URL=redis_url))
+
+
+def warned_at(caught: pytest.WarningsRecorder, category: type[Warning]) -> tuple[str, int]:
+    (warning,) = [w for w in caught if issubclass(w.category, category)]
+    return warning.filename, warning.lineno
+
+
+def test_the_warning_points_at_the_line_that_gave_the_app_its_cache() -> None:
+    """Not at mcache's own ``init_app`` line: at the user's ``MCache(app)`` or ``init_app``."""
+    here = inspect.currentframe()
+    assert here is not None
+    with pytest.warns(MCacheWarning) as caught:
+        line = here.f_lineno + 1
+        MCache(new_app())
+    assert warned_at(caught, MCacheWarning) == (__file__, line)
+    extension = MCache()
+    with pytest.warns(MCacheWarning) as caught:
+        line = here.f_lineno + 1
+        extension.init_app(new_app())
+    assert warned_at(caught, MCacheWarning) == (__file__, line)
+
+
+def test_an_unsigned_pickle_warning_points_at_the_users_cache(memcached_url: str) -> None:
+    from mcache import Cache
+    from mcache.errors import UnsignedPickleWarning
+
+    here = inspect.currentframe()
+    assert here is not None
+    with pytest.warns(UnsignedPickleWarning) as caught:
+        line = here.f_lineno + 1
+        Cache(memcached_url)
+    assert warned_at(caught, UnsignedPickleWarning) == (__file__, line)

@@ -29,6 +29,7 @@ from mcache.errors import ConfigError, InvalidKey, NotNumeric, StoreUnavailable,
 from mcache.logs import FailureLog
 from mcache.model.ring import Server
 from mcache.stores.memcached.access import Access, NodeClient
+from mcache.wording import counted
 
 __all__ = ["Node", "NodeDown", "NodeOptions"]
 
@@ -143,10 +144,10 @@ class Node:
         self.close()
         self.options.failures.warning(
             f"memcached.dead.{self.server.name}",
-            "memcached %s marked dead for %.1fs after %d failures (%s); %s",
+            "memcached %s marked dead for %.1fs after %s (%s); %s",
             self.server.name,
             self.options.dead_timeout,
-            self.failures,
+            counted(self.failures, "failure"),
             error,
             "its keys go to the next server up until it answers again"
             if servers_up

@@ -380,14 +380,21 @@ class Cache(PlainOperations):
             return counter
 
     def online_counter(
-        self, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
+        self,
+        name: str,
+        window: int = 300,
+        slots: int = 6,
+        unique: str = "auto",
+        noise: float = 0.0,
     ) -> OnlineCounter:
-        """Return the count of visitors seen in the last ``window`` seconds."""
-        return OnlineCounter(self.parts, name, window, slots, unique)
+        """Return the count of visitors seen in the last ``window`` seconds (``noise=0.05``:
+        each read blurred by up to 5%, so a page does not give the exact number away)."""
+        return OnlineCounter(self.parts, name, window, slots, unique, noise)
 
-    def visitor_counter(self, name: str, period: int = 3600) -> VisitorCounter:
-        """Return visits per ``period`` (current and previous period)."""
-        return VisitorCounter(self.parts, name, period)
+    def visitor_counter(self, name: str, period: int = 3600, noise: float = 0.0) -> VisitorCounter:
+        """Return visits per ``period`` (current and previous period; ``noise`` as for
+        :meth:`online_counter`)."""
+        return VisitorCounter(self.parts, name, period, noise)
 
     # -- reports --------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from mcache.clock import Clock, system_clock
 from mcache.contract.refresher import Refresher
-from mcache.contract.store import NO_VALUE, Store
+from mcache.contract.store import NO_VALUE, Store, missing_operations
 from mcache.engine.build import Builder, BuildOptions
 from mcache.engine.lock import Lock
 from mcache.engine.options import (
@@ -115,8 +115,11 @@ class Cache(PlainOperations):
         """
         self.store: Store = from_url(store) if isinstance(store, str) else store
         if not isinstance(self.store, Store):
+            missing = missing_operations(self.store)
+            lacking = f" (it lacks {', '.join(missing)})" if len(missing) < 5 else ""
             raise ConfigError(
-                f"store must be a URL such as 'memory://' or a Store, got {type(store).__name__}"
+                f"store must be a URL such as 'memory://' or a Store, got"
+                f" {type(store).__name__}{lacking}: see docs/reference/stores.md"
             )
         try:
             make_key(namespace, "probe")  # now, not on the first request

@@ -287,9 +287,27 @@ class MemcachedSteps:
         return bool(won)
 
     def append_steps(self, key: str, value: bytes) -> Steps[bool]:
+        return (yield from self._joined_steps(key, value, "append"))
+
+    def prepend_steps(self, key: str, value: bytes) -> Steps[bool]:
+        return (yield from self._joined_steps(key, value, "prepend"))
+
+    def _joined_steps(self, key: str, value: bytes, command: str) -> Steps[bool]:
+        """``append`` or ``prepend`` on every replica that answers: stored if one had the key."""
         validate_store_key(key)
         self._check_size(key, value)
-        return any((yield from self._on_replicas_steps(key, "append", (key, value))))
+        return any((yield from self._on_replicas_steps(key, command, (key, value))))
+
+    def replace_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
+        """``replace``, routed as :meth:`set_steps` is; stored if a replica had the key."""
+        validate_store_key(key)
+        if len(value) > self.max_value_size:
+            yield from self.delete_steps(key)
+            self._check_size(key, value)
+        args = (key, value, expire_of(ttl))
+        if self.replicas == 1:
+            return bool((yield from self._on_owner_steps(key, "replace", args)))
+        return any((yield from self._on_replicas_steps(key, "replace", args)))
 
     def incr_steps(self, key: str, delta: int, command: str = "incr") -> Steps[int | None]:
         """``incr`` (wrapping at 2**64) or ``decr`` (flooring at 0) on the owner. Replicas

@@ -133,12 +133,32 @@ class RedisSteps:
         return bool(added)
 
     def append_steps(self, key: str, value: bytes) -> Steps[bool]:
+        return (yield from self._joined_steps(key, value, lua.APPEND, "appending to"))
+
+    def prepend_steps(self, key: str, value: bytes) -> Steps[bool]:
+        return (yield from self._joined_steps(key, value, lua.PREPEND, "prepending to"))
+
+    def _joined_steps(self, key: str, value: bytes, script: str, doing: str) -> Steps[bool]:
+        """Run ``lua.APPEND`` or ``lua.PREPEND``: they never create the key, and refuse to
+        grow it past ``max_value_size``."""
         validate_store_key(key)
         check_size(key, value, self.max_value_size)
-        outcome = yield Scripted(lua.APPEND, [key], [value, self.max_value_size], key)
+        outcome = yield Scripted(script, [key], [value, self.max_value_size], key)
         if outcome == -1:
-            raise ValueTooLarge(f"appending to {key!r} would exceed max_value_size")
+            raise ValueTooLarge(f"{doing} {key!r} would exceed max_value_size")
         return outcome == 1
+
+    def replace_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
+        """``SET … XX``: only over an existing key (a negative ``ttl`` deletes it)."""
+        validate_store_key(key)
+        if len(value) > self.max_value_size:
+            yield Command(lambda client: client.delete(key), key)
+            check_size(key, value, self.max_value_size)
+        if ttl < 0:
+            return bool((yield Command(lambda client: client.delete(key), key)))
+        expiry = ttl or None
+        replaced = yield Command(lambda client: client.set(key, value, ex=expiry, xx=True), key)
+        return bool(replaced)
 
     def incr_steps(self, key: str, delta: int, kind: str = "incr") -> Steps[int | None]:
         """Count ``key`` up (``kind`` "incr") or down ("decr") with the script that keeps

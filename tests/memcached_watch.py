@@ -16,6 +16,8 @@ import time
 from typing import NamedTuple
 from urllib.parse import unquote
 
+from tests.memcached_proxy import received
+
 __all__ = ["Mutation", "MutationWatch"]
 
 
@@ -47,7 +49,7 @@ class MutationWatch:
         self._reader.start()
 
     def _read(self) -> None:
-        while chunk := _recv(self._socket):
+        while chunk := received(self._socket):
             with self._lock:
                 self._buffer += chunk
 
@@ -70,10 +72,3 @@ class MutationWatch:
 
     def close(self) -> None:
         self._socket.close()
-
-
-def _recv(sock: socket.socket) -> bytes:
-    try:
-        return sock.recv(65536)
-    except OSError:
-        return b""

@@ -20,22 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from mcache import Cache
-from tests.memcached_proxy import MemcachedProxy
+from tests.core.test_meta_leases import round_trips
+from tests.memcached_proxy import MemcachedProxy, upstream_of
 from tests.memcached_watch import Mutation, MutationWatch
 
 PROTOCOLS = ["meta", "text"]
 
 
-def upstream(memcached_url: str) -> tuple[str, int]:
-    host, port = memcached_url.removeprefix("memcached://").rsplit(":", 1)
-    return host, int(port)
-
-
 @pytest.fixture
 def counting(memcached_url: str) -> Iterator[MemcachedProxy]:
-    proxy = MemcachedProxy(upstream(memcached_url))
-    yield proxy
-    proxy.close()
+    with MemcachedProxy(upstream_of(memcached_url)) as proxy:
+        yield proxy
 
 
 @pytest.fixture
@@ -43,15 +38,6 @@ def watch(memcached_url: str) -> Iterator[MutationWatch]:
     watcher = MutationWatch(memcached_url.removeprefix("memcached://"))
     yield watcher
     watcher.close()
-
-
-def requests_of(proxy: MemcachedProxy, call) -> int:  # type: ignore[no-untyped-def]
-    """Return the requests ``call`` sent through ``proxy``."""
-    time.sleep(0.05)  # the proxy's thread counts as the bytes pass
-    before = proxy.counted()
-    call()
-    time.sleep(0.05)
-    return proxy.counted() - before
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -64,8 +50,9 @@ def test_invalidate_sends_as_few_requests_for_10000_tagged_entries_as_for_10(
             direct.get_or_build(f"{tag}:{i}", lambda i=i: i, ttl=600, tags=[tag])
     proxied = Cache(f"memcached://{counting.address}?protocol={protocol}", namespace="inv")
     proxied.invalidate("warm-up")  # the protocol's probe, the connection
-    few = requests_of(counting, lambda: proxied.invalidate("few"))
-    many = requests_of(counting, lambda: proxied.invalidate("many"))
+    time.sleep(0.05)  # counted before the first round trip is
+    few = round_trips(counting, lambda: proxied.invalidate("few"))
+    many = round_trips(counting, lambda: proxied.invalidate("many"))
     assert few == many <= 2, (few, many)
     rebuilt = [
         direct.get_or_build(f"many:{i}", lambda: "rebuilt", ttl=600, tags=["many"])

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from mcache.clock import Clock, system_clock
 from mcache.contract.refresher import Refresher
-from mcache.contract.store import NO_VALUE, Store
+from mcache.contract.store import NO_VALUE, Store, missing_operations
 from mcache.engine.build import Builder, BuildOptions
 from mcache.engine.lock import Lock
 from mcache.engine.options import (
@@ -120,8 +120,11 @@ class Cache(PlainOperations):
         """
         self.store: Store = from_url(store) if isinstance(store, str) else store
         if not isinstance(self.store, Store):
+            missing = missing_operations(self.store)
+            lacking = f" (it lacks {', '.join(missing)})" if len(missing) < 5 else ""
             raise ConfigError(
-                f"store must be a URL such as 'memory://' or a Store, got {type(store).__name__}"
+                f"store must be a URL such as 'memory://' or a Store, got"
+                f" {type(store).__name__}{lacking}: see docs/reference/stores.md"
             )
         try:
             make_key(namespace, "probe")  # now, not on the first request
@@ -387,14 +390,21 @@ class Cache(PlainOperations):
             return counter
 
     def online_counter(
-        self, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
+        self,
+        name: str,
+        window: int = 300,
+        slots: int = 6,
+        unique: str = "auto",
+        noise: float = 0.0,
     ) -> OnlineCounter:
-        """Return the count of visitors seen in the last ``window`` seconds."""
-        return OnlineCounter(self.parts, name, window, slots, unique)
+        """Return the count of visitors seen in the last ``window`` seconds (``noise=0.05``:
+        each read blurred by up to 5%, so a page does not give the exact number away)."""
+        return OnlineCounter(self.parts, name, window, slots, unique, noise)
 
-    def visitor_counter(self, name: str, period: int = 3600) -> VisitorCounter:
-        """Return visits per ``period`` (current and previous period)."""
-        return VisitorCounter(self.parts, name, period)
+    def visitor_counter(self, name: str, period: int = 3600, noise: float = 0.0) -> VisitorCounter:
+        """Return visits per ``period`` (current and previous period; ``noise`` as for
+        :meth:`online_counter`)."""
+        return VisitorCounter(self.parts, name, period, noise)
 
     # -- reports --------------------------------------------------------------------------------
 

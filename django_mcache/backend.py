@@ -369,10 +369,16 @@ class MCacheBackend(BaseCache):
         return self.mcache.view_counter(name, initial, ttl)
 
     def online_counter(
-        self, name: str = "site", window: int = 300, slots: int = 6, unique: str = "auto"
+        self,
+        name: str = "site",
+        window: int = 300,
+        slots: int = 6,
+        unique: str = "auto",
+        noise: float = 0.0,
     ) -> OnlineCounter:
-        """Return the online counter ``name``: distinct visitors over a sliding ``window``."""
-        return self.mcache.online_counter(name, window, slots, unique)
+        """Return the online counter ``name``: distinct visitors over a sliding ``window``
+        (``noise``: its counts blurred by that fraction, see `mcache.Cache.online_counter`)."""
+        return self.mcache.online_counter(name, window, slots, unique, noise)
 
     def stats(self) -> dict[str, Any]:
         """Return mcache's cluster-wide counters and per-server statistics."""

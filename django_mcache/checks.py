@@ -1,7 +1,8 @@
 """System checks: a misconfigured mcache cache fails ``manage.py check``, not a request.
 
 ``E001``: a cache whose LOCATION or OPTIONS cannot be used. ``E002``:
-``MCACHE_CACHE`` or ``MCACHE_COUNTERS_CACHE`` naming no mcache cache. ``W001``
+``MCACHE_CACHE`` or ``MCACHE_COUNTERS_CACHE`` naming no mcache cache. ``E003``: an
+``MCACHE_ONLINE_NOISE`` that is no fraction. ``W001``
 and ``W002``: the ``MCACHE_CACHE`` or the sessions' cache kept in one process's
 memory. ``W004``: sessions in the cache alone (no ``django.contrib.sessions``).
 ``W003`` (``--deploy`` only, as it asks the servers): a server that does
@@ -19,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from mcache import Cache
 from mcache.admin.report import servers_down
 from mcache.errors import MCacheError
+from mcache.features.visitors import checked_noise
 from mcache.stores.redaction import redacted_url
 
 from .aliases import BACKEND, cache_alias, check_alias
@@ -64,6 +66,17 @@ def check_aliases(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         except ImproperlyConfigured as error:
             errors.append(Error(str(error), obj=setting, id="django_mcache.E002"))
     return errors
+
+
+@register("caches")
+def check_online_noise(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """Report an ``MCACHE_ONLINE_NOISE`` that is no fraction: ``{% online_count %}`` would
+    fail on every page that shows it."""
+    try:
+        checked_noise(getattr(settings, "MCACHE_ONLINE_NOISE", 0.0), "MCACHE_ONLINE_NOISE")
+    except ValueError as error:
+        return [Error(str(error), obj="MCACHE_ONLINE_NOISE", id="django_mcache.E003")]
+    return []
 
 
 @register("caches")

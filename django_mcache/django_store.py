@@ -3,8 +3,8 @@
 A project already on django-redis (or any Django cache) adopts mcache's
 algorithms without moving its connection settings: mcache reads and writes
 through ``caches[name]``. ``add`` and ``incr`` are as atomic as that cache's;
-``cas``, ``append`` and ``decr``'s floor at 0, which Django's cache API has no
-call for, are read-then-write, so two racers may both succeed (a lock released
+``cas``, ``append``, ``prepend``, ``replace`` and ``decr``'s floor at 0, which Django's
+cache API has no call for, are read-then-write, so two racers may both succeed (a lock released
 from under its new owner, a view-counter flush counted twice): see
 docs/how-to/django-setup.md.
 
@@ -130,10 +130,41 @@ class DjangoCacheStore:
 
     def append(self, key: str, value: bytes) -> bool:
         """Append to an existing value (read, then write: not atomic here)."""
+        return self._joined(key, lambda current: current + value)
+
+    def prepend(self, key: str, value: bytes) -> bool:
+        """Put ``value`` before an existing value (read, then write: not atomic here)."""
+        return self._joined(key, lambda current: value + current)
+
+    def _joined(self, key: str, join: Callable[[bytes], bytes]) -> bool:
+        """Write ``join(current value)`` over an existing key, if it fits, for the time the
+        key has left where the other cache says (django-redis's ``ttl``), else without one."""
         current = self.get(key)
-        if current is NO_VALUE or len(current) + len(value) > self.max_value_size:  # type: ignore[arg-type]
+        if current is NO_VALUE:
             return False
-        self.set(key, current + value)  # type: ignore[operator]
+        joined = join(current)  # type: ignore[arg-type]
+        if len(joined) > self.max_value_size:
+            return False
+        self.set(key, joined, self._time_left(key))
+        return True
+
+    def _time_left(self, key: str) -> int:
+        """Return the seconds ``key`` has left, rounded up (0: no expiry, or the other cache
+        cannot tell)."""
+        ttl = getattr(self._cache, "pttl", None)
+        if ttl is None:
+            return 0
+        left_ms = self._run("pttl", lambda: ttl(key))
+        return 0 if left_ms is None else max(1, -(-left_ms // 1000))
+
+    def replace(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        """Store ``value`` only over an existing key (read, then write: not atomic here)."""
+        validate_store_key(key)
+        exists = self._call("has_key", key)
+        self._check_size(key, value)
+        if not exists:
+            return False
+        self.set(key, value, ttl)
         return True
 
     def incr(self, key: str, delta: int = 1) -> int | None:

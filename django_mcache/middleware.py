@@ -4,7 +4,8 @@ A visitor is their session key (read from the cookie: no session is loaded for
 it), else an id in a signed cookie set once, derived from the address and user
 agent so that a client keeping no cookie still counts once. Logging in changes
 the session key, so that visitor may count twice within the window. Settings:
-``MCACHE_ONLINE_WINDOW``, ``MCACHE_ONLINE_SLOTS``, ``MCACHE_ROBOTS``.
+``MCACHE_ONLINE_WINDOW``, ``MCACHE_ONLINE_SLOTS``, ``MCACHE_ROBOTS``, and
+``MCACHE_ONLINE_NOISE`` (the counts ``{% online_count %}`` shows, blurred by that fraction).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def online_counter(scope: str = "site", using: str | None = None) -> Any:
     and slots: a counter read with another window has other keys.
     """
     slots = int(getattr(settings, "MCACHE_ONLINE_SLOTS", 6))
-    return caches[counters_alias(using)].online_counter(scope, _window(), slots)
+    noise = getattr(settings, "MCACHE_ONLINE_NOISE", 0.0)
+    return caches[counters_alias(using)].online_counter(scope, _window(), slots, noise=noise)
 
 
 def _window() -> int:

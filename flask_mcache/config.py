@@ -19,6 +19,7 @@ from mcache.admin.config_problems import (
     option_problems,
 )
 from mcache.errors import ConfigError
+from mcache.features.visitors import checked_noise
 from mcache.model.codec import Codec
 from mcache.model.signing import signed_by_default, unsigned_pickle
 from mcache.stores import from_url
@@ -43,6 +44,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MCACHE_SESSION_REPLICAS": (int,),
     "MCACHE_ONLINE_WINDOW": (int,),
     "MCACHE_ONLINE_SLOTS": (int,),
+    "MCACHE_ONLINE_NOISE": (int, float),
     "MCACHE_ROBOTS": (list, tuple),
     "MCACHE_PAGE_COOKIES": (list, tuple),
     "MCACHE_PAGE_QUERY": (list, tuple, dict),
@@ -110,6 +112,9 @@ def cache_from_config(config: Mapping[str, Any], url_key: str = "MCACHE_URL") ->
                 f"MCACHE_ONLINE_WINDOW / MCACHE_ONLINE_SLOTS: a window of {window} s needs at"
                 f" least 2 slots and no more slots than seconds, got {slots}"
             )
+    if "MCACHE_ONLINE_NOISE" not in mistyped:
+        noise = config.get("MCACHE_ONLINE_NOISE") or 0.0
+        problems.check("", lambda: checked_noise(noise, "MCACHE_ONLINE_NOISE"))
     if store is not None and not store.traits.process_local:
         codec_kwargs = _signed_by_default(config, codec_kwargs, problems)
     problems.raise_if_any()

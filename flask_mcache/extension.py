@@ -281,10 +281,16 @@ class MCache:
         return flush_view_counts(self.counters, models)
 
     def online_counter(
-        self, name: str = "site", window: int = 300, slots: int = 6, unique: str = "auto"
+        self,
+        name: str = "site",
+        window: int = 300,
+        slots: int = 6,
+        unique: str = "auto",
+        noise: float = 0.0,
     ) -> OnlineCounter:
-        """Return the online counter ``name``."""
-        return self.counters.online_counter(name, window, slots, unique)
+        """Return the online counter ``name`` (``noise``: its counts blurred by that fraction,
+        see `mcache.Cache.online_counter`)."""
+        return self.counters.online_counter(name, window, slots, unique, noise)
 
     def watch_sqlalchemy(self, target: Any, app: Flask | None = None) -> None:
         """Bump model and row tags from a SQLAlchemy session class, sessionmaker or ``db`` (see

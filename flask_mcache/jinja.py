@@ -122,7 +122,8 @@ def online_counter(scope: str = "site") -> Any:
     """Return the online counter of ``scope`` as the config shapes it: the hook counts into
     it and ``online_count`` reads it, so both must agree on its window and slots."""
     window, slots = online_shape(current_app.config)
-    return counters_cache(current_app).online_counter(scope, window, slots)
+    noise = current_app.config.get("MCACHE_ONLINE_NOISE") or 0.0
+    return counters_cache(current_app).online_counter(scope, window, slots, noise=noise)
 
 
 def online_count(scope: str | None = None, current: bool = False) -> int:

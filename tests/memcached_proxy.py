@@ -59,7 +59,7 @@ class MemcachedProxy:
 
     def _from_client(self, client: socket.socket, server: socket.socket) -> None:
         with client, server:
-            while chunk := _recv(client):
+            while chunk := received(client):
                 if not self.meta and chunk.startswith(META_VERBS):
                     self.refused += 1
                     client.sendall(b"ERROR\r\n" * chunk.count(b"\r\n"))
@@ -73,7 +73,7 @@ class MemcachedProxy:
                 server.sendall(chunk)
 
     def _to_client(self, server: socket.socket, client: socket.socket) -> None:
-        while chunk := _recv(server):
+        while chunk := received(server):
             try:
                 client.sendall(chunk)
             except OSError:
@@ -87,8 +87,21 @@ class MemcachedProxy:
         self._closing = True
         self.listener.close()
 
+    def __enter__(self) -> MemcachedProxy:
+        return self
 
-def _recv(sock: socket.socket) -> bytes:
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def upstream_of(memcached_url: str) -> tuple[str, int]:
+    """Return the (host, port) a ``memcached://host:port`` URL names, for a proxy before it."""
+    host, port = memcached_url.removeprefix("memcached://").rsplit(":", 1)
+    return host, int(port)
+
+
+def received(sock: socket.socket) -> bytes:
+    """Return what ``sock`` received next, or ``b""`` once it is closed."""
     try:
         return sock.recv(65536)
     except OSError:

@@ -43,6 +43,12 @@ class SteppedStore:
     def append(self, key: str, value: bytes) -> bool:
         return run_steps(self.append_steps(key, value), self._perform)  # type: ignore[attr-defined]
 
+    def prepend(self, key: str, value: bytes) -> bool:
+        return run_steps(self.prepend_steps(key, value), self._perform)  # type: ignore[attr-defined]
+
+    def replace(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        return run_steps(self.replace_steps(key, value, ttl), self._perform)  # type: ignore[attr-defined]
+
     def incr(self, key: str, delta: int = 1) -> int | None:
         return run_steps(self.incr_steps(key, delta, "incr"), self._perform)  # type: ignore[attr-defined]
 

@@ -52,6 +52,12 @@ class SteppedTwin:
     async def append(self, key: str, value: bytes) -> bool:
         return await arun_steps(self.store.append_steps(key, value), self._perform)
 
+    async def prepend(self, key: str, value: bytes) -> bool:
+        return await arun_steps(self.store.prepend_steps(key, value), self._perform)
+
+    async def replace(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        return await arun_steps(self.store.replace_steps(key, value, ttl), self._perform)
+
     async def incr(self, key: str, delta: int = 1) -> int | None:
         return await arun_steps(self.store.incr_steps(key, delta, "incr"), self._perform)
 

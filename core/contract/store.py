@@ -27,6 +27,7 @@ __all__ = [
     "Store",
     "StoreTraits",
     "TellsTimeLeft",
+    "missing_operations",
     "stale_hold_ttl",
 ]
 
@@ -139,7 +140,17 @@ class Store(Protocol):
         """Store only if absent; exactly one of many concurrent callers wins."""
 
     def append(self, key: str, value: bytes) -> bool:
-        """Append bytes to an existing value; ``False`` when the key is missing."""
+        """Append bytes to an existing value, keeping its TTL; ``False`` when the key is
+        missing."""
+
+    def prepend(self, key: str, value: bytes) -> bool:
+        """Put bytes before an existing value, keeping its TTL; ``False`` when the key is
+        missing."""
+
+    def replace(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        """Store ``value`` only if the key exists (with this ``ttl``, as :meth:`set`);
+        ``False`` when it is missing. A value over ``max_value_size`` raises
+        ``ValueTooLarge`` and leaves the key empty, as :meth:`set` does."""
 
     def incr(self, key: str, delta: int = 1) -> int | None:
         """Atomically add ``delta`` to a decimal value; ``None`` when missing.
@@ -176,6 +187,14 @@ class Store(Protocol):
         """Release connections; the store may reconnect on next use."""
 
 
+def missing_operations(store: object) -> list[str]:
+    """Return the :class:`Store` operations ``store`` lacks (a store written for an older
+    contract: ``prepend`` and ``replace`` joined it later), to name them in an error."""
+    operations = [name for name, member in vars(Store).items() if callable(member)]
+    wanted = [*Store.__annotations__, *(name for name in operations if name[0] != "_")]
+    return [name for name in wanted if not hasattr(store, name)]
+
+
 @runtime_checkable
 class AsyncStore(Protocol):
     """:class:`Store`'s contract for an event loop: the same operations, awaited.
@@ -197,6 +216,10 @@ class AsyncStore(Protocol):
     async def add(self, key: str, value: bytes, ttl: int = 0) -> bool: ...
 
     async def append(self, key: str, value: bytes) -> bool: ...
+
+    async def prepend(self, key: str, value: bytes) -> bool: ...
+
+    async def replace(self, key: str, value: bytes, ttl: int = 0) -> bool: ...
 
     async def incr(self, key: str, delta: int = 1) -> int | None: ...
 

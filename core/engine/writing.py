@@ -127,13 +127,17 @@ class Writer:
 
     def server_lease(self, call: Call) -> Lock | None:
         """Return the server's lease the call's last read won (renewed while held), or None;
-        used once: a blank bid replaces it, so the next try asks again."""
+        used once: a blank bid replaces it, so the next try asks again.
+
+        The read's bid was this caller's lock attempt, won or lost, and is traced ``L``
+        as the text protocol's ``add`` is: a waiter's trace reads ``MLL…H`` on both.
+        """
         claim = call.claim
         assert type(claim) is LeaseBid
         call.claim = LeaseBid(claim.lease_ttl, claim.early_ttl)
+        self.parts.trace(call.key, "L")
         if not claim.outcome or claim.token is None:
             return None
-        self.parts.trace(call.key, "L")
         timeout = call.options.lock_timeout
         placed = call.seen is None
         return self._held(ServerLease.won(self.parts.store, call.key, timeout, claim, placed))

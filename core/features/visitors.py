@@ -3,11 +3,15 @@
 Both are built on :func:`~mcache.features.counters.bump_steps` (the incr → add loop).
 Online visits are counted on every request, so :meth:`OnlineCounter.hit` is
 written as steps, with an awaitable twin an ASGI middleware awaits without a thread.
+Either may show its count blurred by a few percent (``noise=``), as the articles
+this design comes from advise, so a page never gives away the exact number
+(:func:`blurred`).
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
@@ -20,7 +24,32 @@ from mcache.sansio.steps import Steps, StoreCall, aperform, arun_steps, one, per
 if TYPE_CHECKING:
     from mcache.engine.parts import CacheParts
 
-__all__ = ["OnlineCounter", "VisitorCounter"]
+__all__ = ["OnlineCounter", "VisitorCounter", "blurred", "checked_noise"]
+
+_DRAWS = random.SystemRandom()
+"""Each read's noise, from the system's random source: no seed to guess, none shared."""
+
+
+def checked_noise(noise: float, setting: str = "noise") -> float:
+    """Return ``noise`` if it is a fraction a count may be blurred by (0 to under 1), else
+    raise ``ValueError`` naming ``setting`` and what to write."""
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise < 1:
+        raise ValueError(
+            f"{setting} must be a fraction from 0 (exact counts) to under 1, e.g. 0.05 for"
+            f" counts shown within 5%, got {noise!r}"
+        )
+    return float(noise)
+
+
+def blurred(count: int, noise: float) -> int:
+    """Return ``count`` moved by a whole number drawn afresh, uniformly, within
+    ``noise × count`` (rounded up, so a small count moves too) either way: never below 1
+    for a count above 0 (a site with visitors never shows none), 0 for 0, exact with no
+    ``noise``."""
+    if not noise or count <= 0:
+        return count
+    spread = math.ceil(noise * count)
+    return max(1, count + _DRAWS.randint(-spread, spread))
 
 
 class OnlineCounter:
@@ -34,8 +63,15 @@ class OnlineCounter:
     """
 
     def __init__(
-        self, parts: CacheParts, name: str, window: int = 300, slots: int = 6, unique: str = "auto"
+        self,
+        parts: CacheParts,
+        name: str,
+        window: int = 300,
+        slots: int = 6,
+        unique: str = "auto",
+        noise: float = 0.0,
     ) -> None:
+        """``noise``: :meth:`count` is :func:`blurred` by that fraction (0: exact)."""
         if slots < 2 or window < slots:
             raise ValueError("an online counter needs slots >= 2 and window >= slots seconds")
         if unique not in {"auto", "markers", "hll"}:
@@ -49,6 +85,7 @@ class OnlineCounter:
         if unique == "hll" and not has_hll:
             raise ValueError("unique='hll' needs a Redis store (HyperLogLog)")
         self.hll = has_hll and unique != "markers"
+        self.noise = checked_noise(noise)
 
     def __repr__(self) -> str:
         return f"OnlineCounter({self.name!r}, window={self.window}, slots={self.slots})"
@@ -117,9 +154,10 @@ class OnlineCounter:
         found = self.parts.store_call("counter", lambda: self.parts.store.get_many(keys), {})
         anonymous = sum(stored_count(value) or 0 for value in found.values())
         if not self.hll:
-            return anonymous
+            return blurred(anonymous, self.noise)
         store, unique = self.parts.shared, [self.unique_key(slot) for slot in slots]
-        return anonymous + self.parts.store_call("counter", lambda: store.pfcount(unique), 0)
+        named = self.parts.store_call("counter", lambda: store.pfcount(unique), 0)
+        return blurred(anonymous + named, self.noise)
 
 
 class VisitorCounter:
@@ -130,12 +168,17 @@ class VisitorCounter:
     period ends, plus a second for memcached's whole-second expiry.
     """
 
-    def __init__(self, parts: CacheParts, name: str, period: int = 3600) -> None:
+    def __init__(
+        self, parts: CacheParts, name: str, period: int = 3600, noise: float = 0.0
+    ) -> None:
+        """``noise``: every count it returns (:meth:`hit`'s, :meth:`value`, :meth:`previous`)
+        is :func:`blurred` by that fraction (0: exact)."""
         if period < 2:
             raise ValueError("a visitor counter's period must be at least 2 seconds")
         self.parts = parts
         self.name = name
         self.period = period
+        self.noise = checked_noise(noise)
 
     def __repr__(self) -> str:
         return f"VisitorCounter({self.name!r}, period={self.period})"
@@ -147,7 +190,8 @@ class VisitorCounter:
         """Count a visit; return the current period's count."""
         index, into = divmod(self.parts.clock.time(), self.period)
         ttl = math.ceil(2 * self.period - into) + 1
-        return run_steps(bump_steps(self.parts, self._key(int(index)), 1, ttl), perform)
+        counted = run_steps(bump_steps(self.parts, self._key(int(index)), 1, ttl), perform)
+        return blurred(counted, self.noise)
 
     def value(self) -> int:
         """Return the current period's count."""
@@ -160,4 +204,4 @@ class VisitorCounter:
     def _read(self, index: int) -> int:
         key = self._key(index)
         data = self.parts.store_call("counter", lambda: self.parts.store.get(key), NO_VALUE)
-        return stored_count(data) or 0
+        return blurred(stored_count(data) or 0, self.noise)

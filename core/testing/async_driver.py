@@ -75,6 +75,12 @@ class BlockingDriver:
     def append(self, key: str, value: bytes) -> bool:
         return self._wait(self.astore.append(key, value))
 
+    def prepend(self, key: str, value: bytes) -> bool:
+        return self._wait(self.astore.prepend(key, value))
+
+    def replace(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        return self._wait(self.astore.replace(key, value, ttl))
+
     def incr(self, key: str, delta: int = 1) -> int | None:
         return self._wait(self.astore.incr(key, delta))
 

@@ -161,7 +161,7 @@ class StoreContract(TraitsContract):
         assert store.set_many({"x": b"1", "y": BINARY}, 60) == []
         assert store.get_many(["x", "y"]) == {"x": b"1", "y": BINARY}
 
-    # -- add / append -----------------------------------------------------------------------
+    # -- add / append / prepend / replace ----------------------------------------------------
 
     def test_add_only_when_absent(self, store: Store) -> None:
         assert store.add("k", b"first", 60) is True
@@ -177,6 +177,39 @@ class StoreContract(TraitsContract):
         store.set("k", b"ab")
         assert store.append("k", b"cd") is True
         assert store.get("k") == b"abcd"
+
+    def test_prepend(self, store: Store) -> None:
+        assert store.prepend("absent", b"x") is False
+        assert store.get("absent") is NO_VALUE
+        store.set("k", b"cd")
+        assert store.prepend("k", b"ab") is True
+        assert store.get("k") == b"abcd"
+        assert store.append("k", b"ef") is True
+        assert store.prepend("k", BINARY) is True
+        assert store.get("k") == BINARY + b"abcdef"
+
+    def test_replace_only_when_present(self, store: Store) -> None:
+        assert store.replace("absent", b"x", 60) is False
+        assert store.get("absent") is NO_VALUE
+        store.set("k", b"old")
+        assert store.replace("k", b"new", 60) is True
+        assert store.get("k") == b"new"
+        assert store.replace("k", BINARY) is True
+        assert store.get("k") == BINARY
+        store.delete("k")
+        assert store.replace("k", b"again") is False
+        assert store.get("k") is NO_VALUE
+
+    def test_prepend_keeps_the_ttl_and_replace_sets_its_own(self, store: Store) -> None:
+        store.set("prepended", b"b", 1)
+        store.set("replaced-short", b"old", 0)
+        store.set("replaced-forever", b"old", 1)
+        assert store.prepend("prepended", b"a") is True
+        assert store.replace("replaced-short", b"new", 1) is True
+        assert store.replace("replaced-forever", b"new", 0) is True
+        self.wait(2.1)
+        got = store.get_many(["prepended", "replaced-short", "replaced-forever"])
+        assert got == {"replaced-forever": b"new"}
 
     # -- incr / decr ------------------------------------------------------------------------
 
@@ -312,6 +345,9 @@ class StoreContract(TraitsContract):
         store.set("k", b"old")
         store.set("k", b"new", -1)
         assert store.get("k") is NO_VALUE
+        store.set("r", b"old")
+        assert store.replace("r", b"new", -1) is True, "it was there to replace"
+        assert store.get("r") is NO_VALUE
 
     # -- keys and sizes -----------------------------------------------------------------------
 
@@ -343,18 +379,28 @@ class StoreContract(TraitsContract):
             store.add("big2", b"x" * (store.max_value_size + 1))
         assert store.get("big2") is NO_VALUE
 
+    def test_too_large_replace_leaves_the_key_empty(self, store: Store) -> None:
+        store.set("big", b"old")
+        with pytest.raises(ValueTooLarge, match="max_value_size"):
+            store.replace("big", b"x" * (store.max_value_size + 1))
+        assert store.get("big") is NO_VALUE, "an outdated value must not survive a failed update"
+        with pytest.raises(ValueTooLarge):
+            store.replace("absent", b"x" * (store.max_value_size + 1))
+        assert store.get("absent") is NO_VALUE
+
     def test_set_many_reports_too_large(self, store: Store) -> None:
         huge = b"x" * (store.max_value_size + 1)
         failed = store.set_many({"ok": b"1", "huge": huge})
         assert failed == ["huge"]
         assert store.get_many(["ok", "huge"]) == {"ok": b"1"}
 
-    def test_append_past_limit(self, store: Store) -> None:
+    @pytest.mark.parametrize("join", ["append", "prepend"])
+    def test_append_and_prepend_past_limit(self, store: Store, join: str) -> None:
         full = b"x" * store.max_value_size
         store.set("k", full)
         # memcached answers NOT_STORED without saying why, so False is as good as raising
         with contextlib.suppress(ValueTooLarge):
-            assert store.append("k", b"y" * 1024) is False
+            assert getattr(store, join)("k", b"y" * 1024) is False
         assert store.get("k") == full
 
     # -- stats ---------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ SCRIPTS: dict[str, list[str]] = {  # name -> the arguments that make it quick
     "bench_leases": ["--rounds", "2", "--calls", "300"],
     "bench_fresh_reads": ["--rounds", "2", "--calls", "300"],
     "bench_signing": ["--rounds", "3", "--calls", "5000"],
+    "bench_tracing": ["--rounds", "3", "--calls", "5000"],
     "bench_cpu": ["--rounds", "3", "--calls", "500"],
     "soak": ["--seconds", "15"],
 }

@@ -21,24 +21,19 @@ from mcache.errors import ConfigError
 from mcache.stores.memcached.store import meta
 from tests.core import workers
 from tests.core.test_get_or_build import builds, run_stampede
-from tests.memcached_proxy import MemcachedProxy
-
-
-def _upstream(memcached_url: str) -> tuple[str, int]:
-    host, port = memcached_url.removeprefix("memcached://").rsplit(":", 1)
-    return host, int(port)
+from tests.memcached_proxy import MemcachedProxy, upstream_of
 
 
 @pytest.fixture
 def counting(memcached_url: str) -> Iterator[MemcachedProxy]:
-    proxy = MemcachedProxy(_upstream(memcached_url))
+    proxy = MemcachedProxy(upstream_of(memcached_url))
     yield proxy
     proxy.close()
 
 
 @pytest.fixture
 def text_only(memcached_url: str) -> Iterator[MemcachedProxy]:
-    proxy = MemcachedProxy(_upstream(memcached_url), meta=False)
+    proxy = MemcachedProxy(upstream_of(memcached_url), meta=False)
     yield proxy
     proxy.close()
 

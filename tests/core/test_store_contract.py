@@ -259,3 +259,24 @@ class TestAsyncTieredOverDurable(DrivenContract):
     @pytest.fixture
     def url(self, sqlite_url: str) -> str:
         return "tiered://?" + urlencode({"hot": "memory://", "cold": sqlite_url})
+
+
+class OlderContractStore:
+    """A store of one's own written before ``prepend`` and ``replace`` joined the contract:
+    every other operation, from a memory store."""
+
+    def __init__(self) -> None:
+        self._inner = MemoryStore()
+
+    def __getattr__(self, name: str) -> object:
+        if name in {"prepend", "replace"}:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_lacking_operations_is_refused_naming_them() -> None:
+    from mcache import Cache
+    from mcache.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"got OlderContractStore \(it lacks prepend, replace\)"):
+        Cache(OlderContractStore())

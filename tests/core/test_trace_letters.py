@@ -4,8 +4,14 @@ table, the stats commands' legend and every letter the core records agree with i
 from __future__ import annotations
 
 import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
+from mcache import Cache
 from mcache.observe.trace import LEGEND, LETTERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,3 +35,33 @@ def test_every_letter_the_core_records_is_in_the_table() -> None:
 
 def test_the_legend_names_every_letter() -> None:
     assert [part.split()[0] for part in LEGEND.split(", ")] == list(LETTERS)
+
+
+@pytest.mark.parametrize("server", ["memcached", "memcached_text"])
+def test_a_waiter_on_another_callers_build_traces_each_lock_attempt(
+    request: pytest.FixtureRequest, server: str, tmp_path: Path
+) -> None:
+    """A caller that finds the key's build under way elsewhere (the lock's ``add`` lost on
+    the text protocol, the lease bid lost on the meta protocol) traces an ``L`` for every
+    attempt, then the ``H`` of the entry it finds: ``MLL…H`` on both protocols."""
+    url = request.getfixturevalue(f"{server}_url")
+    builder = Cache(url, namespace="contention", trace_dir=tmp_path / "builder")
+    waiter = Cache(url, namespace="contention", trace_dir=tmp_path / "waiter")
+    building, release = threading.Event(), threading.Event()
+
+    def slow_build() -> str:
+        building.set()
+        assert release.wait(10)
+        return "built"
+
+    with ThreadPoolExecutor(2) as pool:
+        built = pool.submit(builder.get_or_build, "page", slow_build, ttl=60)
+        assert building.wait(10)
+        waited = pool.submit(waiter.get_or_build, "page", lambda: "not mine", ttl=60, wait=10)
+        time.sleep(0.4)  # the waiter polls the store meanwhile, bidding each time
+        release.set()
+        assert (built.result(10), waited.result(10)) == ("built", "built")
+    key = builder.key("page")
+    assert builder.tracer.read(key) == "MLWU"
+    letters = waiter.tracer.read(key)
+    assert re.fullmatch(r"ML{2,}H", letters), letters

@@ -151,6 +151,12 @@ class AioConnection(asyncio.Protocol):
     async def append(self, key: str, value: bytes) -> bool:
         return await self._stored(_storage(b"append", key, value, 0)) == b"STORED"
 
+    async def prepend(self, key: str, value: bytes) -> bool:
+        return await self._stored(_storage(b"prepend", key, value, 0)) == b"STORED"
+
+    async def replace(self, key: str, value: bytes, expire: int = 0) -> bool:
+        return await self._stored(_storage(b"replace", key, value, expire)) == b"STORED"
+
     async def cas(self, key: str, value: bytes, cas: bytes, expire: int = 0) -> bool | None:
         line = await self._stored(_storage(b"cas", key, value, expire, b" " + cas))
         return {b"STORED": True, b"EXISTS": False}.get(line)

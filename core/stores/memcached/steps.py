@@ -252,15 +252,24 @@ class MemcachedSteps:
         check_size(key, value, self.max_value_size, "; memcached's own limit is its -I setting")
 
     def set_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[None]:
+        yield from self._written_steps(key, value, ttl, "set")
+
+    def replace_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
+        """``replace``, routed as :meth:`set_steps` is; stored if a replica had the key."""
+        return any((yield from self._written_steps(key, value, ttl, "replace")))
+
+    def _written_steps(self, key: str, value: bytes, ttl: int, command: str) -> Steps[list[Any]]:
+        """``set`` or ``replace`` on the key's owner (failing over) or on every replica that
+        answers; return their answers. A value over the limit takes the key away first, as
+        memcached does, then raises."""
         validate_store_key(key)
         if len(value) > self.max_value_size:
             yield from self.delete_steps(key)
             self._check_size(key, value)
         args = (key, value, expire_of(ttl))
         if self.replicas == 1:
-            yield from self._on_owner_steps(key, "set", args)
-        else:
-            yield from self._on_replicas_steps(key, "set", args)
+            return [(yield from self._on_owner_steps(key, command, args))]
+        return (yield from self._on_replicas_steps(key, command, args))
 
     def set_many_steps(self, items: Mapping[str, bytes], ttl: int = 0) -> Steps[list[str]]:
         too_large = [k for k, v in items.items() if len(v) > self.max_value_size]
@@ -287,9 +296,16 @@ class MemcachedSteps:
         return bool(won)
 
     def append_steps(self, key: str, value: bytes) -> Steps[bool]:
+        return (yield from self._joined_steps(key, value, "append"))
+
+    def prepend_steps(self, key: str, value: bytes) -> Steps[bool]:
+        return (yield from self._joined_steps(key, value, "prepend"))
+
+    def _joined_steps(self, key: str, value: bytes, command: str) -> Steps[bool]:
+        """``append`` or ``prepend`` on every replica that answers: stored if one had the key."""
         validate_store_key(key)
         self._check_size(key, value)
-        return any((yield from self._on_replicas_steps(key, "append", (key, value))))
+        return any((yield from self._on_replicas_steps(key, command, (key, value))))
 
     def incr_steps(self, key: str, delta: int, command: str = "incr") -> Steps[int | None]:
         """``incr`` (wrapping at 2**64) or ``decr`` (flooring at 0) on the owner. Replicas

@@ -50,6 +50,12 @@ class AsyncMemoryStore:
     async def append(self, key: str, value: bytes) -> bool:
         return self.store.append(key, value)
 
+    async def prepend(self, key: str, value: bytes) -> bool:
+        return self.store.prepend(key, value)
+
+    async def replace(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        return self.store.replace(key, value, ttl)
+
     async def incr(self, key: str, delta: int = 1) -> int | None:
         return self.store.incr(key, delta)
 

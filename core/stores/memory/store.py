@@ -13,7 +13,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -167,13 +167,17 @@ class MemoryStore:
         """Store ``value``; an oversize value raises and leaves the key empty."""
         validate_store_key(key)
         with self._lock:
-            self._counts["cmd_set"] += 1
-            if len(value) > self.max_value_size:
-                old = self._items.get(key)
-                if old is not None:
-                    self._remove(key, old)
-                check_size(key, value, self.max_value_size)
-            self._store(key, value, self._expiry(ttl))
+            self._set(key, value, ttl)
+
+    def _set(self, key: str, value: bytes, ttl: int) -> None:
+        """:meth:`set`, under the lock."""
+        self._counts["cmd_set"] += 1
+        if len(value) > self.max_value_size:
+            old = self._items.get(key)
+            if old is not None:
+                self._remove(key, old)
+            check_size(key, value, self.max_value_size)
+        self._store(key, value, self._expiry(ttl))
 
     def set_many(self, items: Mapping[str, bytes], ttl: int = 0) -> list[str]:
         """Store several values; return the keys that were too large to store."""
@@ -198,13 +202,33 @@ class MemoryStore:
 
     def append(self, key: str, value: bytes) -> bool:
         """Append to an existing value, keeping its TTL."""
+        return self._joined(key, lambda old: old + value)
+
+    def prepend(self, key: str, value: bytes) -> bool:
+        """Put ``value`` before an existing value, keeping its TTL."""
+        return self._joined(key, lambda old: value + old)
+
+    def _joined(self, key: str, join: Callable[[bytes], bytes]) -> bool:
+        """Store ``join(old value)`` under an existing key, keeping its TTL."""
         validate_store_key(key)
         with self._lock:
             item = self._live(key, self._clock.time())
             if item is None:
                 return False
-            check_size(key, item.value + value, self.max_value_size)
-            self._store(key, item.value + value, item.expires_at)
+            joined = join(item.value)
+            check_size(key, joined, self.max_value_size)
+            self._store(key, joined, item.expires_at)
+            return True
+
+    def replace(self, key: str, value: bytes, ttl: int = 0) -> bool:
+        """Store ``value`` only over an existing key; an oversize value raises and leaves
+        the key empty, as :meth:`set` does."""
+        validate_store_key(key)
+        with self._lock:
+            if self._live(key, self._clock.time()) is None:
+                check_size(key, value, self.max_value_size)
+                return False
+            self._set(key, value, ttl)
             return True
 
     def incr(self, key: str, delta: int = 1) -> int | None:

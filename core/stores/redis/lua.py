@@ -6,7 +6,7 @@ one step no other client can come between.
 
 from __future__ import annotations
 
-__all__ = ["APPEND", "CAS", "DECR", "INCR", "PERSIST", "PFADD", "READ_CLAIMING"]
+__all__ = ["APPEND", "CAS", "DECR", "INCR", "PERSIST", "PFADD", "PREPEND", "READ_CLAIMING"]
 
 INCR = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
@@ -22,6 +22,13 @@ APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if redis.call('STRLEN', KEYS[1]) + string.len(ARGV[1]) > tonumber(ARGV[2]) then return -1 end
 redis.call('APPEND', KEYS[1], ARGV[1])
+return 1
+"""
+PREPEND = """
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if string.len(v) + string.len(ARGV[1]) > tonumber(ARGV[2]) then return -1 end
+redis.call('SET', KEYS[1], ARGV[1] .. v, 'KEEPTTL')
 return 1
 """
 CAS = """

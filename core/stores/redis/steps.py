@@ -100,14 +100,25 @@ class RedisSteps:
         return found
 
     def set_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[None]:
+        yield from self._written_steps(key, value, ttl, only_over=False)
+
+    def replace_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
+        """``SET … XX``: only over an existing key (a negative ``ttl`` deletes it)."""
+        return (yield from self._written_steps(key, value, ttl, only_over=True))
+
+    def _written_steps(self, key: str, value: bytes, ttl: int, only_over: bool) -> Steps[bool]:
+        """``SET`` (``XX`` with ``only_over``: over an existing key only), or a ``DEL`` for a
+        negative ``ttl``; return whether it wrote or deleted. A value over the limit takes
+        the key away first, as memcached does, then raises."""
         validate_store_key(key)
         if len(value) > self.max_value_size:
             yield Command(lambda client: client.delete(key), key)
             check_size(key, value, self.max_value_size)
         if ttl < 0:
-            yield Command(lambda client: client.delete(key), key)
-        else:
-            yield Command(lambda client: client.set(key, value, ex=ttl or None), key)
+            return bool((yield Command(lambda client: client.delete(key), key)))
+        expiry = ttl or None
+        written = Command(lambda client: client.set(key, value, ex=expiry, xx=only_over), key)
+        return bool((yield written))
 
     def set_many_steps(self, items: Mapping[str, bytes], ttl: int = 0) -> Steps[list[str]]:
         failed = [k for k, v in items.items() if len(v) > self.max_value_size]
@@ -133,11 +144,19 @@ class RedisSteps:
         return bool(added)
 
     def append_steps(self, key: str, value: bytes) -> Steps[bool]:
+        return (yield from self._joined_steps(key, value, lua.APPEND, "appending to"))
+
+    def prepend_steps(self, key: str, value: bytes) -> Steps[bool]:
+        return (yield from self._joined_steps(key, value, lua.PREPEND, "prepending to"))
+
+    def _joined_steps(self, key: str, value: bytes, script: str, doing: str) -> Steps[bool]:
+        """Run ``lua.APPEND`` or ``lua.PREPEND``: they never create the key, and refuse to
+        grow it past ``max_value_size``."""
         validate_store_key(key)
         check_size(key, value, self.max_value_size)
-        outcome = yield Scripted(lua.APPEND, [key], [value, self.max_value_size], key)
+        outcome = yield Scripted(script, [key], [value, self.max_value_size], key)
         if outcome == -1:
-            raise ValueTooLarge(f"appending to {key!r} would exceed max_value_size")
+            raise ValueTooLarge(f"{doing} {key!r} would exceed max_value_size")
         return outcome == 1
 
     def incr_steps(self, key: str, delta: int, kind: str = "incr") -> Steps[int | None]:

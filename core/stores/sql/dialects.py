@@ -46,6 +46,10 @@ RESERVED_USE = 2**62
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _LIVE = "(expires_at = 0 OR expires_at > %s)"
 _COLUMNS = "key, value, version, expires_at, used_at, size"
+_REPLACE = (
+    "UPDATE {t} SET value = %s, version = %s, expires_at = %s, used_at = %s, size = %s"
+    " WHERE key = %s AND {live}"
+)
 _UPSERT = (
     "INSERT INTO {t} ({columns}) VALUES {rows} ON CONFLICT (key) DO UPDATE SET"
     " value = excluded.value, version = excluded.version, expires_at = excluded.expires_at,"
@@ -78,13 +82,26 @@ def _own(field: str) -> functools.cached_property[str]:
     return functools.cached_property(lambda dialect: dialect._(getattr(dialect, field)))
 
 
+def _joining(first: str, second: str) -> functools.cached_property[str]:
+    """The update that joins ``first`` and ``second`` (the value, and the ``%s`` given) in the
+    dialect's words, over a live row only and never past the size given last."""
+    sql = (
+        "UPDATE {t} SET value = {joined}, version = %s, size = size + %s"
+        " WHERE key = %s AND {live} AND length(value) + %s <= %s"
+    )
+    return functools.cached_property(
+        lambda dialect: dialect._(sql.replace("{joined}", dialect.concat.format(first, second)))
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Dialect:
     """Every statement the store runs, for one database and one table.
 
     Statements are written with ``%s`` placeholders and translated once to the
     driver's ``paramstyle``; where the two databases differ only the differing
-    pieces are given (``create``, ``incr``, ``decr``, ``append``).
+    pieces are given (``create``, ``incr``, ``decr``, and ``concat``, how two byte strings
+    join, written with ``{0}`` and ``{1}``).
     """
 
     name: str
@@ -92,7 +109,7 @@ class Dialect:
     create: tuple[str, ...]
     incr_sql: str
     decr_sql: str
-    append_sql: str
+    concat: str
     placeholder: str = "%s"
 
     def _(self, sql: str) -> str:
@@ -118,16 +135,15 @@ class Dialect:
         + " WHERE {t}.expires_at <> 0 AND {t}.expires_at <= %s"
     )
 
-    append = _own("append_sql")
+    append = _joining("value", "%s")
+    prepend = _joining("%s", "value")
     incr = _own("incr_sql")
     decr = _own("decr_sql")
 
     exists = _statement("SELECT 1 FROM {t} WHERE key = %s AND {live}")
 
-    cas = _statement(
-        "UPDATE {t} SET value = %s, version = %s, expires_at = %s, used_at = %s, size = %s"
-        " WHERE key = %s AND version = %s AND {live}"
-    )
+    replace = _statement(_REPLACE)
+    cas = _statement(_REPLACE + " AND version = %s")
 
     cas_delete = _statement("DELETE FROM {t} WHERE key = %s AND version = %s AND {live}")
 
@@ -202,10 +218,7 @@ def postgres(table: str) -> Dialect:
         ),
         incr_sql=counted.replace("{number}", f"mod({number} + %s, 18446744073709551616)"),
         decr_sql=counted.replace("{number}", f"greatest({number} - %s, 0)"),
-        append_sql=(
-            "UPDATE {t} SET value = value || %s, version = %s, size = size + %s"
-            " WHERE key = %s AND {live} AND length(value) + %s <= %s"
-        ),
+        concat="{0} || {1}",
     )
 
 
@@ -228,9 +241,6 @@ def sqlite(table: str) -> Dialect:
         ),
         incr_sql=counted.replace("{op}", "incr"),
         decr_sql=counted.replace("{op}", "decr"),
-        append_sql=(
-            "UPDATE {t} SET value = CAST(value || %s AS BLOB), version = %s, size = size + %s"
-            " WHERE key = %s AND {live} AND length(value) + %s <= %s"
-        ),
+        concat="CAST({0} || {1} AS BLOB)",
         placeholder="?",
     )

@@ -176,11 +176,34 @@ class SqlSteps:
         return bool(added == 1)
 
     def append_steps(self, key: str, value: bytes) -> Steps[bool]:
+        return (yield from self._joined_steps(self.dialect.append, key, value))
+
+    def prepend_steps(self, key: str, value: bytes) -> Steps[bool]:
+        return (yield from self._joined_steps(self.dialect.prepend, key, value))
+
+    def _joined_steps(self, sql: str, key: str, value: bytes) -> Steps[bool]:
+        """Join ``value`` to a live row's (``Dialect.append`` or ``prepend``), keeping its
+        expiry; never past ``max_value_size``."""
         validate_store_key(key)
         check_size(key, value, self.max_value_size)
         params = (value, new_version(), len(value), key, self.now_ms(), len(value))
-        changed = yield Statement(self.dialect.append, (*params, self.max_value_size))
+        changed = yield Statement(sql, (*params, self.max_value_size))
         return bool(changed == 1)
+
+    def replace_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
+        """Write over a live row only; an oversize value leaves the key empty, as ``set``."""
+        validate_store_key(key)
+        if len(value) > self.max_value_size or ttl < 0:
+            existed = yield from self.delete_steps(key)
+            check_size(key, value, self.max_value_size)
+            return existed
+        now_ms = self.now_ms()
+        _key, _value, version, expires_at, used_at, size = self._row(key, value, ttl, now_ms)
+        params = (value, version, expires_at, used_at, size, key, now_ms)
+        replaced = (yield Statement(self.dialect.replace, params)) == 1
+        self.counts["cmd_set"] += 1
+        self.upkeep.wrote(1)
+        return bool(replaced)
 
     def incr_steps(self, key: str, delta: int, op: str) -> Steps[int | None]:
         """``incr`` (wrapping at 2**64) or ``decr`` (flooring at 0); ``None`` when missing."""
@@ -215,7 +238,7 @@ class SqlSteps:
         if ttl < 0:
             return bool((yield Statement(self.dialect.cas_delete, (key, token, now_ms))) == 1)
         _key, _value, version, expires_at, used_at, size = self._row(key, value, ttl, now_ms)
-        params = (value, version, expires_at, used_at, size, key, token, now_ms)
+        params = (value, version, expires_at, used_at, size, key, now_ms, token)
         stored = (yield Statement(self.dialect.cas, params)) == 1
         self.upkeep.wrote(1)
         return bool(stored)

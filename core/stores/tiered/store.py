@@ -239,6 +239,24 @@ class TieredStore(SteppedStore):
         yield from self._drop_steps(key)
         return (yield StoreCall(self.cold, "append", (key, value)))
 
+    def prepend_steps(self, key: str, value: bytes) -> Steps[bool]:
+        """Prepend in the cold tier; drop the hot copy."""
+        yield from self._drop_steps(key)
+        return (yield StoreCall(self.cold, "prepend", (key, value)))
+
+    def replace_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
+        """Replace in the cold tier (it is shared); copy the value to hot if it was stored."""
+        try:
+            stored = yield StoreCall(self.cold, "replace", (key, value, ttl))
+        except ValueTooLarge:
+            yield from self._drop_steps(key)
+            raise
+        if stored and ttl >= 0:
+            yield from self._copy_steps(key, value, ttl, filling=False)
+        else:
+            yield from self._drop_steps(key)
+        return stored  # type: ignore[no-any-return]
+
     def incr_steps(self, key: str, delta: int = 1, kind: str = "incr") -> Steps[int | None]:
         """Count in the cold tier; a shared hot copy is raised to the count. Counting down
         drops the hot copy instead (it is only ever raised)."""

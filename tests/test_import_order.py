@@ -132,7 +132,7 @@ def test_no_package_imports_its_own_modules_when_imported() -> None:
             assert not inside, f"{name} imports {inside}: export them with lazy_exports"
 
 
-@pytest.mark.timeout(900)  # some 1,300 interpreters, two at a time beside the other tests
+@pytest.mark.timeout(900)  # some 1,300 interpreters, one at a time beside the other tests
 def test_modules_first_imported_together_from_eight_threads_never_deadlock() -> None:
     """Every pair of the modules a first request can import, in both orders, and every
     module with each package above it (the package first: the order that deadlocks when

@@ -185,4 +185,7 @@ def test_the_race_finds_a_package_that_imports_its_own_modules(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     failures = json.loads(done.stdout)
     assert failures, "ten races of an eager package, and not one failed"
-    assert any("Deadlock" in told or "partially initialized" in told for told in failures.values())
+    # How the import system gives up varies: a deadlock detected (3.10-3.12), a module
+    # partially initialised, or (3.13) its package gone from sys.modules
+    signs = ("Deadlock", "partially initialized", "KeyError: 'eager'")
+    assert any(sign in told for told in failures.values() for sign in signs), failures

@@ -262,6 +262,7 @@ class Builder:
     def serve_stale(self, call: Call, entry: Entry) -> Any:
         """Return the stale value, counted and traced."""
         STALE_SERVED.set(True)
+        call.served_stale = True
         self.parts.trace(call.key, "S")
         self.parts.counts.add("stale", key=call.key)
         call.depends, call.stale = entry.tags, not call.seen_fresh
@@ -325,14 +326,15 @@ class Builder:
 
     def fresh_entry_steps(self, call: Call) -> Steps[Entry | None]:
         """Return the key's entry if it is fresh with every tag current now, else None."""
-        entry = yield from self.current_entry_steps(call)
-        if entry is not None and entry.is_fresh(self.parts.clock.time_ms()):
+        entry, current = yield from self.current_entry_steps(call)
+        if current and entry.is_fresh(self.parts.clock.time_ms()):  # type: ignore[union-attr]
             return entry
         return None
 
-    def current_entry_steps(self, call: Call) -> Steps[Entry | None]:
-        """Return the key's entry if every tag it recorded is at its version now (read in
-        the entry's own round trip), whatever its times say; else None.
+    def current_entry_steps(self, call: Call) -> Steps[tuple[Entry | None, bool]]:
+        """Return the key's entry (None: nothing there, or the store failed) and whether
+        every tag it recorded is at its version now (read in the entry's own round trip),
+        whatever its times say.
 
         A build that began before an invalidation writes an entry that is stale on
         arrival: whoever waited for it began later, and must not take it as fresh
@@ -342,10 +344,8 @@ class Builder:
             entry, declared, others = yield from self.reader.read_steps(call.key, call.tags)
         except Exception as error:
             self.parts.store_failed("get_or_build", error)
-            return None
-        if entry is not None and entry.tags_current(declared, others):
-            return entry
-        return None
+            return None, False
+        return entry, entry is not None and entry.tags_current(declared, others)
 
     def outcome_of_steps(self, flight: Flight, call: Call) -> Steps[Any]:
         """Return the leader's value; if it was the leader's alone, build our own."""
@@ -354,6 +354,8 @@ class Builder:
         except NotShared:
             return (yield from self.building.build_and_store_steps(call, None, None))
         call.depends, call.stale = flight.depends, flight.stale
+        if flight.served_stale:
+            STALE_SERVED.set(True)  # the leader's answer was the stale entry: so is ours
         return value
 
     def build_missing_steps(self, call: Call) -> Steps[Any]:
@@ -393,6 +395,7 @@ class Builder:
             raise
         else:
             flight.depends, flight.stale = call.depends, call.stale
+            flight.served_stale = call.served_stale
             flight.finish(value)
             return value
         finally:
@@ -410,14 +413,18 @@ class Builder:
         # waiters within ~10% of it), for a few gets a second per waiting process.
         for pause in pauses(call.options.wait, cap=0.05):
             yield Pause(pause)
-            entry = yield from self.current_entry_steps(call)
-            if entry is not None:
-                return self.take_peeked(call, entry)
+            entry, current = yield from self.current_entry_steps(call)
+            if current:
+                return self.take_peeked(call, entry)  # type: ignore[arg-type]
             # Nothing yet, or built from what was invalidated since: the holder may have
             # finished (or died and its lock expired), so the lock may be ours now.
             lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
             if lock is not None:
                 return (yield from self.building.build_and_store_steps(call, lock, None))
+            if entry is not None:
+                # Stale on arrival, and rebuilt by whoever holds the lock now: served
+                # stale while it is (guarantee 2), never as fresh, and never waited on.
+                return self.serve_stale(call, entry)
         self.parts.counts.add("wait_timeouts", key=call.key)
         return (yield from self.building.build_and_store_steps(call, None, None))
 

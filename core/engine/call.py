@@ -55,6 +55,8 @@ class Call:
     """Run by a refresher (a thread here, or a queue worker) rather than for a caller."""
     built: bool = False
     failed: bool = False
+    served_stale: bool = False
+    """Answered with a stale entry (counted, and said in ``STALE_SERVED``)."""
     claim: StaleClaim | LeaseBid | None = None
     """The bid for the rebuild its read made (see :class:`mcache.contract.store.ClaimsStale`)."""
     newest: int = 0

@@ -32,12 +32,14 @@ class Flight:
     so a follower inside a build of its own passes it on as the leader would.
     """
 
-    __slots__ = ("depends", "future", "stale")
+    __slots__ = ("depends", "future", "served_stale", "stale")
 
     def __init__(self) -> None:
         self.future: Future[Any] = Future()
         self.depends: dict[str, int] = {}
         self.stale = False
+        self.served_stale = False
+        """The leader's answer was a stale entry, served while another rebuilds it."""
 
     def fail(self, error: BaseException) -> None:
         """Publish a leader's exception; a cancellation or interrupt means "take over"."""

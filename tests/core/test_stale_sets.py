@@ -19,6 +19,7 @@ import pytest
 
 from mcache import NO_VALUE, Cache, Entry
 from mcache.engine import write_lease
+from mcache.engine.build import STALE_SERVED
 from mcache.sansio.steps import perform, run_steps
 
 STORES = ["memory", "memcached", "memcached_text", "memcached_replicas", "redis", "tiered"]
@@ -203,12 +204,46 @@ def test_a_lock_waiter_never_takes_a_build_begun_before_an_invalidation(
         assert started.wait(30), "A's build never started"
         cache.invalidate("row")  # the row is v1 from here on
         threading.Timer(0.5, release.set).start()  # A ends while B waits on its lock
-        assert cache.get_or_build("k", lambda: "v1", ttl=60, tags=["row"], wait=10) == "v1"
+        STALE_SERVED.set(False)
+        got = cache.get_or_build("k", lambda: "v1", ttl=60, tags=["row"], wait=10)
+        # B builds v1 once A's lock is free; had it read A's entry in the instant between
+        # A's write and its unlock, v0 would reach it as what it is: stale, never fresh.
+        assert got == "v1" or (got == "v0" and STALE_SERVED.get()), got
         assert done.get(timeout=30) == "v0", "A's own caller still gets what it built"
-        assert cache.get_or_build("k", lambda: "v2", ttl=60, tags=["row"]) == "v1"
+        assert cache.get_or_build("k", lambda: "v2", ttl=60, tags=["row"]) in {"v1", "v2"}
     finally:
         release.set()
         builder.join(10)
+
+
+@pytest.fixture(params=["memcached_text", "memcached_replicas", "redis", "tiered"])
+def add_lock_url(request: pytest.FixtureRequest) -> str:
+    """A shared store whose build lock is an ``add`` (not memcached's meta lease)."""
+    return store_url(request)
+
+
+def test_a_lock_waiter_finding_a_stale_entry_while_the_lock_is_held_serves_it_stale(
+    add_lock_url: str,
+) -> None:
+    """Nothing at first, then an entry stale on arrival (its tag moved on) while another
+    holds the lock, as after a Redis failover whose holder could not free its lock: the
+    waiter serves it stale at once, neither as fresh nor after waiting out ``wait``."""
+    from mcache import Lock
+
+    cache = Cache(add_lock_url, namespace="lw2")
+    store_key = cache.key("k")
+    held = Lock(cache.shared, cache.parts.derived_key("l", store_key), 10)
+    assert held.try_acquire()
+    stale = Entry("old", cache.clock.time_ms() + 60_000, 10, {"row": 1})  # row's tag is newer
+    data = cache.codec.dumps(stale.to_wire(), store_key)
+    threading.Timer(0.3, lambda: cache.store.set(store_key, data, 60)).start()
+    STALE_SERVED.set(False)
+    started = time.monotonic()
+    got = cache.get_or_build("k", lambda: "built", ttl=60, tags=["row"], wait=5)
+    took = time.monotonic() - started
+    assert (got, STALE_SERVED.get()) == ("old", True)
+    assert took < 2.0, f"waited {took:.1f} s: a stale entry is served, not waited past"
+    held.release()
 
 
 def test_placeholders_are_misses_for_every_plain_call() -> None:

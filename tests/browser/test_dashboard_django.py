@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.benchmarks.common import answering
+from tests.browser.navigation import click_through
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,11 +90,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, memcached_nodes, redis_node) 
 def submit(browser, form) -> None:
     """Press the form's button and wait for the page it leads to."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.wait import WebDriverWait
 
-    form.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    WebDriverWait(browser, 15).until(expected_conditions.staleness_of(form))
+    click_through(browser, form.find_element(By.CSS_SELECTOR, "input[type=submit]"))
 
 
 def sign_in(browser, site: Site, username: str) -> None:

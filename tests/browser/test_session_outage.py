@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.benchmarks.common import answering
+from tests.browser.navigation import click_through
 from tests.servers import free_port, memcached_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,11 +63,7 @@ def signed_in(browser) -> bool:
 
 def submitted(browser, button) -> None:
     """Click ``button`` and wait for the page it leaves to be replaced by the answer."""
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.wait import WebDriverWait
-
-    button.click()
-    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(button))
+    click_through(browser, button)
 
 
 def sign_in(browser, url: str) -> None:

@@ -130,7 +130,7 @@ class Cache(PlainOperations):
             make_key(namespace, "probe")  # now, not on the first request
         except InvalidKey as error:
             raise ConfigError(f"namespace: {error}") from None
-        check_settings(stats_interval, trace_dir)
+        check_settings(stats_interval, trace_dir, clock)
         self.purger = purger_from(purge, "purge")
         self.namespace = namespace
         self.default_ttl = ttl = seconds(default_ttl, "default_ttl")
@@ -364,7 +364,7 @@ class Cache(PlainOperations):
         that takes; a process that dies in the block frees it within ``timeout``.
         """
         key = make_key(self.namespace, "lock", name)
-        return Lock(self.shared, key, timeout or self.defaults.lock_timeout, wait, renewer)
+        return self.parts.new_lock(key, timeout or self.defaults.lock_timeout, wait, renewer)
 
     # -- counters, built on the cache's parts: its store, namespace and fail-open policy --
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from mcache.contract.store import LeaseBid, StaleClaim
 from mcache.engine.call import BuildOptions
-from mcache.engine.lock import Lock
 from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 from mcache.model.entry import Entry
 from mcache.sansio.steps import Steps, StoreCall, one
@@ -95,7 +94,7 @@ class Bidding:
             return None
         if self.rebuild_under_way(key):
             return None  # a plain read will do
-        lock = Lock(self.parts.shared, self.parts.derived_key("l", key), o.lock_timeout)
+        lock = self.parts.new_lock(self.parts.derived_key("l", key), o.lock_timeout)
         return StaleClaim(lock.key, lock.token, lock.expiry() * 1000, o.stale_ttl * 1000)
 
     def lease_due(self, entry: Entry, bid: LeaseBid, now: int, o: BuildOptions) -> bool:

@@ -17,10 +17,8 @@ entry be stored already stale (rule 2 in ``docs/explanation/consistency.md``).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from contextvars import ContextVar
-from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import NO_VALUE, LeaseBid
@@ -69,8 +67,7 @@ class Builder:
     def __init__(self, parts: CacheParts, reader: Reader) -> None:
         self.parts = parts
         self.reader = reader
-        self.rng = random.Random()
-        self.writer = Writer(parts, reader, self.rng)
+        self.writer = Writer(parts, reader)
         self.building = Building(parts, reader, self.writer, self.serve_stale)
         self.rebuilds = Rebuilds(self)
         self.flights = SingleFlight()  # callers that found nothing: followers get the value
@@ -175,7 +172,9 @@ class Builder:
             and (entry.fresh_until_ms == 0 or now < entry.fresh_until_ms)
             and (entry.tags == declared if not others else entry.tags_current(declared, others))
             and not (
-                xfetch and o.early_refresh and entry.refresh_early(now, o.early_refresh, self.rng)
+                xfetch
+                and o.early_refresh
+                and entry.refresh_early(now, o.early_refresh, self.parts.random)
             )
         ):
             self.parts.hit(key)
@@ -230,7 +229,7 @@ class Builder:
             return None
         entry = copy.entry
         versions = entry.tags
-        moment = monotonic()
+        moment = parts.clock.monotonic()
         if copy.until < moment or (versions and not parts.tags.all_current(versions, moment)):
             return None
         now = parts.clock.time_ms()
@@ -245,7 +244,7 @@ class Builder:
         invalidation came since ``mark``, its tags reported to an enclosing build."""
         parts = self.parts
         if parts.near is not None and parts.tags.invalidations.unchanged(key, mark):
-            parts.near.keep(key, entry, tags)
+            parts.near.keep(key, entry, tags, parts.clock.monotonic())
         if entry.tags and inside_build():
             report(parts.tags.scope, entry.tags)
         return entry.value
@@ -316,7 +315,7 @@ class Builder:
     def fresh_or_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
         """While another rebuilds: its new value if it comes within ``stale_wait``, else stale."""
         if not call.seen_fresh:
-            for pause in pauses(call.options.stale_wait):
+            for pause in pauses(self.parts.clock, self.parts.random, call.options.stale_wait):
                 yield Pause(pause)
                 fresh = yield from self.fresh_entry_steps(call)
                 if fresh is not None:
@@ -411,7 +410,7 @@ class Builder:
         # Waiters in other processes poll the store: a short cap lets them see the
         # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
         # waiters within ~10% of it), for a few gets a second per waiting process.
-        for pause in pauses(call.options.wait, cap=0.05):
+        for pause in pauses(self.parts.clock, self.parts.random, call.options.wait, cap=0.05):
             yield Pause(pause)
             entry, current = yield from self.current_entry_steps(call)
             if current:

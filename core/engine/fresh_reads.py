@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, NamedTuple
@@ -112,7 +111,7 @@ class ChangeTimes:
     def version(self, tags: Tags | None, tag: str) -> int | None:
         """Return the tag's version: this process's own bump, a recent read, or the store's."""
         mine = _bumped.get(tag, 0)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         with self._lock:
             known = self._known.get(tag)
         if known is not None and known[1] > now:

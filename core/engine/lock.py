@@ -13,14 +13,14 @@ never lapses while its holder lives.
 
 from __future__ import annotations
 
-import random
-import secrets
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from mcache.clock import Clock, system_clock
 from mcache.contract.store import NO_VALUE, Store
 from mcache.errors import LockTimeout
+from mcache.randomness import RandomSource, system_random
 from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
 
 if TYPE_CHECKING:
@@ -29,16 +29,16 @@ if TYPE_CHECKING:
 __all__ = ["Lock", "pauses"]
 
 
-def pauses(seconds: float, cap: float = 0.05) -> Iterator[float]:
+def pauses(clock: Clock, draws: RandomSource, seconds: float, cap: float = 0.05) -> Iterator[float]:
     """Yield jittered, doubling sleeps (the first within 10-20 ms, none over ``cap``) that
     together last ``seconds`` at most.
 
     For callers that poll the store for what another caller is building: the
     sync driver sleeps them, the async one awaits them.
     """
-    deadline, delay = time.monotonic() + seconds, 0.01
-    while (remaining := deadline - time.monotonic()) > 0:
-        yield min(random.uniform(delay, delay * 2), cap, remaining)
+    deadline, delay = clock.monotonic() + seconds, 0.01
+    while (remaining := deadline - clock.monotonic()) > 0:
+        yield min(draws.uniform(delay, delay * 2), cap, remaining)
         delay = min(delay * 2, cap)
 
 
@@ -58,6 +58,8 @@ class Lock:
         wait: float = 0.0,
         renewer: LockRenewer | None = None,
         token: bytes | None = None,
+        draws: RandomSource = system_random,
+        clock: Clock = system_clock,
     ) -> None:
         if timeout < 1:
             raise ValueError(f"lock timeout must be >= 1 second, got {timeout!r}")
@@ -67,7 +69,8 @@ class Lock:
         self.wait = wait
         self.renewer = renewer
         # A token given is an owner's handing its lock over (to a queue worker, say).
-        self.token = token or secrets.token_hex(16).encode()
+        self.token = token or draws.token(16).encode()
+        self.draws, self.clock = draws, clock
         self.held = token is not None
         self._slack = store.traits.expiry_slack
 
@@ -91,7 +94,7 @@ class Lock:
         """Take the lock, polling with backoff up to ``wait`` seconds; return whether held."""
         if self.try_acquire():
             return True
-        for pause in pauses(self.wait if wait is None else wait, cap=0.1):
+        for pause in pauses(self.clock, self.draws, self.wait if wait is None else wait, cap=0.1):
             time.sleep(pause)
             if self.try_acquire():
                 return True

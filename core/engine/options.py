@@ -41,8 +41,15 @@ TagsArg = Iterable[str] | str | None
 _WORD = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
-def check_settings(stats_interval: float, trace_dir: object) -> None:
-    """Refuse a ``Cache``'s reporting settings at construction, not at the first flush."""
+def check_settings(stats_interval: float, trace_dir: object, clock: object) -> None:
+    """Refuse a ``Cache``'s reporting settings and clock at construction, not at the first
+    flush or the first wait."""
+    missing = [name for name in ("time", "time_ms", "monotonic") if not hasattr(clock, name)]
+    if missing:
+        raise ConfigError(
+            f"clock must have time(), time_ms() and monotonic() (as mcache.SystemClock and"
+            f" mcache.FakeClock do), {clock!r} lacks {', '.join(f'{n}()' for n in missing)}"
+        )
     if not isinstance(stats_interval, int | float) or isinstance(stats_interval, bool):
         raise ConfigError(f"stats_interval must be a number of seconds, got {stats_interval!r}")
     if not stats_interval > 0:  # 0 would flush the counters inside every request

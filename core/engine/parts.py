@@ -11,18 +11,21 @@ algorithm, never the reverse (the layers in ``docs/layout.md``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from mcache.engine.lock import Lock
 from mcache.errors import StoreUnavailable, ValueTooLarge
 from mcache.model.keys import MAX_KEY_BYTES, make_key
 from mcache.observe.outcome import STORE_FAILED
 from mcache.observe.trace import logging_events
+from mcache.randomness import RandomSource
 
 if TYPE_CHECKING:
     from mcache.clock import Clock
     from mcache.contract.refresher import Refresher
     from mcache.contract.store import Store
+    from mcache.engine.renewal import LockRenewer
     from mcache.logs import FailureLog
     from mcache.model.codec import Codec
     from mcache.model.near import Coherence, NearCache
@@ -41,7 +44,8 @@ class CacheParts:
     """One cache's collaborators, and the policy every store call of the algorithm follows.
 
     ``may_store``, ``refresher`` and ``locator`` are the facade's to change
-    after start-up (a framework adapter sets them); the rest are fixed.
+    after start-up (a framework adapter sets them), and ``random`` a simulation's (a
+    seeded source replays a run); the rest are fixed.
     """
 
     store: Store
@@ -67,6 +71,8 @@ class CacheParts:
     younger tag bump reads the primary (:mod:`mcache.engine.fresh_reads`); 0: off."""
     locator: str | None = None
     """How a queue worker finds this cache again (see :mod:`mcache.engine.rebuild`)."""
+    random: RandomSource = field(default_factory=RandomSource)
+    """Where jitter, early refresh, pauses and tokens are drawn from (seeded: replayable)."""
 
     def __post_init__(self) -> None:
         self.traits = self.store.traits
@@ -82,6 +88,13 @@ class CacheParts:
                 self.coherence.reset()
             else:
                 self.coherence.changed(keys)
+
+    def new_lock(
+        self, key: str, timeout: int, wait: float = 0.0, renewer: LockRenewer | None = None
+    ) -> Lock:
+        """Return a lock on ``key`` in the shared store, its token and pauses drawn from this
+        cache's source and clock."""
+        return Lock(self.shared, key, timeout, wait, renewer, draws=self.random, clock=self.clock)
 
     def derived_key(self, kind: str, key: str) -> str:
         """Return the key of a companion record (``l`` lock, …) of ``key``, within 250 bytes."""

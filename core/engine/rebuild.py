@@ -165,7 +165,7 @@ class Rebuilds:
         except Exception as error:
             self.parts.store_failed("get_or_build", error)
         lock = self.builder.writer.try_lock(call)
-        for pause in pauses(o.wait) if lock is None else ():
+        for pause in pauses(self.parts.clock, self.parts.random, o.wait) if lock is None else ():
             time.sleep(pause)
             lock = self.builder.writer.try_lock(call)
             if lock is not None:

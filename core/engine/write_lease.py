@@ -15,7 +15,6 @@ value goes to the build's own caller only. This is memcached's lease
 from __future__ import annotations
 
 import math
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from mcache.contract.store import NO_VALUE, CasToken, NoValueType, Store
 from mcache.model.codec import Codec
 from mcache.model.entry import placeholder
+from mcache.randomness import RandomSource
 from mcache.sansio.steps import Steps, StoreCall
 
 __all__ = ["Lease", "abandon_steps", "keep", "take_steps", "withdraw_steps", "write_steps"]
@@ -58,6 +58,7 @@ def take_steps(
     ttl: int,
     expect_missing: bool,
     lifetime: Callable[[bytes], float],
+    draws: RandomSource,
 ) -> Steps[Lease | None]:
     """Return the lease on ``key`` for a build starting now, or None if it cannot be had.
 
@@ -70,7 +71,7 @@ def take_steps(
     found, token = (NO_VALUE, None) if expect_missing else (yield StoreCall(store, "gets", (key,)))
     placed, held, left = False, found, math.inf
     if found is NO_VALUE:
-        mark = codec.dumps(placeholder(secrets.token_hex(8)), key)
+        mark = codec.dumps(placeholder(draws.token(8)), key)
         placed = yield StoreCall(store, "add", (key, mark, ttl))
         found, token = yield StoreCall(store, "gets", (key,))  # ours, or what won the race
         held = found

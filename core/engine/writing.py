@@ -10,7 +10,6 @@ the cache could not be reached.
 from __future__ import annotations
 
 import math
-import random
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +38,9 @@ BUSY_SECONDS = 0.25
 class Writer:
     """Takes and frees a ``Cache``'s build locks and leases, and stores built entries."""
 
-    def __init__(self, parts: CacheParts, reader: Reader, rng: random.Random) -> None:
+    def __init__(self, parts: CacheParts, reader: Reader) -> None:
         self.parts = parts
         self.reader = reader
-        self.rng = rng
         self._busy: BoundedMemo[str, float] = BoundedMemo(PER_KEY_LIMIT)  # until when it is held
         self.bidding = Bidding(parts, self.rebuild_under_way)
 
@@ -61,7 +59,7 @@ class Writer:
         without asking: a burst of stale reads costs one round trip each, as hits do.
         Where the read itself bid for the lock (:mod:`.bidding`), its answer is used.
         """
-        now = time.monotonic()
+        now = self.parts.clock.monotonic()
         claim = call.claim
         if type(claim) is LeaseBid and not claim.unleased:
             if (claim.outcome is None or holder_gone(claim)) and claim.token is not None:
@@ -91,7 +89,7 @@ class Writer:
 
     def rebuild_under_way(self, key: str, now: float | None = None) -> bool:
         """Whether ``key``'s lock was won or found held here in the last quarter second."""
-        return self._busy.get(key, 0.0) > (time.monotonic() if now is None else now)
+        return self._busy.get(key, 0.0) > (self.parts.clock.monotonic() if now is None else now)
 
     def _mark_busy(self, key: str, now: float) -> None:
         """Note that ``key``'s lock is held, so this process's readers leave it alone a while."""
@@ -116,7 +114,7 @@ class Writer:
                 return self.server_lease(call)
         self.parts.trace(call.key, "L")
         lock_key = self.parts.derived_key("l", call.key)
-        lock = Lock(self.parts.shared, lock_key, call.options.lock_timeout)
+        lock = self.parts.new_lock(lock_key, call.options.lock_timeout)
         try:
             if not (yield from lock.try_acquire_steps()):
                 return None
@@ -179,6 +177,7 @@ class Writer:
                 ttl,
                 call.seen is None,
                 lambda found: self.lifetime(call, found),
+                parts.random,
             )
         except Exception as error:
             parts.store_failed("get_or_build", error)
@@ -270,7 +269,7 @@ class Writer:
         now = parts.clock.time_ms()
         if o.ttl:
             down, up = o.jitter
-            fresh = o.ttl * (1 + self.rng.uniform(-down, up))
+            fresh = o.ttl * (1 + parts.random.uniform(-down, up))
             fresh_until = now if call.stale else now + int(fresh * 1000)
             store_ttl = math.ceil(fresh + o.stale_ttl)
         else:

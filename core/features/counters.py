@@ -10,7 +10,6 @@ database with :meth:`ViewCounter.flush`. See docs/how-to/counters.md.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -193,7 +192,7 @@ class ViewCounter:
         count = self._count(ident, delta)
         with self._lock:
             self._dirty.add(ident)
-        if time.monotonic() >= self._next_push:
+        if self.parts.clock.monotonic() >= self._next_push:
             self.push()
         return count
 
@@ -214,7 +213,7 @@ class ViewCounter:
 
     def push(self) -> None:
         """Record this process's viewed objects in the store, for any process's flush."""
-        self._next_push = time.monotonic() + self.push_interval
+        self._next_push = self.parts.clock.monotonic() + self.push_interval
         with self._lock:
             dirty, self._dirty = self._dirty, set()
         if not dirty:

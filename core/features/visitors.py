@@ -11,7 +11,6 @@ this design comes from advise, so a page never gives away the exact number
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
@@ -23,11 +22,9 @@ from mcache.sansio.steps import Steps, StoreCall, aperform, arun_steps, one, per
 
 if TYPE_CHECKING:
     from mcache.engine.parts import CacheParts
+    from mcache.randomness import RandomSource
 
 __all__ = ["OnlineCounter", "VisitorCounter", "blurred", "checked_noise"]
-
-_DRAWS = random.SystemRandom()
-"""Each read's noise, from the system's random source: no seed to guess, none shared."""
 
 
 def checked_noise(noise: float, setting: str = "noise") -> float:
@@ -41,15 +38,16 @@ def checked_noise(noise: float, setting: str = "noise") -> float:
     return float(noise)
 
 
-def blurred(count: int, noise: float) -> int:
+def blurred(count: int, noise: float, draws: RandomSource) -> int:
     """Return ``count`` moved by a whole number drawn afresh, uniformly, within
     ``noise × count`` (rounded up, so a small count moves too) either way: never below 1
     for a count above 0 (a site with visitors never shows none), 0 for 0, exact with no
-    ``noise``."""
+    ``noise``. Drawn from the cache's source (:mod:`mcache.randomness`): unseeded, the
+    system's, so there is no seed to guess."""
     if not noise or count <= 0:
         return count
     spread = math.ceil(noise * count)
-    return max(1, count + _DRAWS.randint(-spread, spread))
+    return max(1, count + draws.randint(-spread, spread))
 
 
 class OnlineCounter:
@@ -154,10 +152,10 @@ class OnlineCounter:
         found = self.parts.store_call("counter", lambda: self.parts.store.get_many(keys), {})
         anonymous = sum(stored_count(value) or 0 for value in found.values())
         if not self.hll:
-            return blurred(anonymous, self.noise)
+            return blurred(anonymous, self.noise, self.parts.random)
         store, unique = self.parts.shared, [self.unique_key(slot) for slot in slots]
         named = self.parts.store_call("counter", lambda: store.pfcount(unique), 0)
-        return blurred(anonymous + named, self.noise)
+        return blurred(anonymous + named, self.noise, self.parts.random)
 
 
 class VisitorCounter:
@@ -191,7 +189,7 @@ class VisitorCounter:
         index, into = divmod(self.parts.clock.time(), self.period)
         ttl = math.ceil(2 * self.period - into) + 1
         counted = run_steps(bump_steps(self.parts, self._key(int(index)), 1, ttl), perform)
-        return blurred(counted, self.noise)
+        return blurred(counted, self.noise, self.parts.random)
 
     def value(self) -> int:
         """Return the current period's count."""
@@ -204,4 +202,4 @@ class VisitorCounter:
     def _read(self, index: int) -> int:
         key = self._key(index)
         data = self.parts.store_call("counter", lambda: self.parts.store.get(key), NO_VALUE)
-        return blurred(stored_count(data) or 0, self.noise)
+        return blurred(stored_count(data) or 0, self.noise, self.parts.random)

@@ -14,9 +14,11 @@ but something the build's write can be compared against.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcache.randomness import RandomSource
 
 __all__ = ["Entry", "is_placeholder", "placeholder"]
 
@@ -72,7 +74,7 @@ class Entry:
             return self.tags == declared  # same names, same versions
         return self.tags == {**declared, **more}
 
-    def refresh_early(self, now_ms: int, beta: float, rng: random.Random) -> bool:
+    def refresh_early(self, now_ms: int, beta: float, rng: RandomSource) -> bool:
         """Decide, XFetch-style, to rebuild a fresh entry before it goes stale.
 
         The chance grows as expiry nears and with the cost of the build

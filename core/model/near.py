@@ -19,7 +19,6 @@ import functools
 import itertools
 import os
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -122,8 +121,9 @@ class NearCache:
     def __repr__(self) -> str:
         return f"NearCache(ttl={self.ttl:g}, size={self.size}, held={len(self.copies)})"
 
-    def keep(self, key: str, entry: Entry, names: list[str]) -> None:
-        """Keep ``entry`` (just found fresh and current for tags ``names``) near."""
+    def keep(self, key: str, entry: Entry, names: list[str], now: float) -> None:
+        """Keep ``entry`` (just found fresh and current for tags ``names``) near, from ``now``
+        (the cache's ``clock.monotonic()``)."""
         value = entry.value
         if type(value) in _AS_THEY_ARE:
             copied = itertools.repeat(value).__next__  # immutable: handed out as it is
@@ -132,7 +132,7 @@ class NearCache:
                 copied = functools.partial(self.serializer.loads, self.serializer.dumps(value))
             except Exception:
                 return  # it reached the store some other way (a custom codec): not kept here
-        copy = NearCopy(entry, list(names), copied, time.monotonic() + self.ttl)
+        copy = NearCopy(entry, list(names), copied, now + self.ttl)
         with self._lock:
             copies = self.copies
             if key not in copies and len(copies) >= self.size:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Iterable, Mapping
 
 from mcache.clock import Clock
@@ -113,7 +112,7 @@ class Tags:
     def local_versions(self, labels: Iterable[str]) -> dict[str, int] | None:
         """Return the process-local versions of the copies ``labels`` name, or None if any
         is missing or old (a near hit checks its entry's ``tags`` against them)."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         local = self._local
         versions: dict[str, int] = {}
         for label in labels:
@@ -125,7 +124,7 @@ class Tags:
 
     def all_current(self, versions: dict[str, int], now: float) -> bool:
         """Return whether the process-local copies hold exactly ``versions``, none of them
-        old at ``now`` (``time.monotonic()``): :meth:`local_versions` compared, with no dict
+        old at ``now`` (the clock's ``monotonic()``): :meth:`local_versions` compared, with no dict
         made (it runs on every near hit)."""
         local = self._local
         for label, version in versions.items():
@@ -149,7 +148,7 @@ class Tags:
         """Keep ``versions`` locally; read ones (``mark``: when the read began) only if no
         invalidation of their key arrived since."""
         if self.local_ttl:
-            until = time.monotonic() + self.local_ttl
+            until = self.clock.monotonic() + self.local_ttl
             unchanged, prefix = self.invalidations.unchanged, self._prefix
             with self._lock:
                 if len(self._local) > PER_KEY_LIMIT:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Final
 
 from mcache.memo import BoundedMemo
+from mcache.randomness import system_random
 
 __all__ = [
     "FRAGMENT",
@@ -48,7 +48,7 @@ class HoleCollector:
     __slots__ = ("nonce", "recipes")
 
     def __init__(self) -> None:
-        self.nonce = secrets.token_hex(16)
+        self.nonce = system_random.token(16)
         self.recipes: list[str] = []
 
     def placeholder(self, recipe: str) -> str:

@@ -10,6 +10,7 @@ import pytest
 
 from mcache import Cache, FakeClock
 from mcache.features.visitors import blurred
+from mcache.randomness import RandomSource, system_random
 
 READS = 200
 
@@ -53,18 +54,24 @@ def test_visits_per_period_are_blurred_too(memcached_url: str) -> None:
 
 
 def test_a_small_count_moves_and_a_positive_one_never_shows_none() -> None:
-    assert {blurred(3, 0.05) for _ in range(READS)} == {2, 3, 4}, "±1 at the least"
-    assert {blurred(1, 0.5) for _ in range(READS)} == {1, 2}, "never 0 for a visitor online"
-    assert {blurred(0, 0.5) for _ in range(READS)} == {0}
-    assert {blurred(7, 0.0) for _ in range(READS)} == {7}
+    assert {blurred(3, 0.05, system_random) for _ in range(READS)} == {2, 3, 4}, "±1 at the least"
+    assert {blurred(1, 0.5, system_random) for _ in range(READS)} == {1, 2}, (
+        "never 0 for a visitor online"
+    )
+    assert {blurred(0, 0.5, system_random) for _ in range(READS)} == {0}
+    assert {blurred(7, 0.0, system_random) for _ in range(READS)} == {7}
 
 
 def test_the_noise_is_drawn_from_the_systems_source_not_the_seeded_one() -> None:
-    """Seeding ``random`` (as a test or another library may) does not fix the draws."""
+    """Seeding ``random`` (as a test or another library may) does not fix the draws; an
+    unseeded cache's source is the system's. Only a source seeded on purpose replays them."""
+    draws = RandomSource()
     random.seed(64)
-    first = [blurred(10_000, 0.05) for _ in range(20)]
+    first = [blurred(10_000, 0.05, draws) for _ in range(20)]
     random.seed(64)
-    assert [blurred(10_000, 0.05) for _ in range(20)] != first
+    assert [blurred(10_000, 0.05, draws) for _ in range(20)] != first
+    replayed = [[blurred(10_000, 0.05, RandomSource(64)) for _ in range(20)] for _ in range(2)]
+    assert replayed[0] == replayed[1]
 
 
 @pytest.mark.parametrize("noise", [-0.01, 1, 1.5, "5%", True, None])

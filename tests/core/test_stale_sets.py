@@ -287,7 +287,10 @@ def test_a_placeholder_is_counted_to_live_as_short_as_its_store_may_keep_it(
     key = cache.key("short")
     started = time.monotonic()
     lease = run_steps(
-        write_lease.take_steps(cache.store, cache.codec, key, 2, True, lambda _: 0.0), perform
+        write_lease.take_steps(
+            cache.store, cache.codec, key, 2, True, lambda _: 0.0, cache.parts.random
+        ),
+        perform,
     )
     assert lease is not None and lease.placed
     assert lease.expires - started <= 1.0 + 0.5, "counted as living its whole nominal TTL"

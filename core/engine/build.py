@@ -26,7 +26,7 @@ from mcache.engine.building import Building
 from mcache.engine.call import BuildOptions, Call, ServedStale
 from mcache.engine.flight import Flight, NotShared, SingleFlight
 from mcache.engine.fresh_reads import newest_version
-from mcache.engine.lock import Lock, pauses
+from mcache.engine.lock import Lock
 from mcache.engine.options import TagsArg, tag_list
 from mcache.engine.rebuild import HandOver, Rebuilds
 from mcache.engine.writing import Writer
@@ -315,7 +315,7 @@ class Builder:
     def fresh_or_stale_steps(self, call: Call, entry: Entry) -> Steps[Any]:
         """While another rebuilds: its new value if it comes within ``stale_wait``, else stale."""
         if not call.seen_fresh:
-            for pause in pauses(self.parts.clock, self.parts.random, call.options.stale_wait):
+            for pause in self.parts.pauses(call.options.stale_wait):
                 yield Pause(pause)
                 fresh = yield from self.fresh_entry_steps(call)
                 if fresh is not None:
@@ -410,7 +410,7 @@ class Builder:
         # Waiters in other processes poll the store: a short cap lets them see the
         # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
         # waiters within ~10% of it), for a few gets a second per waiting process.
-        for pause in pauses(self.parts.clock, self.parts.random, call.options.wait, cap=0.05):
+        for pause in self.parts.pauses(call.options.wait, cap=0.05):
             yield Pause(pause)
             entry, current = yield from self.current_entry_steps(call)
             if current:

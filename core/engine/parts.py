@@ -10,11 +10,11 @@ algorithm, never the reverse (the layers in ``docs/layout.md``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from mcache.engine.lock import Lock
+from mcache.engine.lock import Lock, pauses
 from mcache.errors import StoreUnavailable, ValueTooLarge
 from mcache.model.keys import MAX_KEY_BYTES, make_key
 from mcache.observe.outcome import STORE_FAILED
@@ -95,6 +95,11 @@ class CacheParts:
         """Return a lock on ``key`` in the shared store, its token and pauses drawn from this
         cache's source and clock."""
         return Lock(self.shared, key, timeout, wait, renewer, draws=self.random, clock=self.clock)
+
+    def pauses(self, seconds: float, cap: float = 0.05) -> Iterator[float]:
+        """Return the sleeps of a wait of ``seconds`` (:func:`mcache.engine.lock.pauses`),
+        timed on this cache's clock and jittered from its source."""
+        return pauses(self.clock, self.random, seconds, cap)
 
     def derived_key(self, kind: str, key: str) -> str:
         """Return the key of a companion record (``l`` lock, …) of ``key``, within 250 bytes."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mcache.engine.call import BuildOptions, Call
-from mcache.engine.lock import Lock, pauses
+from mcache.engine.lock import Lock
 from mcache.engine.renewal import renewer
 from mcache.engine.server_lease import lock_for_job
 from mcache.errors import Uncacheable
@@ -165,7 +165,7 @@ class Rebuilds:
         except Exception as error:
             self.parts.store_failed("get_or_build", error)
         lock = self.builder.writer.try_lock(call)
-        for pause in pauses(self.parts.clock, self.parts.random, o.wait) if lock is None else ():
+        for pause in self.parts.pauses(o.wait) if lock is None else ():
             time.sleep(pause)
             lock = self.builder.writer.try_lock(call)
             if lock is not None:

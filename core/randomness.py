@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import random
-import secrets
 import threading
 import weakref
 from collections.abc import Callable
@@ -70,9 +69,7 @@ class RandomSource:
     def token(self, nbytes: int = 16) -> str:
         """Return ``nbytes`` random bytes as hex: an owner's token for a lock or a lease,
         unguessable unless seeded (a guessed token could free another owner's lock)."""
-        if self.seed is None:
-            return secrets.token_hex(nbytes)
-        return self._draws.getrandbits(nbytes * 8).to_bytes(nbytes, "big").hex()
+        return self._secret.getrandbits(nbytes * 8).to_bytes(nbytes, "big").hex()
 
 
 system_random = RandomSource()

@@ -35,7 +35,6 @@ from mcache.engine.options import (
 from mcache.engine.parts import CacheParts
 from mcache.engine.reading import Reader
 from mcache.engine.rebuild import register
-from mcache.engine.renewal import renewer
 from mcache.errors import ConfigError, InvalidKey
 from mcache.features.counters import Counter, ViewCounter
 from mcache.features.memoize import Memoized, memoize
@@ -364,7 +363,8 @@ class Cache(PlainOperations):
         that takes; a process that dies in the block frees it within ``timeout``.
         """
         key = make_key(self.namespace, "lock", name)
-        return self.parts.new_lock(key, timeout or self.defaults.lock_timeout, wait, renewer)
+        parts = self.parts
+        return parts.new_lock(key, timeout or self.defaults.lock_timeout, wait, parts.renewer)
 
     # -- counters, built on the cache's parts: its store, namespace and fail-open policy --
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from mcache.engine import renewal
 from mcache.engine.lock import Lock, pauses
 from mcache.errors import StoreUnavailable, ValueTooLarge
 from mcache.model.keys import MAX_KEY_BYTES, make_key
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from mcache.clock import Clock
     from mcache.contract.refresher import Refresher
     from mcache.contract.store import Store
-    from mcache.engine.renewal import LockRenewer
     from mcache.logs import FailureLog
     from mcache.model.codec import Codec
     from mcache.model.near import Coherence, NearCache
@@ -73,6 +73,9 @@ class CacheParts:
     """How a queue worker finds this cache again (see :mod:`mcache.engine.rebuild`)."""
     random: RandomSource = field(default_factory=RandomSource)
     """Where jitter, early refresh, pauses and tokens are drawn from (seeded: replayable)."""
+    renewer: renewal.LockRenewer = field(default_factory=lambda: renewal.renewer)
+    """What keeps this cache's build locks alive while their builds run: the process's
+    renewer thread, or a simulation's, which runs each renewal as steps of its own."""
 
     def __post_init__(self) -> None:
         self.traits = self.store.traits
@@ -90,7 +93,7 @@ class CacheParts:
                 self.coherence.changed(keys)
 
     def new_lock(
-        self, key: str, timeout: int, wait: float = 0.0, renewer: LockRenewer | None = None
+        self, key: str, timeout: int, wait: float = 0.0, renewer: renewal.LockRenewer | None = None
     ) -> Lock:
         """Return a lock on ``key`` in the shared store, its token and pauses drawn from this
         cache's source and clock."""

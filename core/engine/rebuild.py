@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mcache.engine.call import BuildOptions, Call
 from mcache.engine.lock import Lock
-from mcache.engine.renewal import renewer
 from mcache.engine.server_lease import lock_for_job
 from mcache.errors import Uncacheable
 from mcache.model.dependencies import report
@@ -100,7 +99,7 @@ class Rebuild:
         job = self.job
         if isinstance(job, str):
             return None
-        renewer.drop(self.lock)
+        self.builder.parts.renewer.drop(self.lock)
         try:
             if self.lock.extend(max(1, int(seconds))):
                 return job.to_json()
@@ -117,7 +116,8 @@ class Rebuild:
             self.builder.parts.store_failed("lock", error)
             ours = False
         if ours:
-            renewer.hold(self.lock, self.builder.parts.failures)
+            parts = self.builder.parts
+            parts.renewer.hold(self.lock, parts.failures)
         return ours
 
     def give_up(self) -> None:
@@ -178,14 +178,15 @@ class Rebuilds:
     def run_job(self, job: Job, build: Callable[[], Any]) -> str:
         """Rebuild what a queue worker was handed (see :func:`mcache.engine.rebuild.run`)."""
         options = BuildOptions(**job.options)
-        lock = lock_for_job(self.parts.shared, job.lock, options.lock_timeout, job.token)
+        parts = self.parts
+        lock = lock_for_job(parts.shared, job.lock, options.lock_timeout, job.token, parts.clock)
         try:  # the enqueuer's lock, unless it expired while the job waited and is gone
             if not (lock.extend() or lock.try_acquire()):
                 return "taken"
         except Exception as error:
             self.parts.store_failed("lock", error)
             return "taken"
-        renewer.hold(lock, self.parts.failures)
+        parts.renewer.hold(lock, parts.failures)
         seen = Entry(None, job.seen) if job.seen else None
         call = Call(job.key, build, job.tags, options, {}, seen, background=True)
         call.newest = job.newest

@@ -17,11 +17,12 @@ import heapq
 import itertools
 import os
 import threading
-import time
 from collections.abc import Callable
 
+from mcache.clock import Clock, system_clock
 from mcache.engine.lock import Lock
 from mcache.logs import FailureLog
+from mcache.sansio.steps import Steps, perform, run_steps
 
 __all__ = ["LockRenewer", "renewer"]
 
@@ -39,13 +40,19 @@ class _Held:
         self.interval = LockRenewer.interval(lock)
         self.guard = threading.Lock()
         self.renewing = True
-        self.also: list[Callable[[], object]] = []
+        self.also: list[Callable[[], Steps[object]]] = []
 
 
 class LockRenewer:
-    """Extends the locks this process holds, from one daemon thread started on first use."""
+    """Extends the locks this process holds, from one daemon thread started on first use.
 
-    def __init__(self) -> None:
+    A cache's parts name the renewer its locks go to (``CacheParts.renewer``): this
+    process's by default, one a simulation drives on its own clock otherwise (the
+    same ``hold``, ``also``, ``drop``), so every renewal is steps it can interleave.
+    """
+
+    def __init__(self, clock: Clock = system_clock) -> None:
+        self._clock = clock
         self._order = itertools.count()
         self._watching_forks = False
         self._forget()
@@ -63,11 +70,13 @@ class LockRenewer:
         with self._condition:
             self._start_if_needed()
             self._held[id(lock)] = held
-            heapq.heappush(self._due, (time.monotonic() + held.interval, next(self._order), held))
+            due = self._clock.monotonic() + held.interval
+            heapq.heappush(self._due, (due, next(self._order), held))
             self._condition.notify()
 
-    def also(self, lock: Lock, keep_alive: Callable[[], object]) -> None:
-        """Call ``keep_alive`` after each renewal of ``lock`` (what the lock's work holds too)."""
+    def also(self, lock: Lock, keep_alive: Callable[[], Steps[object]]) -> None:
+        """Run ``keep_alive()``'s steps after each renewal of ``lock`` (what the lock's work
+        holds too)."""
         with self._condition:
             held = self._held.get(id(lock))
         if held is not None:
@@ -109,7 +118,7 @@ class LockRenewer:
     def _keep_alive(held: _Held) -> None:
         for keep_alive in held.also:
             try:
-                keep_alive()
+                run_steps(keep_alive(), perform)
             except Exception as error:  # the store is down: the lock's renewal says so too
                 held.log.warning(
                     "lock.keep", "could not keep %r's work alive: %s", held.lock.key, error
@@ -119,7 +128,7 @@ class LockRenewer:
         """Wait until a lock is due; return the due ones (rescheduled for their next turn)."""
         with self._condition:
             while True:
-                now = time.monotonic()
+                now = self._clock.monotonic()
                 while self._due and not self._due[0][2].renewing:
                     heapq.heappop(self._due)  # dropped since it was scheduled
                 if self._due and self._due[0][0] <= now:
@@ -139,7 +148,7 @@ class LockRenewer:
             if not held.renewing:
                 return
             try:
-                still_ours = held.lock.extend()
+                still_ours = run_steps(held.lock.extend_steps(), perform)
             except Exception as error:  # the store is down: try again at the next turn
                 held.log.warning("lock.renew", "could not renew lock %r: %s", held.lock.key, error)
                 return

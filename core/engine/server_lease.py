@@ -14,12 +14,16 @@ stored nothing hands a stale entry's rebuild to the next reader.
 
 from __future__ import annotations
 
-import time
+from typing import TYPE_CHECKING
 
+from mcache.clock import Clock, system_clock
 from mcache.contract.store import NO_VALUE, LeaseBid, Store, stale_hold_ttl
 from mcache.engine.lock import Lock
 from mcache.engine.write_lease import Lease
 from mcache.sansio.steps import Steps, StoreCall
+
+if TYPE_CHECKING:
+    from mcache.engine.parts import CacheParts
 
 __all__ = ["JOB_TOKEN_PREFIX", "ServerLease", "holder_gone", "lock_for_job"]
 
@@ -30,17 +34,23 @@ JOB_TOKEN_PREFIX = "cas:"
 class ServerLease(Lock):
     """The server's lease on ``key`` (its cas), in the shape of a build lock."""
 
-    def __init__(self, store: Store, key: str, timeout: int, lease: Lease) -> None:
-        super().__init__(store, key, timeout, token=f"{JOB_TOKEN_PREFIX}{lease.token}".encode())
+    def __init__(
+        self, store: Store, key: str, timeout: int, lease: Lease, clock: Clock = system_clock
+    ) -> None:
+        token = f"{JOB_TOKEN_PREFIX}{lease.token}".encode()
+        super().__init__(store, key, timeout, token=token, clock=clock)
         self.lease = lease
 
     @classmethod
-    def won(cls, store: Store, key: str, timeout: int, bid: LeaseBid, placed: bool) -> ServerLease:
+    def won(
+        cls, parts: CacheParts, key: str, timeout: int, bid: LeaseBid, placed: bool
+    ) -> ServerLease:
         """Return the lease a read just won (``bid.outcome`` True); ``placed``: on a miss,
         so the key holds the server's placeholder, to be taken away if nothing is stored."""
         left = bid.lease_ttl if placed or bid.left is None or bid.left < 0 else bid.left
-        lease = Lease(NO_VALUE, bid.token, placed, b"", time.monotonic() + left, native=True)
-        return cls(store, key, timeout, lease)
+        expires = parts.clock.monotonic() + left
+        lease = Lease(NO_VALUE, bid.token, placed, b"", expires, native=True)
+        return cls(parts.store, key, timeout, lease, parts.clock)
 
     def try_acquire_steps(self) -> Steps[bool]:
         """A server lease is won in a read, never taken afterwards."""
@@ -66,7 +76,7 @@ class ServerLease(Lock):
         ttl = self.expiry(timeout)
         if not self.lease.placed:  # a stale item: held a lock's life more (holder_gone)
             ttl += stale_hold_ttl(self.expiry()) - self.expiry()
-        now = time.monotonic()
+        now = self.clock.monotonic()
         keep = (self.key, self.lease.token, ttl)
         self.held = bool((yield StoreCall(self.store, "keep_lease", keep)))
         if self.held:
@@ -93,11 +103,11 @@ def holder_gone(bid: LeaseBid) -> bool:
     return bid.outcome is False and bid.left is not None and 0 <= bid.left < bid.lease_ttl
 
 
-def lock_for_job(store: Store, key: str, timeout: int, token: str) -> Lock:
+def lock_for_job(store: Store, key: str, timeout: int, token: str, clock: Clock) -> Lock:
     """Return the lock a queued rebuild's job hands its worker: an owner-token lock, or
     the server lease its enqueuer won (its cas), held until its worker's write."""
     if not token.startswith(JOB_TOKEN_PREFIX):
-        return Lock(store, key, timeout, token=token.encode())
+        return Lock(store, key, timeout, token=token.encode(), clock=clock)
     cas = int(token[len(JOB_TOKEN_PREFIX) :])
-    lease = Lease(NO_VALUE, cas, False, b"", time.monotonic(), native=True)
-    return ServerLease(store, key, timeout, lease)
+    lease = Lease(NO_VALUE, cas, False, b"", clock.monotonic(), native=True)
+    return ServerLease(store, key, timeout, lease, clock)

@@ -16,17 +16,23 @@ from __future__ import annotations
 
 import math
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from mcache.contract.store import NO_VALUE, CasToken, NoValueType, Store
 from mcache.model.codec import Codec
 from mcache.model.entry import placeholder
 from mcache.randomness import RandomSource
-from mcache.sansio.steps import Steps, StoreCall
+from mcache.sansio.steps import Pause, Steps, StoreCall
 
-__all__ = ["Lease", "abandon_steps", "keep", "take_steps", "withdraw_steps", "write_steps"]
+__all__ = [
+    "Lease",
+    "abandon_steps",
+    "keep_steps",
+    "take_steps",
+    "withdraw_steps",
+    "write_steps",
+]
 
 
 @dataclass
@@ -41,9 +47,11 @@ class Lease:
     held: bytes
     """The bytes under the key now: the placeholder, or what was found."""
     expires: float
-    """When (``time.monotonic()``) the key expires on its own; ``inf``: never, or unknown."""
+    """When (on the cache's ``clock.monotonic()``) the key expires on its own; ``inf``: never,
+    or unknown."""
     guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    """Keeps a keep-alive (:func:`keep`) and the final write apart: both move the token."""
+    """Keeps a keep-alive (:func:`keep_steps`) and the final write apart: both move the
+    token. Taken without blocking (:func:`_guarded`), so steps that wait for it yield."""
     native: bool = False
     """The server's own lease (memcached's meta protocol, :mod:`mcache.engine.server_lease`): the
     token is the cas of the read that won it, and writes go through ``leased_write``."""
@@ -59,6 +67,7 @@ def take_steps(
     expect_missing: bool,
     lifetime: Callable[[bytes], float],
     draws: RandomSource,
+    now: float,
 ) -> Steps[Lease | None]:
     """Return the lease on ``key`` for a build starting now, or None if it cannot be had.
 
@@ -66,7 +75,8 @@ def take_steps(
     (``expect_missing``) adds the placeholder first: a round trip fewer, almost always.
     ``lifetime(found)``: the seconds what was found has left (``inf``: unknown). The
     placeholder's own life is counted as the store keeps it: on a clock of whole seconds
-    (``expiry_slack``) a TTL of ``t`` may end after ``t - 1``.
+    (``expiry_slack``) a TTL of ``t`` may end after ``t - 1``. ``now``: the cache's
+    monotonic clock, which the lease's ``expires`` is on.
     """
     found, token = (NO_VALUE, None) if expect_missing else (yield StoreCall(store, "gets", (key,)))
     placed, held, left = False, found, math.inf
@@ -83,31 +93,48 @@ def take_steps(
         return None  # gone again at once (evicted, deleted): write nothing
     if found is not NO_VALUE:
         left = lifetime(found)  # type: ignore[arg-type]
-    return Lease(found, token, placed, held, time.monotonic() + left)  # type: ignore[arg-type]
+    return Lease(found, token, placed, held, now + left)  # type: ignore[arg-type]
 
 
-def keep(store: Store, key: str, lease: Lease, ttl: int) -> bool:
-    """Give the leased key ``ttl`` more seconds if it still holds what the lease saw.
+def keep_steps(store: Store, key: str, lease: Lease, ttl: int, now: float) -> Steps[bool]:
+    """Give the leased key ``ttl`` more seconds (from ``now``, monotonic) if it still holds
+    what the lease saw; return False once it does not.
 
     A build outliving the key it leased would store nothing, as if a writer had deleted
-    it; written back unchanged with ``cas``, a delete or a newer write still wins.
+    it; written back unchanged with ``cas``, a delete or a newer write still wins. While
+    the build's own write is under way this turn is skipped: the write moves the token.
     """
-    with lease.guard:
-        found, token = store.gets(key)
-        if token is None or found != lease.held or not store.cas(key, lease.held, token, ttl):
+    if not lease.guard.acquire(blocking=False):
+        return True
+    try:
+        found, token = yield StoreCall(store, "gets", (key,))
+        if token is None or found != lease.held:
             return False
-        _, lease.token = store.gets(key)  # memcached gives a rewrite a new cas unique
-        lease.expires = time.monotonic() + ttl
+        if not (yield StoreCall(store, "cas", (key, lease.held, token, ttl))):
+            return False
+        _, lease.token = yield StoreCall(store, "gets", (key,))  # a rewrite gets a new cas
+        lease.expires = now + ttl
         return lease.token is not None
+    finally:
+        lease.guard.release()
+
+
+def _guarded(lease: Lease) -> Generator[Pause, None, None]:
+    """Take ``lease.guard``, yielding short pauses while a keep-alive holds it: steps never
+    block a thread on it (a simulation runs many callers on one thread)."""
+    while not lease.guard.acquire(blocking=False):
+        yield Pause(0.001)
 
 
 def write_steps(store: Store, key: str, data: bytes, lease: Lease, ttl: int) -> Steps[bool]:
-    """Store ``data`` if the key still holds what the lease saw; return whether it did (the
-    guard is held across an awaited ``cas`` too: only the renewer's thread waits for it)."""
-    with lease.guard:
+    """Store ``data`` if the key still holds what the lease saw; return whether it did."""
+    yield from _guarded(lease)
+    try:
         method = "leased_write" if lease.native else "cas"
         lease.stored = yield StoreCall(store, method, (key, data, lease.token, ttl))
         return lease.stored
+    finally:
+        lease.guard.release()
 
 
 def abandon_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
@@ -119,6 +146,9 @@ def abandon_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
 def withdraw_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
     """Delete what the lease saw (a stale entry too), unless something newer replaced it:
     after a rebuild the store refused (too large), the outdated value must not stay."""
-    with lease.guard:
+    yield from _guarded(lease)
+    try:
         method = "leased_write" if lease.native else "cas"
         yield StoreCall(store, method, (key, b"", lease.token, -1))
+    finally:
+        lease.guard.release()

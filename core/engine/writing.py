@@ -10,7 +10,6 @@ the cache could not be reached.
 from __future__ import annotations
 
 import math
-import time
 from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import NO_VALUE, LeaseBid, StaleClaim
@@ -18,7 +17,6 @@ from mcache.engine import write_lease as leases
 from mcache.engine.bidding import Bidding
 from mcache.engine.call import Call
 from mcache.engine.lock import Lock
-from mcache.engine.renewal import renewer
 from mcache.engine.server_lease import ServerLease, holder_gone
 from mcache.errors import StoreUnavailable, Unserializable, ValueTooLarge
 from mcache.memo import PER_KEY_LIMIT, BoundedMemo
@@ -138,11 +136,11 @@ class Writer:
             return None
         timeout = call.options.lock_timeout
         placed = call.seen is None
-        return self._held(ServerLease.won(self.parts.store, call.key, timeout, claim, placed))
+        return self._held(ServerLease.won(self.parts, call.key, timeout, claim, placed))
 
     def _held(self, lock: Lock) -> Lock:
         """Keep the won ``lock`` renewed while its build runs (see :mod:`mcache.engine.renewal`)."""
-        renewer.hold(lock, self.parts.failures)
+        self.parts.renewer.hold(lock, self.parts.failures)
         return lock
 
     def unlock(self, key: str, lock: Lock) -> None:
@@ -151,7 +149,7 @@ class Writer:
 
     def unlock_steps(self, key: str, lock: Lock) -> Steps[None]:
         """:meth:`unlock`, as steps."""
-        renewer.drop(lock)
+        self.parts.renewer.drop(lock)
         try:
             yield from lock.release_steps()
         except Exception as error:
@@ -178,12 +176,13 @@ class Writer:
                 call.seen is None,
                 lambda found: self.lifetime(call, found),
                 parts.random,
+                parts.clock.monotonic(),
             )
         except Exception as error:
             parts.store_failed("get_or_build", error)
             return None
         if lease is not None and lock is not None:
-            renewer.also(lock, lambda: self.keep_lease(call.key, lease, lock))
+            parts.renewer.also(lock, lambda: self.keep_lease_steps(call.key, lease, lock))
         return lease
 
     def lifetime(self, call: Call, found: bytes) -> float:
@@ -195,13 +194,15 @@ class Writer:
         ends = entry.fresh_until_ms + call.options.stale_ttl * 1000
         return (ends - self.parts.clock.time_ms()) / 1000 - slack
 
-    def keep_lease(self, key: str, lease: leases.Lease, lock: Lock) -> None:
+    def keep_lease_steps(self, key: str, lease: leases.Lease, lock: Lock) -> Steps[bool]:
         """On a renewal of the build's lock: extend its leased key if it could end before the
         renewal after next (one turn of margin for a renewer that runs late)."""
-        if lease.expires - time.monotonic() > lock.timeout + renewer.interval(lock):
-            return
-        slack = self.parts.traits.expiry_slack
-        leases.keep(self.parts.store, key, lease, 2 * lock.timeout + slack)
+        parts = self.parts
+        now = parts.clock.monotonic()
+        if lease.expires - now > lock.timeout + parts.renewer.interval(lock):
+            return True
+        ttl = 2 * lock.timeout + parts.traits.expiry_slack
+        return (yield from leases.keep_steps(parts.store, key, lease, ttl, now))
 
     def replace_unreadable_steps(self, store_key: str, data: bytes, seconds: int) -> Steps[bool]:
         """Store ``data`` over what no read would return (a stale entry, a build's placeholder):
@@ -244,7 +245,7 @@ class Writer:
         if lock is None:
             return
         if back_off:
-            renewer.drop(lock)
+            self.parts.renewer.drop(lock)
             if (yield from parts.store_steps("lock", lock.extend_steps(2 * lock.timeout), False)):
                 self.parts.trace(key, "B")
                 return
@@ -254,10 +255,10 @@ class Writer:
         """Return the steps that free a lock or lease won for a caller gone meanwhile; its
         renewal stops now, so if they never run (the loop closed) it still frees on time."""
         if isinstance(won, Lock):
-            renewer.drop(won)
+            self.parts.renewer.drop(won)
             return self.settle_steps(key, None, won)
         if lock is not None:
-            renewer.drop(lock)
+            self.parts.renewer.drop(lock)
         return self.settle_steps(key, won, lock)
 
     def write_steps(self, call: Call, value: Any, lease: leases.Lease) -> Steps[bool]:

@@ -285,10 +285,10 @@ def test_a_placeholder_is_counted_to_live_as_short_as_its_store_may_keep_it(
     lease must be kept alive by then (counted as 2 s, a renewal could come too late)."""
     cache = Cache(memcached_text_url, namespace="pl")
     key = cache.key("short")
-    started = time.monotonic()
+    started = cache.parts.clock.monotonic()
     lease = run_steps(
         write_lease.take_steps(
-            cache.store, cache.codec, key, 2, True, lambda _: 0.0, cache.parts.random
+            cache.store, cache.codec, key, 2, True, lambda _: 0.0, cache.parts.random, started
         ),
         perform,
     )

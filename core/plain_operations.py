@@ -329,13 +329,14 @@ class PlainOperations:
         Returns the new versions, or ``{}`` when the store could not be reached
         (logged: the caller's write must not fail because the cache is down).
         """
-        return run_steps(self._invalidate_steps(tags), perform)
+        return run_steps(self.invalidate_steps(tags), perform)
 
     async def ainvalidate(self, *tags: str) -> dict[str, int]:
         """:meth:`invalidate`, awaited on the store's async twin (no thread hop)."""
-        return await arun_steps(self._invalidate_steps(tags), aperform)
+        return await arun_steps(self.invalidate_steps(tags), aperform)
 
-    def _invalidate_steps(self, tags: tuple[str, ...]) -> Steps[dict[str, int]]:
+    def invalidate_steps(self, tags: tuple[str, ...]) -> Steps[dict[str, int]]:
+        """:meth:`invalidate`, as steps: for a driver of its own (a simulation's scheduler)."""
         try:
             return (yield from self.tags.bump_steps(tags))
         except MCacheError as error:

@@ -1,0 +1,153 @@
+"""``python -m tests.sim``: run seeds, replay one, run the mutants, or CI's budgeted mix.
+
+run --seed S            replay seed S (its configuration and violations printed)
+run --seeds N [--root R] [--size small|large]
+                        seeds R .. R+N-1; exits 1 on any violation, printing each seed
+mutants [--seeds 200]   every mutant must be caught within its seeds; exits 1 if not
+ci --budget SECONDS     the kept seeds, the mutants, then random seeds until the budget
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import pathlib
+import random
+import sys
+import time
+from collections import Counter
+
+from tests.sim.mutants import CATALOGUE, applied
+from tests.sim.simulation import Result, run_seed
+
+KEPT = pathlib.Path(__file__).with_name("failed_seeds.txt")
+"""Seeds that ever failed: replayed first by ``ci``, so a fix stays fixed."""
+
+
+def reached(result: Result) -> set[str]:
+    """The named branches a run went through."""
+    calls, builds, events = result.history.calls, result.history.builds, result.history.events
+    names = {e.kind for e in events}
+    if any(c.stale for c in calls):
+        names.add("stale served")
+    if any(c.shared_flight for c in calls):
+        names.add("shared an in-process flight")
+    if any(not b.under_lock for b in builds):
+        names.add("built without the lock (wait over, or store down)")
+    if any(b.ended is not None and b.ended - b.began > result.config.lock_timeout for b in builds):
+        names.add("a build outlived lock_timeout")
+    if any(c.outcome == "unknown" for c in calls):
+        names.add("a call cut off by a kill")
+    return names
+
+
+def run_many(seeds: list[int], size: str, quiet: bool = False) -> tuple[list[Result], float]:
+    started = time.perf_counter()
+    failed = []
+    coverage: Counter[str] = Counter()
+    for seed in seeds:
+        result = run_seed(seed, size)
+        coverage.update(reached(result))
+        if result.violations:
+            failed.append(result)
+            print(f"seed {seed} FAILED: {result.violations[0]}")
+    seconds = time.perf_counter() - started
+    if not quiet:
+        rate = len(seeds) / seconds * 60 if seconds else 0.0
+        print(
+            f"{len(seeds)} {size} histories in {seconds:.1f} s ({rate:,.0f} a minute),"
+            f" {len(failed)} with a violation"
+        )
+        for name in sorted(coverage):
+            print(f"  reached by {coverage[name] / len(seeds):6.1%} of seeds: {name}")
+    return failed, seconds
+
+
+def replay(seed: int, size: str) -> int:
+    result = run_seed(seed, size)
+    print(f"seed {seed} ({size}):\n{result.config.describe()}")
+    print(
+        f"  {len(result.history.calls)} calls, {len(result.history.builds)} builds,"
+        f" {result.history.operations} store operations; digest {result.digest}"
+    )
+    for violation in result.violations:
+        print(f"VIOLATION {violation}")
+    return 1 if result.violations else 0
+
+
+def mutants(seeds: int, root: int = 0) -> int:
+    taken = []
+    missed = 0
+    for mutant in CATALOGUE:
+        with applied(mutant):
+            caught = next((s for s in range(root, root + seeds) if run_seed(s).violations), None)
+        if caught is None:
+            missed += 1
+            print(f"NOT CAUGHT within {seeds} seeds: {mutant.name}")
+        else:
+            taken.append(caught - root + 1)
+            print(f"caught after {caught - root + 1:4d} seeds (seed {caught}): {mutant.name}")
+    if taken:
+        print(f"median seeds to catch: {sorted(taken)[len(taken) // 2]}")
+    return 1 if missed else 0
+
+
+def kept_seeds() -> list[int]:
+    if not KEPT.exists():
+        return []
+    lines = (line.split("#")[0].strip() for line in KEPT.read_text().splitlines())
+    return [int(line) for line in lines if line]
+
+
+def ci(budget: float) -> int:
+    started = time.monotonic()
+    status = 0
+    kept = kept_seeds()
+    if kept and run_many(kept, "small")[0]:
+        status = 1
+    if mutants(200):
+        status = 1
+    root = random.SystemRandom().randrange(1 << 40)
+    print(f"random seeds from root {root} (replay one: python -m tests.sim run --seed S)")
+    left = budget - (time.monotonic() - started)
+    batch, done = 2000, 0
+    while left > 0:
+        large = done % 5 == 4
+        seeds = list(range(root + done, root + done + (20 if large else batch)))
+        if run_many(seeds, "large" if large else "small")[0]:
+            status = 1
+        done += len(seeds)
+        left = budget - (time.monotonic() - started)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.disable(logging.CRITICAL)  # the caches' failure logs: the history has them
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.sim",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run")
+    run.add_argument("--seed", type=int)
+    run.add_argument("--seeds", type=int, default=1000)
+    run.add_argument("--root", type=int, default=0)
+    run.add_argument("--size", choices=("small", "large"), default="small")
+    mutant = commands.add_parser("mutants")
+    mutant.add_argument("--seeds", type=int, default=200)
+    budgeted = commands.add_parser("ci")
+    budgeted.add_argument("--budget", type=float, default=480.0)
+    options = parser.parse_args(argv)
+    if options.command == "run":
+        if options.seed is not None:
+            return replay(options.seed, options.size)
+        seeds = list(range(options.root, options.root + options.seeds))
+        return 1 if run_many(seeds, options.size)[0] else 0
+    if options.command == "mutants":
+        return mutants(options.seeds)
+    return ci(options.budget)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

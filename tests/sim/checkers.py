@@ -1,0 +1,124 @@
+"""The rules of ``docs/explanation/consistency.md``, each checked on a run's history.
+
+Each checker returns the violations it finds; an allowance names the sentence of
+``consistency.md`` that grants it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.sim.simulation import Simulation
+
+LOCK_FAULTS = {
+    "crash",
+    "kill",
+    "evict_lock",
+    "pause",
+    "late_renewer",
+    "lock_lost",
+    "renewal_failed",
+}
+"""What may let two builds hold one key's lock at once (rule 4: a lock lost under its
+holder, a holder stalled past ``lock_timeout``, a server that lost the lock)."""
+
+
+@dataclass
+class Violation:
+    """A rule broken: which, and the calls that show it."""
+
+    rule: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.detail}"
+
+
+def fresh_after_write(sim: Simulation) -> list[Violation]:
+    """Guarantee 1: once a write's ``invalidate()`` returned, no reader that began after it
+    gets an older value as fresh. Allowed (guarantee 1: "Only the builder's own caller
+    (and the threads of its process that shared the call) get the value it built"): a
+    thread that shared an in-process flight whose build began before the write."""
+    calls, builds = sim.history.calls, sim.history.builds
+    writes = [c for c in calls if c.kind == "write" and c.invalidated and c.outcome == "ok"]
+    found = []
+    for read in calls:
+        if read.kind != "read" or read.outcome != "ok" or read.stale or read.value is None:
+            continue
+        before = [w for w in writes if w.key == read.key and w.ended < read.invoked]
+        if not before:
+            continue
+        newest = max(before, key=lambda w: w.version)
+        key, version, number = read.value
+        if version >= newest.version:
+            continue
+        build = builds[number]
+        if read.shared_flight and build.process == read.process:
+            continue
+        found.append(
+            Violation(
+                "guarantee 1 (no old value as fresh)",
+                f"call {read.number} (process {read.process}, began {read.invoked:.4f}) got"
+                f" row {key} v{version} from build {number} (process {build.process}, began"
+                f" {build.began:.4f}) as fresh; write {newest.number} of v{newest.version}"
+                f" had returned at {newest.ended:.4f}",
+            )
+        )
+    return found
+
+
+def builds_once(sim: Simulation) -> list[Violation]:
+    """Guarantee 5 and rule 4: no two builds of a key hold its lock at once, unless a fault
+    that rule 4 names (a lock lost, a holder stalled or killed, a server that lost it)
+    struck between their starts."""
+    builds = [b for b in sim.history.builds if b.under_lock and b.ended is not None]
+    faults = [e for e in sim.history.events if e.kind in LOCK_FAULTS]
+    dropping = sim.config.drop_rate or sim.config.lost_reply_rate
+    found = []
+    for i, first in enumerate(builds):
+        for second in builds[i + 1 :]:
+            if second.key != first.key or second.began >= first.ended:
+                continue
+            if dropping or any(e.during(first.locked_at, second.began) for e in faults):
+                continue
+            found.append(
+                Violation(
+                    "guarantee 5 (builds run once)",
+                    f"builds {first.number} (process {first.process}) and {second.number}"
+                    f" (process {second.process}) of row {first.key} both held its lock,"
+                    f" {first.began:.4f}-{first.ended:.4f} and from {second.began:.4f}",
+                )
+            )
+    return found
+
+
+def live_after_faults(sim: Simulation) -> list[Violation]:
+    """Liveness: after the faults heal and every lock has had time to free, a fresh process
+    reads each key fresh at its row's latest version (a key whose last write could not
+    invalidate is exempt: that write returned ``{}``, the cache being down)."""
+    found = []
+    calls = sim.history.calls
+    for key, read in enumerate(sim.liveness):
+        writes = [c for c in calls if c.kind == "write" and c.key == key]
+        if any(not w.invalidated for w in writes):
+            continue
+        latest = sim.database.rows[key]
+        if read.outcome != "ok" or read.stale or read.value is None or read.value[1] != latest:
+            found.append(
+                Violation(
+                    "liveness (served fresh at the latest version)",
+                    f"row {key} is at v{latest}; the final read got {read.value!r}"
+                    f" ({read.outcome}{', stale' if read.stale else ''})",
+                )
+            )
+    return found
+
+
+CHECKERS = (fresh_after_write, builds_once, live_after_faults)
+
+
+def check(sim: Simulation) -> list[Violation]:
+    """Every checker's violations."""
+    return [violation for checker in CHECKERS for violation in checker(sim)]

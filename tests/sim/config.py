@@ -1,0 +1,78 @@
+"""What a seed chooses: the cache's options, the workload, and the faults that strike it."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Fault:
+    """One fault, at virtual time ``at``: what it is, on what, for how long."""
+
+    kind: str
+    at: float
+    target: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Config:
+    """Everything a seed decides; printed with a failure, so a reader sees the case."""
+
+    seed: int
+    processes: int
+    threads: int
+    calls: int
+    keys: int
+    ttl: int
+    stale_ttl: int
+    lock_timeout: int
+    wait: float
+    jitter: float
+    skews: list[float]
+    faults: list[Fault] = field(default_factory=list)
+    drop_rate: float = 0.0
+    lost_reply_rate: float = 0.0
+    long_builds: bool = False
+
+    def describe(self) -> str:
+        """The configuration as one line per field."""
+        return "\n".join(f"  {name}: {value}" for name, value in asdict(self).items())
+
+
+FAULT_KINDS = ("crash", "kill", "evict_tag", "evict_lock", "evict_entry", "pause", "late_renewer")
+
+
+def choose(seed: int, size: str = "small") -> Config:
+    """Return the configuration ``seed`` chooses (``size``: "small" or "large")."""
+    draw = random.Random(f"config:{seed}")
+    large = size == "large"
+    processes = draw.randint(200, 1000) if large else draw.randint(2, 4)
+    skews = [draw.choice((0.0, 0.0, 0.0005, -0.0005, 0.3, -0.3)) for _ in range(processes)]
+    config = Config(
+        seed=seed,
+        processes=processes,
+        threads=1 if large else draw.randint(1, 4),
+        calls=draw.randint(1, 3) if large else draw.randint(2, 6),
+        keys=draw.randint(1, 3),
+        ttl=draw.choice((1, 5, 30)),
+        stale_ttl=draw.choice((0, 0, 5)),
+        lock_timeout=draw.choice((1, 2, 5)),
+        wait=draw.choice((0.5, 3.0)),
+        jitter=draw.choice((0.0, 0.1)),
+        skews=skews,
+        long_builds=draw.random() < 0.2,
+    )
+    if draw.random() < 0.5:
+        for _ in range(draw.randint(1, 3)):
+            kind = draw.choice(FAULT_KINDS)
+            target = str(draw.randrange(processes)) if kind in ("kill", "pause") else ""
+            if kind.startswith("evict"):
+                target = str(draw.randrange(config.keys))
+            seconds = draw.choice((0.2, 1.0, 3.0, 7.0))
+            config.faults.append(Fault(kind, round(draw.uniform(0.0, 4.0), 3), target, seconds))
+    if draw.random() < 0.3:
+        config.drop_rate = draw.choice((0.01, 0.05))
+        config.lost_reply_rate = draw.choice((0.0, 0.01, 0.05))
+    return config

@@ -1,0 +1,141 @@
+"""What happened in a run: every call as invoked and as it ended, every build, every fault.
+
+A value a simulated builder returns carries its provenance, ``[key, row version, build
+number]``, so a checker can say of any value a reader got which build made it and from
+which version of its row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.sim.processes import SimProcess, SimThread
+
+
+@dataclass
+class Call:
+    """One call of the cache's API: a read (``get_or_build``) or a write (row, then bump)."""
+
+    number: int
+    kind: str
+    process: int
+    thread: str
+    key: int
+    invoked: float
+    ended: float | None = None
+    outcome: str = "pending"
+    """"ok", "failed" (raised), or "unknown" (its process was killed first)."""
+    value: Any = None
+    stale: bool = False
+    shared_flight: bool = False
+    version: int = 0
+    """A write's row version; its bump took effect only if ``invalidated``."""
+    invalidated: bool = False
+
+
+@dataclass
+class Build:
+    """One call of a builder: when, by which process, from which row version."""
+
+    number: int
+    process: int
+    call: int
+    key: int
+    version: int
+    began: float
+    under_lock: bool
+    locked_at: float
+    """When this build's lock was won (its start, if it has none)."""
+    ended: float | None = None
+    value: Any = None
+
+
+@dataclass
+class Event:
+    """A fault or a lost lock: when it struck, and until when it lasts."""
+
+    kind: str
+    at: float
+    detail: str = ""
+    until: float = 0.0
+
+    def during(self, start: float, end: float) -> bool:
+        """Whether the event struck or lasted at any time from ``start`` to ``end``."""
+        return self.at <= end and max(self.at, self.until) >= start
+
+
+@dataclass
+class History:
+    """Everything a run's checkers read."""
+
+    calls: list[Call] = field(default_factory=list)
+    builds: list[Build] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    operations: int = 0
+    now: Any = None
+
+    def invoke(self, kind: str, thread: SimThread, key: int) -> Call:
+        call = Call(len(self.calls), kind, thread.process.number, thread.name, key, self.now())
+        self.calls.append(call)
+        return call
+
+    def end(self, call: Call, outcome: str, value: Any = None) -> None:
+        call.ended, call.outcome, call.value = self.now(), outcome, value
+
+    def build_began(self, thread: SimThread, plan: Any) -> Build:
+        key = plan.key if plan is not None else -1
+        version = thread.sim.database.rows[key] if key >= 0 else 0
+        process = thread.process
+        lock_key = process.cache.parts.derived_key("l", plan.store_key) if plan else ""
+        won = [
+            held.since
+            for held in process.renewer.renewing.values()
+            if held.lock.key == lock_key and held.thread is thread
+        ]
+        call = plan.call.number if plan else -1
+        now = self.now()
+        build = Build(
+            len(self.builds),
+            process.number,
+            call,
+            key,
+            version,
+            now,
+            bool(won),
+            won[0] if won else now,
+        )
+        self.builds.append(build)
+        return build
+
+    def build_ended(self, build: Build) -> None:
+        build.ended = self.now()
+
+    def event(self, kind: str, detail: str = "", seconds: float = 0.0) -> None:
+        now = self.now()
+        self.events.append(Event(kind, now, detail, now + seconds))
+
+    def lock_lost(self, process: SimProcess, key: str) -> None:
+        self.event("lock_lost", f"process {process.number}: {key}")
+
+    def killed(self, process: SimProcess) -> None:
+        self.event("kill", f"process {process.number}")
+        for call in self.calls:
+            if call.process == process.number and call.outcome == "pending":
+                call.outcome, call.ended = "unknown", self.now()
+
+    def digest(self) -> str:
+        """A hash of the whole history: equal for equal runs, whatever the machine."""
+        text = repr(
+            (
+                [
+                    (c.kind, c.process, c.key, c.invoked, c.ended, c.outcome, c.value, c.stale)
+                    for c in self.calls
+                ],
+                [(b.process, b.key, b.version, b.began, b.ended) for b in self.builds],
+                [(e.kind, e.at, e.detail) for e in self.events],
+            )
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:16]

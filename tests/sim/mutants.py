@@ -1,0 +1,94 @@
+"""Bugs the simulation must find: the simulator's teeth.
+
+Each mutant rewrites one line of one function of the library, from its own source, for
+the length of a block; the run then plays seeds until a checker reports a violation.
+A mutant no seed catches within its budget is a rule the simulator does not hold.
+"""
+
+from __future__ import annotations
+import __future__
+
+import importlib
+import inspect
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """``old`` replaced by ``new`` in ``module``'s ``qualname`` (``Class.method``)."""
+
+    name: str
+    module: str
+    qualname: str
+    old: str
+    new: str
+
+
+CATALOGUE = (
+    Mutant(
+        "a lock waiter takes a peeked entry without checking its tags",
+        "mcache.engine.build",
+        "Builder.current_entry_steps",
+        "entry is not None and entry.tags_current(declared, others)",
+        "entry is not None and entry.is_fresh(self.parts.clock.time_ms())",
+    ),
+    Mutant(
+        "no tag check on a hit",
+        "mcache.engine.build",
+        "Builder.is_hit",
+        "and (entry.tags == declared if not others else entry.tags_current(declared, others))",
+        "and True",
+    ),
+    Mutant(
+        "a stale value not marked stale",
+        "mcache.engine.build",
+        "Builder.serve_stale",
+        "STALE_SERVED.set(True)",
+        "STALE_SERVED.set(False)",
+    ),
+    Mutant(
+        "the lock taken with set",
+        "mcache.engine.lock",
+        "Lock.try_acquire_steps",
+        'StoreCall(self.store, "add", (self.key, self.token, self.expiry()))',
+        'StoreCall(self.store, "set", (self.key, self.token, self.expiry())) is None',
+    ),
+    Mutant(
+        "locks renewed too late (after their timeout)",
+        "mcache.engine.renewal",
+        "LockRenewer.interval",
+        "return max(lock.timeout / 3, 0.1)",
+        "return lock.timeout * 2.0",
+    ),
+)
+
+
+@contextmanager
+def applied(mutant: Mutant) -> Iterator[None]:
+    """Run the block with ``mutant``'s function in place of the library's."""
+    module = importlib.import_module(mutant.module)
+    owner_name, name = mutant.qualname.split(".")
+    owner = getattr(module, owner_name)
+    original = owner.__dict__[name]
+    function = original.__func__ if isinstance(original, staticmethod) else original
+    source = textwrap.dedent(inspect.getsource(function))
+    if source.count(mutant.old) != 1:
+        raise LookupError(f"{mutant.name}: {mutant.old!r} is not once in {mutant.qualname}")
+    flags = __future__.annotations.compiler_flag
+    code = compile(
+        source.replace(mutant.old, mutant.new),
+        f"<mutant: {mutant.name}>",
+        "exec",
+        flags=flags,
+        dont_inherit=True,
+    )
+    namespace: dict[str, object] = {}
+    exec(code, module.__dict__, namespace)
+    setattr(owner, name, namespace[name])
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)

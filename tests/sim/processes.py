@@ -1,0 +1,306 @@
+"""Simulated processes and threads: the library's own steps, driven on virtual time.
+
+This is a third driver of the steps of :mod:`mcache.sansio.steps`, beside ``run_steps``
+and ``arun_steps``. Each simulated thread runs its calls' generators in a
+``contextvars.Context`` of its own; every operation they yield is a point where the
+scheduler may run another thread first. A store call reaches the simulated server after
+a drawn latency, is applied there atomically, as memcached applies a command, and its
+reply comes back after another. A killed process's generators are never resumed, as
+SIGKILL would leave them: their ``finally`` blocks do not run while the run goes on.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mcache import Cache
+from mcache.engine.lock import Lock
+from mcache.engine.renewal import LockRenewer
+from mcache.errors import StoreUnavailable
+from mcache.logs import FailureLog
+from mcache.randomness import RandomSource
+from mcache.sansio.steps import BlockingOrAwaited, CallBuilder, Pause, Shielded, StoreCall, Wait
+from tests.sim.world import HostClock
+
+if TYPE_CHECKING:
+    from tests.sim.simulation import Simulation
+
+_START = object()
+
+Steps = Generator[Any, Any, Any]
+
+
+@dataclass
+class Task:
+    """Steps a thread runs, and what is told of their end: ``done(value, error)``."""
+
+    steps: Callable[[], Steps]
+    done: Callable[[Any, BaseException | None], None]
+    delay: float = 0.0
+
+
+class SimThread:
+    """One thread of a simulated process: its tasks run one after another."""
+
+    def __init__(self, process: SimProcess, name: str) -> None:
+        self.process = process
+        self.sim = process.sim
+        self.name = name
+        self.context = contextvars.Context()
+        self.tasks: list[Task] = []
+        self.stack: list[Steps] = []
+        self.busy = False
+        self.building: Any = None
+        """What the thread's current task tells the builder (its planned duration)."""
+        self.waited_on_flight = False
+
+    def push(self, task: Task) -> None:
+        """Queue ``task``; started at once if the thread is idle."""
+        self.tasks.append(task)
+        if not self.busy:
+            self._next()
+
+    def _next(self) -> None:
+        if not self.tasks or not self.process.alive:
+            self.busy = False
+            return
+        self.busy = True
+        task = self.tasks.pop(0)
+        generation = self.process.generation
+        self.sim.world.after(task.delay, lambda: self._begin(task, generation))
+
+    def _begin(self, task: Task, generation: int) -> None:
+        if generation != self.process.generation:
+            return
+        self.task = task
+        self.stack = [self.context.run(task.steps)]
+        self.resume(_START, None, generation)
+
+    def resume(self, value: Any, error: BaseException | None, generation: int) -> None:
+        """Send the result of the operation the thread waits on into its steps."""
+        process = self.process
+        if generation != process.generation or not self.stack:
+            return  # killed meanwhile: nothing of it runs again
+        if process.paused_until > self.sim.world.now:  # the whole process is stopped
+            resume = lambda: self.resume(value, error, generation)  # noqa: E731
+            self.sim.world.at(process.paused_until, resume)
+            return
+        self.sim.running = self
+        self.context.run(self._advance, value, error)
+
+    def _advance(self, value: Any, error: BaseException | None) -> None:
+        while True:
+            steps = self.stack[-1]
+            try:
+                if error is not None:
+                    operation = steps.throw(error)
+                elif value is _START:
+                    operation = next(steps)
+                else:
+                    operation = steps.send(value)
+            except StopIteration as finished:
+                self.stack.pop()
+                value, error = finished.value, None
+                if not self.stack:
+                    return self._finish(value, None)
+                continue
+            except Exception as raised:
+                self.stack.pop()
+                value, error = None, raised
+                if not self.stack:
+                    return self._finish(None, raised)
+                continue
+            value, error = None, None
+            kind = type(operation)
+            if kind is Shielded:
+                self.stack.append(operation.steps)
+                value = _START
+                continue
+            if kind is BlockingOrAwaited:
+                try:
+                    value = operation.blocking()
+                except Exception as raised:
+                    error = raised
+                continue
+            return self._perform(operation)
+
+    def _finish(self, value: Any, error: BaseException | None) -> None:
+        self.task.done(value, error)
+        self._next()
+
+    def _perform(self, operation: Any) -> None:
+        generation = self.process.generation
+        world = self.sim.world
+        kind = type(operation)
+        if kind is StoreCall:
+            self.sim.network.deliver(self, operation, generation)
+        elif kind is Pause:
+            world.after(operation.seconds, lambda: self.resume(None, None, generation))
+        elif kind is CallBuilder:
+            self._build(operation, generation)
+        elif kind is Wait:
+            self.waited_on_flight = True
+            self._wait(operation, world.now + operation.timeout, generation)
+        else:
+            error = TypeError(f"the simulation cannot perform {operation!r}")
+            world.after(0, lambda: self.resume(None, error, generation))
+
+    def _build(self, operation: CallBuilder, generation: int) -> None:
+        plan = self.building
+        build = self.sim.history.build_began(self, plan)
+        try:
+            value, error = operation.build(), None
+        except Exception as raised:
+            value, error = None, raised
+        build.value = value
+
+        def end() -> None:
+            self.sim.history.build_ended(build)
+            self.resume(value, error, generation)
+
+        self.sim.world.after(plan.build_seconds if plan is not None else 0.01, end)
+
+    def _wait(self, operation: Wait, deadline: float, generation: int) -> None:
+        world = self.sim.world
+
+        def check() -> None:
+            if generation != self.process.generation:
+                return
+            answered = operation.flight.answered()
+            if answered or world.now >= deadline:
+                self.resume(answered, None, generation)
+            else:
+                world.after(min(0.005, deadline - world.now), check)
+
+        world.after(0.0, check)
+
+
+@dataclass
+class _Held:
+    lock: Lock
+    thread: SimThread | None
+    since: float
+    also: list[Callable[[], Steps]] = field(default_factory=list)
+
+
+class SimRenewer(LockRenewer):
+    """A process's lock renewer, whose renewals are steps on a simulated thread of its own.
+
+    The same turns as the real one (every third of the lock's timeout); a renewal that
+    finds the lock no longer ours stops, as the real one does.
+    """
+
+    def __init__(self, process: SimProcess) -> None:
+        super().__init__(process.clock)
+        self.process = process
+        self.thread = SimThread(process, "renewer")
+        self.renewing: dict[int, _Held] = {}
+        self.late = 0.0
+        """Seconds each renewal comes late (a fault: a renewer the machine holds up)."""
+
+    def hold(self, lock: Lock, log: FailureLog | None = None) -> None:
+        self.renewing[id(lock)] = _Held(lock, self.process.sim.running, self.process.sim.world.now)
+        self._schedule(lock)
+
+    def also(self, lock: Lock, keep_alive: Callable[[], Steps]) -> None:
+        held = self.renewing.get(id(lock))
+        if held is not None:
+            held.also.append(keep_alive)
+
+    def drop(self, lock: Lock) -> None:
+        self.renewing.pop(id(lock), None)
+
+    def holds(self, lock: Lock) -> bool:
+        return id(lock) in self.renewing
+
+    def _schedule(self, lock: Lock) -> None:
+        generation = self.process.generation
+        due = self.interval(lock) + self.late
+
+        def turn() -> None:
+            held = self.renewing.get(id(lock))
+            if held is None or generation != self.process.generation:
+                return
+            self.thread.push(Task(lambda: self._renewal_steps(held), self._renewed(held)))
+
+        self.process.sim.world.after(due, turn)
+
+    def _renewal_steps(self, held: _Held) -> Steps:
+        ours = yield from held.lock.extend_steps()
+        if ours:
+            for keep_alive in list(held.also):
+                yield from keep_alive()
+        return ours
+
+    def _renewed(self, held: _Held) -> Callable[[Any, BaseException | None], None]:
+        def done(ours: Any, error: BaseException | None) -> None:
+            if self.renewing.get(id(held.lock)) is not held:
+                return
+            if error is not None:  # the store failed: tried again at the next turn
+                self.process.sim.history.event("renewal_failed", held.lock.key)
+            elif not ours:
+                self.renewing.pop(id(held.lock), None)
+                self.process.sim.history.lock_lost(self.process, held.lock.key)
+                return
+            self._schedule(held.lock)
+
+        return done
+
+
+class SimProcess:
+    """One simulated process: a ``Cache`` of its own on a host clock, and its threads."""
+
+    def __init__(self, sim: Simulation, number: int, skew: float) -> None:
+        self.sim = sim
+        self.number = number
+        self.alive = True
+        self.generation = 0
+        self.paused_until = 0.0
+        self.clock = HostClock(sim.world, skew)
+        self.threads: list[SimThread] = []
+        self.start()
+
+    def start(self) -> None:
+        """Start (again, after a kill): a new cache, nothing of the old process's memory."""
+        sim = self.sim
+        config = sim.config
+        self.cache = Cache(
+            sim.server.store,
+            namespace="sim",
+            clock=self.clock,
+            default_ttl=config.ttl,
+            stale_ttl=config.stale_ttl,
+            lock_timeout=config.lock_timeout,
+            wait=config.wait,
+            jitter=config.jitter,
+            stats_interval=1e9,
+            codec=sim.codec,
+        )
+        self.cache.parts.random = RandomSource(seed=sim.world.rng.getrandbits(64))
+        self.renewer = SimRenewer(self)
+        self.cache.parts.renewer = self.renewer
+        self.alive = True
+
+    def thread(self, name: str) -> SimThread:
+        """A new thread of this process."""
+        thread = SimThread(self, name)
+        self.threads.append(thread)
+        return thread
+
+    def kill(self) -> None:
+        """SIGKILL: every thread stops where it is; its locks are renewed no more."""
+        self.alive = False
+        self.generation += 1
+        for thread in [*self.threads, self.renewer.thread]:
+            self.sim.graveyard.extend((thread.context, steps) for steps in thread.stack)
+            thread.stack, thread.tasks, thread.busy = [], [], False
+        self.renewer.renewing.clear()
+        self.sim.history.killed(self)
+
+
+def refused(reason: str) -> StoreUnavailable:
+    """The error a store call gets when the server or the network fails it."""
+    return StoreUnavailable(f"simulated: {reason}")

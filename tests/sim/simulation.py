@@ -1,0 +1,283 @@
+"""One simulated run: a seed's configuration played out, then checked.
+
+A run has a simulated memcached (the library's own memcached-semantics store on a clock
+of whole seconds, reached over a simulated network that drops requests and loses
+replies), a database of versioned rows, processes whose threads read and write them
+through the real ``Cache``, and the faults the seed chose. After the faults heal, a
+liveness phase reads every key once more from a fresh process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcache.engine.build import STALE_SERVED
+from mcache.model.codec import Codec, JsonSerializer
+from mcache.stores.memory.store import MemoryStore
+from tests.sim.checkers import Violation, check
+from tests.sim.config import Config, Fault, choose
+from tests.sim.history import Call, History
+from tests.sim.processes import SimProcess, SimThread, Steps, Task, refused
+from tests.sim.world import WholeSecondClock, World
+
+
+class SimMemcached(MemoryStore):
+    """memcached as the store contract sees it: shared by every process, whole seconds."""
+
+    traits = dataclasses.replace(MemoryStore.traits, process_local=False, expiry_slack=1)
+
+
+class Server:
+    """The simulated memcached server: its data, and whether it is up."""
+
+    def __init__(self, world: World) -> None:
+        self.store = SimMemcached(clock=WholeSecondClock(world))
+        self.down = False
+
+    def crash(self) -> None:
+        """Lose everything and stop answering (until :meth:`restart`)."""
+        self.store.flush()
+        self.down = True
+
+    def restart(self) -> None:
+        self.down = False
+
+
+class Network:
+    """Latency with a tail, dropped requests and replies lost after the server applied them."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def latency(self) -> float:
+        rng = self.sim.world.rng
+        tail = rng.random() < 0.01
+        return 0.0001 + rng.expovariate(10_000.0) + (rng.uniform(0.01, 0.2) if tail else 0.0)
+
+    def deliver(self, thread: SimThread, operation: Any, generation: int) -> None:
+        """Send ``operation`` (a ``StoreCall``) to the server; its reply back to ``thread``."""
+        sim = self.sim
+        world, config = sim.world, sim.config
+        out, back = self.latency(), self.latency()
+        healed = sim.healed
+        dropped = not healed and world.rng.random() < config.drop_rate
+        lost = not healed and world.rng.random() < config.lost_reply_rate
+
+        def apply() -> None:
+            sim.history.operations += 1
+            result, error = None, None
+            if sim.server.down or dropped:
+                error = refused("server down" if sim.server.down else "request dropped")
+            else:
+                try:
+                    result = getattr(operation.store, operation.method)(*operation.args)
+                except Exception as raised:
+                    error = raised
+                if lost and error is None:
+                    result, error = None, refused("reply lost")
+            world.after(back, lambda: thread.resume(result, error, generation))
+
+        world.after(out, apply)
+
+
+class Database:
+    """Rows with versions: a write commits the next version at once."""
+
+    def __init__(self, keys: int) -> None:
+        self.rows = [0] * keys
+
+    def write(self, key: int) -> int:
+        self.rows[key] += 1
+        return self.rows[key]
+
+
+@dataclass
+class Plan:
+    """What a read's builder is to do: which row, for how long."""
+
+    key: int
+    store_key: str
+    call: Call
+    build_seconds: float
+
+
+@dataclass
+class Result:
+    """A run's outcome: what it broke, and what it reached."""
+
+    config: Config
+    violations: list[Violation]
+    digest: str
+    history: History
+    reached: set[str] = field(default_factory=set)
+
+
+CODEC = Codec(JsonSerializer())
+
+LASTING = {"crash", "pause", "late_renewer"}
+"""Faults that last their ``seconds``; the others strike once."""
+
+
+class Simulation:
+    """A seed's run."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.world = World(config.seed)
+        self.history = History(now=lambda: self.world.now)
+        self.server = Server(self.world)
+        self.network = Network(self)
+        self.database = Database(config.keys)
+        self.codec = CODEC
+        self.healed = False
+        self.running: SimThread | None = None
+        """The thread whose steps run now (a lock won is this thread's)."""
+        self.graveyard: list[tuple[contextvars.Context, Steps]] = []
+        self.processes = [SimProcess(self, n, skew) for n, skew in enumerate(config.skews)]
+
+    # -- the workload ---------------------------------------------------------------------
+
+    def read_steps(self, thread: SimThread, key: int, build_seconds: float) -> Steps:
+        cache = thread.process.cache
+        STALE_SERVED.set(False)
+        call = self.history.invoke("read", thread, key)
+        plan = Plan(key, cache._store_key(f"row{key}"), call, build_seconds)
+        thread.building, thread.waited_on_flight = plan, False
+
+        def build() -> list[Any]:
+            return [key, self.database.rows[key], self.history.builds[-1].number]
+
+        options = cache.call_options()
+        value = yield from cache.get_or_build_steps(f"row{key}", build, options, [f"t{key}"])
+        call.stale = STALE_SERVED.get()
+        call.shared_flight = thread.waited_on_flight
+        return value, call
+
+    def write_steps(self, thread: SimThread, key: int) -> Steps:
+        call = self.history.invoke("write", thread, key)
+        call.version = self.database.write(key)
+        versions = yield from thread.process.cache.invalidate_steps((f"t{key}",))
+        call.invalidated = bool(versions)
+        return versions, call
+
+    def _ended(self, thread: SimThread) -> Any:
+        calls = self.history.calls
+
+        def done(value: Any, error: BaseException | None) -> None:
+            mine = [c for c in calls if c.thread == thread.name and c.outcome == "pending"]
+            if error is not None:
+                for call in mine:
+                    self.history.end(call, "failed", repr(error))
+                return
+            result, call = value
+            self.history.end(call, "ok", result if call.kind == "read" else None)
+
+        return done
+
+    def plan_threads(self) -> None:
+        config, rng = self.config, self.world.rng
+        for process in self.processes:
+            for t in range(config.threads):
+                thread = process.thread(f"p{process.number}t{t}")
+                for _ in range(config.calls):
+                    key = rng.randrange(config.keys)
+                    delay = round(rng.uniform(0.0, 3.0), 4)
+                    if rng.random() < 0.25:
+                        steps = lambda th=thread, k=key: self.write_steps(th, k)  # noqa: E731
+                    else:
+                        slow = config.long_builds and rng.random() < 0.3
+                        seconds = (
+                            rng.uniform(1.0, 3.0 * config.lock_timeout)
+                            if slow
+                            else (rng.uniform(0.001, 0.6))
+                        )
+                        steps = lambda th=thread, k=key, s=seconds: self.read_steps(th, k, s)  # noqa: E731
+                    thread.push(Task(steps, self._ended(thread), delay))
+
+    # -- faults ---------------------------------------------------------------------------
+
+    def schedule(self, fault: Fault) -> None:
+        world, history = self.world, self.history
+
+        def strike() -> None:
+            lasting = fault.seconds if fault.kind in LASTING else 0.0
+            history.event(fault.kind, f"{fault.target} for {fault.seconds}", lasting)
+            if fault.kind == "crash":
+                self.server.crash()
+                world.after(fault.seconds, self.server.restart)
+            elif fault.kind == "kill":
+                process = self.processes[int(fault.target)]
+                if process.alive:
+                    process.kill()
+                    world.after(fault.seconds, process.start)
+            elif fault.kind == "pause":
+                self.processes[int(fault.target)].paused_until = world.now + fault.seconds
+            elif fault.kind == "late_renewer":
+                for process in self.processes:
+                    process.renewer.late = fault.seconds
+                world.after(fault.seconds, self.renewers_on_time)
+            else:
+                self.evict(fault.kind, int(fault.target))
+
+        world.at(fault.at, strike)
+
+    def renewers_on_time(self) -> None:
+        for process in self.processes:
+            process.renewer.late = 0.0
+
+    def evict(self, kind: str, key: int) -> None:
+        cache = self.processes[0].cache
+        store_key = cache._store_key(f"row{key}")
+        target = {
+            "evict_tag": cache.tags.key(f"t{key}"),
+            "evict_lock": cache.parts.derived_key("l", store_key),
+            "evict_entry": store_key,
+        }[kind]
+        self.server.store.delete(target)
+
+    # -- the run --------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        self.plan_threads()
+        for fault in self.config.faults:
+            self.schedule(fault)
+        self.world.run()
+        self.heal()
+        violations = check(self)
+        self.bury()
+        return Result(self.config, violations, self.history.digest(), self.history)
+
+    def heal(self) -> None:
+        """Faults over: wait out every lock, then read each key from a fresh process."""
+        config = self.config
+        self.healed = True
+        self.server.down = False
+        for process in self.processes:
+            process.paused_until = 0.0
+            process.renewer.late = 0.0
+        self.world.run(until=self.world.now + config.lock_timeout + config.wait + 2)
+        checker = SimProcess(self, len(self.processes), 0.0)
+        self.liveness = []
+        for key in range(config.keys):
+            thread = checker.thread(f"live{key}")
+            steps = lambda th=thread, k=key: self.read_steps(th, k, 0.01)  # noqa: E731
+            thread.push(Task(steps, self._ended(thread)))
+            self.world.run()
+            self.liveness.append(self.history.calls[-1])
+
+    def bury(self) -> None:
+        """Close what killed processes left suspended, now that nothing is checked any more."""
+        for context, steps in reversed(self.graveyard):
+            # steps that would yield in their finally raise: a dead process's never run
+            with contextlib.suppress(RuntimeError):
+                context.run(steps.close)
+        self.graveyard.clear()
+
+
+def run_seed(seed: int, size: str = "small") -> Result:
+    """Play out the configuration ``seed`` chooses, and check it."""
+    return Simulation(choose(seed, size)).run()

@@ -109,16 +109,22 @@ def ci(budget: float) -> int:
         status = 1
     root = random.SystemRandom().randrange(1 << 40)
     print(f"random seeds from root {root} (replay one: python -m tests.sim run --seed S)")
-    left = budget - (time.monotonic() - started)
-    batch, done = 2000, 0
-    while left > 0:
-        large = done % 5 == 4
-        seeds = list(range(root + done, root + done + (20 if large else batch)))
-        if run_many(seeds, "large" if large else "small")[0]:
-            status = 1
-        done += len(seeds)
-        left = budget - (time.monotonic() - started)
-    return status
+    ran = {"small": 0, "large": 0}
+    spent = {"small": 0.0, "large": 0.0}
+    failed = 0
+    while time.monotonic() - started < budget:
+        size = "large" if ran["small"] // 2000 > ran["large"] // 20 else "small"
+        first = root + ran["small"] + ran["large"]
+        count = 20 if size == "large" else 2000
+        bad, seconds = run_many(list(range(first, first + count)), size, quiet=True)
+        ran[size] += count
+        spent[size] += seconds
+        failed += len(bad)
+    for size in ran:
+        rate = ran[size] / spent[size] * 60 if spent[size] else 0.0
+        print(f"{ran[size]:,} {size} histories in {spent[size]:.0f} s ({rate:,.0f} a minute)")
+    print(f"{failed} with a violation")
+    return 1 if status or failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,6 +52,7 @@ from mcache.observe.stats import COUNTERS, SESSIONS, CacheStats
 from mcache.observe.trace import Tracer
 from mcache.plain_operations import Key, PlainOperations
 from mcache.purge.urls import purger_from
+from mcache.randomness import RandomSource
 from mcache.refreshers.named import refresher_named
 from mcache.refreshers.thread import ThreadPoolRefresher
 from mcache.sansio.steps import Steps
@@ -145,7 +146,8 @@ class Cache(PlainOperations):
         near = None if near_ttl is None else NearCache(near_ttl, near_size, self.codec.serializer)
         invalidations, tag_ttl = Invalidations(), duration(tag_cache_ttl, "tag_cache_ttl")
         tag_ttl = tag_ttl if near is None else max(tag_ttl, near.ttl)
-        self.tags = Tags(self.shared, namespace, clock, tag_ttl, invalidations)
+        draws = RandomSource()
+        self.tags = Tags(self.shared, namespace, clock, tag_ttl, invalidations, draws)
         coherence = Coherence(invalidations, near, self.tags)
         self.counts = CacheStats(
             self.shared, namespace, stats_interval, self.failures, name, counted_name(counted_as)
@@ -172,6 +174,7 @@ class Cache(PlainOperations):
             may_store or _ALWAYS,
             coherence,
             int(duration(replication_lag, "replication_lag") * 1000),
+            random=draws,
         )
         if near is not None and self.shared is self.store:
             coherence.follow_store(self.store, namespace)
@@ -193,7 +196,17 @@ class Cache(PlainOperations):
 
     @clock.setter
     def clock(self, clock: Clock) -> None:
-        self.parts.clock = clock
+        self.parts.clock = self.tags.clock = clock
+
+    @property
+    def random(self) -> RandomSource:
+        """Where the cache's jitter, pauses, tokens and tag versions' low bits are drawn from
+        (a seeded ``RandomSource`` replays a simulation's run)."""
+        return self.parts.random
+
+    @random.setter
+    def random(self, draws: RandomSource) -> None:
+        self.parts.random = self.tags.draws = draws
 
     @property
     def refresher(self) -> Refresher:

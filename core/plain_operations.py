@@ -255,13 +255,14 @@ class PlainOperations:
 
     def delete(self, key: Key) -> bool:
         """Remove a cached value; ``True`` when it existed."""
-        return self._run("delete", key, self._delete_steps(key))
+        return self._run("delete", key, self.delete_steps(key))
 
     async def adelete(self, key: Key) -> bool:
         """Await :meth:`delete`."""
-        return await self._arun("adelete", key, self._delete_steps(key))
+        return await self._arun("adelete", key, self.delete_steps(key))
 
-    def _delete_steps(self, key: Key) -> Steps[bool]:
+    def delete_steps(self, key: Key) -> Steps[bool]:
+        """:meth:`delete`, as steps: for a driver of its own (a simulation's scheduler)."""
         arguments = (self._store_key(key),)
         return (yield from self._guarded_steps("delete", "delete", arguments, False, arguments))
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from mcache.clock import Clock, system_clock
 from mcache.memo import PER_KEY_LIMIT, BoundedMemo
+from mcache.model.tags import version_ms
 
 if TYPE_CHECKING:
     from mcache.model.tags import Tags
@@ -54,7 +55,7 @@ def reading_primary_after(clock: Clock, newest_version: int, lag_ms: int) -> Ite
     Nothing changes when the lag is off (0), no version is known, or the
     version is already older than the lag.
     """
-    until_ms = newest_version + lag_ms
+    until_ms = version_ms(newest_version) + lag_ms
     outer = _PRIMARY.get()
     if (
         lag_ms <= 0
@@ -106,7 +107,7 @@ class ChangeTimes:
         """Whether ``tag`` was bumped within the lag, as ``tags`` (a cache's) tell; True when
         that cannot be known (no cache, or it is down): reading the primary is always correct."""
         version = self.version(tags, tag)
-        return version is None or self.clock.time_ms() - version < self.lag_ms
+        return version is None or self.clock.time_ms() - version_ms(version) < self.lag_ms
 
     def version(self, tags: Tags | None, tag: str) -> int | None:
         """Return the tag's version: this process's own bump, a recent read, or the store's."""

@@ -1,10 +1,10 @@
 """Tag versions: invalidating a whole group of entries in O(1).
 
-A tag is a key ``{ns}:t:{name}`` holding a version: a time in milliseconds that
-only ever grows. An entry records the versions of its tags when its build
-starts; it is valid only while each tag still has that version. Bumping a tag
-therefore invalidates every entry that carries it, however many there are,
-without finding or deleting any of them.
+A tag is a key ``{ns}:t:{name}`` holding a version: a time that only ever grows,
+counted in 2**-20 ms (:data:`VERSION_BITS`: the milliseconds, then 20 bits more). An
+entry records the versions of its tags when its build starts; it is valid only while
+each tag still has that version. Bumping a tag therefore invalidates every entry that
+carries it, however many there are, without finding or deleting any of them.
 
 Why a bump is ``max(now, old + 1)`` by ``incr``, why a lost tag key is
 recreated at the current time, and how a pool keeps a copy of each version on
@@ -32,9 +32,30 @@ from mcache.contract.store_helpers import stored_count
 from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 from mcache.model.keys import MAX_KEY_BYTES, make_key
 from mcache.model.near import Invalidations
+from mcache.randomness import RandomSource, system_random
 from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
 
-__all__ = ["Slot", "Tags"]
+__all__ = ["VERSION_BITS", "Slot", "Tags", "version_ms", "version_now"]
+
+VERSION_BITS = 20
+"""A version is its time in milliseconds shifted left by this many bits. A bump moves a
+tag to ``max(now, old + 1)``; a lost tag key is recreated at ``now`` plus a random draw of
+these bits, so that two processes recreating it in one millisecond (or a host whose
+clock lags onto the millisecond the lost copy had) almost never give it back the version
+entries recorded against the lost copy: one chance in a million, where the millisecond
+alone gave it back every time. ``2**63`` is still ahead until the year 2248."""
+
+
+def version_now(clock: Clock) -> int:
+    """Return the version a bump made now would move a tag to, at least."""
+    return clock.time_ms() << VERSION_BITS
+
+
+def version_ms(version: int) -> int:
+    """Return the time in milliseconds a version was made at (a version written before
+    versions had their 20 more bits reads as a time in 1970: long ago)."""
+    return version >> VERSION_BITS
+
 
 # Names kept readable in their keys: printable ASCII without "~" (copies end in
 # "~n") and not starting with "#" (hashed names do), so no tag's key is another
@@ -56,8 +77,11 @@ class Tags:
         clock: Clock,
         local_ttl: float = 0.0,
         invalidations: Invalidations | None = None,
+        draws: RandomSource = system_random,
     ) -> None:
         self.store = store
+        self.draws = draws
+        """Where a recreated tag's low bits come from (its cache's source)."""
         self.invalidations = invalidations or Invalidations()
         self.namespace = namespace
         self.clock = clock
@@ -184,7 +208,7 @@ class Tags:
     def create_steps(self, slots: list[Slot]) -> Steps[dict[str, int]]:
         """Create lost copies with the current time (remembered); a racing creator's wins."""
         mark = self.invalidations.mark()
-        versions = yield from self._recreate_steps(slots, self.clock.time_ms(), forward=False)
+        versions = yield from self._recreate_steps(slots, version_now(self.clock), forward=False)
         self._remember(versions, mark)
         return versions
 
@@ -252,16 +276,17 @@ class Tags:
     def _recreate_steps(
         self, slots: list[Slot], now: int, forward: bool, seen: Mapping[str, int] | None = None
     ) -> Steps[dict[str, int]]:
-        """Create missing copies at ``now``; where someone else just did, take their version
-        (moved on as well with ``forward``: a bump). Foreign bytes, or a key that vanished
-        again, are replaced by ``now`` or ``seen[key] + 1``, whichever is later: a host
-        whose clock runs late must not move a version backwards."""
+        """Create missing copies at ``now`` (a version) plus a random draw of its low bits;
+        where someone else just did, take their version (moved on as well with ``forward``: a
+        bump). Foreign bytes, or a key that vanished again, are replaced by that or
+        ``seen[key] + 1``, whichever is later: a host whose clock runs late must not move a
+        version backwards."""
         versions: dict[str, int] = {}
         seen = seen or {}
         for label, key in slots:
             # A tag lost within the millisecond this process created it must not come
             # back with the same version, or entries recorded against it stay valid.
-            start = max(now, self._created.get(key, 0) + 1, seen.get(key, -1) + 1)
+            start = max(self._fresh(now), self._created.get(key, 0) + 1, seen.get(key, -1) + 1)
             store = self.store
             if (yield StoreCall(store, "add", (key, b"%d" % start, 0))):
                 current: int | None = start
@@ -287,7 +312,7 @@ class Tags:
         if not slots:
             return {}
         found = yield StoreCall(self.store, "get_many", ([key for _, key in slots],))
-        now = self.clock.time_ms()
+        now = version_now(self.clock)
         seen = {key: old for _, key in slots if (old := stored_count(found.get(key))) is not None}
         missing = [slot for slot in slots if slot[1] not in seen]
         deltas = {key: max(1, now - old) for key, old in seen.items()}
@@ -320,7 +345,7 @@ class Tags:
         ``now``: only those are moved on afterwards."""
         targets = {key: seen[key] + delta for key, delta in deltas.items()}
         for _, key in missing:
-            targets[key] = max(now, self._created.get(key, 0) + 1)
+            targets[key] = max(self._fresh(now), self._created.get(key, 0) + 1)
             deltas[key] = 1
         results = yield StoreCall(self.store, "incr_many_creating", (deltas, targets))
         versions = {label: results[key] for label, key in slots}
@@ -332,6 +357,10 @@ class Tags:
         for label, key in missing:
             self._created.remember(key, versions[label])
         return versions
+
+    def _fresh(self, now: int) -> int:
+        """Return the version a tag key created at ``now`` gets: its low bits drawn."""
+        return now + self.draws.randint(0, (1 << VERSION_BITS) - 1)
 
 
 def incr_many(store: Store, deltas: Mapping[str, int]) -> dict[str, int | None]:

@@ -35,6 +35,11 @@ class Config:
     drop_rate: float = 0.0
     lost_reply_rate: float = 0.0
     long_builds: bool = False
+    delete_share: float = 0.0
+    """The share of writes that delete the row's entry instead of bumping its tag."""
+    race_tags: bool = False
+    """Aim at a tag key just created: evict it at once and bump it from a process at
+    random within the same millisecond (the race of a lost tag recreated)."""
 
     def describe(self) -> str:
         """The configuration as one line per field."""
@@ -72,6 +77,8 @@ def choose(seed: int, size: str = "small") -> Config:
                 target = str(draw.randrange(config.keys))
             seconds = draw.choice((0.2, 1.0, 3.0, 7.0))
             config.faults.append(Fault(kind, round(draw.uniform(0.0, 4.0), 3), target, seconds))
+    config.race_tags = draw.random() < 0.25
+    config.delete_share = draw.choice((0.0, 0.5, 1.0))
     if draw.random() < 0.3:
         config.drop_rate = draw.choice((0.01, 0.05))
         config.lost_reply_rate = draw.choice((0.0, 0.01, 0.05))

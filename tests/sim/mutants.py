@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Mutant:
-    """``old`` replaced by ``new`` in ``module``'s ``qualname`` (``Class.method``)."""
+    """``old`` replaced by ``new`` in ``module``'s ``qualname`` (``Class.method``, or a
+    function of the module, which its callers reach as ``module.function``)."""
 
     name: str
     module: str
@@ -50,11 +51,25 @@ CATALOGUE = (
         "STALE_SERVED.set(False)",
     ),
     Mutant(
+        "a build's entry written with set, not cas against its lease",
+        "mcache.engine.write_lease",
+        "write_steps",
+        "lease.stored = yield StoreCall(store, method, (key, data, lease.token, ttl))",
+        'lease.stored = (yield StoreCall(store, "set", (key, data, ttl))) or True',
+    ),
+    Mutant(
         "the lock taken with set",
         "mcache.engine.lock",
         "Lock.try_acquire_steps",
         'StoreCall(self.store, "add", (self.key, self.token, self.expiry()))',
         'StoreCall(self.store, "set", (self.key, self.token, self.expiry())) is None',
+    ),
+    Mutant(
+        "a lost tag recreated by another process at the millisecond alone (no low bits drawn)",
+        "mcache.model.tags",
+        "Tags._fresh",
+        "return now + self.draws.randint(0, (1 << VERSION_BITS) - 1)",
+        "return now",
     ),
     Mutant(
         "locks renewed too late (after their timeout)",
@@ -70,8 +85,8 @@ CATALOGUE = (
 def applied(mutant: Mutant) -> Iterator[None]:
     """Run the block with ``mutant``'s function in place of the library's."""
     module = importlib.import_module(mutant.module)
-    owner_name, name = mutant.qualname.split(".")
-    owner = getattr(module, owner_name)
+    owner_name, _, name = mutant.qualname.rpartition(".")
+    owner = getattr(module, owner_name) if owner_name else module
     original = owner.__dict__[name]
     function = original.__func__ if isinstance(original, staticmethod) else original
     source = textwrap.dedent(inspect.getsource(function))

@@ -279,7 +279,7 @@ class SimProcess:
             stats_interval=1e9,
             codec=sim.codec,
         )
-        self.cache.parts.random = RandomSource(seed=sim.world.rng.getrandbits(64))
+        self.cache.random = RandomSource(seed=sim.world.rng.getrandbits(64))
         self.renewer = SimRenewer(self)
         self.cache.parts.renewer = self.renewer
         self.alive = True

@@ -17,12 +17,14 @@ from typing import Any
 
 from mcache.engine.build import STALE_SERVED
 from mcache.model.codec import Codec, JsonSerializer
+from mcache.model.tags import version_ms
+from mcache.observe.outcome import STORE_FAILED
 from mcache.stores.memory.store import MemoryStore
 from tests.sim.checkers import Violation, check
 from tests.sim.config import Config, Fault, choose
 from tests.sim.history import Call, History
 from tests.sim.processes import SimProcess, SimThread, Steps, Task, refused
-from tests.sim.world import WholeSecondClock, World
+from tests.sim.world import EPOCH, WholeSecondClock, World
 
 
 class SimMemcached(MemoryStore):
@@ -79,6 +81,8 @@ class Network:
                     error = raised
                 if lost and error is None:
                     result, error = None, refused("reply lost")
+                elif operation.method == "add" and result and operation.args[0] in sim.tag_rows:
+                    sim.tag_created(operation.args[0], int(operation.args[1]))
             world.after(back, lambda: thread.resume(result, error, generation))
 
         world.after(out, apply)
@@ -138,6 +142,9 @@ class Simulation:
         """The thread whose steps run now (a lock won is this thread's)."""
         self.graveyard: list[tuple[contextvars.Context, Steps]] = []
         self.processes = [SimProcess(self, n, skew) for n, skew in enumerate(config.skews)]
+        tags = self.processes[0].cache.tags
+        self.tag_rows = {tags.key(f"t{key}"): key for key in range(config.keys)}
+        self.races = 0
 
     # -- the workload ---------------------------------------------------------------------
 
@@ -157,12 +164,20 @@ class Simulation:
         call.shared_flight = thread.waited_on_flight
         return value, call
 
-    def write_steps(self, thread: SimThread, key: int) -> Steps:
+    def write_steps(self, thread: SimThread, key: int, by_delete: bool = False) -> Steps:
+        """A row written, then its cache told: its tag bumped, or (``by_delete``) its entry
+        deleted; ``invalidated`` only if the store took it."""
         call = self.history.invoke("write", thread, key)
         call.version = self.database.write(key)
-        versions = yield from thread.process.cache.invalidate_steps((f"t{key}",))
-        call.invalidated = bool(versions)
-        return versions, call
+        cache = thread.process.cache
+        if by_delete:
+            STORE_FAILED.set("")
+            result = yield from cache.delete_steps(f"row{key}")
+            call.invalidated = not STORE_FAILED.get()
+        else:
+            result = yield from cache.invalidate_steps((f"t{key}",))
+            call.invalidated = bool(result)
+        return result, call
 
     def _ended(self, thread: SimThread) -> Any:
         calls = self.history.calls
@@ -187,7 +202,8 @@ class Simulation:
                     key = rng.randrange(config.keys)
                     delay = round(rng.uniform(0.0, 3.0), 4)
                     if rng.random() < 0.25:
-                        steps = lambda th=thread, k=key: self.write_steps(th, k)  # noqa: E731
+                        by_delete = rng.random() < config.delete_share
+                        steps = lambda th=thread, k=key, d=by_delete: self.write_steps(th, k, d)  # noqa: E731
                     else:
                         slow = config.long_builds and rng.random() < 0.3
                         seconds = (
@@ -224,6 +240,27 @@ class Simulation:
                 self.evict(fault.kind, int(fault.target))
 
         world.at(fault.at, strike)
+
+    def tag_created(self, store_key: str, version: int) -> None:
+        """A targeted fault (``race_tags``): a tag key just created at ``version`` is lost,
+        and a process drawn at random bumps it when its own clock reads the millisecond
+        the lost copy was made at (at once, if its clock is past it), then reads the key."""
+        if not self.config.race_tags or self.races >= 3 or self.healed:
+            return
+        self.races += 1
+        world = self.world
+        process = world.rng.choice([p for p in self.processes if p.alive] or self.processes)
+        made_ms = version_ms(version) + 0.5
+        when = made_ms / 1000 - EPOCH - process.clock.skew - 0.0003  # the bump's read first
+        when = max(when, world.now + 0.00003)
+        world.at(when - 0.00001, lambda: self.server.store.delete(store_key))
+        self.history.event("race_tag", store_key)
+        thread = process.thread(f"p{process.number}race{self.races}")
+        key = self.tag_rows[store_key]
+        write = lambda: self.write_steps(thread, key)  # noqa: E731
+        thread.push(Task(write, self._ended(thread), when - world.now))
+        read = lambda: self.read_steps(thread, key, 0.01)  # noqa: E731
+        thread.push(Task(read, self._ended(thread), 0.01))
 
     def renewers_on_time(self) -> None:
         for process in self.processes:

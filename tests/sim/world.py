@@ -53,6 +53,10 @@ class World:
         return bool(self._heap)
 
 
+EPOCH = 1_000_000.0
+"""What the hosts' clocks read at virtual time 0 (seconds since 1970)."""
+
+
 @dataclass
 class HostClock:
     """A host's clock on virtual time: ``skew`` seconds ahead (behind if negative)."""
@@ -61,7 +65,7 @@ class HostClock:
     skew: float = 0.0
 
     def time(self) -> float:
-        return self.world.now + self.skew + 1_000_000.0
+        return self.world.now + self.skew + EPOCH
 
     def time_ms(self) -> int:
         return int(self.time() * 1000)
@@ -77,7 +81,7 @@ class WholeSecondClock:
     world: World
 
     def time(self) -> float:
-        return float(math.floor(self.world.now + 1_000_000.0))
+        return float(math.floor(self.world.now + EPOCH))
 
     def time_ms(self) -> int:
         return int(self.time() * 1000)

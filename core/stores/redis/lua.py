@@ -8,15 +8,18 @@ from __future__ import annotations
 
 __all__ = ["APPEND", "CAS", "DECR", "INCR", "PERSIST", "PFADD", "PREPEND", "READ_CLAIMING"]
 
+# Both answer the count as Redis stores it, a string: a Lua number is a double, exact only
+# up to 2**53, and tag versions are larger (mcache.model.tags.VERSION_BITS).
 INCR = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-return redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('INCRBY', KEYS[1], ARGV[1])
+return redis.call('GET', KEYS[1])
 """
 DECR = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local n = redis.call('DECRBY', KEYS[1], ARGV[1])
-if n < 0 then redis.call('SET', KEYS[1], '0', 'KEEPTTL') return 0 end
-return n
+if n < 0 then redis.call('SET', KEYS[1], '0', 'KEEPTTL') return '0' end
+return redis.call('GET', KEYS[1])
 """
 APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end

@@ -164,7 +164,8 @@ class RedisSteps:
         memcached's semantics."""
         validate_store_key(key)
         check_delta(delta)
-        return (yield Scripted(lua.DECR if kind == "decr" else lua.INCR, [key], [delta], key))
+        count = yield Scripted(lua.DECR if kind == "decr" else lua.INCR, [key], [delta], key)
+        return None if count is None else int(count)
 
     def incr_many_steps(self, deltas: Mapping[str, int]) -> Steps[dict[str, int | None]]:
         for key, delta in deltas.items():
@@ -179,7 +180,8 @@ class RedisSteps:
                 pipe.execute_command("EVAL", lua.INCR, 1, key, delta)
 
         results = (yield Pipelined(fill)) if deltas else []
-        return dict(zip(deltas, results, strict=True))
+        counts = (None if count is None else int(count) for count in results)
+        return dict(zip(deltas, counts, strict=True))
 
     def pfadd_steps(self, key: str, member: bytes, ttl: int) -> Steps[bool]:
         validate_store_key(key)

@@ -54,6 +54,8 @@ class Call:
     background: bool = False
     """Run by a refresher (a thread here, or a queue worker) rather than for a caller."""
     built: bool = False
+    lock_refused: bool = False
+    """Its last try for the key's lock failed in the store (it was not found held)."""
     failed: bool = False
     served_stale: bool = False
     """Answered with a stale entry (counted, and said in ``STALE_SERVED``)."""

@@ -81,7 +81,9 @@ class Writer:
         lock = None
         if claim is None or claim.outcome is not False:
             lock = yield from self.try_lock_steps(call)
-        if lock is None:
+        if lock is None and not call.lock_refused:
+            # Found held. Not when the store failed: nobody may be rebuilding it, so the
+            # next reader tries for itself rather than serving stale (guarantee 2).
             self._mark_busy(call.key, now)
         return lock
 
@@ -113,11 +115,13 @@ class Writer:
         self.parts.trace(call.key, "L")
         lock_key = self.parts.derived_key("l", call.key)
         lock = self.parts.new_lock(lock_key, call.options.lock_timeout)
+        call.lock_refused = False
         try:
             if not (yield from lock.try_acquire_steps()):
                 return None
         except Exception as error:
             self.parts.store_failed("lock", error)
+            call.lock_refused = True
             return None
         return self._held(lock)
 

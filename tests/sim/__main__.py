@@ -17,7 +17,9 @@ import sys
 import time
 from collections import Counter
 
+from tests.sim.config import choose
 from tests.sim.mutants import CATALOGUE, applied
+from tests.sim.shrink import calls_in, shrink, write_regression
 from tests.sim.simulation import Result, run_seed
 
 KEPT = pathlib.Path(__file__).with_name("failed_seeds.txt")
@@ -38,13 +40,36 @@ def reached(result: Result) -> set[str]:
         names.add("a build outlived lock_timeout")
     if any(c.outcome == "unknown" for c in calls):
         names.add("a call cut off by a kill")
+    names.update(f"counted: {name}" for name, count in result.counts.items() if count)
     return names
 
 
-def run_many(seeds: list[int], size: str, quiet: bool = False) -> tuple[list[Result], float]:
+REQUIRED = (
+    "stale served",
+    "shared an in-process flight",
+    "built without the lock (wait over, or store down)",
+    "a build outlived lock_timeout",
+    "a call cut off by a kill",
+    "lock_lost",
+    "renewal_failed",
+    "race_tag",
+    "refuse_lock",
+    "race_build",
+    "counted: lock_waits",
+    "counted: wait_timeouts",
+    "counted: build_errors",
+    "counted: uncached",
+    "counted: store_errors",
+)
+"""The named branches each at least 1% of seeds must reach (``ci`` fails otherwise)."""
+
+
+def run_many(
+    seeds: list[int], size: str, quiet: bool = False, coverage: Counter[str] | None = None
+) -> tuple[list[Result], float]:
     started = time.perf_counter()
     failed = []
-    coverage: Counter[str] = Counter()
+    coverage = Counter() if coverage is None else coverage
     for seed in seeds:
         result = run_seed(seed, size)
         coverage.update(reached(result))
@@ -58,9 +83,18 @@ def run_many(seeds: list[int], size: str, quiet: bool = False) -> tuple[list[Res
             f"{len(seeds)} {size} histories in {seconds:.1f} s ({rate:,.0f} a minute),"
             f" {len(failed)} with a violation"
         )
-        for name in sorted(coverage):
-            print(f"  reached by {coverage[name] / len(seeds):6.1%} of seeds: {name}")
+        report_coverage(coverage, len(seeds))
     return failed, seconds
+
+
+def report_coverage(coverage: Counter[str], seeds: int) -> bool:
+    """Print the share of seeds that reached each named branch; False if a required one
+    is under 1%."""
+    for name in sorted(set(coverage) | set(REQUIRED)):
+        share = coverage[name] / seeds
+        low = "  UNDER 1%" if name in REQUIRED and share < 0.01 else ""
+        print(f"  reached by {share:6.1%} of seeds: {name}{low}")
+    return all(coverage[name] / seeds >= 0.01 for name in REQUIRED)
 
 
 def replay(seed: int, size: str) -> int:
@@ -92,6 +126,42 @@ def mutants(seeds: int, root: int = 0) -> int:
     return 1 if missed else 0
 
 
+def shrink_one(seed: int, size: str, write: bool) -> int:
+    started = time.perf_counter()
+    config, result = shrink(choose(seed, size))
+    print(
+        f"seed {seed} shrunk in {time.perf_counter() - started:.1f} s to"
+        f" {config.processes} processes, {calls_in(result)} calls:\n{config.describe()}"
+    )
+    print(f"VIOLATION {result.violations[0]}")
+    if write:
+        print(f"written: {write_regression(config, result)}")
+    return 0
+
+
+def shrink_mutants(per_mutant: int = 3) -> int:
+    """Shrink the first failing seeds of every mutant: how small, how fast."""
+    sizes = []
+    for mutant in CATALOGUE:
+        with applied(mutant):
+            failing = [s for s in range(400) if run_seed(s).violations][:per_mutant]
+            for seed in failing:
+                started = time.perf_counter()
+                config, result = shrink(choose(seed))
+                seconds = time.perf_counter() - started
+                small = config.processes <= 3 and calls_in(result) <= 10 and seconds <= 60
+                sizes.append(small)
+                print(
+                    f"{mutant.name}: seed {seed} to {config.processes} processes,"
+                    f" {calls_in(result)} calls in {seconds:.1f} s"
+                )
+    print(
+        f"{sum(sizes)} of {len(sizes)} ({sum(sizes) / len(sizes):.0%}) shrunk to at most"
+        " 10 calls and 3 processes within 60 s"
+    )
+    return 0
+
+
 def kept_seeds() -> list[int]:
     if not KEPT.exists():
         return []
@@ -112,19 +182,22 @@ def ci(budget: float) -> int:
     ran = {"small": 0, "large": 0}
     spent = {"small": 0.0, "large": 0.0}
     failed = 0
+    coverage: Counter[str] = Counter()
     while time.monotonic() - started < budget:
         size = "large" if ran["small"] // 2000 > ran["large"] // 20 else "small"
         first = root + ran["small"] + ran["large"]
         count = 20 if size == "large" else 2000
-        bad, seconds = run_many(list(range(first, first + count)), size, quiet=True)
+        seeds = list(range(first, first + count))
+        bad, seconds = run_many(seeds, size, quiet=True, coverage=coverage if count > 20 else None)
         ran[size] += count
         spent[size] += seconds
         failed += len(bad)
     for size in ran:
         rate = ran[size] / spent[size] * 60 if spent[size] else 0.0
         print(f"{ran[size]:,} {size} histories in {spent[size]:.0f} s ({rate:,.0f} a minute)")
-    print(f"{failed} with a violation")
-    return 1 if status or failed else 0
+    print(f"{failed} with a violation; the small histories reached:")
+    covered = report_coverage(coverage, ran["small"])
+    return 1 if status or failed or not covered else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--size", choices=("small", "large"), default="small")
     mutant = commands.add_parser("mutants")
     mutant.add_argument("--seeds", type=int, default=200)
+    shrinking = commands.add_parser("shrink")
+    shrinking.add_argument("--seed", type=int)
+    shrinking.add_argument("--size", choices=("small", "large"), default="small")
+    shrinking.add_argument("--write", action="store_true")
+    shrinking.add_argument("--mutants", action="store_true")
     budgeted = commands.add_parser("ci")
     budgeted.add_argument("--budget", type=float, default=480.0)
     options = parser.parse_args(argv)
@@ -152,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if run_many(seeds, options.size)[0] else 0
     if options.command == "mutants":
         return mutants(options.seeds)
+    if options.command == "shrink":
+        if options.mutants:
+            return shrink_mutants()
+        if options.seed is None:
+            parser.error("shrink needs --seed S or --mutants")
+        return shrink_one(options.seed, options.size, options.write)
     return ci(options.budget)
 
 

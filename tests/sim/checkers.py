@@ -6,8 +6,11 @@ Each checker returns the violations it finds; an allowance names the sentence of
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from tests.sim.world import EPOCH
 
 if TYPE_CHECKING:
     from tests.sim.simulation import Simulation
@@ -100,6 +103,83 @@ def builds_once(sim: Simulation) -> list[Violation]:
     return found
 
 
+def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float]]:
+    """When the server held ``lock_key``: from each ``add`` (or ``set``) that stored it to
+    its release, its deletion, a crash or its expiry (whole seconds), extensions followed."""
+    spans: list[tuple[float, float]] = []
+    start, until = None, 0.0
+
+    def expiry(at: float, ttl: int) -> float:
+        return math.inf if ttl == 0 else math.floor(at + EPOCH) + ttl - EPOCH
+
+    for at, method, args, result, raised in sim.history.applied:
+        if start is not None and at >= until:
+            spans.append((start, until))
+            start = None
+        if raised or (method != "flush" and (not args or args[0] != lock_key)):
+            continue
+        if method in ("add", "set") and (result or method == "set"):
+            if start is None:
+                start = at
+            until = expiry(at, int(args[2]))
+        elif method == "cas" and result and start is not None:
+            ttl = int(args[3])
+            if ttl < 0:
+                spans.append((start, at))
+                start = None
+            else:
+                until = expiry(at, ttl)
+        elif method in ("delete", "flush") and start is not None:
+            spans.append((start, at))
+            start = None
+    if start is not None:
+        spans.append((start, until))
+    return spans
+
+
+def stale_bounded(sim: Simulation) -> list[Violation]:
+    """Guarantee 2 and rule 5: a stale value is served only while it is being rebuilt (the
+    server holds its key's build lock: a live holder's, or one whose holder died or whose
+    release was lost, until it expires within ``lock_timeout``), or when its rebuild failed
+    (stale-if-error: the caller's own build raised, or a store call of it failed), and for
+    at most ``ttl + stale_ttl`` after it was written, unless a rebuild under way keeps it
+    ("or until the rebuild under way at that moment ends")."""
+    config, history = sim.config, sim.history
+    cache = sim.processes[0].cache
+    spans = {
+        key: lock_spans(sim, cache.parts.derived_key("l", cache._store_key(f"row{key}")))
+        for key in range(config.keys)
+    }
+    slack = 1 + max(map(abs, config.skews)) + 2 * MAX_LATENCY  # whole seconds, skew, trips
+    lives = config.ttl * (1 + config.jitter) + config.stale_ttl + slack
+    found = []
+    for read in history.calls:
+        if read.kind != "read" or read.outcome != "ok" or not read.stale:
+            continue
+        _, _, number = read.value
+        build = history.builds[number]
+        at = read.ended
+        rebuilding = any(
+            began - MAX_LATENCY <= at <= ended + MAX_LATENCY for began, ended in spans[read.key]
+        )
+        own_failed = any(b.call == read.number and b.failed for b in history.builds)
+        # A thread that shared its process's call of the key: its leader was rebuilding
+        # it, or trying to (guarantee 2: "callers that arrive while another caller rebuilds").
+        if read.shared_flight and at <= build.ended + lives:
+            continue
+        if rebuilding or ((own_failed or read.store_failed) and at <= build.ended + lives):
+            continue
+        why = "outlived ttl + stale_ttl" if at > build.ended + lives else "nobody rebuilding it"
+        found.append(
+            Violation(
+                "guarantee 2 (stale only while rebuilt, and bounded)",
+                f"call {read.number} (process {read.process}) was served build {number}'s"
+                f" value stale at {at:.4f} ({why}; built {build.began:.4f}-{build.ended:.4f})",
+            )
+        )
+    return found
+
+
 def live_after_faults(sim: Simulation) -> list[Violation]:
     """Liveness: after the faults heal and every lock has had time to free, a fresh process
     reads each key fresh at its row's latest version (a key whose last write could not
@@ -122,7 +202,7 @@ def live_after_faults(sim: Simulation) -> list[Violation]:
     return found
 
 
-CHECKERS = (fresh_after_write, builds_once, live_after_faults)
+CHECKERS = (fresh_after_write, builds_once, stale_bounded, live_after_faults)
 
 
 def check(sim: Simulation) -> list[Violation]:

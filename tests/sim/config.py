@@ -35,8 +35,16 @@ class Config:
     drop_rate: float = 0.0
     lost_reply_rate: float = 0.0
     long_builds: bool = False
+    failing_builds: float = 0.0
+    """The share of builds that raise; as many again return ``Uncacheable``."""
     delete_share: float = 0.0
     """The share of writes that delete the row's entry instead of bumping its tag."""
+    race_builds: bool = False
+    """Aim at a build under way (the first three of 0.3 s or more): its row is written
+    by another process 0.1 s in, and a third process reads the key 0.1 s after that."""
+    refuse_locks: bool = False
+    """Aim at a lock attempt: the first three after a write of their row fail in the
+    store, and another thread of the same process reads the key 50 ms later."""
     race_tags: bool = False
     """Aim at a tag key just created: evict it at once and bump it from a process at
     random within the same millisecond (the race of a lost tag recreated)."""
@@ -67,7 +75,7 @@ def choose(seed: int, size: str = "small") -> Config:
         wait=draw.choice((0.5, 3.0)),
         jitter=draw.choice((0.0, 0.1)),
         skews=skews,
-        long_builds=draw.random() < 0.2,
+        long_builds=draw.random() < 0.35,
     )
     if draw.random() < 0.5:
         for _ in range(draw.randint(1, 3)):
@@ -77,8 +85,11 @@ def choose(seed: int, size: str = "small") -> Config:
                 target = str(draw.randrange(config.keys))
             seconds = draw.choice((0.2, 1.0, 3.0, 7.0))
             config.faults.append(Fault(kind, round(draw.uniform(0.0, 4.0), 3), target, seconds))
-    config.race_tags = draw.random() < 0.25
+    config.race_tags = draw.random() < 0.4
+    config.refuse_locks = draw.random() < 0.25
+    config.race_builds = draw.random() < 0.3
     config.delete_share = draw.choice((0.0, 0.5, 1.0))
+    config.failing_builds = draw.choice((0.0, 0.0, 0.1))
     if draw.random() < 0.3:
         config.drop_rate = draw.choice((0.01, 0.05))
         config.lost_reply_rate = draw.choice((0.0, 0.01, 0.05))

@@ -34,6 +34,8 @@ class Call:
     version: int = 0
     """A write's row version; its bump took effect only if ``invalidated``."""
     invalidated: bool = False
+    store_failed: bool = False
+    """A store call of it failed (the cache answered as if down: ``STORE_FAILED``)."""
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Build:
     """When this build's lock was won (its start, if it has none)."""
     ended: float | None = None
     value: Any = None
+    failed: bool = False
 
 
 @dataclass
@@ -67,10 +70,16 @@ class Event:
         return self.at <= end and max(self.at, self.until) >= start
 
 
+Applied = tuple[float, str, tuple[Any, ...], Any, bool]
+"""A server operation as applied: when, the method, its arguments, its result, and
+whether it raised."""
+
+
 @dataclass
 class History:
     """Everything a run's checkers read."""
 
+    applied: list[Applied] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     builds: list[Build] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)

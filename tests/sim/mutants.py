@@ -72,6 +72,13 @@ CATALOGUE = (
         "return now",
     ),
     Mutant(
+        "a lock attempt the store failed taken for a lock found held",
+        "mcache.engine.writing",
+        "Writer.try_stale_lock_steps",
+        "if lock is None and not call.lock_refused:",
+        "if lock is None:",
+    ),
+    Mutant(
         "locks renewed too late (after their timeout)",
         "mcache.engine.renewal",
         "LockRenewer.interval",

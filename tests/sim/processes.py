@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mcache import Cache
 from mcache.engine.lock import Lock
 from mcache.engine.renewal import LockRenewer
-from mcache.errors import StoreUnavailable
+from mcache.errors import StoreUnavailable, Uncacheable
 from mcache.logs import FailureLog
 from mcache.randomness import RandomSource
 from mcache.sansio.steps import BlockingOrAwaited, CallBuilder, Pause, Shielded, StoreCall, Wait
@@ -156,12 +156,16 @@ class SimThread:
         except Exception as raised:
             value, error = None, raised
         build.value = value
+        build.failed = error is not None and not isinstance(error, Uncacheable)
 
         def end() -> None:
             self.sim.history.build_ended(build)
             self.resume(value, error, generation)
 
-        self.sim.world.after(plan.build_seconds if plan is not None else 0.01, end)
+        seconds = plan.build_seconds if plan is not None else 0.01
+        self.sim.world.after(seconds, end)
+        if plan is not None:
+            self.sim.build_began(self.process, plan.key, seconds)
 
     def _wait(self, operation: Wait, deadline: float, generation: int) -> None:
         world = self.sim.world
@@ -202,7 +206,8 @@ class SimRenewer(LockRenewer):
         """Seconds each renewal comes late (a fault: a renewer the machine holds up)."""
 
     def hold(self, lock: Lock, log: FailureLog | None = None) -> None:
-        self.renewing[id(lock)] = _Held(lock, self.process.sim.running, self.process.sim.world.now)
+        sim = self.process.sim
+        self.renewing[id(lock)] = _Held(lock, sim.running, sim.world.now)
         self._schedule(lock)
 
     def also(self, lock: Lock, keep_alive: Callable[[], Steps]) -> None:
@@ -290,8 +295,15 @@ class SimProcess:
         self.threads.append(thread)
         return thread
 
+    def count(self) -> None:
+        """Add what this process's cache counted to the run's counts."""
+        counts = self.sim.counts
+        for name, count in self.cache.counts.local().items():
+            counts[name] = counts.get(name, 0) + count
+
     def kill(self) -> None:
         """SIGKILL: every thread stops where it is; its locks are renewed no more."""
+        self.count()
         self.alive = False
         self.generation += 1
         for thread in [*self.threads, self.renewer.thread]:

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcache.engine.build import STALE_SERVED
+from mcache.errors import Uncacheable
 from mcache.model.codec import Codec, JsonSerializer
 from mcache.model.tags import version_ms
 from mcache.observe.outcome import STORE_FAILED
 from mcache.stores.memory.store import MemoryStore
 from tests.sim.checkers import Violation, check
 from tests.sim.config import Config, Fault, choose
-from tests.sim.history import Call, History
+from tests.sim.history import Applied, Call, History
 from tests.sim.processes import SimProcess, SimThread, Steps, Task, refused
 from tests.sim.world import EPOCH, WholeSecondClock, World
 
@@ -33,17 +34,30 @@ class SimMemcached(MemoryStore):
     traits = dataclasses.replace(MemoryStore.traits, process_local=False, expiry_slack=1)
 
 
+class BuildFailed(Exception):
+    """What a simulated builder raises when its seed has it fail."""
+
+
 class Server:
     """The simulated memcached server: its data, and whether it is up."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, applied: list[Applied] | None = None) -> None:
+        self.world = world
         self.store = SimMemcached(clock=WholeSecondClock(world))
         self.down = False
+        self.applied = applied if applied is not None else []
+        """Every operation as the server applied it (what a differential run replays)."""
+
+    def evict(self, key: str) -> None:
+        """Drop ``key``, as memcached's LRU would."""
+        existed = self.store.delete(key)
+        self.applied.append((self.world.now, "delete", (key,), existed, False))
 
     def crash(self) -> None:
         """Lose everything and stop answering (until :meth:`restart`)."""
         self.store.flush()
         self.down = True
+        self.applied.append((self.world.now, "flush", (), None, False))
 
     def restart(self) -> None:
         self.down = False
@@ -67,6 +81,8 @@ class Network:
         out, back = self.latency(), self.latency()
         healed = sim.healed
         dropped = not healed and world.rng.random() < config.drop_rate
+        if operation.method == "add" and operation.args[0] in sim.lock_rows and not healed:
+            dropped = sim.refuse_lock(thread, operation.args[0]) or dropped
         lost = not healed and world.rng.random() < config.lost_reply_rate
 
         def apply() -> None:
@@ -79,6 +95,9 @@ class Network:
                     result = getattr(operation.store, operation.method)(*operation.args)
                 except Exception as raised:
                     error = raised
+                sim.history.applied.append(
+                    (world.now, operation.method, operation.args, result, error is not None)
+                )
                 if lost and error is None:
                     result, error = None, refused("reply lost")
                 elif operation.method == "add" and result and operation.args[0] in sim.tag_rows:
@@ -93,20 +112,25 @@ class Database:
 
     def __init__(self, keys: int) -> None:
         self.rows = [0] * keys
+        self.written = [False] * keys
+        """Rows written since a targeted fault last looked (see ``refuse_lock``)."""
 
     def write(self, key: int) -> int:
         self.rows[key] += 1
+        self.written[key] = True
         return self.rows[key]
 
 
 @dataclass
 class Plan:
-    """What a read's builder is to do: which row, for how long."""
+    """What a read's builder is to do: which row, for how long, and how it ends."""
 
     key: int
     store_key: str
     call: Call
     build_seconds: float
+    ending: str = "value"
+    """"value", "raise" (the build fails) or "uncacheable" (its value is not to be stored)."""
 
 
 @dataclass
@@ -117,7 +141,8 @@ class Result:
     violations: list[Violation]
     digest: str
     history: History
-    reached: set[str] = field(default_factory=set)
+    counts: dict[str, int] = field(default_factory=dict)
+    """What the caches counted (``CacheStats``), every process's, killed ones' included."""
 
 
 CODEC = Codec(JsonSerializer())
@@ -133,34 +158,49 @@ class Simulation:
         self.config = config
         self.world = World(config.seed)
         self.history = History(now=lambda: self.world.now)
-        self.server = Server(self.world)
+        self.server = Server(self.world, self.history.applied)
         self.network = Network(self)
         self.database = Database(config.keys)
         self.codec = CODEC
         self.healed = False
+        self.counts: dict[str, int] = {}
         self.running: SimThread | None = None
         """The thread whose steps run now (a lock won is this thread's)."""
         self.graveyard: list[tuple[contextvars.Context, Steps]] = []
         self.processes = [SimProcess(self, n, skew) for n, skew in enumerate(config.skews)]
         tags = self.processes[0].cache.tags
         self.tag_rows = {tags.key(f"t{key}"): key for key in range(config.keys)}
-        self.races = 0
+        parts = self.processes[0].cache.parts
+        self.lock_rows = {
+            parts.derived_key("l", self.processes[0].cache._store_key(f"row{key}")): key
+            for key in range(config.keys)
+        }
+        self.races = self.refusals = self.raced_builds = 0
 
     # -- the workload ---------------------------------------------------------------------
 
-    def read_steps(self, thread: SimThread, key: int, build_seconds: float) -> Steps:
+    def read_steps(
+        self, thread: SimThread, key: int, build_seconds: float, ending: str = "value"
+    ) -> Steps:
         cache = thread.process.cache
         STALE_SERVED.set(False)
         call = self.history.invoke("read", thread, key)
-        plan = Plan(key, cache._store_key(f"row{key}"), call, build_seconds)
+        plan = Plan(key, cache._store_key(f"row{key}"), call, build_seconds, ending)
         thread.building, thread.waited_on_flight = plan, False
 
         def build() -> list[Any]:
-            return [key, self.database.rows[key], self.history.builds[-1].number]
+            value = [key, self.database.rows[key], self.history.builds[-1].number]
+            if plan.ending == "raise":
+                raise BuildFailed(f"build of row {key} failed")
+            if plan.ending == "uncacheable":
+                raise Uncacheable(value, "simulated")
+            return value
 
         options = cache.call_options()
+        STORE_FAILED.set("")
         value = yield from cache.get_or_build_steps(f"row{key}", build, options, [f"t{key}"])
         call.stale = STALE_SERVED.get()
+        call.store_failed = bool(STORE_FAILED.get())
         call.shared_flight = thread.waited_on_flight
         return value, call
 
@@ -211,7 +251,17 @@ class Simulation:
                             if slow
                             else (rng.uniform(0.001, 0.6))
                         )
-                        steps = lambda th=thread, k=key, s=seconds: self.read_steps(th, k, s)  # noqa: E731
+                        draw = rng.random()
+                        ending = (
+                            "raise"
+                            if draw < config.failing_builds
+                            else "uncacheable"
+                            if draw < 2 * config.failing_builds
+                            else "value"
+                        )
+                        steps = lambda th=thread, k=key, s=seconds, e=ending: self.read_steps(  # noqa: E731
+                            th, k, s, e
+                        )
                     thread.push(Task(steps, self._ended(thread), delay))
 
     # -- faults ---------------------------------------------------------------------------
@@ -253,7 +303,7 @@ class Simulation:
         made_ms = version_ms(version) + 0.5
         when = made_ms / 1000 - EPOCH - process.clock.skew - 0.0003  # the bump's read first
         when = max(when, world.now + 0.00003)
-        world.at(when - 0.00001, lambda: self.server.store.delete(store_key))
+        world.at(when - 0.00001, lambda: self.server.evict(store_key))
         self.history.event("race_tag", store_key)
         thread = process.thread(f"p{process.number}race{self.races}")
         key = self.tag_rows[store_key]
@@ -261,6 +311,42 @@ class Simulation:
         thread.push(Task(write, self._ended(thread), when - world.now))
         read = lambda: self.read_steps(thread, key, 0.01)  # noqa: E731
         thread.push(Task(read, self._ended(thread), 0.01))
+
+    def refuse_lock(self, thread: SimThread, lock_key: str) -> bool:
+        """A targeted fault (``refuse_locks``): whether this lock attempt fails in the store;
+        if it does, another thread of the same process reads the key 50 ms later."""
+        key = self.lock_rows[lock_key]
+        if not self.config.refuse_locks or self.refusals >= 3 or not self.database.written[key]:
+            return False  # aimed at the lock of an entry a write has just made stale
+        self.database.written[key] = False
+        self.refusals += 1
+        self.history.event("refuse_lock", lock_key)
+        process = thread.process
+        reader = process.thread(f"p{process.number}after{self.refusals}")
+        read = lambda: self.read_steps(reader, key, 0.01)  # noqa: E731
+        reader.push(Task(read, self._ended(reader), 0.05))
+        return True
+
+    def build_began(self, builder: SimProcess, key: int, seconds: float) -> None:
+        """A targeted fault (``race_builds``): a write of the row of a long build under way,
+        from another process, then a read of its key from a third (the waiter's race)."""
+        if not self.config.race_builds or seconds < 0.3 or self.raced_builds >= 3:
+            return
+        others = [p for p in self.processes if p is not builder and p.alive]
+        if not others:
+            return
+        self.raced_builds += 1
+        self.history.event("race_build", f"row {key}")
+        rng = self.world.rng
+        writer = rng.choice(others)
+        reader = rng.choice([p for p in others if p is not writer] or others)
+        number = self.raced_builds
+        writing = writer.thread(f"p{writer.number}write{number}")
+        write = lambda: self.write_steps(writing, key)  # noqa: E731
+        writing.push(Task(write, self._ended(writing), 0.1))
+        reading = reader.thread(f"p{reader.number}wait{number}")
+        read = lambda: self.read_steps(reading, key, 0.05)  # noqa: E731
+        reading.push(Task(read, self._ended(reading), 0.2))
 
     def renewers_on_time(self) -> None:
         for process in self.processes:
@@ -274,7 +360,7 @@ class Simulation:
             "evict_lock": cache.parts.derived_key("l", store_key),
             "evict_entry": store_key,
         }[kind]
-        self.server.store.delete(target)
+        self.server.evict(target)
 
     # -- the run --------------------------------------------------------------------------
 
@@ -286,7 +372,9 @@ class Simulation:
         self.heal()
         violations = check(self)
         self.bury()
-        return Result(self.config, violations, self.history.digest(), self.history)
+        for process in self.processes:
+            process.count()
+        return Result(self.config, violations, self.history.digest(), self.history, self.counts)
 
     def heal(self) -> None:
         """Faults over: wait out every lock, then read each key from a fresh process."""

@@ -1,0 +1,29 @@
+"""Simulated histories replayed on a real memcached and a real Redis answer the same."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from mcache.stores import from_url
+from tests.sim.differential import horizon, replay
+from tests.sim.simulation import run_seed
+
+
+@pytest.mark.parametrize("server", ["memcached_text_url", "redis_url"])
+def test_simulated_histories_replay_the_same_on_a_real_server(
+    request: pytest.FixtureRequest, server: str
+) -> None:
+    store = from_url(request.getfixturevalue(server))
+    logging.disable(logging.CRITICAL)
+    try:
+        results = [run_seed(seed) for seed in range(60)]
+    finally:
+        logging.disable(logging.NOTSET)
+    compared = 0
+    for result in results:
+        mismatches = replay(result, store)
+        assert mismatches == [], f"seed {result.config.seed}: {mismatches[0]}"
+        compared += sum(1 for applied in result.history.applied if applied[0] < horizon(result))
+    assert compared > 1000, "the replays compared too little to tell anything"

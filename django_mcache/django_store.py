@@ -186,7 +186,13 @@ class DjangoCacheStore:
     def _counted(self, key: str, delta: int) -> int | None:
         """Return the other cache's ``incr``, or tell its failure apart by reading the key."""
         try:
-            return int(self._cache.incr(key, delta))
+            counted = int(self._cache.incr(key, delta))
+            if counted < _EXACT_IN_LUA:
+                return counted
+            # django-redis counts in a Lua script, whose numbers are doubles: a count this
+            # large (a tag version) comes back rounded, though Redis stored it exactly.
+            exact = _from_django(self._call("get", key, _MISSING))
+            return counted if exact is NO_VALUE else int(exact)
         except ValueError:  # Django's signal for a missing key; some drivers' for non-numbers
             error = None
         except Exception as raised:
@@ -246,9 +252,19 @@ def _timeout(ttl: int) -> float | None:
     return 0 if ttl < 0 else ttl
 
 
+_EXACT_IN_LUA = 1 << 53
+"""Counts from here on are not exact as a Lua number (a double)."""
+
+
 def _to_django(value: bytes) -> object:
-    """Keep canonical decimal bytes as an int, so the other cache's ``incr`` can count them."""
-    if value.isdigit() and len(value) < 19 and (value == b"0" or not value.startswith(b"0")):
+    """Keep canonical decimal bytes as an int, so the other cache's ``incr`` can count them
+    (up to 2**63, which every backend's counter holds)."""
+    if (
+        value.isdigit()
+        and len(value) <= 19
+        and (value == b"0" or not value.startswith(b"0"))
+        and int(value) < 1 << 63
+    ):
         return int(value)
     return bytes(value)
 

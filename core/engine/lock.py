@@ -101,10 +101,19 @@ class Lock:
         return False
 
     def _compare_and_steps(self, ttl: int) -> Steps[bool]:
-        value, cas_token = yield StoreCall(self.store, "gets", (self.key,))
-        if value is NO_VALUE or value != self.token:
-            return False
-        return (yield StoreCall(self.store, "cas", (self.key, self.token, cas_token, ttl)))
+        """Rewrite the lock with ``ttl`` (-1: delete it) if it still holds our token.
+
+        A renewal of this same lock may land between the read and the write (the owner
+        rewrites its own token, with a new cas unique): then the token is still ours and
+        the write is tried once more, so a release never leaves the lock to its timeout.
+        """
+        for _ in range(2):
+            value, cas_token = yield StoreCall(self.store, "gets", (self.key,))
+            if value is NO_VALUE or value != self.token:
+                return False
+            if (yield StoreCall(self.store, "cas", (self.key, self.token, cas_token, ttl))):
+                return True
+        return False
 
     def release(self) -> bool:
         """Release the lock if this owner still holds it; ``False`` if it was not ours."""

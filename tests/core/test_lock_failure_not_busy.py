@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import pytest
 
 from mcache import Cache
-
 from tests.memcached_proxy import MemcachedProxy, upstream_of
 
 

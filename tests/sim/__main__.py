@@ -55,6 +55,8 @@ REQUIRED = (
     "race_tag",
     "refuse_lock",
     "race_build",
+    "cancel",
+    "renew_at_release",
     "counted: lock_waits",
     "counted: wait_timeouts",
     "counted: build_errors",

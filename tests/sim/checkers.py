@@ -45,9 +45,9 @@ class Violation:
 
 def fresh_after_write(sim: Simulation) -> list[Violation]:
     """Guarantee 1: once a write's ``invalidate()`` returned, no reader that began after it
-    gets an older value as fresh. Allowed (guarantee 1: "Only the builder's own caller
-    (and the threads of its process that shared the call) get the value it built"): a
-    thread that shared an in-process flight whose build began before the write."""
+    gets an older value as fresh. Allowed (guarantee 1: "and the threads of its process
+    that shared the call"): a thread that joined a call of its own process under way,
+    which gets what that call got, built or read when it began."""
     calls, builds = sim.history.calls, sim.history.builds
     writes = [c for c in calls if c.kind == "write" and c.invalidated and c.outcome == "ok"]
     found = []
@@ -62,7 +62,7 @@ def fresh_after_write(sim: Simulation) -> list[Violation]:
         if version >= newest.version:
             continue
         build = builds[number]
-        if read.shared_flight and build.process == read.process:
+        if read.shared_flight:
             continue
         found.append(
             Violation(
@@ -103,10 +103,11 @@ def builds_once(sim: Simulation) -> list[Violation]:
     return found
 
 
-def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float]]:
+def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float, str]]:
     """When the server held ``lock_key``: from each ``add`` (or ``set``) that stored it to
-    its release, its deletion, a crash or its expiry (whole seconds), extensions followed."""
-    spans: list[tuple[float, float]] = []
+    its release, its deletion, a crash or its expiry (whole seconds), extensions followed;
+    each span with how it ended ("released", "deleted", "flushed" or "expired")."""
+    spans: list[tuple[float, float, str]] = []
     start, until = None, 0.0
 
     def expiry(at: float, ttl: int) -> float:
@@ -114,7 +115,7 @@ def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float]]:
 
     for at, method, args, result, raised in sim.history.applied:
         if start is not None and at >= until:
-            spans.append((start, until))
+            spans.append((start, until, "expired"))
             start = None
         if raised or (method != "flush" and (not args or args[0] != lock_key)):
             continue
@@ -125,16 +126,41 @@ def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float]]:
         elif method == "cas" and result and start is not None:
             ttl = int(args[3])
             if ttl < 0:
-                spans.append((start, at))
+                spans.append((start, at, "released"))
                 start = None
             else:
                 until = expiry(at, ttl)
         elif method in ("delete", "flush") and start is not None:
-            spans.append((start, at))
+            spans.append((start, at, "deleted" if method == "delete" else "flushed"))
             start = None
     if start is not None:
-        spans.append((start, until))
+        spans.append((start, until, "expired"))
     return spans
+
+
+def locks_freed(sim: Simulation) -> list[Violation]:
+    """Rule 4: a lock lives as long as its build. One that expires on its own, rather than
+    being released, must have a holder that died, stalled or could not reach the server
+    (a kill, a pause, a late or failed renewal, a crash, dropped requests)."""
+    cache = sim.processes[0].cache
+    faults = [e for e in sim.history.events if e.kind in LOCK_FAULTS]
+    if sim.config.drop_rate or sim.config.lost_reply_rate:
+        return []
+    found = []
+    for key in range(sim.config.keys):
+        lock_key = cache.parts.derived_key("l", cache._store_key(f"row{key}"))
+        for began, ended, how in lock_spans(sim, lock_key):
+            # a killed holder's add may still land after it died, a reply's latency later
+            if how != "expired" or any(e.during(began - MAX_LATENCY, ended) for e in faults):
+                continue
+            found.append(
+                Violation(
+                    "rule 4 (a lock lives as long as its build)",
+                    f"the lock of row {key}, taken at {began:.4f}, was never released: it"
+                    f" expired at {ended:.4f} with no fault to explain it",
+                )
+            )
+    return found
 
 
 def stale_bounded(sim: Simulation) -> list[Violation]:
@@ -159,15 +185,26 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
         _, _, number = read.value
         build = history.builds[number]
         at = read.ended
-        rebuilding = any(
-            began - MAX_LATENCY <= at <= ended + MAX_LATENCY for began, ended in spans[read.key]
+        stalled = sum(
+            e.until - e.at
+            for e in history.events
+            if e.kind == "pause"
+            and e.detail.startswith(f"{read.process} ")
+            and e.during(read.invoked, at)
         )
-        own_failed = any(b.call == read.number and b.failed for b in history.builds)
+        if stalled and at <= build.ended + lives + stalled:
+            continue  # its own process stopped mid-call: it answered what it had read
+        rebuilding = any(
+            began - MAX_LATENCY <= at <= ended + MAX_LATENCY for began, ended, _ in spans[read.key]
+        )
+        failed = [b for b in history.builds if b.call == read.number and b.failed]
+        # stale-if-error after its own rebuild failed: kept until the rebuild under way ends
+        own_failed = any(at <= (b.ended or at) + 2 * MAX_LATENCY for b in failed)
         # A thread that shared its process's call of the key: its leader was rebuilding
         # it, or trying to (guarantee 2: "callers that arrive while another caller rebuilds").
         if read.shared_flight and at <= build.ended + lives:
             continue
-        if rebuilding or ((own_failed or read.store_failed) and at <= build.ended + lives):
+        if rebuilding or own_failed or (read.store_failed and at <= build.ended + lives):
             continue
         why = "outlived ttl + stale_ttl" if at > build.ended + lives else "nobody rebuilding it"
         found.append(
@@ -178,6 +215,18 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
             )
         )
     return found
+
+
+def no_lock_outlives_its_build(sim: Simulation) -> list[Violation]:
+    """Rule 4, liveness: once every call has ended, no process still renews a lock (one
+    renewed with no build under way would keep its key's rebuilds away for ever)."""
+    return [
+        Violation(
+            "rule 4 (a lock lives as long as its build)",
+            f"{key} is still renewed after every call ended",
+        )
+        for key in sim.renewed_at_end
+    ]
 
 
 def live_after_faults(sim: Simulation) -> list[Violation]:
@@ -202,7 +251,14 @@ def live_after_faults(sim: Simulation) -> list[Violation]:
     return found
 
 
-CHECKERS = (fresh_after_write, builds_once, stale_bounded, live_after_faults)
+CHECKERS = (
+    fresh_after_write,
+    builds_once,
+    stale_bounded,
+    locks_freed,
+    no_lock_outlives_its_build,
+    live_after_faults,
+)
 
 
 def check(sim: Simulation) -> list[Violation]:

@@ -42,6 +42,11 @@ class Config:
     race_builds: bool = False
     """Aim at a build under way (the first three of 0.3 s or more): its row is written
     by another process 0.1 s in, and a third process reads the key 0.1 s after that."""
+    renew_at_release: bool = False
+    """Aim at a release: a renewal of the same lock falls due as it begins (three times)."""
+    cancel_leaders: bool = False
+    """Aim at a lock just won: its caller is cancelled (as an asyncio task) before the
+    answer reaches it, the first three times."""
     refuse_locks: bool = False
     """Aim at a lock attempt: the first three after a write of their row fail in the
     store, and another thread of the same process reads the key 50 ms later."""
@@ -54,7 +59,16 @@ class Config:
         return "\n".join(f"  {name}: {value}" for name, value in asdict(self).items())
 
 
-FAULT_KINDS = ("crash", "kill", "evict_tag", "evict_lock", "evict_entry", "pause", "late_renewer")
+FAULT_KINDS = (
+    "crash",
+    "kill",
+    "evict_tag",
+    "evict_lock",
+    "evict_entry",
+    "pause",
+    "late_renewer",
+    "cancel",
+)
 
 
 def choose(seed: int, size: str = "small") -> Config:
@@ -88,6 +102,8 @@ def choose(seed: int, size: str = "small") -> Config:
     config.race_tags = draw.random() < 0.4
     config.refuse_locks = draw.random() < 0.25
     config.race_builds = draw.random() < 0.3
+    config.cancel_leaders = draw.random() < 0.25
+    config.renew_at_release = draw.random() < 0.25
     config.delete_share = draw.choice((0.0, 0.5, 1.0))
     config.failing_builds = draw.choice((0.0, 0.0, 0.1))
     if draw.random() < 0.3:

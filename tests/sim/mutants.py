@@ -61,8 +61,9 @@ CATALOGUE = (
         "the lock taken with set",
         "mcache.engine.lock",
         "Lock.try_acquire_steps",
-        'StoreCall(self.store, "add", (self.key, self.token, self.expiry()))',
-        'StoreCall(self.store, "set", (self.key, self.token, self.expiry())) is None',
+        'self.held = yield StoreCall(self.store, "add", (self.key, self.token, self.expiry()))',
+        'self.held = (yield StoreCall(self.store, "set", (self.key, self.token, self.expiry())))'
+        " is None",
     ),
     Mutant(
         "a lost tag recreated by another process at the millisecond alone (no low bits drawn)",
@@ -77,6 +78,20 @@ CATALOGUE = (
         "Writer.try_stale_lock_steps",
         "if lock is None and not call.lock_refused:",
         "if lock is None:",
+    ),
+    Mutant(
+        "a cancelled async caller's won lock never let go",
+        "mcache.engine.building",
+        "Building.let_go",
+        "return lambda won: self.writer.let_go(call.key, won, lock)",
+        "return None",
+    ),
+    Mutant(
+        "a release that a renewal of the same lock overtook is not tried again",
+        "mcache.engine.lock",
+        "Lock._compare_and_steps",
+        "for _ in range(2):",
+        "for _ in range(1):",
     ),
     Mutant(
         "locks renewed too late (after their timeout)",

@@ -11,6 +11,7 @@ SIGKILL would leave them: their ``finally`` blocks do not run while the run goes
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -42,20 +43,35 @@ class Task:
     delay: float = 0.0
 
 
-class SimThread:
-    """One thread of a simulated process: its tasks run one after another."""
+Ticket = tuple[int, int]
+"""An operation a thread waits on: (its process's generation, the thread's count)."""
 
-    def __init__(self, process: SimProcess, name: str) -> None:
+
+class SimThread:
+    """One thread of a simulated process (or one asyncio task): its tasks run one after
+    another, each operation they yield answered by :meth:`answer`."""
+
+    def __init__(
+        self, process: SimProcess, name: str, context: contextvars.Context | None = None
+    ) -> None:
         self.process = process
         self.sim = process.sim
         self.name = name
-        self.context = contextvars.Context()
+        self.context = context or contextvars.Context()
         self.tasks: list[Task] = []
         self.stack: list[Steps] = []
+        self.shields: list[tuple[int, Any]] = []
+        """The frames of ``stack`` that ``Shielded`` operations pushed, with their let-go."""
         self.busy = False
         self.building: Any = None
         """What the thread's current task tells the builder (its planned duration)."""
         self.waited_on_flight = False
+        self.build: Any = None
+        """The build this thread's builder is running, if any."""
+        self.count = 0
+        self.expected: Ticket | None = None
+        self.redirects: dict[Ticket, SimThread] = {}
+        """Answers now due to another thread (a shielded operation left to finish)."""
 
     def push(self, task: Task) -> None:
         """Queue ``task``; started at once if the thread is idle."""
@@ -76,20 +92,70 @@ class SimThread:
         if generation != self.process.generation:
             return
         self.task = task
-        self.stack = [self.context.run(task.steps)]
-        self.resume(_START, None, generation)
+        self.stack, self.shields = [self.context.run(task.steps)], []
+        self.resume(_START, None)
 
-    def resume(self, value: Any, error: BaseException | None, generation: int) -> None:
-        """Send the result of the operation the thread waits on into its steps."""
+    def issue(self) -> Ticket:
+        """The ticket of the operation this thread is about to wait on."""
+        self.count += 1
+        self.expected = (self.process.generation, self.count)
+        return self.expected
+
+    def answer(self, ticket: Ticket, value: Any, error: BaseException | None) -> None:
+        """The result of the operation ``ticket`` names, sent in if still awaited here."""
+        other = self.redirects.pop(ticket, None)
+        if other is not None:
+            return other.answer(ticket, value, error)
+        if ticket != self.expected or ticket[0] != self.process.generation:
+            return  # killed or cancelled meanwhile: nothing of it runs again
         process = self.process
-        if generation != process.generation or not self.stack:
-            return  # killed meanwhile: nothing of it runs again
         if process.paused_until > self.sim.world.now:  # the whole process is stopped
-            resume = lambda: self.resume(value, error, generation)  # noqa: E731
-            self.sim.world.at(process.paused_until, resume)
+            again = lambda: self.answer(ticket, value, error)  # noqa: E731
+            self.sim.world.at(process.paused_until, again)
+            return
+        self.expected = None
+        self.resume(value, error)
+
+    def resume(self, value: Any, error: BaseException | None) -> None:
+        """Send ``value`` (or throw ``error``) into the steps, and run them to their next
+        operation."""
+        if not self.stack:
             return
         self.sim.running = self
         self.context.run(self._advance, value, error)
+
+    def cancel(self) -> bool:
+        """Cancel the thread's call as asyncio cancels a task at the ``await`` it is in:
+        ``CancelledError`` is raised where its steps yielded; a ``Shielded`` operation under
+        way goes on as a task of its own, and what it wins is let go when it ends."""
+        if not self.stack or self.expected is None:
+            return False
+        ticket = self.expected
+        if self.shields:
+            depth, let_go = self.shields[0]
+            rest = SimThread(self.process, f"{self.name}-shielded", self.context.copy())
+            rest.stack, rest.shields = (
+                self.stack[depth:],
+                [(d - depth, g) for d, g in self.shields if d >= depth],
+            )
+            rest.busy, rest.expected = True, ticket
+            self.process.threads.append(rest)
+            rest.task = Task(lambda: iter(()), self._let_go(rest, let_go))
+            self.redirects[ticket] = rest
+            self.stack, self.shields = self.stack[:depth], []
+        self.expected = None
+        if self.build is not None and self.build.ended is None:
+            self.sim.history.build_ended(self.build)  # an awaited builder is cancelled too
+        self.sim.history.event("cancel", self.name)
+        self.resume(None, asyncio.CancelledError())
+        return True
+
+    def _let_go(self, rest: SimThread, let_go: Any) -> Callable[[Any, BaseException | None], None]:
+        def done(won: Any, error: BaseException | None) -> None:
+            if error is None and won is not None and let_go is not None:
+                rest.push(Task(lambda: let_go(won), lambda _value, _error: None))
+
+        return done
 
     def _advance(self, value: Any, error: BaseException | None) -> None:
         while True:
@@ -102,13 +168,13 @@ class SimThread:
                 else:
                     operation = steps.send(value)
             except StopIteration as finished:
-                self.stack.pop()
+                self._pop()
                 value, error = finished.value, None
                 if not self.stack:
                     return self._finish(value, None)
                 continue
-            except Exception as raised:
-                self.stack.pop()
+            except (Exception, asyncio.CancelledError) as raised:
+                self._pop()
                 value, error = None, raised
                 if not self.stack:
                     return self._finish(None, raised)
@@ -116,6 +182,7 @@ class SimThread:
             value, error = None, None
             kind = type(operation)
             if kind is Shielded:
+                self.shields.append((len(self.stack), operation.let_go))
                 self.stack.append(operation.steps)
                 value = _START
                 continue
@@ -127,30 +194,35 @@ class SimThread:
                 continue
             return self._perform(operation)
 
+    def _pop(self) -> None:
+        self.stack.pop()
+        if self.shields and self.shields[-1][0] >= len(self.stack):
+            self.shields.pop()
+
     def _finish(self, value: Any, error: BaseException | None) -> None:
         self.task.done(value, error)
         self._next()
 
     def _perform(self, operation: Any) -> None:
-        generation = self.process.generation
+        ticket = self.issue()
         world = self.sim.world
         kind = type(operation)
         if kind is StoreCall:
-            self.sim.network.deliver(self, operation, generation)
+            self.sim.network.deliver(self, operation, ticket)
         elif kind is Pause:
-            world.after(operation.seconds, lambda: self.resume(None, None, generation))
+            world.after(operation.seconds, lambda: self.answer(ticket, None, None))
         elif kind is CallBuilder:
-            self._build(operation, generation)
+            self._build(operation, ticket)
         elif kind is Wait:
             self.waited_on_flight = True
-            self._wait(operation, world.now + operation.timeout, generation)
+            self._wait(operation, world.now + operation.timeout, ticket)
         else:
             error = TypeError(f"the simulation cannot perform {operation!r}")
-            world.after(0, lambda: self.resume(None, error, generation))
+            world.after(0, lambda: self.answer(ticket, None, error))
 
-    def _build(self, operation: CallBuilder, generation: int) -> None:
+    def _build(self, operation: CallBuilder, ticket: Ticket) -> None:
         plan = self.building
-        build = self.sim.history.build_began(self, plan)
+        build = self.build = self.sim.history.build_began(self, plan)
         try:
             value, error = operation.build(), None
         except Exception as raised:
@@ -159,23 +231,25 @@ class SimThread:
         build.failed = error is not None and not isinstance(error, Uncacheable)
 
         def end() -> None:
-            self.sim.history.build_ended(build)
-            self.resume(value, error, generation)
+            if build.ended is None:
+                self.sim.history.build_ended(build)
+            self.build = None
+            self.answer(ticket, value, error)
 
         seconds = plan.build_seconds if plan is not None else 0.01
         self.sim.world.after(seconds, end)
         if plan is not None:
             self.sim.build_began(self.process, plan.key, seconds)
 
-    def _wait(self, operation: Wait, deadline: float, generation: int) -> None:
+    def _wait(self, operation: Wait, deadline: float, ticket: Ticket) -> None:
         world = self.sim.world
 
         def check() -> None:
-            if generation != self.process.generation:
+            if ticket != self.expected:
                 return
             answered = operation.flight.answered()
             if answered or world.now >= deadline:
-                self.resume(answered, None, generation)
+                self.answer(ticket, answered, None)
             else:
                 world.after(min(0.005, deadline - world.now), check)
 
@@ -216,6 +290,10 @@ class SimRenewer(LockRenewer):
             held.also.append(keep_alive)
 
     def drop(self, lock: Lock) -> None:
+        held = self.renewing.get(id(lock))
+        if held is not None and self.process.sim.renewal_at_release():
+            # aimed: a renewal fell due just before the release, and is under way
+            self.thread.push(Task(lambda: self._renewal_steps(held), self._renewed(held)))
         self.renewing.pop(id(lock), None)
 
     def holds(self, lock: Lock) -> bool:

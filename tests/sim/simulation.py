@@ -9,6 +9,7 @@ liveness phase reads every key once more from a fresh process.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import dataclasses
@@ -24,7 +25,7 @@ from mcache.stores.memory.store import MemoryStore
 from tests.sim.checkers import Violation, check
 from tests.sim.config import Config, Fault, choose
 from tests.sim.history import Applied, Call, History
-from tests.sim.processes import SimProcess, SimThread, Steps, Task, refused
+from tests.sim.processes import SimProcess, SimThread, Steps, Task, Ticket, refused
 from tests.sim.world import EPOCH, WholeSecondClock, World
 
 
@@ -74,7 +75,7 @@ class Network:
         tail = rng.random() < 0.01
         return 0.0001 + rng.expovariate(10_000.0) + (rng.uniform(0.01, 0.2) if tail else 0.0)
 
-    def deliver(self, thread: SimThread, operation: Any, generation: int) -> None:
+    def deliver(self, thread: SimThread, operation: Any, ticket: Ticket) -> None:
         """Send ``operation`` (a ``StoreCall``) to the server; its reply back to ``thread``."""
         sim = self.sim
         world, config = sim.world, sim.config
@@ -102,7 +103,9 @@ class Network:
                     result, error = None, refused("reply lost")
                 elif operation.method == "add" and result and operation.args[0] in sim.tag_rows:
                     sim.tag_created(operation.args[0], int(operation.args[1]))
-            world.after(back, lambda: thread.resume(result, error, generation))
+                elif operation.method == "add" and result and operation.args[0] in sim.lock_rows:
+                    sim.lock_won(thread)
+            world.after(back, lambda: thread.answer(ticket, result, error))
 
         world.after(out, apply)
 
@@ -147,6 +150,9 @@ class Result:
 
 CODEC = Codec(JsonSerializer())
 
+HORIZON = 120.0
+"""Virtual seconds a history may run before its faults heal (its calls end within ~20)."""
+
 LASTING = {"crash", "pause", "late_renewer"}
 """Faults that last their ``seconds``; the others strike once."""
 
@@ -175,7 +181,8 @@ class Simulation:
             parts.derived_key("l", self.processes[0].cache._store_key(f"row{key}")): key
             for key in range(config.keys)
         }
-        self.races = self.refusals = self.raced_builds = 0
+        self.races = self.refusals = self.raced_builds = self.cancels = 0
+        self.renewals_aimed = 0
 
     # -- the workload ---------------------------------------------------------------------
 
@@ -225,8 +232,9 @@ class Simulation:
         def done(value: Any, error: BaseException | None) -> None:
             mine = [c for c in calls if c.thread == thread.name and c.outcome == "pending"]
             if error is not None:
+                outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "failed"
                 for call in mine:
-                    self.history.end(call, "failed", repr(error))
+                    self.history.end(call, outcome, repr(error))
                 return
             result, call = value
             self.history.end(call, "ok", result if call.kind == "read" else None)
@@ -282,6 +290,10 @@ class Simulation:
                     world.after(fault.seconds, process.start)
             elif fault.kind == "pause":
                 self.processes[int(fault.target)].paused_until = world.now + fault.seconds
+            elif fault.kind == "cancel":
+                busy = [t for p in self.processes for t in p.threads if t.expected and t.stack]
+                if busy:
+                    world.rng.choice(busy).cancel()
             elif fault.kind == "late_renewer":
                 for process in self.processes:
                     process.renewer.late = fault.seconds
@@ -311,6 +323,23 @@ class Simulation:
         thread.push(Task(write, self._ended(thread), when - world.now))
         read = lambda: self.read_steps(thread, key, 0.01)  # noqa: E731
         thread.push(Task(read, self._ended(thread), 0.01))
+
+    def renewal_at_release(self) -> bool:
+        """A targeted fault (``renew_at_release``): whether a lock being released has a
+        renewal fall due at that moment (the first three times)."""
+        if not self.config.renew_at_release or self.renewals_aimed >= 3 or self.healed:
+            return False
+        self.renewals_aimed += 1
+        self.history.event("renew_at_release")
+        return True
+
+    def lock_won(self, thread: SimThread) -> None:
+        """A targeted fault (``cancel_leaders``): the caller whose ``add`` just won a lock is
+        cancelled before the answer reaches it."""
+        if not self.config.cancel_leaders or self.cancels >= 3 or self.healed:
+            return
+        self.cancels += 1
+        self.world.after(0.00001, thread.cancel)
 
     def refuse_lock(self, thread: SimThread, lock_key: str) -> bool:
         """A targeted fault (``refuse_locks``): whether this lock attempt fails in the store;
@@ -368,7 +397,7 @@ class Simulation:
         self.plan_threads()
         for fault in self.config.faults:
             self.schedule(fault)
-        self.world.run()
+        self.world.run(until=HORIZON)
         self.heal()
         violations = check(self)
         self.bury()
@@ -391,8 +420,13 @@ class Simulation:
             thread = checker.thread(f"live{key}")
             steps = lambda th=thread, k=key: self.read_steps(th, k, 0.01)  # noqa: E731
             thread.push(Task(steps, self._ended(thread)))
-            self.world.run()
+            self.world.run(until=self.world.now + config.wait + config.lock_timeout + 2)
             self.liveness.append(self.history.calls[-1])
+        self.renewed_at_end = [
+            held.lock.key
+            for process in self.processes
+            for held in process.renewer.renewing.values()
+        ]
 
     def bury(self) -> None:
         """Close what killed processes left suspended, now that nothing is checked any more."""

@@ -23,7 +23,7 @@ def test_simulated_histories_replay_the_same_on_a_real_server(
         logging.disable(logging.NOTSET)
     compared = 0
     for result in results:
-        mismatches = replay(result, store)
+        mismatches, _ = replay(result, store)
         assert mismatches == [], f"seed {result.config.seed}: {mismatches[0]}"
         compared += sum(1 for applied in result.history.applied if applied[0] < horizon(result))
     assert compared > 1000, "the replays compared too little to tell anything"

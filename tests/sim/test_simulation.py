@@ -42,11 +42,13 @@ def test_the_simulation_catches_each_mutant_within_200_seeds(mutant: Mutant) -> 
 FOUND = [
     # the waiter of guarantee 1: another process's lock waiter handed an entry built from a
     # row older than a write whose invalidation had returned (fixed before the simulator)
-    ("Builder.current_entry_steps", 15, "guarantee 1 (no old value as fresh)"),
+    ("Builder.current_entry_steps", 4, "guarantee 1 (no old value as fresh)"),
     # a lost tag recreated by another process on the lost copy's millisecond
-    ("Tags._fresh", 22, "guarantee 1 (no old value as fresh)"),
+    ("Tags._fresh", 10, "guarantee 1 (no old value as fresh)"),
     # a lock attempt the store failed, taken for a lock found held: stale, nobody rebuilding
-    ("Writer.try_stale_lock_steps", 37, "guarantee 2 (stale only while rebuilt, and bounded)"),
+    ("Writer.try_stale_lock_steps", 30, "guarantee 2 (stale only while rebuilt, and bounded)"),
+    # a release overtaken by its own lock's renewal, left to the lock's timeout
+    ("Lock._compare_and_steps", 9, "rule 4 (a lock lives as long as its build)"),
 ]
 
 

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
+from tests.sim.config import choose
 from tests.sim.mutants import CATALOGUE, Mutant, applied
+from tests.sim.shrink import calls_in, regression_test, shrink
 from tests.sim.simulation import run_seed
 
 
@@ -80,3 +82,19 @@ def test_a_seed_replays_the_same_history_under_another_hash_seed() -> None:
         for hash_seed in ("1", "2")
     }
     assert len(digests) == 1 and "'" in next(iter(digests))
+
+
+def test_a_failure_shrinks_to_a_small_pytest_regression_test() -> None:
+    """Shrunk under a mutant, a failing seed becomes a test that fails with the mutant and
+    passes without it."""
+    mutant = next(m for m in CATALOGUE if m.qualname == "Lock._compare_and_steps")
+    with applied(mutant):
+        config, result = shrink(choose(9))
+        source = regression_test(config, result)
+    assert config.processes <= 3 and calls_in(result) <= 10
+    namespace: dict[str, object] = {}
+    exec(compile(source, "<regression>", "exec"), namespace)
+    test = namespace[f"test_seed_{config.seed}_breaks_no_rule"]
+    with applied(mutant), pytest.raises(AssertionError):
+        test()  # type: ignore[operator]
+    test()  # type: ignore[operator]

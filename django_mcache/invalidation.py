@@ -17,7 +17,6 @@ from django.db import connections, models, router, transaction
 from django.db.models.base import ModelState
 
 from mcache.logs import FailureLog
-from mcache.web import note_bumps
 
 from .aliases import cache_alias
 from .tags import label_of, model_tag, obj_tag
@@ -41,7 +40,7 @@ def _core() -> Any:
 
 
 def _invalidate(core: Any, tags: Iterable[str]) -> None:
-    note_bumps(core.invalidate(*tags))
+    core.invalidate(*tags)
 
 
 def bump(tags: Iterable[str], using: str = "default") -> None:

@@ -20,7 +20,6 @@ from sqlalchemy.orm import Session
 
 from mcache import Cache
 from mcache.errors import ConfigError
-from mcache.web import note_bumps
 from mcache.wording import a
 
 from .fresh_reads import FreshReadSession
@@ -144,7 +143,7 @@ def watch(target: Any, cache: Callable[[], Cache]) -> None:
             flushed |= row_tags(obj)
         if flushed:
             session.info.setdefault(_TAGS, set()).update(flushed)
-            note_bumps(cache().invalidate(*flushed))
+            cache().invalidate(*flushed)
             _pending().add(session)
 
     def after_commit(session: Session) -> None:
@@ -153,7 +152,7 @@ def watch(target: Any, cache: Callable[[], Cache]) -> None:
         tags = session.info.pop(_TAGS, None)
         _pending().discard(session)
         if tags:
-            note_bumps(cache().invalidate(*tags))
+            cache().invalidate(*tags)
 
     def after_transaction_end(session: Session, transaction: Any) -> None:
         # The outermost transaction ended (committed, rolled back, or the session

@@ -25,7 +25,7 @@ from mcache.model.tags import version_ms
 if TYPE_CHECKING:
     from mcache.model.tags import Tags
 
-__all__ = ["ChangeTimes", "newest_version", "note_bumps", "read_primary", "reading_primary_after"]
+__all__ = ["ChangeTimes", "newest_version", "read_primary", "reading_primary_after"]
 
 
 class _Until(NamedTuple):
@@ -77,21 +77,11 @@ def newest_version(versions: Mapping[str, int]) -> int:
     return max(versions.values(), default=0)
 
 
-_bumped: dict[str, int] = {}  # tag -> when this process last bumped it (ms)
-
-
-def note_bumps(versions: Mapping[str, int]) -> None:
-    """Remember the versions of tags this process just bumped: its own routers know at once."""
-    if len(_bumped) > 65536:
-        _bumped.clear()
-    _bumped.update(versions)
-
-
 class ChangeTimes:
     """When tags last changed, for a router that asks before every query.
 
     A version read from the cache is kept a tenth of the lag (at most 100 ms), and
-    one this process bumped (:func:`note_bumps`) is known at once, so routing costs
+    one this process's cache bumped (``Tags.bumped``) is known at once, so routing costs
     a round trip only now and then; another process's change may go unseen that
     long, so keep the lag setting that much above the real replication lag.
     """
@@ -111,7 +101,7 @@ class ChangeTimes:
 
     def version(self, tags: Tags | None, tag: str) -> int | None:
         """Return the tag's version: this process's own bump, a recent read, or the store's."""
-        mine = _bumped.get(tag, 0)
+        mine = tags.bumped.get(tag, 0) if tags is not None else 0
         now = self.clock.monotonic()
         with self._lock:
             known = self._known.get(tag)

@@ -91,6 +91,9 @@ class Tags:
         self._local: dict[str, tuple[int, float]] = {}
         self._keys: BoundedMemo[str, str] = BoundedMemo(4096)
         self._created: BoundedMemo[str, int] = BoundedMemo(PER_KEY_LIMIT)
+        self.bumped: BoundedMemo[str, int] = BoundedMemo(PER_KEY_LIMIT)
+        """The version each tag this cache bumped last got (by tag name): a router of this
+        process knows its own writes at once (:class:`mcache.engine.fresh_reads.ChangeTimes`)."""
         self._stray: BoundedMemo[str, bool] = BoundedMemo(PER_KEY_LIMIT)
         self._lock = threading.Lock()
         # Caches on one store and namespace share tags: what one reads, another can check.
@@ -329,7 +332,10 @@ class Tags:
             versions.update((yield from self._recreate_steps(missing, now, True, seen)))
         self._remember(versions)
         cut = len(self._prefix)
-        return {name: versions[self.key(name)[cut:]] for name in names}
+        bumped = {name: versions[self.key(name)[cut:]] for name in names}
+        for name, version in bumped.items():
+            self.bumped.remember(name, version)
+        return bumped
 
     def _bump_creating_steps(
         self,

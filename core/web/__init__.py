@@ -1,10 +1,10 @@
 """Framework-neutral pieces the Django and Flask adapters share.
 
-The cached-page format both store (:mod:`mcache.web.page`), and the engine's hooks an
-adapter needs, named here so that it imports nothing of the engine: ``note_bumps`` (its
-ORM just bumped these tags) and ``ChangeTimes`` (for replica-lag routing).
+The cached-page format both store (:mod:`mcache.web.page`), and the engine's hook an
+adapter needs, named here so that it imports nothing of the engine: ``ChangeTimes`` (for
+replica-lag routing; it knows the cache's own bumps at once).
 """
 
-from mcache.engine.fresh_reads import ChangeTimes, note_bumps
+from mcache.engine.fresh_reads import ChangeTimes
 
-__all__ = ["ChangeTimes", "note_bumps"]
+__all__ = ["ChangeTimes"]

@@ -15,7 +15,7 @@ import pytest
 
 import mcache
 from mcache import Cache, FakeClock
-from mcache.engine.fresh_reads import ChangeTimes, note_bumps
+from mcache.engine.fresh_reads import ChangeTimes
 from mcache.errors import ConfigError
 
 
@@ -176,6 +176,8 @@ def test_change_times_know_this_process_bumps_at_once_and_cache_the_rest() -> No
     cache.invalidate("model:a")
     clock.advance(3)
     assert not changes.changed_within_lag(cache.tags, "model:a")
-    note_bumps(cache.invalidate("model:a"))
+    cache.invalidate("model:a")
     assert changes.changed_within_lag(cache.tags, "model:a"), "its own bump, despite the local copy"
+    other = Cache("memory://", namespace="other", clock=clock)
+    assert not changes.changed_within_lag(other.tags, "model:a"), "another cache's bump"
     assert changes.changed_within_lag(None, "model:b"), "unknown: the primary"

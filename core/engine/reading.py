@@ -192,7 +192,8 @@ class Reader:
         parts = self.parts
         now = parts.clock.time_ms()
         fresh = {key: entry for key, entry in entries.items() if entry.is_fresh(now)}
-        labels = {label for entry in fresh.values() for label in entry.tags}
+        # in the entries' order (a set's would be the hash seed's): one request, replayable
+        labels = list(dict.fromkeys(label for entry in fresh.values() for label in entry.tags))
         try:
             versions = (yield from parts.tags.of_labels_steps(labels)) if labels else _NONE
         except MCacheError as error:

@@ -150,7 +150,7 @@ class ViewCounter:
         self.ttl = ttl
         self.push_interval = push_interval
         self.dirty_key = counter_key(parts, "c", name, "dirty")
-        self._dirty: set[Hashable] = set()
+        self._dirty: dict[Hashable, None] = {}  # in the order viewed (a set's is the hash's)
         self._lock = threading.Lock()
         self._next_push = 0.0
 
@@ -191,7 +191,7 @@ class ViewCounter:
         ident = self.ident(obj)
         count = self._count(ident, delta)
         with self._lock:
-            self._dirty.add(ident)
+            self._dirty[ident] = None
         if self.parts.clock.monotonic() >= self._next_push:
             self.push()
         return count
@@ -215,7 +215,7 @@ class ViewCounter:
         """Record this process's viewed objects in the store, for any process's flush."""
         self._next_push = self.parts.clock.monotonic() + self.push_interval
         with self._lock:
-            dirty, self._dirty = self._dirty, set()
+            dirty, self._dirty = self._dirty, {}
         if not dirty:
             return
         line = "".join(f"{_encode_ident(ident)}\n" for ident in dirty).encode()
@@ -272,7 +272,7 @@ class ViewCounter:
             written += bool(outcome)
         if failed:
             with self._lock:
-                self._dirty.update(failed)
+                self._dirty.update(dict.fromkeys(failed))
             self.push()
         return written
 

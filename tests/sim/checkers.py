@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tests.sim.keys import lock_key
 from tests.sim.world import EPOCH
 
 if TYPE_CHECKING:
@@ -148,8 +149,7 @@ def locks_freed(sim: Simulation) -> list[Violation]:
         return []
     found = []
     for key in range(sim.config.keys):
-        lock_key = cache.parts.derived_key("l", cache._store_key(f"row{key}"))
-        for began, ended, how in lock_spans(sim, lock_key):
+        for began, ended, how in lock_spans(sim, lock_key(cache, key)):
             # a killed holder's add may still land after it died, a reply's latency later
             if how != "expired" or any(e.during(began - MAX_LATENCY, ended) for e in faults):
                 continue
@@ -172,10 +172,7 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
     ("or until the rebuild under way at that moment ends")."""
     config, history = sim.config, sim.history
     cache = sim.processes[0].cache
-    spans = {
-        key: lock_spans(sim, cache.parts.derived_key("l", cache._store_key(f"row{key}")))
-        for key in range(config.keys)
-    }
+    spans = {key: lock_spans(sim, lock_key(cache, key)) for key in range(config.keys)}
     slack = 1 + max(map(abs, config.skews)) + 2 * MAX_LATENCY  # whole seconds, skew, trips
     lives = config.ttl * (1 + config.jitter) + config.stale_ttl + slack
     found = []

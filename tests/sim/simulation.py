@@ -25,6 +25,7 @@ from mcache.stores.memory.store import MemoryStore
 from tests.sim.checkers import Violation, check
 from tests.sim.config import Config, Fault, choose
 from tests.sim.history import Applied, Call, History
+from tests.sim.keys import entry_key, lock_key
 from tests.sim.processes import SimProcess, SimThread, Steps, Task, Ticket, refused
 from tests.sim.world import EPOCH, WholeSecondClock, World
 
@@ -174,13 +175,9 @@ class Simulation:
         """The thread whose steps run now (a lock won is this thread's)."""
         self.graveyard: list[tuple[contextvars.Context, Steps]] = []
         self.processes = [SimProcess(self, n, skew) for n, skew in enumerate(config.skews)]
-        tags = self.processes[0].cache.tags
-        self.tag_rows = {tags.key(f"t{key}"): key for key in range(config.keys)}
-        parts = self.processes[0].cache.parts
-        self.lock_rows = {
-            parts.derived_key("l", self.processes[0].cache._store_key(f"row{key}")): key
-            for key in range(config.keys)
-        }
+        tags_of = self.processes[0].cache
+        self.tag_rows = {tags_of.tags.key(f"t{key}"): key for key in range(config.keys)}
+        self.lock_rows = {lock_key(tags_of, key): key for key in range(config.keys)}
         self.races = self.refusals = self.raced_builds = self.cancels = 0
         self.renewals_aimed = 0
 
@@ -192,7 +189,7 @@ class Simulation:
         cache = thread.process.cache
         STALE_SERVED.set(False)
         call = self.history.invoke("read", thread, key)
-        plan = Plan(key, cache._store_key(f"row{key}"), call, build_seconds, ending)
+        plan = Plan(key, entry_key(cache, key), call, build_seconds, ending)
         thread.building, thread.waited_on_flight = plan, False
 
         def build() -> list[Any]:
@@ -383,11 +380,10 @@ class Simulation:
 
     def evict(self, kind: str, key: int) -> None:
         cache = self.processes[0].cache
-        store_key = cache._store_key(f"row{key}")
         target = {
             "evict_tag": cache.tags.key(f"t{key}"),
-            "evict_lock": cache.parts.derived_key("l", store_key),
-            "evict_entry": store_key,
+            "evict_lock": lock_key(cache, key),
+            "evict_entry": entry_key(cache, key),
         }[kind]
         self.server.evict(target)
 

@@ -172,6 +172,16 @@ def _blanks(line: str) -> str:
     return " ".join(line.split())
 
 
+def _hearing_ctrl_c() -> None:
+    """In the server's process, before it starts: let SIGINT stop it, as Ctrl-C does.
+
+    A suite started in the background by a shell without job control (``… &``)
+    inherits SIGINT ignored, and so would the server: it would outlive :meth:`stop_server`
+    by 15 s, be killed, and never add its counts to the store at exit.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -300,6 +310,7 @@ class Follower:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_hearing_ctrl_c,
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -11,6 +11,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tests.sim.keys import lock_key
+
 if TYPE_CHECKING:
     from tests.sim.processes import SimProcess, SimThread
 
@@ -98,11 +100,11 @@ class History:
         key = plan.key if plan is not None else -1
         version = thread.sim.database.rows[key] if key >= 0 else 0
         process = thread.process
-        lock_key = process.cache.parts.derived_key("l", plan.store_key) if plan else ""
+        locked = lock_key(process.cache, key) if plan else ""
         won = [
             held.since
             for held in process.renewer.renewing.values()
-            if held.lock.key == lock_key and held.thread is thread
+            if held.lock.key == locked and held.thread is thread
         ]
         call = plan.call.number if plan else -1
         now = self.now()

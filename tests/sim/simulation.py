@@ -130,7 +130,6 @@ class Plan:
     """What a read's builder is to do: which row, for how long, and how it ends."""
 
     key: int
-    store_key: str
     call: Call
     build_seconds: float
     ending: str = "value"
@@ -189,7 +188,7 @@ class Simulation:
         cache = thread.process.cache
         STALE_SERVED.set(False)
         call = self.history.invoke("read", thread, key)
-        plan = Plan(key, entry_key(cache, key), call, build_seconds, ending)
+        plan = Plan(key, call, build_seconds, ending)
         thread.building, thread.waited_on_flight = plan, False
 
         def build() -> list[Any]:

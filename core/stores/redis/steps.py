@@ -164,8 +164,9 @@ class RedisSteps:
         memcached's semantics."""
         validate_store_key(key)
         check_delta(delta)
-        count = yield Scripted(lua.DECR if kind == "decr" else lua.INCR, [key], [delta], key)
-        return None if count is None else int(count)
+        return _count(
+            (yield Scripted(lua.DECR if kind == "decr" else lua.INCR, [key], [delta], key))
+        )
 
     def incr_many_steps(self, deltas: Mapping[str, int]) -> Steps[dict[str, int | None]]:
         for key, delta in deltas.items():
@@ -180,8 +181,7 @@ class RedisSteps:
                 pipe.execute_command("EVAL", lua.INCR, 1, key, delta)
 
         results = (yield Pipelined(fill)) if deltas else []
-        counts = (None if count is None else int(count) for count in results)
-        return dict(zip(deltas, counts, strict=True))
+        return dict(zip(deltas, map(_count, results), strict=True))
 
     def pfadd_steps(self, key: str, member: bytes, ttl: int) -> Steps[bool]:
         validate_store_key(key)
@@ -228,3 +228,9 @@ class RedisSteps:
         """Empty this store's database (``FLUSHDB``), not the whole server; a cluster's
         every primary (their replicas follow)."""
         yield Command(lambda client: client.flushdb(**self._flush_options))
+
+
+def _count(reply: bytes | None) -> int | None:
+    """A count as the INCR and DECR scripts answer it: the stored string (exact, as a Lua
+    number above 2**53 is not), or None for a missing key."""
+    return None if reply is None else int(reply)

@@ -413,10 +413,11 @@ class Builder:
         for pause in self.parts.pauses(call.options.wait, cap=0.05):
             yield Pause(pause)
             entry, current = yield from self.current_entry_steps(call)
-            if current:
+            if current and entry.is_fresh(self.parts.clock.time_ms()):  # type: ignore[union-attr]
                 return self.take_peeked(call, entry)  # type: ignore[arg-type]
-            # Nothing yet, or built from what was invalidated since: the holder may have
-            # finished (or died and its lock expired), so the lock may be ours now.
+            # Nothing yet, built from what was invalidated since, or stored already stale
+            # (built over a stale part, rule 2): the holder may have finished (or died and
+            # its lock expired), so the lock may be ours now.
             lock = yield Shielded(self.writer.try_lock_steps(call), let_go)
             if lock is not None:
                 return (yield from self.building.build_and_store_steps(call, lock, None))
@@ -428,8 +429,7 @@ class Builder:
         return (yield from self.building.build_and_store_steps(call, None, None))
 
     def take_peeked(self, call: Call, entry: Entry) -> Any:
-        """Return the entry another process just wrote, with what it depends on."""
+        """Return the fresh entry another process just wrote, with what it depends on."""
         self.parts.trace(call.key, "H")
-        call.depends = entry.tags
-        call.stale = not entry.is_fresh(self.parts.clock.time_ms())
+        call.depends, call.stale = entry.tags, False
         return entry.value

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from mcache.clock import Clock, system_clock
 from mcache.contract.store import NO_VALUE, LeaseBid, Store, stale_hold_ttl
 from mcache.engine.lock import Lock
-from mcache.engine.write_lease import Lease
+from mcache.engine.write_lease import Lease, own_life_left
 from mcache.sansio.steps import Steps, StoreCall
 
 if TYPE_CHECKING:
@@ -84,11 +84,19 @@ class ServerLease(Lock):
         return self.held
 
     def release_steps(self) -> Steps[bool]:
-        """After a stale entry's rebuild that stored nothing, let the next reader win it."""
+        """After a stale entry's rebuild that stored nothing, let the next reader win it,
+        with only the life the entry had of its own (kept for the build, it would outlive
+        its ``ttl + stale_ttl``: guarantee 2); past that life, it goes."""
         held, self.held = self.held, False
         lease = self.lease
         if not held or lease.stored or lease.placed:
             return held
+        left = own_life_left(lease, self.clock.monotonic())
+        if left is not None and left <= 0:
+            gone = (self.key, b"", lease.token, -1)
+            return bool((yield StoreCall(self.store, "leased_write", gone)))
+        if left is not None:
+            yield StoreCall(self.store, "keep_lease", (self.key, lease.token, left))
         return bool((yield StoreCall(self.store, "release_lease", (self.key, lease.token))))
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "Lease",
     "abandon_steps",
     "keep_steps",
+    "own_life_left",
     "take_steps",
     "withdraw_steps",
     "write_steps",
@@ -57,6 +58,9 @@ class Lease:
     token is the cas of the read that won it, and writes go through ``leased_write``."""
     stored: bool = False
     """Whether the build's entry was written under the lease."""
+    own_expires: float | None = None
+    """When the key would have expired on its own, before :func:`keep_steps` first kept it
+    alive for the build; a build that stores nothing gives it back that life."""
 
 
 def take_steps(
@@ -113,6 +117,8 @@ def keep_steps(store: Store, key: str, lease: Lease, ttl: int, now: float) -> St
         if not (yield StoreCall(store, "cas", (key, lease.held, token, ttl))):
             return False
         _, lease.token = yield StoreCall(store, "gets", (key,))  # a rewrite gets a new cas
+        if lease.own_expires is None:
+            lease.own_expires = lease.expires
         lease.expires = now + ttl
         return lease.token is not None
     finally:
@@ -137,10 +143,35 @@ def write_steps(store: Store, key: str, data: bytes, lease: Lease, ttl: int) -> 
         lease.guard.release()
 
 
-def abandon_steps(store: Store, key: str, lease: Lease) -> Steps[None]:
-    """Take this build's placeholder away (if still there): the build stores nothing."""
+def abandon_steps(store: Store, key: str, lease: Lease, now: float) -> Steps[None]:
+    """The build stores nothing: take its placeholder away (if still there), or give a stale
+    entry kept alive for it only the life it had of its own (``now``: monotonic).
+
+    Kept for the build, a stale entry would outlive its ``ttl + stale_ttl`` by the
+    keep-alive's two lock timeouts; a failing rebuild after each would keep it for good.
+    """
     if lease.placed:
         yield from withdraw_steps(store, key, lease)
+        return
+    left = own_life_left(lease, now)
+    if left is None or lease.token is None:
+        return
+    if left <= 0:
+        yield from withdraw_steps(store, key, lease)
+        return
+    yield from _guarded(lease)
+    try:
+        yield StoreCall(store, "cas", (key, lease.held, lease.token, left))
+    finally:
+        lease.guard.release()
+
+
+def own_life_left(lease: Lease, now: float) -> int | None:
+    """The whole seconds a key kept alive for a build has left of its own life (``now``:
+    monotonic); None if it was never kept, or its life is unknown."""
+    if lease.own_expires is None or lease.own_expires == math.inf:
+        return None
+    return math.ceil(lease.own_expires - now)
 
 
 def withdraw_steps(store: Store, key: str, lease: Lease) -> Steps[None]:

@@ -140,7 +140,11 @@ class Writer:
             return None
         timeout = call.options.lock_timeout
         placed = call.seen is None
-        return self._held(ServerLease.won(self.parts, call.key, timeout, claim, placed))
+        lease = ServerLease.won(self.parts, call.key, timeout, claim, placed)
+        if not placed:  # the read that won it held the item longer: its own life is less
+            left = self.life_left(call, call.seen)
+            lease.lease.own_expires = self.parts.clock.monotonic() + left
+        return self._held(lease)
 
     def _held(self, lock: Lock) -> Lock:
         """Keep the won ``lock`` renewed while its build runs (see :mod:`mcache.engine.renewal`)."""
@@ -191,9 +195,13 @@ class Writer:
 
     def lifetime(self, call: Call, found: bytes) -> float:
         """Return the seconds an entry found under the key has left in the store (estimated)."""
-        entry = self.reader.decode(call.key, found)
+        return self.life_left(call, self.reader.decode(call.key, found))
+
+    def life_left(self, call: Call, entry: Entry | None) -> float:
+        """Return the seconds ``entry`` has left of its own life, ``ttl + stale_ttl`` from
+        its write (estimated; ``inf``: a plain value, whose TTL is its writer's)."""
         if entry is None or not entry.fresh_until_ms:
-            return math.inf  # a plain value: its TTL is its writer's, unknown here
+            return math.inf
         slack = self.parts.traits.expiry_slack
         ends = entry.fresh_until_ms + call.options.stale_ttl * 1000
         return (ends - self.parts.clock.time_ms()) / 1000 - slack
@@ -244,7 +252,9 @@ class Writer:
         parts = self.parts
         if lease is not None:
             yield from parts.store_steps(
-                "delete", leases.abandon_steps(parts.store, key, lease), None
+                "delete",
+                leases.abandon_steps(parts.store, key, lease, parts.clock.monotonic()),
+                None,
             )
         if lock is None:
             return

@@ -40,6 +40,10 @@ def reached(result: Result) -> set[str]:
         names.add("a build outlived lock_timeout")
     if any(c.outcome == "unknown" for c in calls):
         names.add("a call cut off by a kill")
+    if any(b.part_stale for b in builds):
+        names.add("a page built over a stale row")
+    if any(b.part_unknown for b in builds):
+        names.add("a page built over a row read that failed")
     names.update(f"counted: {name}" for name, count in result.counts.items() if count)
     return names
 
@@ -57,6 +61,10 @@ REQUIRED = (
     "race_build",
     "cancel",
     "renew_at_release",
+    "late_readers",
+    "race_page",
+    "a page built over a stale row",
+    "a page built over a row read that failed",
     "counted: lock_waits",
     "counted: wait_timeouts",
     "counted: build_errors",

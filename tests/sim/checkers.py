@@ -10,10 +10,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tests.sim.keys import lock_key
+from tests.sim.keys import entry_key, lock_key
 from tests.sim.world import EPOCH
 
 if TYPE_CHECKING:
+    from tests.sim.history import Build, Call
     from tests.sim.simulation import Simulation
 
 LOCK_FAULTS = {
@@ -49,29 +50,95 @@ def fresh_after_write(sim: Simulation) -> list[Violation]:
     gets an older value as fresh. Allowed (guarantee 1: "and the threads of its process
     that shared the call"): a thread that joined a call of its own process under way,
     which gets what that call got, built or read when it began."""
+    return _old_as_fresh(sim, "row", "guarantee 1 (no old value as fresh)")
+
+
+def dependencies_propagate(sim: Simulation) -> list[Violation]:
+    """Rule 1: a page records the tags of the row entry its build read, so once a bump of
+    the row's tag returned, no reader that began after it gets a page showing an older
+    version as fresh. Only bumps count: a ``delete`` of the row's entry is of that key
+    alone (guarantee 1 names the entry's tags, "and those of every cached value read
+    inside the build"), so the page over it stays valid. Allowed as in guarantee 1, and a
+    page its reader's own call built: what that page shows, its nested read got, and that
+    read is itself checked by guarantee 1."""
+    return _old_as_fresh(sim, "page", "rule 1 (dependencies propagate upward)")
+
+
+def _old_as_fresh(sim: Simulation, entry: str, rule: str) -> list[Violation]:
     calls, builds = sim.history.calls, sim.history.builds
-    writes = [c for c in calls if c.kind == "write" and c.invalidated and c.outcome == "ok"]
+    writes = [
+        c
+        for c in calls
+        if c.kind == "write"
+        and c.invalidated
+        and c.outcome == "ok"
+        and (entry == "row" or not c.by_delete)
+    ]
     found = []
     for read in calls:
-        if read.kind != "read" or read.outcome != "ok" or read.stale or read.value is None:
+        if read.kind != "read" or read.entry != entry or read.outcome != "ok":
+            continue
+        if read.stale or read.value is None or read.shared_flight:
             continue
         before = [w for w in writes if w.key == read.key and w.ended < read.invoked]
         if not before:
             continue
         newest = max(before, key=lambda w: w.version)
-        key, version, number = read.value
-        if version >= newest.version:
-            continue
+        key, version, number = read.value[:3]
         build = builds[number]
-        if read.shared_flight:
+        if version >= newest.version or (entry == "page" and build.call == read.number):
+            continue
+        if (build.part_stale or build.part_unknown) and stored_stale_looks_fresh(sim, read, build):
             continue
         found.append(
             Violation(
-                "guarantee 1 (no old value as fresh)",
+                rule,
                 f"call {read.number} (process {read.process}, began {read.invoked:.4f}) got"
-                f" row {key} v{version} from build {number} (process {build.process}, began"
-                f" {build.began:.4f}) as fresh; write {newest.number} of v{newest.version}"
-                f" had returned at {newest.ended:.4f}",
+                f" {entry} {key} at row v{version} from build {number} (process"
+                f" {build.process}, began {build.began:.4f}) as fresh; write {newest.number}"
+                f" of v{newest.version} had returned at {newest.ended:.4f}",
+            )
+        )
+    return found
+
+
+def stored_stale_looks_fresh(sim: Simulation, read: Call, build: Build) -> bool:
+    """Whether ``read`` may take the entry ``build`` stored already stale as fresh, its
+    clock lagging the builder's (consistency.md, the stated exceptions: "fresh-until times
+    are written with the builder's clock and compared with the reader's, so skew shifts
+    when an entry expires"; one stored stale is fresh until the builder's now)."""
+    skews = sim.config.skews
+
+    def skew(process: int) -> float:
+        return skews[process] if process < len(skews) else 0.0  # the liveness process's: 0
+
+    lag = skew(build.process) - skew(read.process)
+    return lag > 0 and build.ended is not None and read.ended <= build.ended + lag + MAX_LATENCY
+
+
+def no_stale_consumed(sim: Simulation) -> list[Violation]:
+    """Rule 2 and guarantee 3: a page whose build read its row's entry stale is stored
+    already stale, so no other caller gets it as fresh. Allowed: the build's own caller
+    (rule 3: "its own caller still gets what it built"), which is told it is stale, and
+    the threads of its process that shared that call (guarantee 1)."""
+    builds = sim.history.builds
+    found = []
+    for read in sim.history.calls:
+        if read.kind != "read" or read.entry != "page" or read.outcome != "ok":
+            continue
+        if read.stale or read.value is None or read.shared_flight:
+            continue
+        build = builds[read.value[2]]
+        if not build.part_stale or build.call == read.number:
+            continue
+        if stored_stale_looks_fresh(sim, read, build):
+            continue
+        found.append(
+            Violation(
+                "rule 2 (a build never consumes stale data silently)",
+                f"call {read.number} (process {read.process}) got page {read.key} as fresh"
+                f" from build {build.number} (process {build.process}), whose read of row"
+                f" {read.key} was served stale",
             )
         )
     return found
@@ -87,7 +154,9 @@ def builds_once(sim: Simulation) -> list[Violation]:
     found = []
     for i, first in enumerate(builds):
         for second in builds[i + 1 :]:
-            if second.key != first.key or second.began >= first.ended:
+            if (second.key, second.entry) != (first.key, first.entry):
+                continue
+            if second.began >= first.ended:
                 continue
             # won when its add was applied, up to a reply's latency before its holder knew
             won = first.locked_at - MAX_LATENCY
@@ -97,7 +166,7 @@ def builds_once(sim: Simulation) -> list[Violation]:
                 Violation(
                     "guarantee 5 (builds run once)",
                     f"builds {first.number} (process {first.process}) and {second.number}"
-                    f" (process {second.process}) of row {first.key} both held its lock,"
+                    f" (process {second.process}) of {first.entry} {first.key} both held its lock,"
                     f" {first.began:.4f}-{first.ended:.4f} and from {second.began:.4f}",
                 )
             )
@@ -139,6 +208,23 @@ def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float, str]]
     return spans
 
 
+def kept_alive_until(sim: Simulation, key: str, before: float) -> float:
+    """When the last keep-alive of ``key`` applied before ``before`` let it expire: a
+    ``cas`` writing back the bytes the key held, as a build's lease keeps a stale entry
+    (its give-back, if a request of it is dropped, never comes)."""
+    held, until = None, 0.0
+    for at, method, args, result, raised in sim.history.applied:
+        if at >= before:
+            break
+        if raised or not args or args[0] != key:
+            continue
+        if method == "cas" and result and args[1] == held and int(args[3]) > 0:
+            until = math.floor(at + EPOCH) + int(args[3]) - EPOCH + 1
+        if method in ("add", "set", "cas") and result:
+            held = args[1]
+    return until
+
+
 def locks_freed(sim: Simulation) -> list[Violation]:
     """Rule 4: a lock lives as long as its build. One that expires on its own, rather than
     being released, must have a holder that died, stalled or could not reach the server
@@ -148,15 +234,15 @@ def locks_freed(sim: Simulation) -> list[Violation]:
     if sim.config.drop_rate or sim.config.lost_reply_rate:
         return []
     found = []
-    for key in range(sim.config.keys):
-        for began, ended, how in lock_spans(sim, lock_key(cache, key)):
+    for entry, key in _entries(sim):
+        for began, ended, how in lock_spans(sim, lock_key(cache, key, entry)):
             # a killed holder's add may still land after it died, a reply's latency later
             if how != "expired" or any(e.during(began - MAX_LATENCY, ended) for e in faults):
                 continue
             found.append(
                 Violation(
                     "rule 4 (a lock lives as long as its build)",
-                    f"the lock of row {key}, taken at {began:.4f}, was never released: it"
+                    f"the lock of {entry} {key}, taken at {began:.4f}, was never released: it"
                     f" expired at {ended:.4f} with no fault to explain it",
                 )
             )
@@ -172,15 +258,20 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
     ("or until the rebuild under way at that moment ends")."""
     config, history = sim.config, sim.history
     cache = sim.processes[0].cache
-    spans = {key: lock_spans(sim, lock_key(cache, key)) for key in range(config.keys)}
+    spans = {
+        (entry, key): lock_spans(sim, lock_key(cache, key, entry)) for entry, key in _entries(sim)
+    }
     slack = 1 + max(map(abs, config.skews)) + 2 * MAX_LATENCY  # whole seconds, skew, trips
+    dropping = config.drop_rate or config.lost_reply_rate
     lives = config.ttl * (1 + config.jitter) + config.stale_ttl + slack
     found = []
     for read in history.calls:
         if read.kind != "read" or read.outcome != "ok" or not read.stale:
             continue
-        _, _, number = read.value
+        number = read.value[2]
         build = history.builds[number]
+        if build.call == read.number and build.part_stale:
+            continue  # a page stale for its row's sake, which is checked as a read itself
         at = read.ended
         stalled = sum(
             e.until - e.at
@@ -189,21 +280,33 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
             and e.detail.startswith(f"{read.process} ")
             and e.during(read.invoked, at)
         )
-        if stalled and at <= build.ended + lives + stalled:
-            continue  # its own process stopped mid-call: it answered what it had read
+        life_ends = build.ended + lives + stalled  # a stopped process answers what it read
+        if dropping:  # a lease's give-back lost on the way leaves the keep-alive's life
+            life_ends = max(
+                life_ends, kept_alive_until(sim, entry_key(cache, read.key, read.entry), at)
+            )
+        here = spans[read.entry, read.key]
         rebuilding = any(
-            began - MAX_LATENCY <= at <= ended + MAX_LATENCY for began, ended, _ in spans[read.key]
+            began - MAX_LATENCY <= at <= ended + MAX_LATENCY for began, ended, _ in here
+        )
+        # a rebuild under way when the entry's life ended keeps it until that rebuild ends
+        kept = any(
+            began - MAX_LATENCY <= life_ends and at <= ended + MAX_LATENCY
+            for began, ended, _ in here
         )
         failed = [b for b in history.builds if b.call == read.number and b.failed]
         # stale-if-error after its own rebuild failed: kept until the rebuild under way ends
         own_failed = any(at <= (b.ended or at) + 2 * MAX_LATENCY for b in failed)
+        kept = kept or any(b.began <= life_ends for b in failed if own_failed)
         # A thread that shared its process's call of the key: its leader was rebuilding
         # it, or trying to (guarantee 2: "callers that arrive while another caller rebuilds").
-        if read.shared_flight and at <= build.ended + lives:
+        reason = stalled or rebuilding or own_failed or read.shared_flight or read.store_failed
+        if at > life_ends and not kept:
+            why = "outlived ttl + stale_ttl"
+        elif reason:
             continue
-        if rebuilding or own_failed or (read.store_failed and at <= build.ended + lives):
-            continue
-        why = "outlived ttl + stale_ttl" if at > build.ended + lives else "nobody rebuilding it"
+        else:
+            why = "nobody rebuilding it"
         found.append(
             Violation(
                 "guarantee 2 (stale only while rebuilt, and bounded)",
@@ -228,28 +331,38 @@ def no_lock_outlives_its_build(sim: Simulation) -> list[Violation]:
 
 def live_after_faults(sim: Simulation) -> list[Violation]:
     """Liveness: after the faults heal and every lock has had time to free, a fresh process
-    reads each key fresh at its row's latest version (a key whose last write could not
-    invalidate is exempt: that write returned ``{}``, the cache being down)."""
+    reads each row's entry, and each page, fresh at its row's latest version (exempt: a
+    key whose write could not invalidate, having returned ``{}`` with the cache down, and
+    a page whose row was written by a delete, which is of the row's entry alone)."""
     found = []
     calls = sim.history.calls
-    for key, read in enumerate(sim.liveness):
+    for read in sim.liveness:
+        key = read.key
         writes = [c for c in calls if c.kind == "write" and c.key == key]
-        if any(not w.invalidated for w in writes):
+        if any(not w.invalidated or (read.entry == "page" and w.by_delete) for w in writes):
             continue
         latest = sim.database.rows[key]
         if read.outcome != "ok" or read.stale or read.value is None or read.value[1] != latest:
             found.append(
                 Violation(
                     "liveness (served fresh at the latest version)",
-                    f"row {key} is at v{latest}; the final read got {read.value!r}"
-                    f" ({read.outcome}{', stale' if read.stale else ''})",
+                    f"row {key} is at v{latest}; the final read of its {read.entry} got"
+                    f" {read.value!r} ({read.outcome}{', stale' if read.stale else ''})",
                 )
             )
     return found
 
 
+def _entries(sim: Simulation) -> list[tuple[str, int]]:
+    """Every entry a run may have made: each row's, and each page's if it reads pages."""
+    entries = ("row", "page") if sim.config.pages else ("row",)
+    return [(entry, key) for entry in entries for key in range(sim.config.keys)]
+
+
 CHECKERS = (
     fresh_after_write,
+    dependencies_propagate,
+    no_stale_consumed,
     builds_once,
     stale_bounded,
     locks_freed,

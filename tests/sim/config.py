@@ -50,6 +50,14 @@ class Config:
     refuse_locks: bool = False
     """Aim at a lock attempt: the first three after a write of their row fail in the
     store, and another thread of the same process reads the key 50 ms later."""
+    pages: float = 0.0
+    """The share of reads that read a page over their row's entry (a nested read)."""
+    late_readers: bool = False
+    """Aim past an entry's life: 2 s after the ``ttl + stale_ttl`` of an entry just written
+    ends, two processes read its key 50 ms apart (the first three entries written)."""
+    race_pages: bool = False
+    """Aim at a page built over a stale read of its row: another process reads the page
+    10 ms later, while it is built (the first three times)."""
     race_tags: bool = False
     """Aim at a tag key just created: evict it at once and bump it from a process at
     random within the same millisecond (the race of a lost tag recreated)."""
@@ -109,4 +117,7 @@ def choose(seed: int, size: str = "small") -> Config:
     if draw.random() < 0.3:
         config.drop_rate = draw.choice((0.01, 0.05))
         config.lost_reply_rate = draw.choice((0.0, 0.01, 0.05))
+    config.pages = draw.choice((0.0, 0.3, 0.6))
+    config.late_readers = draw.random() < 0.3
+    config.race_pages = bool(config.pages) and draw.random() < 0.5
     return config

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from tests.sim.keys import lock_key
 
 if TYPE_CHECKING:
-    from tests.sim.processes import SimProcess, SimThread
+    from tests.sim.host import SimProcess
+    from tests.sim.processes import SimThread
 
 
 @dataclass
@@ -38,6 +39,10 @@ class Call:
     invalidated: bool = False
     store_failed: bool = False
     """A store call of it failed (the cache answered as if down: ``STORE_FAILED``)."""
+    entry: str = "row"
+    """What a read reads: the row's entry, or the page over it (``keys.ENTRIES``)."""
+    by_delete: bool = False
+    """A write that deleted the row's entry rather than bumping its tag."""
 
 
 @dataclass
@@ -56,6 +61,12 @@ class Build:
     ended: float | None = None
     value: Any = None
     failed: bool = False
+    entry: str = "row"
+    part_stale: bool = False
+    """A page's build whose nested read of its row was served stale."""
+    part_unknown: bool = False
+    """A page's build whose nested read had a store call fail (it may have built its row
+    without reading the store, and then the page is stored already stale)."""
 
 
 @dataclass
@@ -88,8 +99,9 @@ class History:
     operations: int = 0
     now: Any = None
 
-    def invoke(self, kind: str, thread: SimThread, key: int) -> Call:
+    def invoke(self, kind: str, thread: SimThread, key: int, entry: str = "row") -> Call:
         call = Call(len(self.calls), kind, thread.process.number, thread.name, key, self.now())
+        call.entry = entry
         self.calls.append(call)
         return call
 
@@ -100,7 +112,8 @@ class History:
         key = plan.key if plan is not None else -1
         version = thread.sim.database.rows[key] if key >= 0 else 0
         process = thread.process
-        locked = lock_key(process.cache, key) if plan else ""
+        entry = plan.entry if plan is not None else "row"
+        locked = lock_key(process.cache, key, entry) if plan else ""
         won = [
             held.since
             for held in process.renewer.renewing.values()
@@ -117,6 +130,7 @@ class History:
             now,
             bool(won),
             won[0] if won else now,
+            entry=entry,
         )
         self.builds.append(build)
         return build
@@ -142,10 +156,20 @@ class History:
         text = repr(
             (
                 [
-                    (c.kind, c.process, c.key, c.invoked, c.ended, c.outcome, c.value, c.stale)
+                    (
+                        c.kind,
+                        c.entry,
+                        c.process,
+                        c.key,
+                        c.invoked,
+                        c.ended,
+                        c.outcome,
+                        c.value,
+                        c.stale,
+                    )
                     for c in self.calls
                 ],
-                [(b.process, b.key, b.version, b.began, b.ended) for b in self.builds],
+                [(b.entry, b.process, b.key, b.version, b.began, b.ended) for b in self.builds],
                 [(e.kind, e.at, e.detail) for e in self.events],
             )
         )

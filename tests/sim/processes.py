@@ -1,4 +1,4 @@
-"""Simulated processes and threads: the library's own steps, driven on virtual time.
+"""Simulated threads: the library's own steps, driven on virtual time.
 
 This is a third driver of the steps of :mod:`mcache.sansio.steps`, beside ``run_steps``
 and ``arun_steps``. Each simulated thread runs its calls' generators in a
@@ -7,6 +7,7 @@ scheduler may run another thread first. A store call reaches the simulated serve
 a drawn latency, is applied there atomically, as memcached applies a command, and its
 reply comes back after another. A killed process's generators are never resumed, as
 SIGKILL would leave them: their ``finally`` blocks do not run while the run goes on.
+A process (its cache, threads and renewer) is in :mod:`tests.sim.host`.
 """
 
 from __future__ import annotations
@@ -14,20 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mcache import Cache
-from mcache.engine.lock import Lock
-from mcache.engine.renewal import LockRenewer
 from mcache.errors import StoreUnavailable, Uncacheable
-from mcache.logs import FailureLog
-from mcache.randomness import RandomSource
 from mcache.sansio.steps import BlockingOrAwaited, CallBuilder, Pause, Shielded, StoreCall, Wait
-from tests.sim.world import HostClock
 
 if TYPE_CHECKING:
-    from tests.sim.simulation import Simulation
+    from tests.sim.host import SimProcess
 
 _START = object()
 
@@ -186,6 +181,10 @@ class SimThread:
                 self.stack.append(operation.steps)
                 value = _START
                 continue
+            if kind is CallBuilder and getattr(self.building, "nested", False):
+                self.stack.append(self._nested_build(operation))
+                value = _START
+                continue
             if kind is BlockingOrAwaited:
                 try:
                     value = operation.blocking()
@@ -220,8 +219,26 @@ class SimThread:
             error = TypeError(f"the simulation cannot perform {operation!r}")
             world.after(0, lambda: self.answer(ticket, None, error))
 
+    def _nested_build(self, operation: CallBuilder) -> Steps:
+        """A builder that reads other entries (a page over its row's entry): its steps run
+        on this thread, as an awaited coroutine builder runs on its task, inside the
+        build's scope, so what they read is reported to it."""
+        plan, outer = self.building, self.build
+        build = self.build = self.sim.history.build_began(self, plan)
+        try:
+            value = yield from operation.build()
+        except BaseException as error:
+            build.failed = isinstance(error, Exception) and not isinstance(error, Uncacheable)
+            raise
+        finally:
+            if build.ended is None:
+                self.sim.history.build_ended(build)
+            self.build, self.building = outer, plan
+        build.value = value
+        return value
+
     def _build(self, operation: CallBuilder, ticket: Ticket) -> None:
-        plan = self.building
+        plan, outer = self.building, self.build
         build = self.build = self.sim.history.build_began(self, plan)
         try:
             value, error = operation.build(), None
@@ -233,7 +250,7 @@ class SimThread:
         def end() -> None:
             if build.ended is None:
                 self.sim.history.build_ended(build)
-            self.build = None
+            self.build = outer
             self.answer(ticket, value, error)
 
         seconds = plan.build_seconds if plan is not None else 0.01
@@ -254,141 +271,6 @@ class SimThread:
                 world.after(min(0.005, deadline - world.now), check)
 
         world.after(0.0, check)
-
-
-@dataclass
-class _Held:
-    lock: Lock
-    thread: SimThread | None
-    since: float
-    also: list[Callable[[], Steps]] = field(default_factory=list)
-
-
-class SimRenewer(LockRenewer):
-    """A process's lock renewer, whose renewals are steps on a simulated thread of its own.
-
-    The same turns as the real one (every third of the lock's timeout); a renewal that
-    finds the lock no longer ours stops, as the real one does.
-    """
-
-    def __init__(self, process: SimProcess) -> None:
-        super().__init__(process.clock)
-        self.process = process
-        self.thread = SimThread(process, "renewer")
-        self.renewing: dict[int, _Held] = {}
-        self.late = 0.0
-        """Seconds each renewal comes late (a fault: a renewer the machine holds up)."""
-
-    def hold(self, lock: Lock, log: FailureLog | None = None) -> None:
-        sim = self.process.sim
-        self.renewing[id(lock)] = _Held(lock, sim.running, sim.world.now)
-        self._schedule(lock)
-
-    def also(self, lock: Lock, keep_alive: Callable[[], Steps]) -> None:
-        held = self.renewing.get(id(lock))
-        if held is not None:
-            held.also.append(keep_alive)
-
-    def drop(self, lock: Lock) -> None:
-        held = self.renewing.get(id(lock))
-        if held is not None and self.process.sim.renewal_at_release():
-            # aimed: a renewal fell due just before the release, and is under way
-            self.thread.push(Task(lambda: self._renewal_steps(held), self._renewed(held)))
-        self.renewing.pop(id(lock), None)
-
-    def holds(self, lock: Lock) -> bool:
-        return id(lock) in self.renewing
-
-    def _schedule(self, lock: Lock) -> None:
-        generation = self.process.generation
-        due = self.interval(lock) + self.late
-
-        def turn() -> None:
-            held = self.renewing.get(id(lock))
-            if held is None or generation != self.process.generation:
-                return
-            self.thread.push(Task(lambda: self._renewal_steps(held), self._renewed(held)))
-
-        self.process.sim.world.after(due, turn)
-
-    def _renewal_steps(self, held: _Held) -> Steps:
-        ours = yield from held.lock.extend_steps()
-        if ours:
-            for keep_alive in list(held.also):
-                yield from keep_alive()
-        return ours
-
-    def _renewed(self, held: _Held) -> Callable[[Any, BaseException | None], None]:
-        def done(ours: Any, error: BaseException | None) -> None:
-            if self.renewing.get(id(held.lock)) is not held:
-                return
-            if error is not None:  # the store failed: tried again at the next turn
-                self.process.sim.history.event("renewal_failed", held.lock.key)
-            elif not ours:
-                self.renewing.pop(id(held.lock), None)
-                self.process.sim.history.lock_lost(self.process, held.lock.key)
-                return
-            self._schedule(held.lock)
-
-        return done
-
-
-class SimProcess:
-    """One simulated process: a ``Cache`` of its own on a host clock, and its threads."""
-
-    def __init__(self, sim: Simulation, number: int, skew: float) -> None:
-        self.sim = sim
-        self.number = number
-        self.alive = True
-        self.generation = 0
-        self.paused_until = 0.0
-        self.clock = HostClock(sim.world, skew)
-        self.threads: list[SimThread] = []
-        self.start()
-
-    def start(self) -> None:
-        """Start (again, after a kill): a new cache, nothing of the old process's memory."""
-        sim = self.sim
-        config = sim.config
-        self.cache = Cache(
-            sim.server.store,
-            namespace="sim",
-            clock=self.clock,
-            default_ttl=config.ttl,
-            stale_ttl=config.stale_ttl,
-            lock_timeout=config.lock_timeout,
-            wait=config.wait,
-            jitter=config.jitter,
-            stats_interval=1e9,
-            codec=sim.codec,
-        )
-        self.cache.random = RandomSource(seed=sim.world.rng.getrandbits(64))
-        self.renewer = SimRenewer(self)
-        self.cache.parts.renewer = self.renewer
-        self.alive = True
-
-    def thread(self, name: str) -> SimThread:
-        """A new thread of this process."""
-        thread = SimThread(self, name)
-        self.threads.append(thread)
-        return thread
-
-    def count(self) -> None:
-        """Add what this process's cache counted to the run's counts."""
-        counts = self.sim.counts
-        for name, count in self.cache.counts.local().items():
-            counts[name] = counts.get(name, 0) + count
-
-    def kill(self) -> None:
-        """SIGKILL: every thread stops where it is; its locks are renewed no more."""
-        self.count()
-        self.alive = False
-        self.generation += 1
-        for thread in [*self.threads, self.renewer.thread]:
-            self.sim.graveyard.extend((thread.context, steps) for steps in thread.stack)
-            thread.stack, thread.tasks, thread.busy = [], [], False
-        self.renewer.renewing.clear()
-        self.sim.history.killed(self)
 
 
 def refused(reason: str) -> StoreUnavailable:

@@ -24,7 +24,15 @@ AIMED = ("kill", "pause")
 RESEEDS = 6
 """How many seeds each smaller configuration is tried from."""
 
-TARGETED = ("race_tags", "race_builds", "refuse_locks", "cancel_leaders", "renew_at_release")
+TARGETED = (
+    "race_tags",
+    "race_builds",
+    "refuse_locks",
+    "cancel_leaders",
+    "renew_at_release",
+    "late_readers",
+    "race_pages",
+)
 """The targeted faults a configuration may turn on."""
 
 

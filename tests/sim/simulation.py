@@ -9,131 +9,21 @@ liveness phase reads every key once more from a fresh process.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
-from mcache.engine.build import STALE_SERVED
-from mcache.errors import Uncacheable
 from mcache.model.codec import Codec, JsonSerializer
 from mcache.model.tags import version_ms
-from mcache.observe.outcome import STORE_FAILED
-from mcache.stores.memory.store import MemoryStore
 from tests.sim.checkers import Violation, check
 from tests.sim.config import Config, Fault, choose
-from tests.sim.history import Applied, Call, History
+from tests.sim.history import History
+from tests.sim.host import SimProcess
 from tests.sim.keys import entry_key, lock_key
-from tests.sim.processes import SimProcess, SimThread, Steps, Task, Ticket, refused
-from tests.sim.world import EPOCH, WholeSecondClock, World
-
-
-class SimMemcached(MemoryStore):
-    """memcached as the store contract sees it: shared by every process, whole seconds."""
-
-    traits = dataclasses.replace(MemoryStore.traits, process_local=False, expiry_slack=1)
-
-
-class BuildFailed(Exception):
-    """What a simulated builder raises when its seed has it fail."""
-
-
-class Server:
-    """The simulated memcached server: its data, and whether it is up."""
-
-    def __init__(self, world: World, applied: list[Applied] | None = None) -> None:
-        self.world = world
-        self.store = SimMemcached(clock=WholeSecondClock(world))
-        self.down = False
-        self.applied = applied if applied is not None else []
-        """Every operation as the server applied it (what a differential run replays)."""
-
-    def evict(self, key: str) -> None:
-        """Drop ``key``, as memcached's LRU would."""
-        existed = self.store.delete(key)
-        self.applied.append((self.world.now, "delete", (key,), existed, False))
-
-    def crash(self) -> None:
-        """Lose everything and stop answering (until :meth:`restart`)."""
-        self.store.flush()
-        self.down = True
-        self.applied.append((self.world.now, "flush", (), None, False))
-
-    def restart(self) -> None:
-        self.down = False
-
-
-class Network:
-    """Latency with a tail, dropped requests and replies lost after the server applied them."""
-
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
-
-    def latency(self) -> float:
-        rng = self.sim.world.rng
-        tail = rng.random() < 0.01
-        return 0.0001 + rng.expovariate(10_000.0) + (rng.uniform(0.01, 0.2) if tail else 0.0)
-
-    def deliver(self, thread: SimThread, operation: Any, ticket: Ticket) -> None:
-        """Send ``operation`` (a ``StoreCall``) to the server; its reply back to ``thread``."""
-        sim = self.sim
-        world, config = sim.world, sim.config
-        out, back = self.latency(), self.latency()
-        healed = sim.healed
-        dropped = not healed and world.rng.random() < config.drop_rate
-        if operation.method == "add" and operation.args[0] in sim.lock_rows and not healed:
-            dropped = sim.refuse_lock(thread, operation.args[0]) or dropped
-        lost = not healed and world.rng.random() < config.lost_reply_rate
-
-        def apply() -> None:
-            sim.history.operations += 1
-            result, error = None, None
-            if sim.server.down or dropped:
-                error = refused("server down" if sim.server.down else "request dropped")
-            else:
-                try:
-                    result = getattr(operation.store, operation.method)(*operation.args)
-                except Exception as raised:
-                    error = raised
-                sim.history.applied.append(
-                    (world.now, operation.method, operation.args, result, error is not None)
-                )
-                if lost and error is None:
-                    result, error = None, refused("reply lost")
-                elif operation.method == "add" and result and operation.args[0] in sim.tag_rows:
-                    sim.tag_created(operation.args[0], int(operation.args[1]))
-                elif operation.method == "add" and result and operation.args[0] in sim.lock_rows:
-                    sim.lock_won(thread)
-            world.after(back, lambda: thread.answer(ticket, result, error))
-
-        world.after(out, apply)
-
-
-class Database:
-    """Rows with versions: a write commits the next version at once."""
-
-    def __init__(self, keys: int) -> None:
-        self.rows = [0] * keys
-        self.written = [False] * keys
-        """Rows written since a targeted fault last looked (see ``refuse_lock``)."""
-
-    def write(self, key: int) -> int:
-        self.rows[key] += 1
-        self.written[key] = True
-        return self.rows[key]
-
-
-@dataclass
-class Plan:
-    """What a read's builder is to do: which row, for how long, and how it ends."""
-
-    key: int
-    call: Call
-    build_seconds: float
-    ending: str = "value"
-    """"value", "raise" (the build fails) or "uncacheable" (its value is not to be stored)."""
+from tests.sim.processes import SimThread, Steps
+from tests.sim.servers import Database, Network, Server
+from tests.sim.workload import Workload
+from tests.sim.world import EPOCH, World
 
 
 @dataclass
@@ -167,6 +57,7 @@ class Simulation:
         self.server = Server(self.world, self.history.applied)
         self.network = Network(self)
         self.database = Database(config.keys)
+        self.workload = Workload(self)
         self.codec = CODEC
         self.healed = False
         self.counts: dict[str, int] = {}
@@ -177,96 +68,13 @@ class Simulation:
         tags_of = self.processes[0].cache
         self.tag_rows = {tags_of.tags.key(f"t{key}"): key for key in range(config.keys)}
         self.lock_rows = {lock_key(tags_of, key): key for key in range(config.keys)}
+        self.entry_rows = {
+            entry_key(tags_of, key, entry): (entry, key)
+            for entry in ("row", "page")
+            for key in range(config.keys)
+        }
         self.races = self.refusals = self.raced_builds = self.cancels = 0
-        self.renewals_aimed = 0
-
-    # -- the workload ---------------------------------------------------------------------
-
-    def read_steps(
-        self, thread: SimThread, key: int, build_seconds: float, ending: str = "value"
-    ) -> Steps:
-        cache = thread.process.cache
-        STALE_SERVED.set(False)
-        call = self.history.invoke("read", thread, key)
-        plan = Plan(key, call, build_seconds, ending)
-        thread.building, thread.waited_on_flight = plan, False
-
-        def build() -> list[Any]:
-            value = [key, self.database.rows[key], self.history.builds[-1].number]
-            if plan.ending == "raise":
-                raise BuildFailed(f"build of row {key} failed")
-            if plan.ending == "uncacheable":
-                raise Uncacheable(value, "simulated")
-            return value
-
-        options = cache.call_options()
-        STORE_FAILED.set("")
-        value = yield from cache.get_or_build_steps(f"row{key}", build, options, [f"t{key}"])
-        call.stale = STALE_SERVED.get()
-        call.store_failed = bool(STORE_FAILED.get())
-        call.shared_flight = thread.waited_on_flight
-        return value, call
-
-    def write_steps(self, thread: SimThread, key: int, by_delete: bool = False) -> Steps:
-        """A row written, then its cache told: its tag bumped, or (``by_delete``) its entry
-        deleted; ``invalidated`` only if the store took it."""
-        call = self.history.invoke("write", thread, key)
-        call.version = self.database.write(key)
-        cache = thread.process.cache
-        if by_delete:
-            STORE_FAILED.set("")
-            result = yield from cache.delete_steps(f"row{key}")
-            call.invalidated = not STORE_FAILED.get()
-        else:
-            result = yield from cache.invalidate_steps((f"t{key}",))
-            call.invalidated = bool(result)
-        return result, call
-
-    def _ended(self, thread: SimThread) -> Any:
-        calls = self.history.calls
-
-        def done(value: Any, error: BaseException | None) -> None:
-            mine = [c for c in calls if c.thread == thread.name and c.outcome == "pending"]
-            if error is not None:
-                outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "failed"
-                for call in mine:
-                    self.history.end(call, outcome, repr(error))
-                return
-            result, call = value
-            self.history.end(call, "ok", result if call.kind == "read" else None)
-
-        return done
-
-    def plan_threads(self) -> None:
-        config, rng = self.config, self.world.rng
-        for process in self.processes:
-            for t in range(config.threads):
-                thread = process.thread(f"p{process.number}t{t}")
-                for _ in range(config.calls):
-                    key = rng.randrange(config.keys)
-                    delay = round(rng.uniform(0.0, 3.0), 4)
-                    if rng.random() < 0.25:
-                        by_delete = rng.random() < config.delete_share
-                        steps = lambda th=thread, k=key, d=by_delete: self.write_steps(th, k, d)  # noqa: E731
-                    else:
-                        slow = config.long_builds and rng.random() < 0.3
-                        seconds = (
-                            rng.uniform(1.0, 3.0 * config.lock_timeout)
-                            if slow
-                            else (rng.uniform(0.001, 0.6))
-                        )
-                        draw = rng.random()
-                        ending = (
-                            "raise"
-                            if draw < config.failing_builds
-                            else "uncacheable"
-                            if draw < 2 * config.failing_builds
-                            else "value"
-                        )
-                        steps = lambda th=thread, k=key, s=seconds, e=ending: self.read_steps(  # noqa: E731
-                            th, k, s, e
-                        )
-                    thread.push(Task(steps, self._ended(thread), delay))
+        self.renewals_aimed = self.late_reads = self.raced_pages = 0
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -315,10 +123,48 @@ class Simulation:
         self.history.event("race_tag", store_key)
         thread = process.thread(f"p{process.number}race{self.races}")
         key = self.tag_rows[store_key]
-        write = lambda: self.write_steps(thread, key)  # noqa: E731
-        thread.push(Task(write, self._ended(thread), when - world.now))
-        read = lambda: self.read_steps(thread, key, 0.01)  # noqa: E731
-        thread.push(Task(read, self._ended(thread), 0.01))
+        self.workload.write(thread, key, when - world.now)
+        self.workload.read(thread, key, 0.01, 0.01)
+
+    def entry_written(self, store_key: str) -> None:
+        """A targeted fault (``late_readers``): two processes read an entry just written
+        2 s after its ``ttl + stale_ttl`` ends, 50 ms apart, the first building for 0.3 s:
+        the second must find it gone and wait, not be served it stale. With a
+        ``stale_ttl``, every other time a reader first rebuilds it while stale, for
+        longer than its life has left, and fails (its lease kept it meanwhile)."""
+        config = self.config
+        if not config.late_readers or self.late_reads >= 3 or self.healed:
+            return
+        self.late_reads += 1
+        entry, key = self.entry_rows[store_key]
+        self.history.event("late_readers", store_key)
+        part = 0.01 if entry == "page" else None
+        rng = self.world.rng
+        stale_at = config.ttl * (1 + config.jitter) + 0.2
+        after = config.ttl * (1 + config.jitter) + config.stale_ttl + 2.0
+        if config.stale_ttl and rng.random() < 0.5:
+            failing = rng.choice(self.processes).thread(f"late{self.late_reads}-failing")
+            seconds = config.stale_ttl + 1.5
+            self.workload.read(failing, key, seconds, stale_at, "raise", part)
+            after = stale_at + seconds + 0.5
+        pair = rng.sample(self.processes, 2) if len(self.processes) > 1 else self.processes
+        for n, process in enumerate(pair):
+            thread = process.thread(f"p{process.number}late{self.late_reads}.{n}")
+            self.workload.read(thread, key, 0.3, after + 0.05 * n, part_seconds=part)
+
+    def page_over_stale(self, builder: SimProcess, key: int) -> None:
+        """A targeted fault (``race_pages``): a page's build read its row stale; another
+        process reads the page 10 ms later, while the page is built."""
+        if not self.config.race_pages or self.raced_pages >= 3 or self.healed:
+            return
+        others = [p for p in self.processes if p is not builder and p.alive]
+        if not others:
+            return
+        self.raced_pages += 1
+        self.history.event("race_page", f"page {key}")
+        reader = self.world.rng.choice(others)
+        thread = reader.thread(f"p{reader.number}page{self.raced_pages}")
+        self.workload.read(thread, key, 0.05, 0.01, part_seconds=0.01)
 
     def renewal_at_release(self) -> bool:
         """A targeted fault (``renew_at_release``): whether a lock being released has a
@@ -348,8 +194,7 @@ class Simulation:
         self.history.event("refuse_lock", lock_key)
         process = thread.process
         reader = process.thread(f"p{process.number}after{self.refusals}")
-        read = lambda: self.read_steps(reader, key, 0.01)  # noqa: E731
-        reader.push(Task(read, self._ended(reader), 0.05))
+        self.workload.read(reader, key, 0.01, 0.05)
         return True
 
     def build_began(self, builder: SimProcess, key: int, seconds: float) -> None:
@@ -367,11 +212,9 @@ class Simulation:
         reader = rng.choice([p for p in others if p is not writer] or others)
         number = self.raced_builds
         writing = writer.thread(f"p{writer.number}write{number}")
-        write = lambda: self.write_steps(writing, key)  # noqa: E731
-        writing.push(Task(write, self._ended(writing), 0.1))
+        self.workload.write(writing, key, 0.1)
         reading = reader.thread(f"p{reader.number}wait{number}")
-        read = lambda: self.read_steps(reading, key, 0.05)  # noqa: E731
-        reading.push(Task(read, self._ended(reading), 0.2))
+        self.workload.read(reading, key, 0.05, 0.2)
 
     def renewers_on_time(self) -> None:
         for process in self.processes:
@@ -389,7 +232,7 @@ class Simulation:
     # -- the run --------------------------------------------------------------------------
 
     def run(self) -> Result:
-        self.plan_threads()
+        self.workload.plan_threads()
         for fault in self.config.faults:
             self.schedule(fault)
         self.world.run(until=HORIZON)
@@ -411,12 +254,13 @@ class Simulation:
         self.world.run(until=self.world.now + config.lock_timeout + config.wait + 2)
         checker = SimProcess(self, len(self.processes), 0.0)
         self.liveness = []
-        for key in range(config.keys):
-            thread = checker.thread(f"live{key}")
-            steps = lambda th=thread, k=key: self.read_steps(th, k, 0.01)  # noqa: E731
-            thread.push(Task(steps, self._ended(thread)))
+        entries = ("row", "page") if config.pages else ("row",)
+        for entry, key in [(entry, key) for entry in entries for key in range(config.keys)]:
+            thread = checker.thread(f"live-{entry}{key}")
+            first = len(self.history.calls)  # the page's call comes before its row's
+            self.workload.read(thread, key, 0.01, part_seconds=0.01 if entry == "page" else None)
             self.world.run(until=self.world.now + config.wait + config.lock_timeout + 2)
-            self.liveness.append(self.history.calls[-1])
+            self.liveness.append(self.history.calls[first])
         self.renewed_at_end = [
             held.lock.key
             for process in self.processes

@@ -68,6 +68,10 @@ FOUND = [
     ("Writer.try_stale_lock_steps", 30, "guarantee 2 (stale only while rebuilt, and bounded)"),
     # a release overtaken by its own lock's renewal, left to the lock's timeout
     ("Lock._compare_and_steps", 9, "rule 4 (a lock lives as long as its build)"),
+    # a lock waiter handed a page stored already stale (built over a stale part) as fresh
+    ("Builder.lead_missing_steps", 143, "rule 2 (a build never consumes stale data silently)"),
+    # a failed rebuild left the stale entry the life its lease's keep-alives gave it
+    ("abandon_steps", 1, "guarantee 2 (stale only while rebuilt, and bounded)"),
 ]
 
 

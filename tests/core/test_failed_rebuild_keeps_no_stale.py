@@ -1,0 +1,46 @@
+"""A rebuild that stores nothing leaves a stale entry no more life than its own (guarantee
+2 of docs/explanation/consistency.md: stale for at most ``stale_ttl``, or until the
+rebuild under way at that moment ends).
+
+Found by the simulation (tests/sim): while a stale entry is rebuilt, its lease keeps it
+alive (two lock timeouts at a time), so that a long build still finds it to replace. A
+rebuild that then failed left it with that extended life; the next reader's rebuild
+failed too and extended it again, and the stale value was served for as long as readers
+kept coming, long after ``ttl + stale_ttl``. Here, on a real server: a stale entry whose
+rebuild outlasts its life and fails is gone once the failure has been answered.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from mcache import NO_VALUE, Cache
+
+OPTIONS = {"ttl": 1, "stale_ttl": 1, "lock_timeout": 1}
+
+
+class Outage(Exception):
+    """The backend the value is built from is down."""
+
+
+@pytest.mark.parametrize("server", ["memcached_url", "memcached_text_url", "redis_url"])
+def test_a_failed_rebuild_does_not_keep_the_stale_entry_alive(
+    request: pytest.FixtureRequest, server: str
+) -> None:
+    cache = Cache(request.getfixturevalue(server), namespace="kept-stale")
+    cache.clear()
+    assert cache.get_or_build("report", lambda: "v0", **OPTIONS) == "v0"
+    time.sleep(1.1)  # fresh for 1 s, then stale for 1 s more
+
+    def failing() -> str:
+        time.sleep(2.0)  # past the entry's own life: its lease keeps it meanwhile
+        raise Outage("the database is down")
+
+    assert cache.get_or_build("report", failing, **OPTIONS) == "v0", "stale-if-error"
+    found = cache.store.get(cache._store_key("report"))
+    assert found is NO_VALUE, (
+        "the stale entry outlived ttl + stale_ttl after its rebuild failed: the next"
+        " reader would be served it stale again"
+    )

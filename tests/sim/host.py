@@ -1,0 +1,72 @@
+"""A simulated process: a ``Cache`` of its own on a host clock, its threads and renewer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mcache import Cache
+from mcache.randomness import RandomSource
+from tests.sim.processes import SimThread
+from tests.sim.renewer import SimRenewer
+from tests.sim.world import HostClock
+
+if TYPE_CHECKING:
+    from tests.sim.simulation import Simulation
+
+
+class SimProcess:
+    """One simulated process: a ``Cache`` of its own on a host clock, and its threads."""
+
+    def __init__(self, sim: Simulation, number: int, skew: float) -> None:
+        self.sim = sim
+        self.number = number
+        self.alive = True
+        self.generation = 0
+        self.paused_until = 0.0
+        self.clock = HostClock(sim.world, skew)
+        self.threads: list[SimThread] = []
+        self.start()
+
+    def start(self) -> None:
+        """Start (again, after a kill): a new cache, nothing of the old process's memory."""
+        sim = self.sim
+        config = sim.config
+        self.cache = Cache(
+            sim.server.store,
+            namespace="sim",
+            clock=self.clock,
+            default_ttl=config.ttl,
+            stale_ttl=config.stale_ttl,
+            lock_timeout=config.lock_timeout,
+            wait=config.wait,
+            jitter=config.jitter,
+            stats_interval=1e9,
+            codec=sim.codec,
+        )
+        self.cache.random = RandomSource(seed=sim.world.rng.getrandbits(64))
+        self.renewer = SimRenewer(self)
+        self.cache.parts.renewer = self.renewer
+        self.alive = True
+
+    def thread(self, name: str) -> SimThread:
+        """A new thread of this process."""
+        thread = SimThread(self, name)
+        self.threads.append(thread)
+        return thread
+
+    def count(self) -> None:
+        """Add what this process's cache counted to the run's counts."""
+        counts = self.sim.counts
+        for name, count in self.cache.counts.local().items():
+            counts[name] = counts.get(name, 0) + count
+
+    def kill(self) -> None:
+        """SIGKILL: every thread stops where it is; its locks are renewed no more."""
+        self.count()
+        self.alive = False
+        self.generation += 1
+        for thread in [*self.threads, self.renewer.thread]:
+            self.sim.graveyard.extend((thread.context, steps) for steps in thread.stack)
+            thread.stack, thread.tasks, thread.busy = [], [], False
+        self.renewer.renewing.clear()
+        self.sim.history.killed(self)

@@ -1,0 +1,92 @@
+"""A simulated process's lock renewer: each renewal is steps on a simulated thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mcache.engine.lock import Lock
+from mcache.engine.renewal import LockRenewer
+from mcache.logs import FailureLog
+from tests.sim.processes import SimThread, Steps, Task
+
+if TYPE_CHECKING:
+    from tests.sim.host import SimProcess
+
+
+@dataclass
+class _Held:
+    lock: Lock
+    thread: SimThread | None
+    since: float
+    also: list[Callable[[], Steps]] = field(default_factory=list)
+
+
+class SimRenewer(LockRenewer):
+    """A process's lock renewer, whose renewals are steps on a simulated thread of its own.
+
+    The same turns as the real one (every third of the lock's timeout); a renewal that
+    finds the lock no longer ours stops, as the real one does.
+    """
+
+    def __init__(self, process: SimProcess) -> None:
+        super().__init__(process.clock)
+        self.process = process
+        self.thread = SimThread(process, "renewer")
+        self.renewing: dict[int, _Held] = {}
+        self.late = 0.0
+        """Seconds each renewal comes late (a fault: a renewer the machine holds up)."""
+
+    def hold(self, lock: Lock, log: FailureLog | None = None) -> None:
+        sim = self.process.sim
+        self.renewing[id(lock)] = _Held(lock, sim.running, sim.world.now)
+        self._schedule(lock)
+
+    def also(self, lock: Lock, keep_alive: Callable[[], Steps]) -> None:
+        held = self.renewing.get(id(lock))
+        if held is not None:
+            held.also.append(keep_alive)
+
+    def drop(self, lock: Lock) -> None:
+        held = self.renewing.get(id(lock))
+        if held is not None and self.process.sim.renewal_at_release():
+            # aimed: a renewal fell due just before the release, and is under way
+            self.thread.push(Task(lambda: self._renewal_steps(held), self._renewed(held)))
+        self.renewing.pop(id(lock), None)
+
+    def holds(self, lock: Lock) -> bool:
+        return id(lock) in self.renewing
+
+    def _schedule(self, lock: Lock) -> None:
+        generation = self.process.generation
+        due = self.interval(lock) + self.late
+
+        def turn() -> None:
+            held = self.renewing.get(id(lock))
+            if held is None or generation != self.process.generation:
+                return
+            self.thread.push(Task(lambda: self._renewal_steps(held), self._renewed(held)))
+
+        self.process.sim.world.after(due, turn)
+
+    def _renewal_steps(self, held: _Held) -> Steps:
+        ours = yield from held.lock.extend_steps()
+        if ours:
+            for keep_alive in list(held.also):
+                yield from keep_alive()
+        return ours
+
+    def _renewed(self, held: _Held) -> Callable[[Any, BaseException | None], None]:
+        def done(ours: Any, error: BaseException | None) -> None:
+            if self.renewing.get(id(held.lock)) is not held:
+                return
+            if error is not None:  # the store failed: tried again at the next turn
+                self.process.sim.history.event("renewal_failed", held.lock.key)
+            elif not ours:
+                self.renewing.pop(id(held.lock), None)
+                self.process.sim.history.lock_lost(self.process, held.lock.key)
+                return
+            self._schedule(held.lock)
+
+        return done

@@ -1,0 +1,209 @@
+"""What a simulated site does: reads of rows and of pages over them, and writes of rows.
+
+A read is ``get_or_build`` of a row's entry, tagged with the row's tag, whose builder
+reads the row (taking the time its plan says, and sometimes raising or returning
+``Uncacheable``). A page read is ``get_or_build`` of a page whose builder reads the
+row's entry with a nested ``get_or_build``, as a Russian-doll template does: what the
+page records, it records through that nested read (composition rules 1 and 2). A write
+commits the row's next version, then bumps its tag or deletes its entry.
+
+A value carries its provenance: a row's is ``[row, version, build]``, a page's
+``[row, version of the row it shows, page build, row build]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mcache.engine.build import STALE_SERVED
+from mcache.errors import Uncacheable
+from mcache.observe.outcome import STORE_FAILED
+from mcache.sansio.steps import Pause
+from tests.sim.history import Call
+from tests.sim.processes import SimThread, Steps, Task
+
+if TYPE_CHECKING:
+    from tests.sim.simulation import Simulation
+
+
+class BuildFailed(Exception):
+    """What a simulated builder raises when its seed has it fail."""
+
+
+@dataclass
+class Plan:
+    """What a read's builder is to do: which entry, for how long, and how it ends."""
+
+    key: int
+    call: Call
+    build_seconds: float
+    ending: str = "value"
+    """"value", "raise" (the build fails) or "uncacheable" (its value is not to be stored)."""
+    entry: str = "row"
+    part_seconds: float = 0.0
+    """A page's: how long the build of its row takes, if its nested read builds it."""
+
+    @property
+    def nested(self) -> bool:
+        """Whether the builder reads another entry (its steps run on the caller's thread)."""
+        return self.entry == "page"
+
+
+class Workload:
+    """The calls of a run's threads, as steps a simulated thread runs."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.history = sim.history
+        self.database = sim.database
+
+    def read_steps(
+        self,
+        thread: SimThread,
+        key: int,
+        build_seconds: float,
+        ending: str = "value",
+        part_seconds: float | None = None,
+    ) -> Steps:
+        """``get_or_build`` of row ``key``'s entry, or (``part_seconds`` given) of its page."""
+        cache = thread.process.cache
+        STALE_SERVED.set(False)
+        entry = "row" if part_seconds is None else "page"
+        call = self.history.invoke("read", thread, key, entry)
+        plan = Plan(key, call, build_seconds, ending, entry, part_seconds or 0.0)
+        shared_before = thread.waited_on_flight
+        thread.building, thread.waited_on_flight = plan, False
+
+        def build() -> Any:
+            number = self.history.builds[-1].number
+            if plan.nested:
+                return self.page_steps(thread, plan, number)
+            value = [key, self.database.rows[key], number]
+            if plan.ending == "raise":
+                raise BuildFailed(f"build of row {key} failed")
+            if plan.ending == "uncacheable":
+                raise Uncacheable(value, "simulated")
+            return value
+
+        options = cache.call_options()
+        STORE_FAILED.set("")
+        tags = [f"t{key}"] if entry == "row" else [f"p{key}"]
+        value = yield from cache.get_or_build_steps(f"{entry}{key}", build, options, tags)
+        call.stale = STALE_SERVED.get()
+        call.store_failed = bool(STORE_FAILED.get())
+        call.shared_flight = thread.waited_on_flight
+        thread.waited_on_flight = shared_before
+        return value, call
+
+    def page_steps(self, thread: SimThread, plan: Plan, number: int) -> Steps:
+        """A page's builder: the nested read of its row's entry, then the page's own work."""
+        calls = self.history.calls
+        first = len(calls)
+        try:
+            part, read = yield from self.read_steps(thread, plan.key, plan.part_seconds)
+        except Exception as error:
+            self.history.end(calls[first], "failed", repr(error))
+            raise
+        self.history.end(read, "ok", part)
+        build = self.history.builds[number]
+        build.part_stale, build.part_unknown = read.stale, read.store_failed
+        if read.stale:
+            self.sim.page_over_stale(thread.process, plan.key)
+        yield Pause(plan.build_seconds)
+        value = [plan.key, part[1], number, part[2]]
+        if plan.ending == "raise":
+            raise BuildFailed(f"build of page {plan.key} failed")
+        if plan.ending == "uncacheable":
+            raise Uncacheable(value, "simulated")
+        return value
+
+    def write_steps(self, thread: SimThread, key: int, by_delete: bool = False) -> Steps:
+        """A row written, then its cache told: its tag bumped, or (``by_delete``) its entry
+        deleted; ``invalidated`` only if the store took it."""
+        call = self.history.invoke("write", thread, key)
+        call.version, call.by_delete = self.database.write(key), by_delete
+        cache = thread.process.cache
+        if by_delete:
+            STORE_FAILED.set("")
+            result = yield from cache.delete_steps(f"row{key}")
+            call.invalidated = not STORE_FAILED.get()
+        else:
+            result = yield from cache.invalidate_steps((f"t{key}",))
+            call.invalidated = bool(result)
+        return result, call
+
+    def ended(self, thread: SimThread) -> Any:
+        """What records the end of ``thread``'s task: its call's outcome and value."""
+        calls = self.history.calls
+
+        def done(value: Any, error: BaseException | None) -> None:
+            mine = [c for c in calls if c.thread == thread.name and c.outcome == "pending"]
+            if error is not None:
+                outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "failed"
+                for call in mine:
+                    self.history.end(call, outcome, repr(error))
+                return
+            result, call = value
+            self.history.end(call, "ok", result if call.kind == "read" else None)
+
+        return done
+
+    def read(
+        self,
+        thread: SimThread,
+        key: int,
+        seconds: float,
+        delay: float = 0.0,
+        ending: str = "value",
+        part_seconds: float | None = None,
+    ) -> None:
+        """Queue a read on ``thread``, ``delay`` seconds after its previous task ends."""
+
+        def steps() -> Steps:
+            return self.read_steps(thread, key, seconds, ending, part_seconds)
+
+        thread.push(Task(steps, self.ended(thread), delay))
+
+    def write(
+        self, thread: SimThread, key: int, delay: float = 0.0, by_delete: bool = False
+    ) -> None:
+        """Queue a write on ``thread``, ``delay`` seconds after its previous task ends."""
+
+        def steps() -> Steps:
+            return self.write_steps(thread, key, by_delete)
+
+        thread.push(Task(steps, self.ended(thread), delay))
+
+    def plan_threads(self) -> None:
+        """Give every thread of every process the calls its seed draws."""
+        config, rng = self.sim.config, self.sim.world.rng
+        for process in self.sim.processes:
+            for t in range(config.threads):
+                thread = process.thread(f"p{process.number}t{t}")
+                for _ in range(config.calls):
+                    key = rng.randrange(config.keys)
+                    delay = round(rng.uniform(0.0, 3.0), 4)
+                    if rng.random() < 0.25:
+                        self.write(thread, key, delay, rng.random() < config.delete_share)
+                        continue
+                    seconds = self.build_seconds()
+                    draw = rng.random()
+                    ending = (
+                        "raise"
+                        if draw < config.failing_builds
+                        else "uncacheable"
+                        if draw < 2 * config.failing_builds
+                        else "value"
+                    )
+                    page = config.pages and rng.random() < config.pages
+                    part = self.build_seconds() if page else None
+                    self.read(thread, key, seconds, delay, ending, part)
+
+    def build_seconds(self) -> float:
+        """A build's duration: most are short; with ``long_builds``, 30% outlast the lock."""
+        config, rng = self.sim.config, self.sim.world.rng
+        if config.long_builds and rng.random() < 0.3:
+            return rng.uniform(1.0, 3.0 * config.lock_timeout)
+        return rng.uniform(0.001, 0.6)

@@ -62,6 +62,8 @@ REQUIRED = (
     "cancel",
     "renew_at_release",
     "late_readers",
+    "partition",
+    "clock_jump",
     "race_page",
     "a page built over a stale row",
     "a page built over a row read that failed",

@@ -25,6 +25,7 @@ LOCK_FAULTS = {
     "late_renewer",
     "lock_lost",
     "renewal_failed",
+    "partition",
 }
 """What may let two builds hold one key's lock at once (rule 4: a lock lost under its
 holder, a holder stalled past ``lock_timeout``, a server that lost the lock)."""
@@ -102,17 +103,25 @@ def _old_as_fresh(sim: Simulation, entry: str, rule: str) -> list[Violation]:
     return found
 
 
+def skews_of(sim: Simulation, process: int) -> list[float]:
+    """Every skew ``process``'s clock had in the run (a clock jump adds one); the liveness
+    process's clock has none."""
+    return sim.skews_seen[process] if process < len(sim.skews_seen) else [0.0]
+
+
+def lossy(sim: Simulation) -> bool:
+    """Whether requests or replies could be lost: dropped, lost, or cut by a partition."""
+    config = sim.config
+    partitioned = any(f.kind == "partition" for f in config.faults)
+    return bool(config.drop_rate or config.lost_reply_rate or partitioned)
+
+
 def stored_stale_looks_fresh(sim: Simulation, read: Call, build: Build) -> bool:
     """Whether ``read`` may take the entry ``build`` stored already stale as fresh, its
     clock lagging the builder's (consistency.md, the stated exceptions: "fresh-until times
     are written with the builder's clock and compared with the reader's, so skew shifts
     when an entry expires"; one stored stale is fresh until the builder's now)."""
-    skews = sim.config.skews
-
-    def skew(process: int) -> float:
-        return skews[process] if process < len(skews) else 0.0  # the liveness process's: 0
-
-    lag = skew(build.process) - skew(read.process)
+    lag = max(skews_of(sim, build.process)) - min(skews_of(sim, read.process))
     return lag > 0 and build.ended is not None and read.ended <= build.ended + lag + MAX_LATENCY
 
 
@@ -261,8 +270,9 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
     spans = {
         (entry, key): lock_spans(sim, lock_key(cache, key, entry)) for entry, key in _entries(sim)
     }
-    slack = 1 + max(map(abs, config.skews)) + 2 * MAX_LATENCY  # whole seconds, skew, trips
-    dropping = config.drop_rate or config.lost_reply_rate
+    skew = max(abs(skew) for skews in sim.skews_seen for skew in skews)
+    slack = 1 + skew + 2 * MAX_LATENCY  # whole seconds, skew, trips
+    dropping = lossy(sim)
     lives = config.ttl * (1 + config.jitter) + config.stale_ttl + slack
     found = []
     for read in history.calls:

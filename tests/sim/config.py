@@ -120,4 +120,10 @@ def choose(seed: int, size: str = "small") -> Config:
     config.pages = draw.choice((0.0, 0.3, 0.6))
     config.late_readers = draw.random() < 0.3
     config.race_pages = bool(config.pages) and draw.random() < 0.5
+    if draw.random() < 0.15:  # one process cut off from the server, the others not
+        at, seconds = round(draw.uniform(0.0, 4.0), 3), draw.choice((0.5, 2.0, 6.0))
+        config.faults.append(Fault("partition", at, str(draw.randrange(processes)), seconds))
+    if draw.random() < 0.15:  # a host's wall clock stepped (NTP, a VM resumed)
+        at, jump = round(draw.uniform(0.0, 4.0), 3), draw.choice((-2.0, -0.5, 0.5, 2.0))
+        config.faults.append(Fault("clock_jump", at, str(draw.randrange(processes)), jump))
     return config

@@ -55,6 +55,17 @@ class Network:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
+        self.cut_until: dict[int, float] = {}
+        """Processes cut off from the server (a partition), until when."""
+
+    def cut(self, process: int, until: float) -> None:
+        """Partition ``process`` from the server until ``until``: its requests go nowhere,
+        and replies to it are lost."""
+        self.cut_until[process] = until
+
+    def reaches(self, thread: SimThread) -> bool:
+        """Whether ``thread``'s process can reach the server now."""
+        return self.cut_until.get(thread.process.number, 0.0) <= self.sim.world.now
 
     def latency(self) -> float:
         rng = self.sim.world.rng
@@ -68,6 +79,7 @@ class Network:
         out, back = self.latency(), self.latency()
         healed = sim.healed
         dropped = not healed and world.rng.random() < config.drop_rate
+        dropped = dropped or not self.reaches(thread)
         if operation.method == "add" and operation.args[0] in sim.lock_rows and not healed:
             dropped = sim.refuse_lock(thread, operation.args[0]) or dropped
         lost = not healed and world.rng.random() < config.lost_reply_rate
@@ -85,7 +97,7 @@ class Network:
                 sim.history.applied.append(
                     (world.now, operation.method, operation.args, result, error is not None)
                 )
-                if lost and error is None:
+                if (lost or not self.reaches(thread)) and error is None:
                     result, error = None, refused("reply lost")
                 elif operation.method == "add" and result and operation.args[0] in sim.tag_rows:
                     sim.tag_created(operation.args[0], int(operation.args[1]))

@@ -18,7 +18,7 @@ from tests.sim.simulation import Result, Simulation
 
 REGRESSIONS = pathlib.Path(__file__).with_name("regressions")
 
-AIMED = ("kill", "pause")
+AIMED = ("kill", "pause", "partition", "clock_jump")
 """Faults aimed at a process (its number in ``target``)."""
 
 RESEEDS = 6
@@ -68,6 +68,8 @@ def _steps_down(config: Config) -> Iterator[Config]:
             yield replace(config, **{flag: False})
     if config.failing_builds:
         yield replace(config, failing_builds=0.0)
+    if config.pages:
+        yield replace(config, pages=0.0, race_pages=False)
     if any(config.skews):
         yield replace(config, skews=[0.0] * config.processes)
 

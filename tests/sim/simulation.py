@@ -43,7 +43,7 @@ CODEC = Codec(JsonSerializer())
 HORIZON = 120.0
 """Virtual seconds a history may run before its faults heal (its calls end within ~20)."""
 
-LASTING = {"crash", "pause", "late_renewer"}
+LASTING = {"crash", "pause", "late_renewer", "partition"}
 """Faults that last their ``seconds``; the others strike once."""
 
 
@@ -65,6 +65,8 @@ class Simulation:
         """The thread whose steps run now (a lock won is this thread's)."""
         self.graveyard: list[tuple[contextvars.Context, Steps]] = []
         self.processes = [SimProcess(self, n, skew) for n, skew in enumerate(config.skews)]
+        self.skews_seen = [[skew] for skew in config.skews]
+        """Each process's clock skews, its first and each a clock jump left it at."""
         tags_of = self.processes[0].cache
         self.tag_rows = {tags_of.tags.key(f"t{key}"): key for key in range(config.keys)}
         self.lock_rows = {lock_key(tags_of, key): key for key in range(config.keys)}
@@ -94,6 +96,12 @@ class Simulation:
                     world.after(fault.seconds, process.start)
             elif fault.kind == "pause":
                 self.processes[int(fault.target)].paused_until = world.now + fault.seconds
+            elif fault.kind == "partition":
+                self.network.cut(int(fault.target), world.now + fault.seconds)
+            elif fault.kind == "clock_jump":
+                clock = self.processes[int(fault.target)].clock
+                clock.skew += fault.seconds
+                self.skews_seen[int(fault.target)].append(clock.skew)
             elif fault.kind == "cancel":
                 busy = [t for p in self.processes for t in p.threads if t.expected and t.stack]
                 if busy:
@@ -248,6 +256,7 @@ class Simulation:
         config = self.config
         self.healed = True
         self.server.down = False
+        self.network.cut_until.clear()
         for process in self.processes:
             process.paused_until = 0.0
             process.renewer.late = 0.0

@@ -153,6 +153,45 @@ def no_stale_consumed(sim: Simulation) -> list[Violation]:
     return found
 
 
+def no_stale_sets(sim: Simulation) -> list[Violation]:
+    """Rule 3: a build that began before a delete of its key never leaves a fresh entry
+    behind: once a write that deleted a row's entry returned, no store of that entry holds
+    an older version of the row, fresh. Stored already stale is allowed (rule 3 says
+    "fresh"), and so is any store after a bump, whose recorded tag versions are then old:
+    that entry is not fresh to any reader (guarantee 1 checks the readers)."""
+    deletes = [
+        c
+        for c in sim.history.calls
+        if c.kind == "write" and c.by_delete and c.invalidated and c.outcome == "ok"
+    ]
+    if not deletes:
+        return []
+    skew = max(abs(skew) for skews in sim.skews_seen for skew in skews)
+    keys = {entry_key(sim.processes[0].cache, key): key for key in range(sim.config.keys)}
+    found = []
+    for at, method, args, result, raised in sim.history.applied:
+        if raised or not result or method not in ("add", "set", "cas") or args[0] not in keys:
+            continue
+        entry = sim.codec.loads(args[1], args[0])
+        if not isinstance(entry, list) or entry[0] != "mc1":
+            continue  # a placeholder, or a lock's token
+        value, fresh_until_ms = entry[1], entry[2]
+        if fresh_until_ms and fresh_until_ms <= (at + EPOCH + skew) * 1000:
+            continue  # stored already stale (or no fresher than the clocks' spread)
+        key, version = keys[args[0]], value[1]
+        newer = [d for d in deletes if d.key == key and d.ended < at and d.version > version]
+        if newer:
+            found.append(
+                Violation(
+                    "rule 3 (no stale sets)",
+                    f"row {key} v{version} (build {value[2]}) was stored fresh at {at:.4f},"
+                    f" after write {newer[0].number} of v{newer[0].version} deleted its entry"
+                    f" and returned at {newer[0].ended:.4f}",
+                )
+            )
+    return found
+
+
 def builds_once(sim: Simulation) -> list[Violation]:
     """Guarantee 5 and rule 4: no two builds of a key hold its lock at once, unless a fault
     that rule 4 names (a lock lost, a holder stalled or killed, a server that lost it)
@@ -373,6 +412,7 @@ CHECKERS = (
     fresh_after_write,
     dependencies_propagate,
     no_stale_consumed,
+    no_stale_sets,
     builds_once,
     stale_bounded,
     locks_freed,

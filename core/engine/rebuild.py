@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import functools
 import inspect
-import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from mcache.errors import Uncacheable
 from mcache.model.dependencies import report
 from mcache.model.entry import Entry
 from mcache.model.jobs import Job, address_of, plain_function, resolve
-from mcache.sansio.steps import settled
+from mcache.sansio.steps import Pause, Steps, perform, run_steps, settled
 
 if TYPE_CHECKING:
     from mcache.engine.build import Builder
@@ -96,22 +95,30 @@ class Rebuild:
     def hand_off(self, seconds: float) -> str | None:
         """Give the lock ``seconds`` to be taken up elsewhere; return the job's JSON, or None
         (nothing changed) when the job cannot leave (:meth:`why_local`) or the lock is lost."""
+        return run_steps(self.hand_off_steps(seconds), perform)
+
+    def hand_off_steps(self, seconds: float) -> Steps[str | None]:
+        """:meth:`hand_off`, as steps (see :mod:`mcache.sansio.steps`)."""
         job = self.job
         if isinstance(job, str):
             return None
         self.builder.parts.renewer.drop(self.lock)
         try:
-            if self.lock.extend(max(1, int(seconds))):
+            if (yield from self.lock.extend_steps(max(1, int(seconds)))):
                 return job.to_json()
         except Exception as error:
             self.builder.parts.store_failed("lock", error)
-        self.take_back()
+        yield from self.take_back_steps()
         return None
 
     def take_back(self) -> bool:
         """After a failed send: renew the lock here again; return whether it is still ours."""
+        return run_steps(self.take_back_steps(), perform)
+
+    def take_back_steps(self) -> Steps[bool]:
+        """:meth:`take_back`, as steps."""
         try:
-            ours = self.lock.extend()
+            ours = yield from self.lock.extend_steps()
         except Exception as error:
             self.builder.parts.store_failed("lock", error)
             ours = False
@@ -147,8 +154,15 @@ class Rebuilds:
     def enqueue(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> str:
         """Hand a rebuild of ``key`` to the refresher now, whatever its state (warm-up); return
         ``"queued"``, ``"busy"`` (its lock is held) or ``"refused"`` (by the refresher)."""
-        call = Call(key, build, tags, o, {}, self.builder.reader.peek(key))
-        lock = self.builder.writer.try_lock(call)
+        return run_steps(self.enqueue_steps(key, build, tags, o), perform)
+
+    def enqueue_steps(
+        self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions
+    ) -> Steps[str]:
+        """:meth:`enqueue`, as steps."""
+        seen = yield from self.builder.reader.peek_steps(key)
+        call = Call(key, build, tags, o, {}, seen)
+        lock = yield from self.builder.writer.try_lock_steps(call)
         if lock is None:
             return "busy"
         return "queued" if self.hand_over(call, lock) else "refused"
@@ -159,29 +173,40 @@ class Rebuilds:
         It waits up to ``wait`` for the key's lock (a rebuild under way), then builds
         with it or without; the entry is written against its lease.
         """
-        call = Call(key, build, tags, o, {}, self.builder.reader.peek(key))
+        return run_steps(self.force_steps(key, build, tags, o), perform)
+
+    def force_steps(
+        self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions
+    ) -> Steps[Any]:
+        """:meth:`force`, as steps: its waits for the lock are pauses a driver schedules."""
+        writer = self.builder.writer
+        call = Call(key, build, tags, o, {}, (yield from self.builder.reader.peek_steps(key)))
         try:
-            call.versions = self.parts.tags.read(tags, key)
+            call.versions = yield from self.parts.tags.read_steps(tags, key)
         except Exception as error:
             self.parts.store_failed("get_or_build", error)
-        lock = self.builder.writer.try_lock(call)
+        lock = yield from writer.try_lock_steps(call)
         for pause in self.parts.pauses(o.wait) if lock is None else ():
-            time.sleep(pause)
-            lock = self.builder.writer.try_lock(call)
+            yield Pause(pause)
+            lock = yield from writer.try_lock_steps(call)
             if lock is not None:
                 break
         self.parts.counts.add("misses", key=call.key)
-        value = self.builder.build_and_store(call, lock, None)
+        value = yield from self.builder.building.build_and_store_steps(call, lock, None)
         report(self.parts.tags.scope, call.depends, call.stale)
         return value
 
     def run_job(self, job: Job, build: Callable[[], Any]) -> str:
         """Rebuild what a queue worker was handed (see :func:`mcache.engine.rebuild.run`)."""
+        return run_steps(self.run_job_steps(job, build), perform)
+
+    def run_job_steps(self, job: Job, build: Callable[[], Any]) -> Steps[str]:
+        """:meth:`run_job`, as steps: a simulated worker runs them beside the callers."""
         options = BuildOptions(**job.options)
         parts = self.parts
         lock = lock_for_job(parts.shared, job.lock, options.lock_timeout, job.token, parts.clock)
         try:  # the enqueuer's lock, unless it expired while the job waited and is gone
-            if not (lock.extend() or lock.try_acquire()):
+            if not ((yield from lock.extend_steps()) or (yield from lock.try_acquire_steps())):
                 return "taken"
         except Exception as error:
             self.parts.store_failed("lock", error)
@@ -190,7 +215,8 @@ class Rebuilds:
         seen = Entry(None, job.seen) if job.seen else None
         call = Call(job.key, build, job.tags, options, {}, seen, background=True)
         call.newest = job.newest
-        self.builder.build_and_store(call, lock, self.builder.reader.peek(job.key))
+        stale = yield from self.builder.reader.peek_steps(job.key)
+        yield from self.builder.building.build_and_store_steps(call, lock, stale)
         return "built" if call.built else "failed" if call.failed else "fresh"
 
     def in_background(self, call: Call, lock: Lock) -> None:

@@ -36,11 +36,11 @@ TARGETED = (
 """The targeted faults a configuration may turn on."""
 
 
-def smaller(config: Config) -> Iterator[Config]:
+def smaller(config: Config, reseeds: int = RESEEDS) -> Iterator[Config]:
     """Every configuration one step smaller than ``config``, each also replayed from the next
-    few seeds (which calls a history makes, and when, is drawn from its seed)."""
+    ``reseeds`` seeds (which calls a history makes, and when, is drawn from its seed)."""
     for candidate in _steps_down(config):
-        for step in range(RESEEDS):
+        for step in range(reseeds):
             yield dataclasses.replace(candidate, seed=candidate.seed + step)
 
 
@@ -92,9 +92,10 @@ def shrink(config: Config, budget: float = 60.0) -> tuple[Config, Result]:
     best, result = config, first
     deadline = time.monotonic() + budget
     tried: set[str] = set()
+    reseeds = RESEEDS
     while time.monotonic() < deadline:
         found = []
-        for candidate in smaller(best):
+        for candidate in smaller(best, reseeds):
             key = repr(candidate)
             if key in tried or time.monotonic() >= deadline:
                 continue
@@ -104,7 +105,10 @@ def shrink(config: Config, budget: float = 60.0) -> tuple[Config, Result]:
                 found.append((size(candidate, attempt), candidate, attempt))
         smallest = min(found, default=None, key=lambda item: item[0])
         if smallest is None or smallest[0] >= size(best, result):
-            break
+            if reseeds > RESEEDS:
+                break
+            reseeds = 5 * RESEEDS  # stuck: each step down from many more seeds, once
+            continue
         _, best, result = smallest
     return best, result
 

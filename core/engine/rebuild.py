@@ -26,7 +26,7 @@ from mcache.errors import Uncacheable
 from mcache.model.dependencies import report
 from mcache.model.entry import Entry
 from mcache.model.jobs import Job, address_of, plain_function, resolve
-from mcache.sansio.steps import Pause, Steps, perform, run_steps, settled
+from mcache.sansio.steps import Pause, Shielded, Steps, perform, run_steps, settled
 
 if TYPE_CHECKING:
     from mcache.engine.build import Builder
@@ -162,7 +162,7 @@ class Rebuilds:
         """:meth:`enqueue`, as steps."""
         seen = yield from self.builder.reader.peek_steps(key)
         call = Call(key, build, tags, o, {}, seen)
-        lock = yield from self.builder.writer.try_lock_steps(call)
+        lock = yield from self.try_lock_steps(call)
         if lock is None:
             return "busy"
         return "queued" if self.hand_over(call, lock) else "refused"
@@ -179,22 +179,28 @@ class Rebuilds:
         self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions
     ) -> Steps[Any]:
         """:meth:`force`, as steps: its waits for the lock are pauses a driver schedules."""
-        writer = self.builder.writer
         call = Call(key, build, tags, o, {}, (yield from self.builder.reader.peek_steps(key)))
         try:
             call.versions = yield from self.parts.tags.read_steps(tags, key)
         except Exception as error:
             self.parts.store_failed("get_or_build", error)
-        lock = yield from writer.try_lock_steps(call)
+        lock = yield from self.try_lock_steps(call)
         for pause in self.parts.pauses(o.wait) if lock is None else ():
             yield Pause(pause)
-            lock = yield from writer.try_lock_steps(call)
+            lock = yield from self.try_lock_steps(call)
             if lock is not None:
                 break
         self.parts.counts.add("misses", key=call.key)
         value = yield from self.builder.building.build_and_store_steps(call, lock, None)
         report(self.parts.tags.scope, call.depends, call.stale)
         return value
+
+    def try_lock_steps(self, call: Call) -> Steps[Lock | None]:
+        """Try the key's lock, shielded: a caller cancelled meanwhile (an async task) lets
+        go of what it won, as a read's lock attempt does."""
+        attempt = self.builder.writer.try_lock_steps(call)
+        lock: Lock | None = yield Shielded(attempt, self.builder.building.let_go(call, None))
+        return lock
 
     def run_job(self, job: Job, build: Callable[[], Any]) -> str:
         """Rebuild what a queue worker was handed (see :func:`mcache.engine.rebuild.run`)."""

@@ -58,6 +58,8 @@ class Config:
     race_pages: bool = False
     """Aim at a page built over a stale read of its row: another process reads the page
     10 ms later, while it is built (the first three times)."""
+    refreshes: float = 0.0
+    """The share of reads that are forced refreshes (``Cache.refresh``) instead."""
     race_tags: bool = False
     """Aim at a tag key just created: evict it at once and bump it from a process at
     random within the same millisecond (the race of a lost tag recreated)."""
@@ -126,4 +128,5 @@ def choose(seed: int, size: str = "small") -> Config:
     if draw.random() < 0.15:  # a host's wall clock stepped (NTP, a VM resumed)
         at, jump = round(draw.uniform(0.0, 4.0), 3), draw.choice((-2.0, -0.5, 0.5, 2.0))
         config.faults.append(Fault("clock_jump", at, str(draw.randrange(processes)), jump))
+    config.refreshes = draw.choice((0.0, 0.0, 0.1))
     return config

@@ -43,6 +43,8 @@ class Call:
     """What a read reads: the row's entry, or the page over it (``keys.ENTRIES``)."""
     by_delete: bool = False
     """A write that deleted the row's entry rather than bumping its tag."""
+    forced: bool = False
+    """A read that was ``Cache.refresh``: rebuilt now, whatever the entry's state."""
 
 
 @dataclass

@@ -129,6 +129,13 @@ CATALOGUE = (
         "left = None",
     ),
     Mutant(
+        "a forced refresh's lock taken unshielded (a cancelled caller never lets it go)",
+        "mcache.engine.rebuild",
+        "Rebuilds.try_lock_steps",
+        "lock: Lock | None = yield Shielded(attempt, self.builder.building.let_go(call, None))",
+        "lock = yield from attempt",
+    ),
+    Mutant(
         "locks renewed too late (after their timeout)",
         "mcache.engine.renewal",
         "LockRenewer.interval",

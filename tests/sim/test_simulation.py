@@ -72,6 +72,8 @@ FOUND = [
     ("Builder.lead_missing_steps", 143, "rule 2 (a build never consumes stale data silently)"),
     # a failed rebuild left the stale entry the life its lease's keep-alives gave it
     ("abandon_steps", 1, "guarantee 2 (stale only while rebuilt, and bounded)"),
+    # a forced refresh cancelled as its lock was won kept the lock to its timeout
+    ("Rebuilds.try_lock_steps", 122, "rule 4 (a lock lives as long as its build)"),
 ]
 
 

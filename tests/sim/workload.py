@@ -22,6 +22,7 @@ from mcache.errors import Uncacheable
 from mcache.observe.outcome import STORE_FAILED
 from mcache.sansio.steps import Pause
 from tests.sim.history import Call
+from tests.sim.keys import entry_key
 from tests.sim.processes import SimThread, Steps, Task
 
 if TYPE_CHECKING:
@@ -66,12 +67,15 @@ class Workload:
         build_seconds: float,
         ending: str = "value",
         part_seconds: float | None = None,
+        forced: bool = False,
     ) -> Steps:
-        """``get_or_build`` of row ``key``'s entry, or (``part_seconds`` given) of its page."""
+        """``get_or_build`` of row ``key``'s entry, or (``part_seconds`` given) of its page;
+        ``forced``: ``Cache.refresh`` of it instead."""
         cache = thread.process.cache
         STALE_SERVED.set(False)
         entry = "row" if part_seconds is None else "page"
         call = self.history.invoke("read", thread, key, entry)
+        call.forced = forced
         plan = Plan(key, call, build_seconds, ending, entry, part_seconds or 0.0)
         shared_before = thread.waited_on_flight
         thread.building, thread.waited_on_flight = plan, False
@@ -90,7 +94,11 @@ class Workload:
         options = cache.call_options()
         STORE_FAILED.set("")
         tags = [f"t{key}"] if entry == "row" else [f"p{key}"]
-        value = yield from cache.get_or_build_steps(f"{entry}{key}", build, options, tags)
+        if forced:  # Cache.refresh: rebuilt now whatever its state, waiting on its lock
+            store_key = entry_key(cache, key, entry)
+            value = yield from cache.builder.rebuilds.force_steps(store_key, build, tags, options)
+        else:
+            value = yield from cache.get_or_build_steps(f"{entry}{key}", build, options, tags)
         call.stale = STALE_SERVED.get()
         call.store_failed = bool(STORE_FAILED.get())
         call.shared_flight = thread.waited_on_flight
@@ -158,11 +166,12 @@ class Workload:
         delay: float = 0.0,
         ending: str = "value",
         part_seconds: float | None = None,
+        forced: bool = False,
     ) -> None:
         """Queue a read on ``thread``, ``delay`` seconds after its previous task ends."""
 
         def steps() -> Steps:
-            return self.read_steps(thread, key, seconds, ending, part_seconds)
+            return self.read_steps(thread, key, seconds, ending, part_seconds, forced)
 
         thread.push(Task(steps, self.ended(thread), delay))
 
@@ -199,7 +208,8 @@ class Workload:
                     )
                     page = config.pages and rng.random() < config.pages
                     part = self.build_seconds() if page else None
-                    self.read(thread, key, seconds, delay, ending, part)
+                    forced = config.refreshes and rng.random() < config.refreshes
+                    self.read(thread, key, seconds, delay, ending, part, bool(forced))
 
     def build_seconds(self) -> float:
         """A build's duration: most are short; with ``long_builds``, 30% outlast the lock."""

@@ -55,6 +55,10 @@ class Rebuild:
         """Rebuild in this process (the lock is still renewed here)."""
         self.builder.rebuilds.in_background(self.call, self.lock)
 
+    def steps(self) -> Steps[None]:
+        """The rebuild, as steps: what a refresher of a driver of its own runs."""
+        return self.builder.rebuilds.in_background_steps(self.call, self.lock)
+
     def why_local(self) -> str | None:
         """Return why this rebuild cannot leave the process, or None if it can."""
         return self.job if isinstance(self.job, str) else None
@@ -227,8 +231,12 @@ class Rebuilds:
 
     def in_background(self, call: Call, lock: Lock) -> None:
         """Rebuild on the refresher; a value the builder marked Uncacheable is dropped."""
+        run_steps(self.in_background_steps(call, lock), perform)
+
+    def in_background_steps(self, call: Call, lock: Lock) -> Steps[None]:
+        """:meth:`in_background`, as steps."""
         with contextlib.suppress(Uncacheable):
-            self.builder.build_and_store(call, lock, None)
+            yield from self.builder.building.build_and_store_steps(call, lock, None)
 
 
 class BuildsHere(Protocol):

@@ -273,6 +273,17 @@ def kept_alive_until(sim: Simulation, key: str, before: float) -> float:
     return until
 
 
+def backed_off(sim: Simulation, entry: str, key: int, began: float, ended: float) -> bool:
+    """Whether a lock held from ``began`` to ``ended`` was a failed background rebuild's,
+    kept unrenewed for two lock timeouts so nobody retries at once (rule 4: "After a
+    background rebuild fails, its lock is kept, unrenewed, for two lock timeouts")."""
+    return any(
+        b.background and b.failed and b.ended is not None and began <= b.ended <= ended
+        for b in sim.history.builds
+        if (b.entry, b.key) == (entry, key)
+    )
+
+
 def locks_freed(sim: Simulation) -> list[Violation]:
     """Rule 4: a lock lives as long as its build. One that expires on its own, rather than
     being released, must have a holder that died, stalled or could not reach the server
@@ -286,6 +297,8 @@ def locks_freed(sim: Simulation) -> list[Violation]:
         for began, ended, how in lock_spans(sim, lock_key(cache, key, entry)):
             # a killed holder's add may still land after it died, a reply's latency later
             if how != "expired" or any(e.during(began - MAX_LATENCY, ended) for e in faults):
+                continue
+            if backed_off(sim, entry, key, began, ended):
                 continue
             found.append(
                 Violation(

@@ -58,6 +58,9 @@ class Config:
     race_pages: bool = False
     """Aim at a page built over a stale read of its row: another process reads the page
     10 ms later, while it is built (the first three times)."""
+    refresh: str = "sync"
+    """Who rebuilds a stale key: its reader ("sync"), or the process's refresher on
+    threads ("background"), while the reader is served stale."""
     refreshes: float = 0.0
     """The share of reads that are forced refreshes (``Cache.refresh``) instead."""
     race_tags: bool = False
@@ -129,4 +132,5 @@ def choose(seed: int, size: str = "small") -> Config:
         at, jump = round(draw.uniform(0.0, 4.0), 3), draw.choice((-2.0, -0.5, 0.5, 2.0))
         config.faults.append(Fault("clock_jump", at, str(draw.randrange(processes)), jump))
     config.refreshes = draw.choice((0.0, 0.0, 0.1))
+    config.refresh = draw.choice(("sync", "sync", "background"))
     return config

@@ -66,6 +66,8 @@ class Build:
     entry: str = "row"
     part_stale: bool = False
     """A page's build whose nested read of its row was served stale."""
+    background: bool = False
+    """Run by the process's refresher (``refresh="background"``), not by its reader."""
     part_unknown: bool = False
     """A page's build whose nested read had a store call fail (it may have built its row
     without reading the store, and then the page is stored already stale)."""
@@ -133,6 +135,7 @@ class History:
             bool(won),
             won[0] if won else now,
             entry=entry,
+            background="refresh" in thread.name,
         )
         self.builds.append(build)
         return build

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from mcache import Cache
 from mcache.randomness import RandomSource
 from tests.sim.processes import SimThread
-from tests.sim.renewer import SimRenewer
+from tests.sim.renewer import SimRefresher, SimRenewer
 from tests.sim.world import HostClock
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ class SimProcess:
             jitter=config.jitter,
             stats_interval=1e9,
             codec=sim.codec,
+            refresh=config.refresh,
+            refresher=SimRefresher(self),
         )
         self.cache.random = RandomSource(seed=sim.world.rng.getrandbits(64))
         self.renewer = SimRenewer(self)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcache.engine.rebuild import HandOver
 from mcache.errors import StoreUnavailable, Uncacheable
 from mcache.sansio.steps import BlockingOrAwaited, CallBuilder, Pause, Shielded, StoreCall, Wait
 
@@ -184,6 +185,12 @@ class SimThread:
             if kind is CallBuilder and getattr(self.building, "nested", False):
                 self.stack.append(self._nested_build(operation))
                 value = _START
+                continue
+            if kind is HandOver:  # to the process's refresher: no I/O of its own
+                try:
+                    value = operation.run()
+                except Exception as raised:
+                    error = raised
                 continue
             if kind is BlockingOrAwaited:
                 try:

@@ -1,4 +1,5 @@
-"""A simulated process's lock renewer: each renewal is steps on a simulated thread."""
+"""A simulated process's lock renewer and refresher: each renewal, and each background
+rebuild, is steps on a simulated thread."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mcache.engine.lock import Lock
+from mcache.engine.rebuild import Rebuild
 from mcache.engine.renewal import LockRenewer
 from mcache.logs import FailureLog
 from tests.sim.processes import SimThread, Steps, Task
@@ -90,3 +92,19 @@ class SimRenewer(LockRenewer):
             self._schedule(held.lock)
 
         return done
+
+
+class SimRefresher:
+    """A process's refresher on threads: each background rebuild it is handed runs as
+    steps on a simulated thread of its own, with the plan of the read that handed it."""
+
+    def __init__(self, process: SimProcess) -> None:
+        self.process = process
+        self.count = 0
+
+    def __call__(self, job: Rebuild) -> bool:
+        self.count += 1
+        thread = self.process.thread(f"p{self.process.number}refresh{self.count}")
+        thread.building = getattr(job.call.build, "plan", None)
+        thread.push(Task(job.steps, lambda _value, _error: None))
+        return True

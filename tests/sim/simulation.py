@@ -153,7 +153,8 @@ class Simulation:
         if config.stale_ttl and rng.random() < 0.5:
             failing = rng.choice(self.processes).thread(f"late{self.late_reads}-failing")
             seconds = config.stale_ttl + 1.5
-            self.workload.read(failing, key, seconds, stale_at, "raise", part)
+            # forced, so it rebuilds here whether the seed's refresher is sync or not
+            self.workload.read(failing, key, seconds, stale_at, "raise", part, forced=True)
             after = stale_at + seconds + 0.5
         pair = rng.sample(self.processes, 2) if len(self.processes) > 1 else self.processes
         for n, process in enumerate(pair):

@@ -82,8 +82,8 @@ class Workload:
 
         def build() -> Any:
             number = self.history.builds[-1].number
-            if plan.nested:
-                return self.page_steps(thread, plan, number)
+            if plan.nested:  # on the thread that runs the build (a refresher's, maybe)
+                return self.page_steps(self.sim.running or thread, plan, number)
             value = [key, self.database.rows[key], number]
             if plan.ending == "raise":
                 raise BuildFailed(f"build of row {key} failed")
@@ -91,6 +91,7 @@ class Workload:
                 raise Uncacheable(value, "simulated")
             return value
 
+        build.plan = plan  # type: ignore[attr-defined]  # what a refresher's thread builds by
         options = cache.call_options()
         STORE_FAILED.set("")
         tags = [f"t{key}"] if entry == "row" else [f"p{key}"]

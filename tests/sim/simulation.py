@@ -166,7 +166,7 @@ class Simulation:
         process reads the page 10 ms later, while the page is built."""
         if not self.config.race_pages or self.raced_pages >= 3 or self.healed:
             return
-        others = [p for p in self.processes if p is not builder and p.alive]
+        others = self.others_alive(builder)
         if not others:
             return
         self.raced_pages += 1
@@ -174,6 +174,10 @@ class Simulation:
         reader = self.world.rng.choice(others)
         thread = reader.thread(f"p{reader.number}page{self.raced_pages}")
         self.workload.read(thread, key, 0.05, 0.01, part_seconds=0.01)
+
+    def others_alive(self, than: SimProcess) -> list[SimProcess]:
+        """The processes alive now other than ``than`` (where an aimed fault's callers run)."""
+        return [p for p in self.processes if p is not than and p.alive]
 
     def renewal_at_release(self) -> bool:
         """A targeted fault (``renew_at_release``): whether a lock being released has a
@@ -211,7 +215,7 @@ class Simulation:
         from another process, then a read of its key from a third (the waiter's race)."""
         if not self.config.race_builds or seconds < 0.3 or self.raced_builds >= 3:
             return
-        others = [p for p in self.processes if p is not builder and p.alive]
+        others = self.others_alive(builder)
         if not others:
             return
         self.raced_builds += 1

@@ -1,0 +1,124 @@
+"""What the checkers may excuse, read off a run's history: when a lock was held, how
+long an entry was kept alive, how far the hosts' clocks were apart, whether requests
+could be lost. Each allowance names the sentence of ``consistency.md`` that grants it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from tests.sim.world import EPOCH
+
+if TYPE_CHECKING:
+    from tests.sim.history import Build, Call
+    from tests.sim.simulation import Simulation
+
+
+LOCK_FAULTS = {
+    "crash",
+    "kill",
+    "evict_lock",
+    "pause",
+    "late_renewer",
+    "lock_lost",
+    "renewal_failed",
+    "partition",
+}
+"""What may let two builds hold one key's lock at once (rule 4: a lock lost under its
+holder, a holder stalled past ``lock_timeout``, a server that lost the lock)."""
+
+
+MAX_LATENCY = 0.25
+"""The longest a simulated request or reply takes (tests/sim/simulation.py's Network)."""
+
+
+def skews_of(sim: Simulation, process: int) -> list[float]:
+    """Every skew ``process``'s clock had in the run (a clock jump adds one); the liveness
+    process's clock has none."""
+    return sim.skews_seen[process] if process < len(sim.skews_seen) else [0.0]
+
+
+def lossy(sim: Simulation) -> bool:
+    """Whether requests or replies could be lost: dropped, lost, or cut by a partition."""
+    config = sim.config
+    partitioned = any(f.kind == "partition" for f in config.faults)
+    return bool(config.drop_rate or config.lost_reply_rate or partitioned)
+
+
+def stored_stale_looks_fresh(sim: Simulation, read: Call, build: Build) -> bool:
+    """Whether ``read`` may take the entry ``build`` stored already stale as fresh, its
+    clock lagging the builder's (consistency.md, the stated exceptions: "fresh-until times
+    are written with the builder's clock and compared with the reader's, so skew shifts
+    when an entry expires"; one stored stale is fresh until the builder's now)."""
+    lag = max(skews_of(sim, build.process)) - min(skews_of(sim, read.process))
+    return lag > 0 and build.ended is not None and read.ended <= build.ended + lag + MAX_LATENCY
+
+
+def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float, str]]:
+    """When the server held ``lock_key``: from each ``add`` (or ``set``) that stored it to
+    its release, its deletion, a crash or its expiry (whole seconds), extensions followed;
+    each span with how it ended ("released", "deleted", "flushed" or "expired")."""
+    spans: list[tuple[float, float, str]] = []
+    start, until = None, 0.0
+
+    def expiry(at: float, ttl: int) -> float:
+        return math.inf if ttl == 0 else math.floor(at + EPOCH) + ttl - EPOCH
+
+    for at, method, args, result, raised in sim.history.applied:
+        if start is not None and at >= until:
+            spans.append((start, until, "expired"))
+            start = None
+        if raised or (method != "flush" and (not args or args[0] != lock_key)):
+            continue
+        if method in ("add", "set") and (result or method == "set"):
+            if start is None:
+                start = at
+            until = expiry(at, int(args[2]))
+        elif method == "cas" and result and start is not None:
+            ttl = int(args[3])
+            if ttl < 0:
+                spans.append((start, at, "released"))
+                start = None
+            else:
+                until = expiry(at, ttl)
+        elif method in ("delete", "flush") and start is not None:
+            spans.append((start, at, "deleted" if method == "delete" else "flushed"))
+            start = None
+    if start is not None:
+        spans.append((start, until, "expired"))
+    return spans
+
+
+def kept_alive_until(sim: Simulation, key: str, before: float) -> float:
+    """When the last keep-alive of ``key`` applied before ``before`` let it expire: a
+    ``cas`` writing back the bytes the key held, as a build's lease keeps a stale entry
+    (its give-back, if a request of it is dropped, never comes)."""
+    held, until = None, 0.0
+    for at, method, args, result, raised in sim.history.applied:
+        if at >= before:
+            break
+        if raised or not args or args[0] != key:
+            continue
+        if method == "cas" and result and args[1] == held and int(args[3]) > 0:
+            until = math.floor(at + EPOCH) + int(args[3]) - EPOCH + 1
+        if method in ("add", "set", "cas") and result:
+            held = args[1]
+    return until
+
+
+def backed_off(sim: Simulation, entry: str, key: int, began: float, ended: float) -> bool:
+    """Whether a lock held from ``began`` to ``ended`` was a failed background rebuild's,
+    kept unrenewed for two lock timeouts so nobody retries at once (rule 4: "After a
+    background rebuild fails, its lock is kept, unrenewed, for two lock timeouts")."""
+    return any(
+        b.background and b.failed and b.ended is not None and began <= b.ended <= ended
+        for b in sim.history.builds
+        if (b.entry, b.key) == (entry, key)
+    )
+
+
+def entries(sim: Simulation) -> list[tuple[str, int]]:
+    """Every entry a run may have made: each row's, and each page's if it reads pages."""
+    entries = ("row", "page") if sim.config.pages else ("row",)
+    return [(entry, key) for entry in entries for key in range(sim.config.keys)]

@@ -153,6 +153,8 @@ def abandon_steps(store: Store, key: str, lease: Lease, now: float) -> Steps[Non
     if lease.placed:
         yield from withdraw_steps(store, key, lease)
         return
+    if lease.native:
+        return  # the server's own lease: its release gives the life back (ServerLease)
     left = own_life_left(lease, now)
     if left is None or lease.token is None:
         return

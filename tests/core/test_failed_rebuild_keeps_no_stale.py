@@ -45,3 +45,22 @@ def test_a_failed_rebuild_does_not_keep_the_stale_entry_alive(
         "the stale entry outlived ttl + stale_ttl after its rebuild failed: the next"
         " reader would be served it stale again"
     )
+
+
+@pytest.mark.parametrize("server", ["memcached_url", "memcached_text_url", "redis_url"])
+def test_a_rebuild_failing_within_the_entry_s_life_leaves_it_to_serve(
+    request: pytest.FixtureRequest, server: str
+) -> None:
+    cache = Cache(request.getfixturevalue(server), namespace="kept-stale")
+    cache.clear()
+    assert cache.get_or_build("report", lambda: "v0", **OPTIONS) == "v0"
+    time.sleep(1.2)
+
+    def failing() -> str:
+        time.sleep(0.4)  # renewed once: its lease keeps the entry meanwhile
+        raise Outage("the database is down")
+
+    assert cache.get_or_build("report", failing, **OPTIONS) == "v0", "stale-if-error"
+    assert cache.get_or_build("report", failing, **OPTIONS) == "v0", (
+        "the entry, given back the life it had left, no longer serves its stale value"
+    )

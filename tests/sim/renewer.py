@@ -52,7 +52,9 @@ class SimRenewer(LockRenewer):
 
     def drop(self, lock: Lock) -> None:
         held = self.renewing.get(id(lock))
-        if held is not None and self.process.sim.renewal_at_release():
+        # one renewal at most meets a release, as with the real renewer, whose drop waits
+        # for the renewal under way: none is aimed while one is running or queued
+        if held is not None and not self.thread.busy and self.process.sim.renewal_at_release():
             # aimed: a renewal fell due just before the release, and is under way
             self.thread.push(Task(lambda: self._renewal_steps(held), self._renewed(held)))
         self.renewing.pop(id(lock), None)

@@ -13,6 +13,7 @@ rebuild outlasts its life and fails is gone once the failure has been answered.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -26,19 +27,31 @@ class Outage(Exception):
     """The backend the value is built from is down."""
 
 
+def stale_report(url: str) -> Cache:
+    """A cache on ``url`` whose entry "report" holds "v0", stale by now."""
+    cache = Cache(url, namespace="kept-stale")
+    cache.clear()
+    assert cache.get_or_build("report", lambda: "v0", **OPTIONS) == "v0"
+    time.sleep(1.2)  # fresh for (at most) 1 s, then stale
+    return cache
+
+
+def failing_after(seconds: float) -> Callable[[], str]:
+    """A builder that works ``seconds``, then finds its backend down."""
+
+    def failing() -> str:
+        time.sleep(seconds)
+        raise Outage("the database is down")
+
+    return failing
+
+
 @pytest.mark.parametrize("server", ["memcached_url", "memcached_text_url", "redis_url"])
 def test_a_failed_rebuild_does_not_keep_the_stale_entry_alive(
     request: pytest.FixtureRequest, server: str
 ) -> None:
-    cache = Cache(request.getfixturevalue(server), namespace="kept-stale")
-    cache.clear()
-    assert cache.get_or_build("report", lambda: "v0", **OPTIONS) == "v0"
-    time.sleep(1.2)  # fresh for (at most) 1 s, then stale
-
-    def failing() -> str:
-        time.sleep(3.5)  # past the entry's own life: its lease keeps it meanwhile
-        raise Outage("the database is down")
-
+    cache = stale_report(request.getfixturevalue(server))
+    failing = failing_after(3.5)  # past the entry's own life: its lease keeps it meanwhile
     assert cache.get_or_build("report", failing, **OPTIONS) == "v0", "stale-if-error"
     found = cache.store.get(cache._store_key("report"))
     assert found is NO_VALUE, (
@@ -51,15 +64,8 @@ def test_a_failed_rebuild_does_not_keep_the_stale_entry_alive(
 def test_a_rebuild_failing_within_the_entry_s_life_leaves_it_to_serve(
     request: pytest.FixtureRequest, server: str
 ) -> None:
-    cache = Cache(request.getfixturevalue(server), namespace="kept-stale")
-    cache.clear()
-    assert cache.get_or_build("report", lambda: "v0", **OPTIONS) == "v0"
-    time.sleep(1.2)
-
-    def failing() -> str:
-        time.sleep(0.4)  # renewed once: its lease keeps the entry meanwhile
-        raise Outage("the database is down")
-
+    cache = stale_report(request.getfixturevalue(server))
+    failing = failing_after(0.4)  # renewed once: its lease keeps the entry meanwhile
     assert cache.get_or_build("report", failing, **OPTIONS) == "v0", "stale-if-error"
     assert cache.get_or_build("report", failing, **OPTIONS) == "v0", (
         "the entry, given back the life it had left, no longer serves its stale value"

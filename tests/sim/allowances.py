@@ -39,6 +39,11 @@ def skews_of(sim: Simulation, process: int) -> list[float]:
     return sim.skews_seen[process] if process < len(sim.skews_seen) else [0.0]
 
 
+def widest_skew(sim: Simulation) -> float:
+    """The largest skew, either way, any host's clock had in the run."""
+    return max(abs(skew) for skews in sim.skews_seen for skew in skews)
+
+
 def lossy(sim: Simulation) -> bool:
     """Whether requests or replies could be lost: dropped, lost, or cut by a partition."""
     config = sim.config

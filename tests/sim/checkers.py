@@ -18,6 +18,7 @@ from tests.sim.allowances import (
     lock_spans,
     lossy,
     stored_stale_looks_fresh,
+    widest_skew,
 )
 from tests.sim.keys import entry_key, lock_key
 from tests.sim.world import EPOCH
@@ -135,7 +136,7 @@ def no_stale_sets(sim: Simulation) -> list[Violation]:
     ]
     if not deletes:
         return []
-    skew = max(abs(skew) for skews in sim.skews_seen for skew in skews)
+    skew = widest_skew(sim)
     keys = {entry_key(sim.processes[0].cache, key): key for key in range(sim.config.keys)}
     found = []
     for at, method, args, result, raised in sim.history.applied:
@@ -228,7 +229,7 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
     spans = {
         (entry, key): lock_spans(sim, lock_key(cache, key, entry)) for entry, key in entries(sim)
     }
-    skew = max(abs(skew) for skews in sim.skews_seen for skew in skews)
+    skew = widest_skew(sim)
     slack = 1 + skew + 2 * MAX_LATENCY  # whole seconds, skew, trips
     dropping = lossy(sim)
     lives = config.ttl * (1 + config.jitter) + config.stale_ttl + slack

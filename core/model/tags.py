@@ -287,9 +287,7 @@ class Tags:
         versions: dict[str, int] = {}
         seen = seen or {}
         for label, key in slots:
-            # A tag lost within the millisecond this process created it must not come
-            # back with the same version, or entries recorded against it stay valid.
-            start = max(self._fresh(now), self._created.get(key, 0) + 1, seen.get(key, -1) + 1)
+            start = self._fresh(now, max(self._created.get(key, 0), seen.get(key, -1)) + 1)
             store = self.store
             if (yield StoreCall(store, "add", (key, b"%d" % start, 0))):
                 current: int | None = start
@@ -351,7 +349,7 @@ class Tags:
         ``now``: only those are moved on afterwards."""
         targets = {key: seen[key] + delta for key, delta in deltas.items()}
         for _, key in missing:
-            targets[key] = max(self._fresh(now), self._created.get(key, 0) + 1)
+            targets[key] = self._fresh(now, self._created.get(key, 0) + 1)
             deltas[key] = 1
         results = yield StoreCall(self.store, "incr_many_creating", (deltas, targets))
         versions = {label: results[key] for label, key in slots}
@@ -364,9 +362,15 @@ class Tags:
             self._created.remember(key, versions[label])
         return versions
 
-    def _fresh(self, now: int) -> int:
-        """Return the version a tag key created at ``now`` gets: its low bits drawn."""
-        return now + self.draws.randint(0, (1 << VERSION_BITS) - 1)
+    def _fresh(self, now: int, floor: int) -> int:
+        """Return the version a tag key created at ``now`` gets: no lower than ``floor``
+        (a version this process knew: it never repeats one), plus a draw of its low bits.
+
+        The draw comes on top of the floor, not beside it: a version known here may have
+        been bumped by one meanwhile by another process, and ``floor`` alone would then
+        give that lost version back, and keep valid the entries recorded against it.
+        """
+        return max(now, floor) + self.draws.randint(0, (1 << VERSION_BITS) - 1)
 
 
 def incr_many(store: Store, deltas: Mapping[str, int]) -> dict[str, int | None]:

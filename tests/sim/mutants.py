@@ -69,8 +69,8 @@ CATALOGUE = (
         "a lost tag recreated by another process at the millisecond alone (no low bits drawn)",
         "mcache.model.tags",
         "Tags._fresh",
-        "return now + self.draws.randint(0, (1 << VERSION_BITS) - 1)",
-        "return now",
+        "return max(now, floor) + self.draws.randint(0, (1 << VERSION_BITS) - 1)",
+        "return max(now, floor)",
     ),
     Mutant(
         "a lock attempt the store failed taken for a lock found held",

@@ -108,5 +108,8 @@ class SimRefresher:
         self.count += 1
         thread = self.process.thread(f"p{self.process.number}refresh{self.count}")
         thread.building = getattr(job.call.build, "plan", None)
+        held = self.process.renewer.renewing.get(id(job.lock))
+        if held is not None:  # the lock is the refresher's now, not the handing reader's
+            held.thread = thread
         thread.push(Task(job.steps, lambda _value, _error: None))
         return True

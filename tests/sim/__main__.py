@@ -196,11 +196,13 @@ def ci(budget: float) -> int:
     failed = 0
     coverage: Counter[str] = Counter()
     while time.monotonic() - started < budget:
-        size = "large" if ran["small"] // 2000 > ran["large"] // 20 else "small"
+        # batches small enough that the last one overruns the budget by seconds, not minutes
+        size = "large" if ran["small"] // 500 > ran["large"] // 5 else "small"
         first = root + ran["small"] + ran["large"]
-        count = 20 if size == "large" else 2000
+        count = 5 if size == "large" else 500
         seeds = list(range(first, first + count))
-        bad, seconds = run_many(seeds, size, quiet=True, coverage=coverage if count > 20 else None)
+        small = size == "small"
+        bad, seconds = run_many(seeds, size, quiet=True, coverage=coverage if small else None)
         ran[size] += count
         spent[size] += seconds
         failed += len(bad)

@@ -150,12 +150,18 @@ class Cache(PlainOperations):
         self.tags = Tags(self.shared, namespace, clock, tag_ttl, invalidations, draws)
         coherence = Coherence(invalidations, near, self.tags)
         self.counts = CacheStats(
-            self.shared, namespace, stats_interval, self.failures, name, counted_name(counted_as)
+            self.shared,
+            namespace,
+            stats_interval,
+            self.failures,
+            name,
+            counted_name(counted_as),
+            clock,
         )
         for observer in observers_named(metrics):
             self.observe(observer)
         try:
-            self.tracer = Tracer(trace_dir)
+            self.tracer = Tracer(trace_dir, clock)
         except OSError as error:
             raise ConfigError(f"trace_dir {trace_dir!r} cannot be created: {error}") from None
         if isinstance(refresher, str):
@@ -196,7 +202,7 @@ class Cache(PlainOperations):
 
     @clock.setter
     def clock(self, clock: Clock) -> None:
-        self.parts.clock = self.tags.clock = clock
+        self.parts.clock = self.tags.clock = self.counts.clock = self.tracer.clock = clock
 
     @property
     def random(self) -> RandomSource:

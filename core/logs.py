@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
+
+from mcache.clock import Clock, system_clock
 
 __all__ = ["FailureLog", "logger"]
 
@@ -17,15 +18,18 @@ logger = logging.getLogger("mcache")
 
 
 class FailureLog:
-    """Log each kind of event at most once per ``interval`` seconds (at WARNING by default)."""
+    """Log each kind of event at most once per ``interval`` seconds (at WARNING by default),
+    counted on ``clock`` (a simulation's moves it)."""
 
     def __init__(
         self,
         log: logging.Logger | None = None,
         interval: float = 60.0,
         level: int = logging.WARNING,
+        clock: Clock = system_clock,
     ) -> None:
         self._log = log or logger
+        self._clock = clock
         self._interval = interval
         self._level = level
         self._lock = threading.Lock()
@@ -35,7 +39,7 @@ class FailureLog:
     def log(self, kind: str, message: str, *args: object, exc: BaseException | None = None) -> bool:
         """Log ``message`` at this log's level unless ``kind`` was logged within the interval;
         return whether it was."""
-        now = time.monotonic()
+        now = self._clock.monotonic()
         with self._lock:
             last = self._last.get(kind)
             if last is not None and now - last < self._interval:

@@ -67,7 +67,8 @@ class PlainOperations:
         counts = self.counts
         if not counts.call_watchers:
             return run_steps(steps, perform)
-        with observed_call(counts.call_watchers, counts.origin, operation, self._named(key), tags):
+        watchers, origin, named = counts.call_watchers, counts.origin, self._named(key)
+        with observed_call(watchers, origin, operation, named, tags, counts.clock):
             return run_steps(steps, perform)
 
     async def _arun(
@@ -76,7 +77,8 @@ class PlainOperations:
         counts = self.counts
         if not counts.call_watchers:
             return await arun_steps(steps, aperform)
-        with observed_call(counts.call_watchers, counts.origin, operation, self._named(key), tags):
+        watchers, origin, named = counts.call_watchers, counts.origin, self._named(key)
+        with observed_call(watchers, origin, operation, named, tags, counts.clock):
             return await arun_steps(steps, aperform)
 
     def _named(self, key: Key | None) -> str:

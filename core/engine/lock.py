@@ -13,7 +13,6 @@ never lapses while its holder lives.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,7 @@ from mcache.clock import Clock, system_clock
 from mcache.contract.store import NO_VALUE, Store
 from mcache.errors import LockTimeout
 from mcache.randomness import RandomSource, system_random
-from mcache.sansio.steps import Steps, StoreCall, perform, run_steps
+from mcache.sansio.steps import Pause, Steps, StoreCall, perform, run_steps
 
 if TYPE_CHECKING:
     from mcache.engine.renewal import LockRenewer
@@ -92,11 +91,15 @@ class Lock:
 
     def acquire(self, wait: float | None = None) -> bool:
         """Take the lock, polling with backoff up to ``wait`` seconds; return whether held."""
-        if self.try_acquire():
+        return run_steps(self.acquire_steps(wait), perform)
+
+    def acquire_steps(self, wait: float | None = None) -> Steps[bool]:
+        """:meth:`acquire`, as steps: its sleeps are pauses a driver schedules."""
+        if (yield from self.try_acquire_steps()):
             return True
         for pause in pauses(self.clock, self.draws, self.wait if wait is None else wait, cap=0.1):
-            time.sleep(pause)
-            if self.try_acquire():
+            yield Pause(pause)
+            if (yield from self.try_acquire_steps()):
                 return True
         return False
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import importlib
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from mcache.clock import Clock
 from mcache.errors import ConfigError
 from mcache.logs import FailureLog
 from mcache.memo import BoundedMemo
@@ -122,32 +122,39 @@ class Observer:
 class BuildWatch:
     """One build as its observers follow it: started, then ended once with its outcome."""
 
-    __slots__ = ("key", "observers", "origin", "started", "tokens")
+    __slots__ = ("clock", "key", "observers", "origin", "started", "tokens")
 
-    def __init__(self, observers: list[Observer], origin: Origin, key: str) -> None:
+    def __init__(self, observers: list[Observer], origin: Origin, key: str, clock: Clock) -> None:
         self.observers, self.origin, self.key = list(observers), origin, key
-        self.started = time.perf_counter()
+        self.clock = clock
+        self.started = clock.monotonic() if observers else 0.0  # none: nothing to time
         self.tokens = [quietly(o.build_started, origin, key) for o in observers]
 
     def end(self, outcome: str) -> None:
         """Tell every observer the build ended with ``outcome`` (in reverse order of starting)."""
-        seconds = time.perf_counter() - self.started
+        seconds = self.clock.monotonic() - self.started
         for observer, token in reversed(list(zip(self.observers, self.tokens, strict=True))):
             quietly(observer.build_ended, self.origin, self.key, token, outcome, seconds)
 
 
 @contextmanager
 def observed_call(
-    observers: list[Observer], origin: Origin, operation: str, key: str, tags: list[str]
+    observers: list[Observer],
+    origin: Origin,
+    operation: str,
+    key: str,
+    tags: list[str],
+    clock: Clock,
 ) -> Iterator[CallRecord]:
-    """Record the call run in the block and hand it to ``observers`` when it returns or raises."""
+    """Record the call run in the block and hand it to ``observers`` when it returns or
+    raises, timed on ``clock`` (the cache's)."""
     record = CallRecord(operation, key, list(tags))
     token = CURRENT_CALL.set(record)
-    started = time.perf_counter()
+    started = clock.monotonic()
     try:
         yield record
     finally:
-        record.seconds = time.perf_counter() - started
+        record.seconds = clock.monotonic() - started
         CURRENT_CALL.reset(token)
         for observer in observers:
             quietly(observer.called, origin, record)

@@ -15,10 +15,10 @@ the chart is one ``get_many`` of 60 minutes x families x 3 keys.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mcache.clock import Clock, system_clock
 from mcache.contract.store_helpers import stored_count
 from mcache.observe.events import Observer, Origin
 from mcache.observe.samples import MINUTES, Minute
@@ -47,17 +47,20 @@ class FamilyCounts(Observer):
         self._pending: dict[tuple[Origin, int, str, str], int] = {}
         self._lock = threading.Lock()
         self._next_flush = 0.0
+        self._clock: Clock = system_clock
+        """The counted caches' clock (the last one attached): minutes and flushes by it."""
 
     def attached(self, stats: CacheStats) -> None:
         self._stats[stats.origin] = stats
+        self._clock = stats.clock
 
     def counted(self, origin: Origin, event: str, key: str | None, count: int) -> None:
         if event not in COUNTED:
             return
-        slot = (origin, int(time.time() // 60), origin.family(key), event)
+        slot = (origin, int(self._clock.time() // 60), origin.family(key), event)
         with self._lock:
             self._pending[slot] = self._pending.get(slot, 0) + count
-        if time.monotonic() >= self._next_flush:
+        if self._clock.monotonic() >= self._next_flush:
             self.flush()
 
     def exiting(self) -> None:
@@ -69,7 +72,7 @@ class FamilyCounts(Observer):
         with self._lock:
             pending, self._pending = self._pending, {}
             intervals = [stats.interval for stats in self._stats.values()]
-            self._next_flush = time.monotonic() + min(intervals, default=5.0)
+            self._next_flush = self._clock.monotonic() + min(intervals, default=5.0)
         by_cache: dict[Origin, dict[str, int]] = {}
         for (origin, minute, family, event), count in pending.items():
             stats = self._stats.get(origin)

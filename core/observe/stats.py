@@ -17,11 +17,11 @@ import itertools
 import logging
 import os
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+from mcache.clock import Clock, system_clock
 from mcache.contract.store import Store
 from mcache.contract.store_helpers import stored_count
 from mcache.logs import FailureLog
@@ -127,8 +127,12 @@ class CacheStats:
         failures: FailureLog | None = None,
         label: str | None = None,
         family: str = "",
+        clock: Clock = system_clock,
     ) -> None:
         self.store = store
+        self.clock = clock
+        """What the flush interval, the flush's time stamp and the builds' durations are
+        read on (the cache's)."""
         self.namespace = namespace
         self.family = family
         """Counted apart under this name ("": the namespace's own counters), as a sessions'
@@ -144,7 +148,7 @@ class CacheStats:
         self._hits = itertools.count()  # see hit
         self._hits_taken = 0
         self._lock = threading.Lock()
-        self._next_flush = time.monotonic() + interval
+        self._next_flush = clock.monotonic() + interval
         self._sampled_minute = 0
         """The last minute this process offered a sample of (see :mod:`.samples`)."""
         _LIVE.add(self)
@@ -163,7 +167,7 @@ class CacheStats:
             lock.release()
         if self.observers:
             self._tell(name, count, key)
-        if time.monotonic() >= self._next_flush:
+        if self.clock.monotonic() >= self._next_flush:
             self.flush()
 
     def hit(self, key: str) -> None:
@@ -173,7 +177,7 @@ class CacheStats:
         next(self._hits)
         if self.observers:
             self._tell("hits", 1, key)
-        if time.monotonic() >= self._next_flush:
+        if self.clock.monotonic() >= self._next_flush:
             self.flush()
 
     def _take_hits(self) -> None:
@@ -193,20 +197,20 @@ class CacheStats:
 
     def watch_build(self, key: str) -> BuildWatch:
         """Start following a build of ``key`` for the observers (there may be none)."""
-        return BuildWatch(self.observers, self.origin, key)
+        return BuildWatch(self.observers, self.origin, key, self.clock)
 
     def flush(self, quiet: bool = False) -> None:
         """Add this process's pending counts to the store's totals (``quiet``: log no failure)."""
         with self._lock:
             self._take_hits()
             pending, self._pending = self._pending, dict.fromkeys(COUNTERS, 0)
-            self._next_flush = time.monotonic() + self.interval
+            self._next_flush = self.clock.monotonic() + self.interval
         deltas = {self.key(name): count for name, count in pending.items() if count}
         if not deltas:
             return
         try:
             add_counts(self.store, deltas)
-            now = time.time()
+            now = self.clock.time()
             self.store.set(self.key(FLUSHED), b"%d" % int(now * 1000), 0)
             minute = int(now // 60)
             if minute != self._sampled_minute:  # the minute's first flush here: the chart's

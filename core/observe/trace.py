@@ -23,12 +23,12 @@ import logging
 import os
 import re
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+from mcache.clock import Clock, system_clock
 from mcache.logs import FailureLog
 
 __all__ = ["LEGEND", "LETTERS", "OPEN_FILES", "REOPEN_SECONDS", "Tracer"]
@@ -63,11 +63,15 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]")
 class Tracer:
     """Append event letters per key to files and/or the ``mcache.trace`` logger."""
 
-    def __init__(self, trace_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, trace_dir: str | os.PathLike[str] | None = None, clock: Clock = system_clock
+    ) -> None:
+        """``clock``: when a key's file is reopened is counted on it (the cache's)."""
+        self.clock = clock
         self.trace_dir = Path(trace_dir) if trace_dir else None
         self._lock = threading.Lock()
         self._open: OrderedDict[str, tuple[int, float]] = OrderedDict()  # key: (fd, reopen at)
-        self._failures = FailureLog(logger)
+        self._failures = FailureLog(logger, clock=clock)
         if self.trace_dir is not None:
             self.trace_dir.mkdir(parents=True, exist_ok=True)
             weakref.finalize(self, _close_all, self._open)
@@ -90,7 +94,7 @@ class Tracer:
         """Write ``letter`` to ``key``'s open file (opened or reopened as needed); a failure
         is logged and the letter dropped. Called under the lock."""
         opened = self._open.get(key)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         try:
             if opened is None or opened[1] < now:
                 if opened is not None:

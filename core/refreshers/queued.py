@@ -12,11 +12,11 @@ cannot leave the process (a closure, a page that needs its request) runs in the 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from mcache.clock import Clock, system_clock
 from mcache.errors import ConfigError
 from mcache.logs import FailureLog
 from mcache.refreshers.thread import ThreadPoolRefresher
@@ -38,7 +38,9 @@ class QueueRefresher:
         max_pending: int = 256,
         retry_after: float = 5.0,
         max_retry_after: float = 60.0,
+        clock: Clock = system_clock,
     ) -> None:
+        """``clock``: what the circuit's windows are counted on (a simulation's moves them)."""
         if fallback not in ("thread", "none"):
             raise ConfigError(f"fallback must be 'thread' or 'none', got {fallback!r}")
         if not hold >= 1:
@@ -47,7 +49,8 @@ class QueueRefresher:
         self.fallback = fallback
         self.hold = hold
         self.pool = pool or ThreadPoolRefresher()
-        self.failures = FailureLog()
+        self.clock = clock
+        self.failures = FailureLog(clock=clock)
         self._pending = threading.BoundedSemaphore(max_pending)
         self._sender: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -56,8 +59,8 @@ class QueueRefresher:
         self._sends = 0
         self.retry_after = retry_after
         self.max_retry_after = max_retry_after
-        self._opened_at = -1.0  # time.monotonic() when the last window opened
-        self._closed_at = 0.0  # time.monotonic() when sending may be tried again
+        self._opened_at = -1.0  # clock.monotonic() when the last window opened
+        self._closed_at = 0.0  # clock.monotonic() when sending may be tried again
         self._window = retry_after
 
     def send(self, payload: str, context: Any) -> None:
@@ -91,10 +94,10 @@ class QueueRefresher:
 
     def broken(self) -> bool:
         """Whether a recent failed send keeps every rebuild off the queue for now."""
-        return time.monotonic() < self._closed_at
+        return self.clock.monotonic() < self._closed_at
 
     def _send(self, job: Any, context: Any) -> None:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         try:
             why = job.why_local()
             if why is not None:
@@ -108,7 +111,7 @@ class QueueRefresher:
             payload = job.hand_off(self.hold)
             if payload is None:
                 return  # the lock is no longer ours: someone else rebuilds
-            started = time.monotonic()
+            started = self.clock.monotonic()
             self.send(payload, context)
             self._window = self.retry_after
         except Exception as error:
@@ -128,7 +131,7 @@ class QueueRefresher:
         with self._lock:
             if self.broken() or started < self._opened_at:
                 return
-            self._opened_at = time.monotonic()
+            self._opened_at = self.clock.monotonic()
             self._closed_at = self._opened_at + self._window
             window, self._window = self._window, min(2 * self._window, self.max_retry_after)
         self.failures.warning(

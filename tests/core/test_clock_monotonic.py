@@ -11,6 +11,7 @@ import pytest
 
 from mcache import Cache
 from mcache.errors import ConfigError
+from tests.clocks import StandingClock
 
 
 class RacingClock:
@@ -56,11 +57,16 @@ def test_a_waiter_on_another_build_gives_up_on_the_clocks_time(memcached_text_ur
 
 
 def test_a_builds_duration_is_measured_on_the_caches_clock() -> None:
-    clock = RacingClock()
+    clock = StandingClock()
     cache = Cache("memory://", namespace="mono-ms", clock=clock)
-    cache.get_or_build("slow", lambda: "v", ttl=60)
+
+    def build() -> str:
+        clock.now += 1.5  # the build takes one and a half of the clock's seconds
+        return "v"
+
+    cache.get_or_build("slow", build, ttl=60)
     entry = cache.builder.reader.peek(cache.key("slow"))
-    assert entry is not None and entry.build_ms == 1000, "one of the clock's seconds"
+    assert entry is not None and entry.build_ms == 1500, "the clock's seconds, not real ones"
 
 
 class WallClockOnly:

@@ -14,6 +14,7 @@ from mcache.errors import ConfigError
 from mcache.model.jobs import Job, address_of, resolve
 from mcache.refreshers import ThreadPoolRefresher, refresher_named
 from mcache.refreshers.queued import QueueRefresher
+from tests.clocks import StandingClock
 
 cache = Cache("memory://", namespace="refresh-tests", name="refresh-tests")
 builds: list[str] = []
@@ -129,7 +130,11 @@ class RefusingQueue(QueueRefresher):
     """A queue whose broker is down: every send raises, and is counted."""
 
     def __init__(self, retry_after: float) -> None:
-        super().__init__(retry_after=retry_after, max_retry_after=4 * retry_after)
+        self.standing = StandingClock()
+        """The circuit's windows are counted on it: the test moves it, nobody sleeps."""
+        super().__init__(
+            retry_after=retry_after, max_retry_after=4 * retry_after, clock=self.standing
+        )
         self.sends = 0
 
     def send(self, payload: str, context: object) -> None:
@@ -171,13 +176,13 @@ def test_sends_refused_together_open_the_circuit_once() -> None:
     assert [cached(n) for n in range(2)] == ["old"] * 2
     assert queue.wait_idle(10) and queue.sends == 2
     assert queue.broken()
-    threading.Event().wait(0.6)
+    queue.standing.now += 0.6
     assert not queue.broken(), "one window of retry_after, as for a single refused send"
     stale_reports(cache, 1)
     queue.together = threading.Barrier(1)
     cached(0)  # the retry is refused too: now the window doubles
     assert queue.wait_idle(10) and queue.sends == 3
-    threading.Event().wait(0.6)
+    queue.standing.now += 0.6
     assert queue.broken(), "a refused retry doubles the window"
 
 
@@ -195,7 +200,7 @@ def test_a_failed_send_sends_the_next_rebuilds_to_the_fallback_at_once() -> None
         f"report {n}" for n in range(10)
     ], "every one rebuilt here, by the fallback"
     assert queue.broken()
-    threading.Event().wait(0.6)  # the window ends: the next rebuild tries the broker again
+    queue.standing.now += 0.6  # the window ends: the next rebuild tries the broker again
     stale_reports(cache, 1)
     cached(0)
     assert queue.wait_idle(10) and queue.sends == 2

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from collections.abc import Mapping
 
+from mcache.clock import Clock
 from mcache.contract.store import LeaseBid, stale_hold_ttl
 from mcache.contract.store_helpers import check_delta
 from mcache.errors import ConfigError
@@ -44,6 +44,7 @@ class MemcachedLeases:
 
     servers: list[Server]
     replicas: int
+    clock: Clock
     connect_timeout: float
     failures: FailureLog
     _dead: set[Node]
@@ -87,7 +88,7 @@ class MemcachedLeases:
         with self._asking:
             if self._meta is not None:
                 return self._meta
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if now - self._meta_asked < ASK_AGAIN_SECONDS:
                 return False
             self._meta_asked = now
@@ -188,7 +189,7 @@ class MemcachedLeases:
         replies = yield from self._on_owner_steps(key, "meta", (check,))  # type: ignore[attr-defined]
         if replies[0].cas != token:
             return False
-        touch = [b"mg %s c T%d\r\n" % (key.encode(), expire_of(ttl))]
+        touch = [b"mg %s c T%d\r\n" % (key.encode(), expire_of(ttl, self.clock))]
         replies = yield from self._on_owner_steps(key, "meta", (touch,))  # type: ignore[attr-defined]
         return replies[0].cas == token  # type: ignore[no-any-return]
 
@@ -199,7 +200,7 @@ class MemcachedLeases:
         of -1 takes the item away instead (a lease's placeholder nobody filled)."""
         validate_store_key(key)
         self._check_size(key, value)  # type: ignore[attr-defined]
-        request = meta.set_(key, value, expire_of(ttl), cas=token)
+        request = meta.set_(key, value, expire_of(ttl, self.clock), cas=token)
         replies = yield from self._on_owner_steps(key, "meta", ([request],))  # type: ignore[attr-defined]
         return replies[0].code == b"HD"  # type: ignore[no-any-return]
 
@@ -223,7 +224,7 @@ class MemcachedLeases:
         if missing, in one ``ma``: the text protocol's incr, add, incr in one command."""
         validate_store_key(key)
         check_delta(delta)
-        request = meta.arithmetic(key, delta, create_ttl=expire_of(ttl), initial=delta)
+        request = meta.arithmetic(key, delta, create_ttl=expire_of(ttl, self.clock), initial=delta)
         replies = yield from self._on_owner_steps(key, "meta", ([request],))  # type: ignore[attr-defined]
         return int(replies[0].value)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from pymemcache.exceptions import (
     MemcacheUnexpectedCloseError,
 )
 
+from mcache.clock import Clock, system_clock
 from mcache.errors import ConfigError, InvalidKey, NotNumeric, StoreUnavailable, ValueTooLarge
 from mcache.logs import FailureLog
 from mcache.model.ring import Server
@@ -53,6 +53,8 @@ class NodeOptions:
     flush_on_rejoin: bool
     failures: FailureLog
     access: Access = field(default_factory=Access)
+    clock: Clock = system_clock
+    """What ``dead_timeout`` is counted on (a simulation's clock moves it)."""
 
     def __post_init__(self) -> None:
         if self.connect_timeout <= 0 or self.timeout <= 0:
@@ -137,7 +139,7 @@ class Node:
             self.failures += 1
             if self.failures < self.options.retry_attempts or self.dead_until:
                 return
-            self.dead_until = time.monotonic() + self.options.dead_timeout
+            self.dead_until = self.options.clock.monotonic() + self.options.dead_timeout
             # Before anything slow: until the store knows, its fast path keeps routing
             # here, and a call can burn every attempt on this server in that window.
             servers_up = self._on_health(self)
@@ -159,7 +161,9 @@ class Node:
         """Return whether calls may go to this server now, probing it once it is due."""
         if not self.dead_until:
             return True
-        if time.monotonic() < self.dead_until or not self._lock.acquire(blocking=False):
+        if self.options.clock.monotonic() < self.dead_until or not self._lock.acquire(
+            blocking=False
+        ):
             return False
         try:
             return self._probe()
@@ -168,14 +172,14 @@ class Node:
 
     def _probe(self) -> bool:
         client = self._new_client()
-        away = time.monotonic() - (self.dead_until - self.options.dead_timeout)
+        away = self.options.clock.monotonic() - (self.dead_until - self.options.dead_timeout)
         try:
             uptime = int(client.stats().get(b"uptime", 0))
             # A server that restarted while away is empty: nothing old to flush.
             if self.options.flush_on_rejoin and uptime >= away:
                 client.flush_all(noreply=False)
         except (*_CONNECTION_ERRORS, MemcacheError):
-            self.dead_until = time.monotonic() + self.options.dead_timeout
+            self.dead_until = self.options.clock.monotonic() + self.options.dead_timeout
             return False
         finally:
             client.close()

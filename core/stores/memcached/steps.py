@@ -10,12 +10,12 @@ on asyncio connections (see :mod:`mcache.sansio.steps`): one ring, failover and 
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mcache.clock import Clock
 from mcache.contract.store import NO_VALUE, CasToken, NoValueType
 from mcache.contract.store_helpers import check_delta, check_size, copies_per_owner
 from mcache.errors import StoreUnavailable
@@ -53,6 +53,7 @@ class MemcachedSteps:
 
     ring: Ring
     servers: list[Server]
+    clock: Clock
     replicas: int
     max_value_size: int
     _nodes: dict[Server, Node]
@@ -266,7 +267,7 @@ class MemcachedSteps:
         if len(value) > self.max_value_size:
             yield from self.delete_steps(key)
             self._check_size(key, value)
-        args = (key, value, expire_of(ttl))
+        args = (key, value, expire_of(ttl, self.clock))
         if self.replicas == 1:
             return [(yield from self._on_owner_steps(key, command, args))]
         return (yield from self._on_replicas_steps(key, command, args))
@@ -275,7 +276,7 @@ class MemcachedSteps:
         too_large = [k for k, v in items.items() if len(v) > self.max_value_size]
         if too_large:
             yield from self.delete_many_steps(too_large)
-        expire = expire_of(ttl)
+        expire = expire_of(ttl, self.clock)
         failed = set(too_large)
         fitting = [k for k in items if k not in too_large]
         for rank in range(self.replicas):
@@ -289,7 +290,7 @@ class MemcachedSteps:
     def add_steps(self, key: str, value: bytes, ttl: int = 0) -> Steps[bool]:
         validate_store_key(key)
         self._check_size(key, value)
-        args = (key, value, expire_of(ttl))
+        args = (key, value, expire_of(ttl, self.clock))
         won = yield from self._on_owner_steps(key, "add", args)
         if won and self.replicas > 1:
             yield from self._copy_to_replicas_steps(key, "set", args)
@@ -349,7 +350,7 @@ class MemcachedSteps:
         self._check_size(key, value)
         if not isinstance(token, bytes):
             return False
-        expire = expire_of(ttl)
+        expire = expire_of(ttl, self.clock)
         stored = bool((yield from self._on_owner_steps(key, "cas", (key, value, token, expire))))
         if stored and self.replicas > 1:
             yield from self._copy_to_replicas_steps(key, "set", (key, value, expire))
@@ -370,7 +371,9 @@ class MemcachedSteps:
 
     def touch_steps(self, key: str, ttl: int) -> Steps[bool]:
         validate_store_key(key)
-        return any((yield from self._on_replicas_steps(key, "touch", (key, expire_of(ttl)))))
+        return any(
+            (yield from self._on_replicas_steps(key, "touch", (key, expire_of(ttl, self.clock))))
+        )
 
     def flush_steps(self) -> Steps[None]:
         if not (yield from self._everywhere_steps("flush_all", ())):
@@ -401,10 +404,11 @@ def _keys_only(group: list[str]) -> tuple[Any, ...]:
     return (group,)
 
 
-def expire_of(ttl: int) -> int:
-    """Translate a relative TTL to memcached's exptime (absolute beyond 30 days)."""
+def expire_of(ttl: int, clock: Clock) -> int:
+    """Translate a relative TTL to memcached's exptime (absolute beyond 30 days, on the
+    servers' time: ``clock``, the store's, not a cache's)."""
     if ttl < 0:
         return -1
     if ttl > THIRTY_DAYS:
-        return int(time.time()) + ttl
+        return int(clock.time()) + ttl
     return int(ttl)

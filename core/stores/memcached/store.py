@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pymemcache.client.base import Client
 
+from mcache.clock import Clock, system_clock
 from mcache.contract.stepped_store import SteppedStore
 from mcache.contract.store import LeaseBid, StoreTraits
 from mcache.contract.store_helpers import MiB, twin_made_once
@@ -87,11 +88,15 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         tls_verify: bool = True,
         username: str | None = None,
         password: str | None = None,
+        clock: Clock = system_clock,
     ) -> None:
         """``tls`` and the ``tls_*`` options: connect through TLS (``memcached -Z``);
         ``username`` and ``password``: authenticate each connection (``memcached -Y``).
         Either makes the store connect to each server once here, so a certificate or
-        password the server refuses fails at start-up (see :mod:`.access`)."""
+        password the server refuses fails at start-up (see :mod:`.access`). ``clock``: what
+        ``dead_timeout`` and memcached's absolute expiry times are counted on (the servers'
+        real time, unless a simulation's clock stands in for it)."""
+        self.clock = clock
         self._init_protocol(protocol)
         if max_value_size < 1:
             raise ConfigError(f"memcached: max_value_size must be >= 1, got {max_value_size!r}")
@@ -102,7 +107,8 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
             retry_attempts=retry_attempts,
             dead_timeout=dead_timeout,
             flush_on_rejoin=flush_on_rejoin,
-            failures=FailureLog(),
+            failures=FailureLog(clock=clock),
+            clock=clock,
             access=access_of(
                 tls, tls_ca_file, tls_cert_file, tls_key_file, tls_verify, username, password
             ),

@@ -19,7 +19,6 @@ See docs/how-to/clusters.md#redis-sentinel-and-redis-cluster.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from mcache.clock import Clock, system_clock
 from mcache.contract.store import StoreTraits
 from mcache.contract.store_helpers import MiB, copies_per_owner
 from mcache.errors import ConfigError, StoreUnavailable
@@ -87,7 +87,10 @@ class ClusterRedisStore(RedisStore):
         max_value_size: int = 1 * MiB,
         replica_reads: bool = False,
         tag_copies: int = 16,
+        clock: Clock = system_clock,
     ) -> None:
+        """``clock``: what the pause between attempts to reach the cluster is counted on."""
+        self.clock = clock
         check_options(socket_timeout, socket_connect_timeout, max_value_size)
         if not 1 <= tag_copies <= 1024:
             raise ConfigError(f"redis+cluster: tag_copies must be 1…1024, got {tag_copies!r}")
@@ -148,7 +151,7 @@ class ClusterRedisStore(RedisStore):
             client = self._clients.get(replicas)
             if client is not None:
                 return client
-            if time.monotonic() < self._next_attempt:
+            if self.clock.monotonic() < self._next_attempt:
                 raise StoreUnavailable(f"redis cluster {_redacted(self.url)}: no node answered")
             options = dict(self._options)
             if replicas:
@@ -156,7 +159,7 @@ class ClusterRedisStore(RedisStore):
             try:
                 client = self._clients[replicas] = RedisCluster(**options)
             except self._FAILURES as error:
-                self._next_attempt = time.monotonic() + RECONNECT_INTERVAL
+                self._next_attempt = self.clock.monotonic() + RECONNECT_INTERVAL
                 message = f"redis cluster {_redacted(self.url)}: no node answered ({error})"
                 raise StoreUnavailable(message) from error
             return client

@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from mcache.clock import Clock, system_clock
 from mcache.errors import StoreUnavailable
 from mcache.stores.sql.dialects import Dialect
 
@@ -46,8 +46,12 @@ class Connector(Protocol):
 class Connections:
     """This thread's connection to a connector's database, opened on first use."""
 
-    def __init__(self, connector: Connector, dead_timeout: float) -> None:
+    def __init__(
+        self, connector: Connector, dead_timeout: float, clock: Clock = system_clock
+    ) -> None:
+        """``clock``: what ``dead_timeout`` is counted on (the store's)."""
         self.connector = connector
+        self.clock = clock
         self.dead_timeout = dead_timeout
         self._local = threading.local()
         self._down_until = 0.0
@@ -71,11 +75,11 @@ class Connections:
 
     def is_down(self) -> bool:
         """Return whether the database failed to connect within the last ``dead_timeout``."""
-        return self._down_until > time.monotonic()
+        return self._down_until > self.clock.monotonic()
 
     def mark_down(self) -> None:
         """Note a failed connect: calls fail at once for ``dead_timeout`` seconds."""
-        self._down_until = time.monotonic() + self.dead_timeout
+        self._down_until = self.clock.monotonic() + self.dead_timeout
 
     def refuse_while_down(self) -> None:
         """Raise :class:`StoreUnavailable` at once while the database is marked down."""

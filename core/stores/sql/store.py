@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -63,11 +62,11 @@ class SqlStore(SqlSteps, SteppedStore):
         self.max_value_size = max_value_size
         self.max_bytes = max_bytes
         self.clock = clock
-        self.connections = Connections(connector, dead_timeout)
+        self.connections = Connections(connector, dead_timeout, clock)
         self.upkeep = Upkeep(self, sweep_interval, sweep_batch, sweep_thread)
         self._ready_in: int | None = None  # the process that checked the table
         self._ready_lock = threading.Lock()
-        self._started = time.time()
+        self._started = clock.time()
         self._twin: AsyncSqlStore | None = None
         self.counts = {"get_hits": 0, "get_misses": 0, "cmd_get": 0, "cmd_set": 0}
 
@@ -145,7 +144,7 @@ class SqlStore(SqlSteps, SteppedStore):
             "engine": self.dialect.name,
             "table": self.dialect.table,
             "pid": os.getpid(),
-            "uptime": int(time.time() - self._started),
+            "uptime": int(self.clock.time() - self._started),
             "curr_items": rows,
             "bytes": size,
             "estimated": int(not exact),

@@ -57,6 +57,9 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
     """A pool of memcached servers with failover and optional replication. ``protocol``:
     ``auto`` (see :mod:`mcache.stores.memcached.leases`), ``meta`` or ``text``."""
 
+    node_class: type[Node] = Node
+    """How each server is reached (a simulation's servers are reached through its own)."""
+
     traits = StoreTraits(
         expiry_slack=1,  # its clock counts whole seconds: a TTL of t lasts t - 1 to t seconds
         async_twin=True,
@@ -123,7 +126,7 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         self.failures = options.failures
         self._dead: set[Node] = set()
         self._dead_lock = threading.Lock()
-        self._nodes = {s: Node(s, options, self._health_changed) for s in self.servers}
+        self._nodes = {s: self.node_class(s, options, self._health_changed) for s in self.servers}
         self._single = self._nodes[self.servers[0]] if len(self.servers) == 1 else None
         self._owners: BoundedMemo[str, Node] = BoundedMemo(OWNER_CACHE_SIZE)
         self._groups: BoundedMemo[tuple[str, ...], dict[Node, list[str]]] = BoundedMemo(

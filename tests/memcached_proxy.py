@@ -1,19 +1,21 @@
 """A TCP proxy in front of a real memcached that counts requests, or refuses meta commands.
 
-With ``meta=False`` it stands for a memcached older than 1.6: every meta
-command (``mg``, ``ms``, ``md``, ``ma``, ``mn``) is answered ``ERROR``, as such
-a server answers a command it does not know, and never reaches the server.
-``answers`` injects a race the server would only show by chance: a request
-starting with one of its prefixes (``b"incr "``) gets the given reply and never
-reaches the server. Everything else is passed through untouched. Either way it counts what the
-client sent, a request (or a pipelined batch) at a time: the round trips a
-call cost, as the benchmark reports them and the tests check them.
+With ``meta=False`` it stands for a memcached older than 1.6: every meta command
+(``mg``, ``ms``, ``md``, ``ma``, ``mn``) is answered ``ERROR``, as such a server answers
+a command it does not know, and never reaches the server. ``answers`` injects a race the
+server would only show by chance: a request starting with one of its prefixes
+(``b"incr "``) gets the given reply and never reaches the server. ``reply_delay`` holds every
+reply that long on its way back (the server has applied the request: a caller cancelled
+meanwhile never reads its answer). Everything else is passed through untouched. Either
+way it counts what the client sent, a request (or a pipelined batch) at a time: the
+round trips a call cost, as the benchmark reports them and the tests check them.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 
 from tests.servers import HOST
 
@@ -36,6 +38,7 @@ class MemcachedProxy:
         self.port = self.listener.getsockname()[1]
         self.refused = 0
         self.forwarded = 0
+        self.reply_delay = 0.0
         self._closing = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -74,6 +77,8 @@ class MemcachedProxy:
 
     def _to_client(self, server: socket.socket, client: socket.socket) -> None:
         while chunk := received(server):
+            if self.reply_delay:
+                time.sleep(self.reply_delay)
             try:
                 client.sendall(chunk)
             except OSError:

@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING
 
 from mcache.contract.store import LeaseBid, StaleClaim
 from mcache.engine.call import BuildOptions
+from mcache.engine.lock import Lock
 from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 from mcache.model.entry import Entry
-from mcache.sansio.steps import Steps, StoreCall, one
+from mcache.sansio.steps import Shielded, Steps, StoreCall, one
 
 if TYPE_CHECKING:
     from mcache.engine.parts import CacheParts
 
-__all__ = ["Bidding"]
+__all__ = ["Bidding", "bid_given_back", "shielded_bid"]
 
 
 class Bidding:
@@ -134,3 +135,34 @@ class Bidding:
             self._build_ms.remember(key, entry.build_ms)
         if self._stale_at.get(key) != entry.fresh_until_ms:
             self._stale_at.remember(key, entry.fresh_until_ms)
+
+
+def shielded_bid(
+    parts: CacheParts, key: str, request: StoreCall, claim: StaleClaim | LeaseBid
+) -> Shielded:
+    """``request``, a read (or a claim) that bids ``claim`` for ``key``'s rebuild, shielded:
+    a caller cancelled while the server answers (an async task) gives back what the bid won,
+    as a cancelled caller's lock attempt does; else the rebuild stays leased to nobody, and
+    every other reader is told that someone builds, until the lease expires."""
+    return Shielded(one(request), lambda found: bid_given_back(parts, key, claim, found))
+
+
+def bid_given_back(
+    parts: CacheParts, key: str, claim: StaleClaim | LeaseBid, found: object
+) -> Steps[None]:
+    """Give back what ``claim`` won for a caller gone meanwhile: a lock the read claimed is
+    released; a lease on a miss takes its placeholder away, one on an entry marks it stale
+    again for the next reader (``found``: what the read returned; None for a claim)."""
+    if not claim.outcome:
+        return
+    try:
+        if type(claim) is StaleClaim:
+            yield from Lock(parts.shared, claim.lock_key, token=claim.token).release_steps()
+        elif claim.token is not None:
+            placed = isinstance(found, dict) and key not in found
+            if placed:
+                yield StoreCall(parts.store, "leased_write", (key, b"", claim.token, -1))
+            else:
+                yield StoreCall(parts.store, "release_lease", (key, claim.token))
+    except Exception as error:
+        parts.store_failed("unlock", error)

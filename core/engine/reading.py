@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import NO_VALUE, LeaseBid, NoValueType, StaleClaim
+from mcache.engine.bidding import shielded_bid
 from mcache.errors import MCacheError
 from mcache.memo import PER_KEY_LIMIT, BoundedMemo
 from mcache.model.dependencies import report
@@ -66,7 +67,8 @@ class Reader:
                 if claim is None:
                     got = yield read_all
                 else:
-                    got = yield StoreCall(parts.store, claim.read_method, (keys, claim))
+                    bid = StoreCall(parts.store, claim.read_method, (keys, claim))
+                    got = yield shielded_bid(parts, key, bid, claim)
                 entry = self.decode(key, got.get(key, NO_VALUE))
             else:
                 entry = self.decode(key, (yield StoreCall(parts.store, "get", (key,))))
@@ -99,8 +101,9 @@ class Reader:
         """Return what the store holds under ``key``, claiming it with ``claim`` if given."""
         if claim is None:
             return (yield StoreCall(self.parts.store, "get", (key,)))
-        found = yield StoreCall(self.parts.store, claim.read_method, ([key], claim))
-        return found.get(key, NO_VALUE)
+        bid = StoreCall(self.parts.store, claim.read_method, ([key], claim))
+        found = yield shielded_bid(self.parts, key, bid, claim)
+        return found.get(key, NO_VALUE)  # type: ignore[no-any-return]
 
     def _other_versions_steps(
         self, key: str, entry: Entry, declared: dict[str, int], found: dict[str, int]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcache.contract.store import NO_VALUE, LeaseBid, StaleClaim
 from mcache.engine import write_lease as leases
-from mcache.engine.bidding import Bidding
+from mcache.engine.bidding import Bidding, shielded_bid
 from mcache.engine.call import Call
 from mcache.engine.lock import Lock
 from mcache.engine.server_lease import ServerLease, holder_gone
@@ -64,7 +64,8 @@ class Writer:
                 # Stale by what the server cannot see (a bumped tag), or leased to a
                 # holder that stopped renewing: mark it stale again, bid again.
                 try:
-                    yield StoreCall(self.parts.store, "claim_stale", (call.key, claim.token, claim))
+                    bid = StoreCall(self.parts.store, "claim_stale", (call.key, claim.token, claim))
+                    yield shielded_bid(self.parts, call.key, bid, claim)
                 except Exception as error:
                     self.parts.store_failed("lock", error)
             lock = self.server_lease(call)
@@ -106,7 +107,8 @@ class Writer:
         if type(claim) is LeaseBid and not claim.unleased:
             if claim.token is None:
                 try:
-                    yield StoreCall(self.parts.store, "get_many_leasing", ([call.key], claim))
+                    bid = StoreCall(self.parts.store, "get_many_leasing", ([call.key], claim))
+                    yield shielded_bid(self.parts, call.key, bid, claim)
                 except Exception as error:
                     self.parts.store_failed("lock", error)
                     return None

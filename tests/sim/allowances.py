@@ -24,9 +24,12 @@ LOCK_FAULTS = {
     "lock_lost",
     "renewal_failed",
     "partition",
+    "rejoin_flush",
 }
 """What may let two builds hold one key's lock at once (rule 4: a lock lost under its
-holder, a holder stalled past ``lock_timeout``, a server that lost the lock)."""
+holder, a holder stalled past ``lock_timeout``, a server that lost the lock; how-to/
+clusters.md, "Safe rejoin": a process whose own network was cut off flushes a server
+that was healthy for everyone else, "its locks and tag versions included")."""
 
 
 MAX_LATENCY = 0.25
@@ -127,3 +130,28 @@ def entries(sim: Simulation) -> list[tuple[str, int]]:
     """Every entry a run may have made: each row's, and each page's if it reads pages."""
     entries = ("row", "page") if sim.config.pages else ("row",)
     return [(entry, key) for entry in entries for key in range(sim.config.keys)]
+
+
+def lease_taken_by_a_write(sim: Simulation, first: Build, second: Build) -> bool:
+    """Whether ``first``'s lease went with a write of its row before ``second`` began
+    (consistency.md, guarantee 5: "on memcached's meta protocol the lock is the server's
+    lease on the entry: a delete, a newer write or an invalidation during a build takes
+    it, and the next reader builds the new data while the first build's write is
+    refused"). Its span, as the server held it, ended by a release or a delete, not by
+    expiring, with a write of the row applied in between."""
+    if sim.config.store != "meta":
+        return False
+    from tests.sim.keys import lock_key
+
+    cache = sim.processes[0].cache
+    spans = lock_spans(sim, lock_key(cache, first.key, first.entry))
+    won = first.locked_at - MAX_LATENCY
+    ended = [
+        end for start, end, how in spans if won <= start <= first.locked_at and how != "expired"
+    ]
+    if not ended or ended[0] > second.began:
+        return False
+    return any(
+        c.kind == "write" and c.key == first.key and won <= c.invoked <= second.began
+        for c in sim.history.calls
+    )

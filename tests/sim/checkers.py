@@ -15,6 +15,7 @@ from tests.sim.allowances import (
     backed_off,
     entries,
     kept_alive_until,
+    lease_taken_by_a_write,
     lock_spans,
     lossy,
     stored_stale_looks_fresh,
@@ -179,6 +180,8 @@ def builds_once(sim: Simulation) -> list[Violation]:
             # won when its add was applied, up to a reply's latency before its holder knew
             won = first.locked_at - MAX_LATENCY
             if dropping or any(e.during(won, second.began) for e in faults):
+                continue
+            if lease_taken_by_a_write(sim, first, second):
                 continue
             found.append(
                 Violation(

@@ -66,6 +66,10 @@ class Config:
     race_tags: bool = False
     """Aim at a tag key just created: evict it at once and bump it from a process at
     random within the same millisecond (the race of a lost tag recreated)."""
+    store: str = "memory"
+    """How the processes reach memcached: "memory" (the library's memcached-semantics
+    store, a store call one command), or the real memcached store, its pool and its
+    steps, speaking "text" or "meta" (leases) to a server that speaks the protocol."""
 
     def describe(self) -> str:
         """The configuration as one line per field."""
@@ -133,4 +137,5 @@ def choose(seed: int, size: str = "small") -> Config:
         config.faults.append(Fault("clock_jump", at, str(draw.randrange(processes)), jump))
     config.refreshes = draw.choice((0.0, 0.0, 0.1))
     config.refresh = draw.choice(("sync", "sync", "background"))
+    config.store = draw.choice(("memory", "memory", "text"))
     return config

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tests.sim.keys import lock_key
+from tests.sim.keys import entry_key, lock_key
 
 if TYPE_CHECKING:
     from tests.sim.host import SimProcess
@@ -117,11 +117,12 @@ class History:
         version = thread.sim.database.rows[key] if key >= 0 else 0
         process = thread.process
         entry = plan.entry if plan is not None else "row"
-        locked = lock_key(process.cache, key, entry) if plan else ""
+        # its lock, or the server's lease on its entry (the meta protocol)
+        locked = (lock_key(process.cache, key, entry), entry_key(process.cache, key, entry))
         won = [
             held.since
             for held in process.renewer.renewing.values()
-            if held.lock.key == locked and held.thread is thread
+            if plan and held.lock.key in locked and held.thread is thread
         ]
         call = plan.call.number if plan else -1
         now = self.now()

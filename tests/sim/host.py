@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mcache import Cache
+from mcache.contract.store import Store
 from mcache.randomness import RandomSource
+from tests.sim.pool import SimPool
 from tests.sim.processes import SimThread
 from tests.sim.renewer import SimRefresher, SimRenewer
 from tests.sim.world import HostClock
@@ -32,7 +34,7 @@ class SimProcess:
         sim = self.sim
         config = sim.config
         self.cache = Cache(
-            sim.server.store,
+            self.store(),
             namespace="sim",
             clock=self.clock,
             default_ttl=config.ttl,
@@ -49,6 +51,21 @@ class SimProcess:
         self.renewer = SimRenewer(self)
         self.cache.parts.renewer = self.renewer
         self.alive = True
+
+    def store(self) -> Store:
+        """What this process's cache reaches memcached through (``Config.store``): the
+        shared memcached-semantics store, or a pool of its own on the protocol server, its
+        ``dead_timeout`` and expiry times on this host's clock."""
+        sim = self.sim
+        if sim.config.store == "memory":
+            return sim.server.store
+
+        def refuses() -> OSError | None:
+            reached = not sim.server.down and sim.network.reached_by(self.number)
+            return None if reached else ConnectionRefusedError("simulated: unreachable")
+
+        servers = {"sim0:11211": sim.server.memcached}
+        return SimPool(servers, self.clock, sim.config.store, refuses, dead_timeout=2.0)
 
     def thread(self, name: str) -> SimThread:
         """A new thread of this process."""

@@ -46,6 +46,8 @@ class SimMemcachedServer:
         self.started = math.floor(now())
         self.last_cas = 0
         self.counts = {b"get_hits": 0, b"get_misses": 0}
+        self.flushed: Callable[[], None] = lambda: None
+        """Told of each ``flush_all`` a client sends."""
 
     # -- time and items ---------------------------------------------------------------------
 
@@ -166,13 +168,17 @@ class SimSocketModule:
     AF_UNIX = AF_UNSPEC = 0
     SOCK_STREAM = IPPROTO_TCP = TCP_NODELAY = 1
 
-    def __init__(self, server: SimMemcachedServer) -> None:
+    def __init__(
+        self, server: SimMemcachedServer, refuses: Callable[[], OSError | None] = lambda: None
+    ) -> None:
+        """``refuses()``: the error a connection made now fails with (None: it reaches)."""
         self.server = server
-        self.last: SimSocket | None = None
+        self.refuses = refuses
 
     def getaddrinfo(self, *args: object) -> list[tuple[int, int, int, str, tuple[str, int]]]:
         return [(0, 1, 1, "", (self.server.name, 11211))]
 
     def socket(self, *args: object) -> SimSocket:
-        self.last = SimSocket(self.server)
-        return self.last
+        sock = SimSocket(self.server)
+        sock.failure = self.refuses()
+        return sock

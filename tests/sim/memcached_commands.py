@@ -124,6 +124,7 @@ def touch(server: SimMemcachedServer, words: list[bytes]) -> bytes:
 
 def flush_all(server: SimMemcachedServer, words: list[bytes]) -> bytes:
     server.flush()
+    server.flushed()
     return quiet(words, b"OK\r\n")
 
 

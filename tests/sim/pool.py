@@ -8,7 +8,7 @@ client and the store's wire and meta code send their bytes there and parse what 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pymemcache.client.base import Client
@@ -24,6 +24,8 @@ class SimNode(Node):
     """A server of the pool, reached through a simulated connection."""
 
     sim_server: SimMemcachedServer
+    sim_refuses: Callable[[], OSError | None] = staticmethod(lambda: None)  # type: ignore[assignment]
+    """The error a connection made now fails with (the server down, a partition)."""
 
     def _new_client(self) -> Client:
         options = self.options
@@ -33,7 +35,7 @@ class SimNode(Node):
             timeout=options.timeout,
             default_noreply=False,
             allow_unicode_keys=True,
-            socket_module=SimSocketModule(self.sim_server),
+            socket_module=SimSocketModule(self.sim_server, self.sim_refuses),
         )
 
 
@@ -47,11 +49,14 @@ class SimPool(MemcachedStore):
         servers: Mapping[str, SimMemcachedServer],
         clock: Clock,
         protocol: str = "meta",
+        refuses: Callable[[], OSError | None] = lambda: None,
         **options: Any,
     ) -> None:
+        """``refuses()``: the error a connection made now fails with (None: it reaches)."""
         super().__init__(list(servers), protocol=protocol, clock=clock, **options)
         for server, node in self._nodes.items():
             node.sim_server = servers[server.name]  # type: ignore[attr-defined]
+            node.sim_refuses = refuses  # type: ignore[attr-defined]
 
     def _answered(self) -> bool:
         """Ask each server whether it speaks the meta protocol, on a simulated connection."""

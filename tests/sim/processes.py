@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from mcache.engine.rebuild import HandOver
 from mcache.errors import StoreUnavailable, Uncacheable
 from mcache.sansio.steps import BlockingOrAwaited, CallBuilder, Pause, Shielded, StoreCall, Wait
+from mcache.stores.memcached.steps import FetchOwners, NodeCall
+from tests.sim.nodes import fetch_steps, store_steps
 
 if TYPE_CHECKING:
     from tests.sim.host import SimProcess
@@ -186,6 +188,14 @@ class SimThread:
                 self.stack.append(self._nested_build(operation))
                 value = _START
                 continue
+            if kind is StoreCall and (stepped := store_steps(operation)) is not None:
+                self.stack.append(stepped)  # the real memcached store's own steps
+                value = _START
+                continue
+            if kind is FetchOwners:
+                self.stack.append(fetch_steps(operation))
+                value = _START
+                continue
             if kind is HandOver:  # to the process's refresher: no I/O of its own
                 try:
                     value = operation.run()
@@ -215,6 +225,8 @@ class SimThread:
         kind = type(operation)
         if kind is StoreCall:
             self.sim.network.deliver(self, operation, ticket)
+        elif kind is NodeCall:
+            self.sim.network.deliver_node(self, operation, ticket)
         elif kind is Pause:
             world.after(operation.seconds, lambda: self.answer(ticket, None, None))
         elif kind is CallBuilder:

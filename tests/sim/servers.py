@@ -1,19 +1,26 @@
 """The simulated world's servers: memcached on a network, and the database behind it.
 
-The memcached is the library's own memcached-semantics store on a clock of whole seconds,
-reached over a network with a latency tail that drops requests and loses replies after
-the server applied them. The database keeps versioned rows.
+The memcached is, by the seed, the library's own memcached-semantics store on a clock of
+whole seconds (each store call one command), or a server that speaks memcached's
+protocol (:mod:`tests.sim.memcached`), which the real store reaches command by command
+(:mod:`tests.sim.nodes`). Either is reached over a network with a latency tail that drops
+requests and loses replies after the server applied them. The database keeps versioned rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mcache.stores.memcached.steps import NodeCall
+from mcache.stores.memcached.store import _on_client
 from mcache.stores.memory.store import MemoryStore
 from tests.sim.history import Applied
+from tests.sim.memcached import SimMemcachedServer
+from tests.sim.nodes import as_applied
 from tests.sim.processes import SimThread, Ticket, refused
-from tests.sim.world import WholeSecondClock, World
+from tests.sim.world import EPOCH, WholeSecondClock, World
 
 if TYPE_CHECKING:
     from tests.sim.simulation import Simulation
@@ -31,23 +38,36 @@ class Server:
     def __init__(self, world: World, applied: list[Applied] | None = None) -> None:
         self.world = world
         self.store = SimMemcached(clock=WholeSecondClock(world))
+        self.memcached = SimMemcachedServer(lambda: world.now + EPOCH, "sim0")
+        """The same server as the real store reaches it, speaking the protocol."""
+        self.memcached.flushed = self.flushed
+        self.on_flush: Callable[[], None] | None = None
+        """Told of a client's flush (the run records it as a fault)."""
         self.down = False
         self.applied = applied if applied is not None else []
         """Every operation as the server applied it (what a differential run replays)."""
 
     def evict(self, key: str) -> None:
         """Drop ``key``, as memcached's LRU would."""
-        existed = self.store.delete(key)
+        existed = self.store.delete(key) | self.memcached.evict(key)
         self.applied.append((self.world.now, "delete", (key,), existed, False))
 
     def crash(self) -> None:
         """Lose everything and stop answering (until :meth:`restart`)."""
         self.store.flush()
+        self.memcached.flush()
         self.down = True
         self.applied.append((self.world.now, "flush", (), None, False))
 
     def restart(self) -> None:
         self.down = False
+        self.memcached.started = self.memcached.current()  # its uptime starts again
+
+    def flushed(self) -> None:
+        """A ``flush_all`` a client sent outside a run's scheduling (a rejoin's probe)."""
+        self.applied.append((self.world.now, "flush", (), None, False))
+        if self.on_flush is not None:
+            self.on_flush()
 
 
 class Network:
@@ -65,7 +85,11 @@ class Network:
 
     def reaches(self, thread: SimThread) -> bool:
         """Whether ``thread``'s process can reach the server now."""
-        return self.cut_until.get(thread.process.number, 0.0) <= self.sim.world.now
+        return self.reached_by(thread.process.number)
+
+    def reached_by(self, process: int) -> bool:
+        """Whether ``process`` can reach the server now."""
+        return self.cut_until.get(process, 0.0) <= self.sim.world.now
 
     def latency(self) -> float:
         rng = self.sim.world.rng
@@ -99,15 +123,70 @@ class Network:
                 )
                 if (lost or not self.reaches(thread)) and error is None:
                     result, error = None, refused("reply lost")
-                elif operation.method == "add" and result and operation.args[0] in sim.tag_rows:
-                    sim.tag_created(operation.args[0], int(operation.args[1]))
-                elif operation.method == "add" and result and operation.args[0] in sim.lock_rows:
-                    sim.lock_won(thread)
-                elif operation.method == "cas" and result and operation.args[0] in sim.entry_rows:
-                    sim.entry_written(operation.args[0])
+                elif error is None:
+                    self.applied_hooks(thread, operation.method, operation.args, result)
             world.after(back, lambda: thread.answer(ticket, result, error))
 
         world.after(out, apply)
+
+    def deliver_node(self, thread: SimThread, operation: NodeCall, ticket: Ticket) -> None:
+        """Send one command of the real store to the protocol server; its answer back to
+        ``thread``, or the failure its node makes of a fault (a refused connection, a
+        timeout), counted in the node's health as a real one would be."""
+        sim = self.sim
+        world, config = sim.world, sim.config
+        out, back = self.latency(), self.latency()
+        healed = sim.healed
+        dropped = not healed and world.rng.random() < config.drop_rate
+        dropped = dropped or not self.reaches(thread)
+        if operation.command == "add" and operation.args[0] in sim.lock_rows and not healed:
+            dropped = sim.refuse_lock(thread, operation.args[0]) or dropped
+        lost = not healed and world.rng.random() < config.lost_reply_rate
+        node = operation.node
+
+        def apply() -> None:
+            sim.history.operations += 1
+            result: Any = None
+            failure: Exception | None = None
+            if sim.server.down:
+                failure = ConnectionRefusedError("simulated: server down")
+            elif dropped:
+                failure = TimeoutError("simulated: request dropped")
+            else:
+                try:
+                    result = _on_client(node._new_client(), operation.command, operation.args)
+                except Exception as raised:
+                    failure = raised
+                done = [] if failure else as_applied(sim, operation, result)
+                for method, args, outcome in done:
+                    sim.history.applied.append((world.now, method, args, outcome, False))
+                if failure is None and (lost or not self.reaches(thread)):
+                    result, failure = None, TimeoutError("simulated: reply lost")
+                for method, args, outcome in done if failure is None else ():
+                    self.applied_hooks(thread, method, args, outcome)
+
+            def reply() -> None:
+                error = None if failure is None else node.failure(failure, operation.key)
+                if failure is None:
+                    node.answered()
+                thread.answer(ticket, result, error)
+
+            world.after(back, reply)
+
+        world.after(out, apply)
+
+    def applied_hooks(
+        self, thread: SimThread, method: str, args: tuple[Any, ...], result: Any
+    ) -> None:
+        """Tell the run's aimed faults of a command just applied (a tag key created, a lock
+        won, an entry written)."""
+        sim = self.sim
+        if method == "add" and result and args[0] in sim.tag_rows:
+            sim.tag_created(args[0], int(args[1]))
+        elif method == "add" and result and args[0] in sim.lock_rows:
+            sim.lock_won(thread)
+        elif method == "cas" and result and args[0] in sim.entry_rows:
+            sim.entry_written(args[0])
 
 
 class Database:

@@ -55,6 +55,7 @@ class Simulation:
         self.world = World(config.seed)
         self.history = History(now=lambda: self.world.now)
         self.server = Server(self.world, self.history.applied)
+        self.server.on_flush = lambda: self.history.event("rejoin_flush")
         self.network = Network(self)
         self.database = Database(config.keys)
         self.workload = Workload(self)
@@ -75,6 +76,12 @@ class Simulation:
             for entry in ("row", "page")
             for key in range(config.keys)
         }
+        self.lease_locks = {
+            entry_key(tags_of, key, entry): lock_key(tags_of, key, entry)
+            for entry in ("row", "page")
+            for key in range(config.keys)
+        }
+        """Each entry's lock key: what a lease on the entry is recorded as (meta protocol)."""
         self.races = self.refusals = self.raced_builds = self.cancels = 0
         self.renewals_aimed = self.late_reads = self.raced_pages = 0
 

@@ -126,7 +126,7 @@ class MemcachedLeases:
         with at most ``bid.early_ttl`` seconds left) and a ``get`` of the other keys it owns,
         in one round trip; keys on other servers are fetched after it."""
         bid.outcome, bid.unleased = None, False
-        if not self._dead:  # else a stand-in may own the key: lease nothing, lock portably
+        if not self._dead or self._owner_answers(keys[0]):
             lead, request, beside, elsewhere = self._lease_plan(keys, bid)
             try:
                 reply, found = yield NodeCall(lead, "leased_get", (request, beside), keys[0])
@@ -139,6 +139,13 @@ class MemcachedLeases:
                 return found  # type: ignore[no-any-return]
         bid.token, bid.unleased = None, True
         return (yield from self.get_many_steps(keys))  # type: ignore[attr-defined]
+
+    def _owner_answers(self, key: str) -> bool:
+        """Whether ``key``'s own server is up, probed first if its dead time is over: then
+        its lease is the one every process bids for. While it is down a stand-in serves
+        the key, and the key is locked portably there (lease nothing)."""
+        owner = self._owner(key)  # type: ignore[attr-defined]
+        return bool(owner.usable()) and self._route(key)[0] is owner  # type: ignore[attr-defined]
 
     def _lease_plan(self, keys: list[str], bid: LeaseBid) -> LeasePlan:
         """Return the server of ``keys[0]``, its ``mg``, the other keys it owns and the rest:

@@ -37,7 +37,6 @@ COMBINATIONS = [
     ("3.12", "4.2", "3.x"),  # Django 4.2 on its newest Python
     ("3.12", "6.0", "3.x"),  # Django 6.0 on its oldest Python
     ("3.13", "6.1", "2.3"),  # the newest Python and Django with the oldest Flask
-    ("3.13", "5.2", "3.x"),  # Django 5.2 on the newest Python
 ]
 """Besides the main combination, (3.11, 5.2, 3.x), which ``.ci/run`` tests in full."""
 

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Bidding", "bid_given_back", "shielded_bid"]
 
+FORCING_WINDOW = 1 << 30
+"""Seconds: an entry with less than this left is leased to a forced refresh (all are)."""
+
 
 class Bidding:
     """Bids made with reads, for :class:`~mcache.engine.writing.Writer` (see the module)."""
@@ -81,6 +84,14 @@ class Bidding:
             return LeaseBid(lease_ttl, 0)
         early = o.early_refresh * self._build_ms.get(key, 0) / 1000
         return LeaseBid(lease_ttl, math.ceil(o.stale_ttl + early))
+
+    def forcing_bid(self, o: BuildOptions) -> LeaseBid | None:
+        """The bid of a forced refresh (``Cache.refresh``) where the server leases rebuilds:
+        won on any entry, fresh or not, unless another reader holds its lease (``R`` with a
+        window longer than any entry's life); None where rebuilds take the key's lock."""
+        if not self.leases_now():
+            return None
+        return LeaseBid(o.lock_timeout + self.parts.traits.expiry_slack, FORCING_WINDOW)
 
     def claim_for(self, key: str, o: BuildOptions) -> StaleClaim | None:
         """Return the lock claim for ``key``'s rebuild that its read makes, or None.

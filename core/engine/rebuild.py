@@ -184,6 +184,9 @@ class Rebuilds:
     ) -> Steps[Any]:
         """:meth:`force`, as steps: its waits for the lock are pauses a driver schedules."""
         call = Call(key, build, tags, o, {}, (yield from self.builder.reader.peek_steps(key)))
+        # where the server leases rebuilds, the refresh bids for the lease as a reader does:
+        # the key's lock would exclude nobody who holds it
+        call.claim = self.builder.writer.bidding.forcing_bid(o)
         try:
             call.versions = yield from self.parts.tags.read_steps(tags, key)
         except Exception as error:

@@ -57,7 +57,7 @@ def as_applied(sim: Simulation, operation: NodeCall, result: Any) -> list[Op]:
     """What ``operation`` did, in the checkers' words (see the module)."""
     command, args = operation.command, operation.args
     if command in TEXT:
-        return [(command, args, result)]
+        return [(command, args, result), *_lease_taken(sim, command, args, result)]
     if command == "flush_all":
         return [("flush", (), None)]
     if command == "leased_get":
@@ -70,6 +70,15 @@ def as_applied(sim: Simulation, operation: NodeCall, result: Any) -> list[Op]:
             ops += _meta_ops(sim, line, rest[:-2], reply)
         return ops
     return []
+
+
+def _lease_taken(sim: Simulation, command: str, args: tuple[Any, ...], result: Any) -> list[Op]:
+    """On the meta protocol a lease is the entry's cas: a text command that deletes or
+    rewrites the entry takes it from its holder, whose write is then refused."""
+    if sim.config.store != "meta" or not result or command not in ("delete", "set", "cas"):
+        return []
+    lock = sim.lease_locks.get(args[0])
+    return [] if lock is None else [("cas", (lock, b"lease", 0, -1), True)]
 
 
 def _meta_ops(sim: Simulation, line: bytes, value: bytes, reply: MetaReply) -> list[Op]:

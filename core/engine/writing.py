@@ -272,7 +272,9 @@ class Writer:
         renewal stops now, so if they never run (the loop closed) it still frees on time."""
         if isinstance(won, Lock):
             self.parts.renewer.drop(won)
-            return self.settle_steps(key, None, won)
+            # a lease won on a miss holds the server's placeholder: it goes with the lease
+            lease = won.lease if isinstance(won, ServerLease) else None
+            return self.settle_steps(key, lease, won)
         if lock is not None:
             self.parts.renewer.drop(lock)
         return self.settle_steps(key, won, lock)

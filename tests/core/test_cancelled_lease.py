@@ -15,6 +15,8 @@ import asyncio
 
 from mcache import Cache
 from mcache.contract.store import LeaseBid
+from mcache.engine.call import Call
+from mcache.sansio.steps import perform, run_steps
 from tests.memcached_proxy import MemcachedProxy, upstream_of
 
 
@@ -39,3 +41,20 @@ def test_a_cancelled_caller_gives_back_the_lease_its_read_won(memcached_url: str
         bid = LeaseBid(lease_ttl=30, early_ttl=0)
         other.store.get_many_leasing([key], bid)
         assert bid.outcome is True, "the lease is free: the next reader wins the rebuild"
+
+
+def test_a_lease_won_on_a_miss_and_let_go_takes_its_placeholder_away(memcached_url: str) -> None:
+    # A caller cancelled once its lock attempt won the lease (its answer came, the build
+    # had not begun) lets go of what it won; on a miss that is the server's placeholder.
+    cache = Cache(memcached_url, namespace="let-go-lease")
+    other = Cache(memcached_url, namespace="let-go-lease")
+    key = cache.key("page")
+    call = Call(key, lambda: "never", [], cache.call_options(lock_timeout=30), {})
+    call.claim = LeaseBid(lease_ttl=31, early_ttl=0)
+    writer = cache.builder.writer
+    lease = run_steps(writer.try_lock_steps(call), perform)
+    assert lease is not None, "the miss was leased to this caller"
+    run_steps(writer.let_go(key, lease, None), perform)
+    bid = LeaseBid(lease_ttl=30, early_ttl=0)
+    other.store.get_many_leasing([key], bid)
+    assert bid.outcome is True, "the placeholder went with the lease: the next reader wins"

@@ -1,8 +1,9 @@
 """``python -m tests.sim``: run seeds, replay one, run the mutants, or CI's budgeted mix.
 
 run --seed S            replay seed S (its configuration and violations printed)
-run --seeds N [--root R] [--size small|large]
+run --seeds N [--root R] [--size small|large] [--store memory|text|meta]
                         seeds R .. R+N-1; exits 1 on any violation, printing each seed
+                        (--store: every seed on that store, whatever it chose)
 mutants [--seeds 200]   every mutant must be caught within its seeds; exits 1 if not
 ci --budget SECONDS     the kept seeds, the mutants, then random seeds until the budget
 """
@@ -77,13 +78,17 @@ REQUIRED = (
 
 
 def run_many(
-    seeds: list[int], size: str, quiet: bool = False, coverage: Counter[str] | None = None
+    seeds: list[int],
+    size: str,
+    quiet: bool = False,
+    coverage: Counter[str] | None = None,
+    store: str | None = None,
 ) -> tuple[list[Result], float]:
     started = time.perf_counter()
     failed = []
     coverage = Counter() if coverage is None else coverage
     for seed in seeds:
-        result = run_seed(seed, size)
+        result = run_seed(seed, size, store)
         coverage.update(reached(result))
         if result.violations:
             failed.append(result)
@@ -109,8 +114,8 @@ def report_coverage(coverage: Counter[str], seeds: int) -> bool:
     return all(coverage[name] / seeds >= 0.01 for name in REQUIRED)
 
 
-def replay(seed: int, size: str) -> int:
-    result = run_seed(seed, size)
+def replay(seed: int, size: str, store: str | None = None) -> int:
+    result = run_seed(seed, size, store)
     print(f"seed {seed} ({size}):\n{result.config.describe()}")
     print(
         f"  {len(result.history.calls)} calls, {len(result.history.builds)} builds,"
@@ -227,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seeds", type=int, default=1000)
     run.add_argument("--root", type=int, default=0)
     run.add_argument("--size", choices=("small", "large"), default="small")
+    run.add_argument("--store", choices=("memory", "text", "meta"))
     mutant = commands.add_parser("mutants")
     mutant.add_argument("--seeds", type=int, default=200)
     shrinking = commands.add_parser("shrink")
@@ -239,9 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if options.command == "run":
         if options.seed is not None:
-            return replay(options.seed, options.size)
+            return replay(options.seed, options.size, options.store)
         seeds = list(range(options.root, options.root + options.seeds))
-        return 1 if run_many(seeds, options.size)[0] else 0
+        return 1 if run_many(seeds, options.size, store=options.store)[0] else 0
     if options.command == "mutants":
         return mutants(options.seeds)
     if options.command == "shrink":

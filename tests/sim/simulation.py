@@ -248,6 +248,10 @@ class Simulation:
             "evict_entry": entry_key(cache, key),
         }[kind]
         self.server.evict(target)
+        lock = self.lease_locks.get(target) if self.config.store == "meta" else None
+        if lock is not None:  # the lease went with its entry: as a lock evicted
+            self.history.applied.append((self.world.now, "delete", (lock,), True, False))
+            self.history.event("evict_lock", f"{key} (its entry's lease)")
 
     # -- the run --------------------------------------------------------------------------
 
@@ -297,6 +301,10 @@ class Simulation:
         self.graveyard.clear()
 
 
-def run_seed(seed: int, size: str = "small") -> Result:
-    """Play out the configuration ``seed`` chooses, and check it."""
-    return Simulation(choose(seed, size)).run()
+def run_seed(seed: int, size: str = "small", store: str | None = None) -> Result:
+    """Play out the configuration ``seed`` chooses, and check it (``store``: with the
+    processes reaching memcached that way, whatever the seed chose)."""
+    config = choose(seed, size)
+    if store is not None:
+        config.store = store
+    return Simulation(config).run()

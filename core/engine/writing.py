@@ -108,10 +108,12 @@ class Writer:
             if claim.token is None:
                 try:
                     bid = StoreCall(self.parts.store, "get_many_leasing", ([call.key], claim))
-                    yield shielded_bid(self.parts, call.key, bid, claim)
+                    found = yield shielded_bid(self.parts, call.key, bid, claim)
                 except Exception as error:
                     self.parts.store_failed("lock", error)
                     return None
+                if claim.outcome:  # what it won: an entry (kept alive for the build) or a miss
+                    call.seen = self.reader.decode(call.key, found.get(call.key, NO_VALUE))
             if not claim.unleased:
                 return self.server_lease(call)
         self.parts.trace(call.key, "L")

@@ -157,7 +157,7 @@ def tokens(words: list[bytes]) -> dict[bytes, bytes]:
 
 
 def returned(
-    server: SimMemcachedServer, item: Item, words: list[bytes], ttl: int | None
+    server: SimMemcachedServer, item: Item, words: list[bytes], ttl: int | None, key: bytes
 ) -> list[bytes]:
     """The flags a meta reply returns, in the order the request asked for them."""
     out = []
@@ -167,7 +167,7 @@ def returned(
         elif word == b"t":
             out.append(b"t%d" % (server.ttl_left(item) if ttl is None else ttl))
         elif word == b"k":
-            out.append(b"k" + b"")
+            out.append(b"k" + key)
         elif word == b"s":
             out.append(b"s%d" % len(item.value))
     return out
@@ -183,11 +183,11 @@ def meta_get(server: SimMemcachedServer, words: list[bytes]) -> bytes:
         # vivified: an empty placeholder, leased to this reader (its TTL reads -1 here)
         item = server.store(key, b"", int(asked[b"N"]))
         item.token_sent = True
-        out = [*returned(server, item, flags, -1), b"W"]
+        out = [*returned(server, item, flags, -1, words[1]), b"W"]
         return reply(flags, item, out)
     if b"T" in asked:
         item.exptime = server.realtime(int(asked[b"T"]))
-    out = returned(server, item, flags, None)
+    out = returned(server, item, flags, None, words[1])
     win = False
     if item.token_sent:
         out.append(b"Z")

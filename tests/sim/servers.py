@@ -96,17 +96,27 @@ class Network:
         tail = rng.random() < 0.01
         return 0.0001 + rng.expovariate(10_000.0) + (rng.uniform(0.01, 0.2) if tail else 0.0)
 
+    def draw(
+        self, thread: SimThread, method: str, args: tuple[Any, ...]
+    ) -> tuple[float, float, bool, bool]:
+        """A request's fate: its latency out and back, whether it is dropped (by chance, a
+        partition, or aimed: a lock attempt refused), whether its reply is lost."""
+        sim = self.sim
+        rng, config = sim.world.rng, sim.config
+        out, back = self.latency(), self.latency()
+        healed = sim.healed
+        dropped = not healed and rng.random() < config.drop_rate
+        dropped = dropped or not self.reaches(thread)
+        if method == "add" and args[0] in sim.lock_rows and not healed:
+            dropped = sim.refuse_lock(thread, args[0]) or dropped
+        lost = not healed and rng.random() < config.lost_reply_rate
+        return out, back, dropped, lost
+
     def deliver(self, thread: SimThread, operation: Any, ticket: Ticket) -> None:
         """Send ``operation`` (a ``StoreCall``) to the server; its reply back to ``thread``."""
         sim = self.sim
-        world, config = sim.world, sim.config
-        out, back = self.latency(), self.latency()
-        healed = sim.healed
-        dropped = not healed and world.rng.random() < config.drop_rate
-        dropped = dropped or not self.reaches(thread)
-        if operation.method == "add" and operation.args[0] in sim.lock_rows and not healed:
-            dropped = sim.refuse_lock(thread, operation.args[0]) or dropped
-        lost = not healed and world.rng.random() < config.lost_reply_rate
+        world = sim.world
+        out, back, dropped, lost = self.draw(thread, operation.method, operation.args)
 
         def apply() -> None:
             sim.history.operations += 1
@@ -134,14 +144,8 @@ class Network:
         ``thread``, or the failure its node makes of a fault (a refused connection, a
         timeout), counted in the node's health as a real one would be."""
         sim = self.sim
-        world, config = sim.world, sim.config
-        out, back = self.latency(), self.latency()
-        healed = sim.healed
-        dropped = not healed and world.rng.random() < config.drop_rate
-        dropped = dropped or not self.reaches(thread)
-        if operation.command == "add" and operation.args[0] in sim.lock_rows and not healed:
-            dropped = sim.refuse_lock(thread, operation.args[0]) or dropped
-        lost = not healed and world.rng.random() < config.lost_reply_rate
+        world = sim.world
+        out, back, dropped, lost = self.draw(thread, operation.command, operation.args)
         node = operation.node
 
         def apply() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from tests.sim.keys import lock_key
 from tests.sim.world import EPOCH
 
 if TYPE_CHECKING:
@@ -141,8 +142,6 @@ def lease_taken_by_a_write(sim: Simulation, first: Build, second: Build) -> bool
     expiring, with a write of the row applied in between."""
     if sim.config.store != "meta":
         return False
-    from tests.sim.keys import lock_key
-
     cache = sim.processes[0].cache
     spans = lock_spans(sim, lock_key(cache, first.key, first.entry))
     won = first.locked_at - MAX_LATENCY

@@ -125,15 +125,14 @@ class SimMemcachedServer:
 
 class SimSocket:
     """A connection to a simulated server: what is sent is answered at once, and the
-    reply waits to be received. ``refuse`` is set when the network fails the request
-    (the server down, the request dropped, the reply lost after it was applied)."""
+    reply waits to be received. ``failure`` is what connecting and sending fail with
+    when the server cannot be reached (down, or cut off by a partition)."""
 
     def __init__(self, server: SimMemcachedServer) -> None:
         self.server = server
         self.pending = b""
         self.replies = b""
         self.failure: OSError | None = None
-        self.lose_reply = False
 
     def settimeout(self, timeout: float | None) -> None:
         pass
@@ -149,8 +148,7 @@ class SimSocket:
         if self.failure is not None:
             raise self.failure
         replies, self.pending = self.server.answer(self.pending + data)
-        if not self.lose_reply:
-            self.replies += replies
+        self.replies += replies
 
     def recv(self, size: int) -> bytes:
         if not self.replies:

@@ -144,8 +144,7 @@ class MemcachedLeases:
         """Whether ``key``'s own server is up, probed first if its dead time is over: then
         its lease is the one every process bids for. While it is down a stand-in serves
         the key, and the key is locked portably there (lease nothing)."""
-        owner = self._owner(key)  # type: ignore[attr-defined]
-        return bool(owner.usable()) and self._route(key)[0] is owner  # type: ignore[attr-defined]
+        return bool(self._owner(key).usable())  # type: ignore[attr-defined]
 
     def _lease_plan(self, keys: list[str], bid: LeaseBid) -> LeasePlan:
         """Return the server of ``keys[0]``, its ``mg``, the other keys it owns and the rest:

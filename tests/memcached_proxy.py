@@ -6,9 +6,11 @@ a command it does not know, and never reaches the server. ``answers`` injects a 
 server would only show by chance: a request starting with one of its prefixes
 (``b"incr "``) gets the given reply and never reaches the server. ``reply_delay`` holds every
 reply that long on its way back (the server has applied the request: a caller cancelled
-meanwhile never reads its answer). Everything else is passed through untouched. Either
-way it counts what the client sent, a request (or a pipelined batch) at a time: the
-round trips a call cost, as the benchmark reports them and the tests check them.
+meanwhile never reads its answer). ``cut_next`` cuts the connection at the next request
+starting with it, once (a connection reset on a server that stays up). Everything else
+is passed through untouched. Either way it counts what the client sent, a request (or a
+pipelined batch) at a time: the round trips a call cost, as the benchmark reports them
+and the tests check them.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class MemcachedProxy:
         self.refused = 0
         self.forwarded = 0
         self.reply_delay = 0.0
+        self.cut_next: bytes | None = None
         self._closing = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -67,6 +70,9 @@ class MemcachedProxy:
                     self.refused += 1
                     client.sendall(b"ERROR\r\n" * chunk.count(b"\r\n"))
                     continue
+                if self.cut_next is not None and chunk.startswith(self.cut_next):
+                    self.cut_next = None
+                    return  # both connections closed: the client's request is cut off
                 answer = next((a for p, a in self.answers.items() if chunk.startswith(p)), None)
                 if answer is not None:
                     self.refused += 1

@@ -357,6 +357,10 @@ class LeasesInRead(Protocol):
     def get_many_leasing(self, keys: list[str], bid: LeaseBid) -> dict[str, bytes]:
         """Return ``get_many(keys)``, bidding for the lease on ``keys[0]``."""
 
+    def leases_key(self, key: str) -> bool:
+        """Whether ``key``'s own server leases its rebuilds now (it answers): after a read
+        found it down (``LeaseBid.unleased``), a lock is taken portably only while not."""
+
     def claim_stale(self, key: str, token: int, bid: LeaseBid) -> None:
         """Mark the entry read with ``token`` stale, held :func:`stale_hold_ttl` of
         ``bid.lease_ttl`` more seconds, and bid for its rebuild."""

@@ -351,7 +351,7 @@ class Builder:
         try:
             value = flight.outcome()
         except NotShared:
-            return (yield from self.building.build_and_store_steps(call, None, None))
+            return (yield from self.build_after_wait_steps(call))
         call.depends, call.stale = flight.depends, flight.stale
         if flight.served_stale:
             STALE_SERVED.set(True)  # the leader's answer was the stale entry: so is ours
@@ -381,8 +381,8 @@ class Builder:
             if not leader:
                 if (yield Wait(flight, call.options.lock_timeout)) and flight.answered():
                     return (yield from self.outcome_of_steps(flight, call))
-                return (yield from build_and_store(call, None, None))
-            return (yield from self.lead_steps(flight, call, build_and_store(call, None, None)))
+                return (yield from self.build_after_wait_steps(call))
+            return (yield from self.lead_steps(flight, call, self.build_after_wait_steps(call)))
         return (yield from self.lead_steps(flight, call, self.lead_missing_steps(call)))
 
     def lead_steps(self, flight: Flight, call: Call, work: Steps[Any]) -> Steps[Any]:
@@ -426,6 +426,18 @@ class Builder:
                 # stale while it is (guarantee 2), never as fresh, and never waited on.
                 return self.serve_stale(call, entry)
         self.parts.counts.add("wait_timeouts", key=call.key)
+        return (yield from self.build_after_wait_steps(call))
+
+    def build_after_wait_steps(self, call: Call) -> Steps[Any]:
+        """Build without the lock after waiting for another's build, with the tag versions
+        read again first: those read before the wait may have been invalidated meanwhile,
+        and an entry recording them would be stale on arrival, rebuilt by the next reader
+        (the versions an entry records must still be read before its build begins)."""
+        if call.tags:
+            try:
+                call.versions = yield from self.parts.tags.read_steps(call.tags, call.key)
+            except Exception as error:
+                self.parts.store_failed("get_or_build", error)
         return (yield from self.building.build_and_store_steps(call, None, None))
 
     def take_peeked(self, call: Call, entry: Entry) -> Any:

@@ -104,16 +104,22 @@ class Writer:
         """:meth:`try_lock`, as steps; where the read bid for the server's lease, its answer is
         the first try, and every later one is a leasing read of the key again."""
         claim = call.claim
+        if type(claim) is LeaseBid and claim.unleased and self.parts.store.leases_key(call.key):  # type: ignore[attr-defined]
+            # Its server answers again: its lease decides who builds, not a portable lock.
+            claim.token, claim.unleased = None, False
         if type(claim) is LeaseBid and not claim.unleased:
             if claim.token is None:
                 try:
-                    bid = StoreCall(self.parts.store, "get_many_leasing", ([call.key], claim))
-                    found = yield shielded_bid(self.parts, call.key, bid, claim)
+                    # the tags again too: a build it wins records the versions read with it
+                    entry, versions, _ = yield from self.reader.read_steps(
+                        call.key, call.tags, claim
+                    )
                 except Exception as error:
                     self.parts.store_failed("lock", error)
                     return None
+                call.versions = versions
                 if claim.outcome:  # what it won: an entry (kept alive for the build) or a miss
-                    call.seen = self.reader.decode(call.key, found.get(call.key, NO_VALUE))
+                    call.seen = entry
             if not claim.unleased:
                 return self.server_lease(call)
         self.parts.trace(call.key, "L")

@@ -5,7 +5,9 @@ run --seeds N [--root R] [--size small|large] [--store memory|text|meta]
                         seeds R .. R+N-1; exits 1 on any violation, printing each seed
                         (--store: every seed on that store, whatever it chose)
 mutants [--seeds 200]   every mutant must be caught within its seeds; exits 1 if not
-ci --budget SECONDS     the kept seeds, the mutants, then random seeds until the budget
+ci --budget SECONDS [--root R]
+                        the kept seeds, the mutants, then seeds from R (by default drawn
+                        from HEAD's commit) until the budget
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import logging
 import pathlib
 import random
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -186,7 +189,24 @@ def kept_seeds() -> list[int]:
     return [int(line) for line in lines if line]
 
 
-def ci(budget: float) -> int:
+def commit_root() -> int:
+    """The random seeds' root for this checkout: drawn from its commit, so that CI's run of
+    a commit and a run of the same commit here explore the same seeds (a red or green CI
+    is the commit's, never the draw's); a fresh draw outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ("git", "rev-parse", "HEAD"),
+            cwd=KEPT.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return int(head[:10], 16)
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        return random.SystemRandom().randrange(1 << 40)
+
+
+def ci(budget: float, root: int | None = None) -> int:
     started = time.monotonic()
     status = 0
     kept = kept_seeds()
@@ -194,7 +214,7 @@ def ci(budget: float) -> int:
         status = 1
     if mutants(200):
         status = 1
-    root = random.SystemRandom().randrange(1 << 40)
+    root = commit_root() if root is None else root
     print(f"random seeds from root {root} (replay one: python -m tests.sim run --seed S)")
     ran = {"small": 0, "large": 0}
     spent = {"small": 0.0, "large": 0.0}
@@ -242,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     shrinking.add_argument("--mutants", action="store_true")
     budgeted = commands.add_parser("ci")
     budgeted.add_argument("--budget", type=float, default=480.0)
+    budgeted.add_argument("--root", type=int, help="the random seeds' root (default: HEAD's)")
     options = parser.parse_args(argv)
     if options.command == "run":
         if options.seed is not None:
@@ -256,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         if options.seed is None:
             parser.error("shrink needs --seed S or --mutants")
         return shrink_one(options.seed, options.size, options.write)
-    return ci(options.budget)
+    return ci(options.budget, options.root)
 
 
 if __name__ == "__main__":

@@ -127,6 +127,21 @@ def backed_off(sim: Simulation, entry: str, key: int, began: float, ended: float
     )
 
 
+def holder_found_store_down(sim: Simulation, entry: str, key: int, began: float) -> bool:
+    """Whether the lock the server took at ``began`` went to a build whose call had a store
+    call fail, so that its pool marked the server dead and sent neither its entry nor the
+    lock's release (rule 4: "a holder that finds the server down, its pool marking it dead
+    for ``dead_timeout``, leaves its lock to expire within ``lock_timeout`` too")."""
+    return any(
+        b.under_lock
+        and began <= b.locked_at <= began + 2 * MAX_LATENCY
+        and 0 <= b.call < len(sim.history.calls)
+        and sim.history.calls[b.call].store_failed
+        for b in sim.history.builds
+        if (b.entry, b.key) == (entry, key)
+    )
+
+
 def entries(sim: Simulation) -> list[tuple[str, int]]:
     """Every entry a run may have made: each row's, and each page's if it reads pages."""
     entries = ("row", "page") if sim.config.pages else ("row",)
@@ -139,7 +154,8 @@ def lease_taken_by_a_write(sim: Simulation, first: Build, second: Build) -> bool
     lease on the entry: a delete, a newer write or an invalidation during a build takes
     it, and the next reader builds the new data while the first build's write is
     refused"). Its span, as the server held it, ended by a release or a delete, not by
-    expiring, with a write of the row applied in between."""
+    expiring, with a write of the row applied in between, or another build's store of
+    the entry ending it."""
     if sim.config.store != "meta":
         return False
     cache = sim.processes[0].cache
@@ -150,7 +166,17 @@ def lease_taken_by_a_write(sim: Simulation, first: Build, second: Build) -> bool
     ]
     if not ended or ended[0] > second.began:
         return False
-    return any(
+    written = any(
         c.kind == "write" and c.key == first.key and won <= c.invoked <= second.began
         for c in sim.history.calls
     )
+    # "a newer write (another process's store of the entry among them ...)"
+    stored = any(
+        b is not first
+        and (b.entry, b.key) == (first.entry, first.key)
+        and not b.failed
+        and b.ended is not None
+        and won <= b.ended <= ended[0] + MAX_LATENCY
+        for b in sim.history.builds
+    )
+    return written or stored

@@ -14,6 +14,7 @@ from tests.sim.allowances import (
     MAX_LATENCY,
     backed_off,
     entries,
+    holder_found_store_down,
     kept_alive_until,
     lease_taken_by_a_write,
     lock_spans,
@@ -197,7 +198,8 @@ def builds_once(sim: Simulation) -> list[Violation]:
 def locks_freed(sim: Simulation) -> list[Violation]:
     """Rule 4: a lock lives as long as its build. One that expires on its own, rather than
     being released, must have a holder that died, stalled or could not reach the server
-    (a kill, a pause, a late or failed renewal, a crash, dropped requests)."""
+    (a kill, a pause, a late or failed renewal, a crash, dropped requests, a store call
+    that failed under it)."""
     cache = sim.processes[0].cache
     faults = [e for e in sim.history.events if e.kind in LOCK_FAULTS]
     if sim.config.drop_rate or sim.config.lost_reply_rate:
@@ -209,6 +211,8 @@ def locks_freed(sim: Simulation) -> list[Violation]:
             if how != "expired" or any(e.during(began - MAX_LATENCY, ended) for e in faults):
                 continue
             if backed_off(sim, entry, key, began, ended):
+                continue
+            if holder_found_store_down(sim, entry, key, began):
                 continue
             found.append(
                 Violation(

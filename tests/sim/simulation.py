@@ -242,6 +242,8 @@ class Simulation:
 
     def evict(self, kind: str, key: int) -> None:
         cache = self.processes[0].cache
+        if kind == "evict_lock" and self.config.store == "meta":
+            kind = "evict_entry"  # no lock key: the lock is the lease its entry carries
         target = {
             "evict_tag": cache.tags.key(f"t{key}"),
             "evict_lock": lock_key(cache, key),

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from mcache.clock import Clock
 from mcache.contract.store import LeaseBid, stale_hold_ttl
 from mcache.contract.store_helpers import check_delta
-from mcache.errors import ConfigError
+from mcache.errors import ConfigError, StoreUnavailable
 from mcache.logs import FailureLog, logger
 from mcache.memo import BoundedMemo
 from mcache.model.keys import validate_store_key, validated_keys
@@ -130,8 +130,8 @@ class MemcachedLeases:
             lead, request, beside, elsewhere = self._lease_plan(keys, bid)
             try:
                 reply, found = yield NodeCall(lead, "leased_get", (request, beside), keys[0])
-            except NodeDown:
-                pass  # leasing nothing below
+            except NodeDown as down:
+                lease_read_failed(lead, down)  # (if its server is marked dead: leasing nothing)
             else:
                 leased(bid, keys[0], reply, found)
                 if elsewhere:
@@ -139,6 +139,13 @@ class MemcachedLeases:
                 return found  # type: ignore[no-any-return]
         bid.token, bid.unleased = None, True
         return (yield from self.get_many_steps(keys))  # type: ignore[attr-defined]
+
+    def leases_key(self, key: str) -> bool:
+        """Whether a leasing read of ``key`` goes to its own server now. While that server is
+        marked dead a stand-in serves the key, locked portably; once it answers again
+        (probed here if its dead time is over) its lease is what every process bids for,
+        and a portable lock taken on it would be a second lock of the same key."""
+        return self.leases_in_read and (not self._dead or self._owner_answers(key))
 
     def _owner_answers(self, key: str) -> bool:
         """Whether ``key``'s own server is up, probed first if its dead time is over: then
@@ -264,3 +271,16 @@ def _answer(bid: LeaseBid, reply: meta.MetaReply) -> None:
         elif flag == b"X":
             stale = True
     bid.outcome, bid.token, bid.left, bid.marked_stale = outcome, token, left, stale
+
+
+def lease_read_failed(lead: Node, error: BaseException) -> None:
+    """After a leasing read of a key failed on its own server: raise, unless that server is
+    now marked dead (then a stand-in serves the key, and the caller locks it portably).
+
+    A server that still answers others failed this one read, so the read is a store
+    failure like any other. Locked portably there, the key would have two locks at once:
+    the portable one and the lease its ``mg`` may have left to nobody (which expires as a
+    dead holder's does), and two processes would build it.
+    """
+    if lead.usable():
+        raise StoreUnavailable(f"a leasing read failed on memcached {lead.server.name}: {error}")

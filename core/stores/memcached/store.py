@@ -30,8 +30,8 @@ from mcache.sansio.steps import run_steps
 from mcache.stores.memcached import meta
 from mcache.stores.memcached.access import access_of, check_access
 from mcache.stores.memcached.dump import Item, metadump
-from mcache.stores.memcached.leases import MemcachedLeases, leased
-from mcache.stores.memcached.node import Node, NodeOptions
+from mcache.stores.memcached.leases import MemcachedLeases, lease_read_failed, leased
+from mcache.stores.memcached.node import Node, NodeDown, NodeOptions
 from mcache.stores.memcached.stats import parse_detail, stats_report
 from mcache.stores.memcached.steps import (
     OWNER_CACHE_SIZE,
@@ -207,8 +207,10 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         try:
             reply, found = _leased_get(client, request, beside)
         except Exception as error:
-            lead.broken(client, error, keys[0])
-            # Its mg may have left a placeholder: lease nothing now, as with a server down.
+            down = lead.broken(client, error, keys[0])
+            if not isinstance(down, NodeDown):
+                raise down from error
+            lease_read_failed(lead, down)
             bid.outcome, bid.token, bid.unleased = None, None, True
             return self.get_many(keys)
         lead.give_back(client)

@@ -415,6 +415,11 @@ class Builder:
             entry, current = yield from self.current_entry_steps(call)
             if current and entry.is_fresh(self.parts.clock.time_ms()):  # type: ignore[union-attr]
                 return self.take_peeked(call, entry)  # type: ignore[arg-type]
+            if entry is not None and type(call.claim) is LeaseBid and not call.claim.unleased:
+                value = yield from self.arrived_stale_steps(call)
+                if value is not NO_VALUE:
+                    return value
+                continue
             # Nothing yet, built from what was invalidated since, or stored already stale
             # (built over a stale part, rule 2): the holder may have finished (or died and
             # its lock expired), so the lock may be ours now.
@@ -427,6 +432,33 @@ class Builder:
                 return self.serve_stale(call, entry)
         self.parts.counts.add("wait_timeouts", key=call.key)
         return (yield from self.build_after_wait_steps(call))
+
+    def arrived_stale_steps(self, call: Call) -> Steps[Any]:
+        """A waiter's answer, where the server leases rebuilds, once the entry it waited for
+        came stale (built from what was invalidated meanwhile, or over a stale part); or
+        NO_VALUE: wait on.
+
+        The holder's write ended its lease, and the server cannot see a bumped tag, so
+        nobody rebuilds the entry until a reader marks it stale: the key is read again,
+        bidding, and the stale path marks it so (``claim_stale``) and rebuilds it here, or
+        serves it stale while the reader the server chose does (guarantee 2).
+        """
+        claim = call.claim
+        try:
+            entry, versions, others = yield from self.reader.read_steps(call.key, call.tags, claim)
+        except Exception as error:
+            self.parts.store_failed("get_or_build", error)
+            return NO_VALUE
+        call.versions = versions
+        if entry is None:
+            if claim.outcome:  # type: ignore[union-attr]  # gone meanwhile, and leased to us
+                lease = self.writer.server_lease(call)
+                return (yield from self.building.build_and_store_steps(call, lease, None))
+            return NO_VALUE
+        fresh = entry.is_fresh(self.parts.clock.time_ms()) and entry.tags_current(versions, others)
+        if fresh and not claim.outcome:  # type: ignore[union-attr]  # rebuilt meanwhile
+            return self.take_peeked(call, entry)
+        return (yield from self.rebuild_stale_steps(call, entry))
 
     def build_after_wait_steps(self, call: Call) -> Steps[Any]:
         """Build without the lock after waiting for another's build, with the tag versions

@@ -47,6 +47,17 @@ class Server:
         self.applied = applied if applied is not None else []
         """Every operation as the server applied it (what a differential run replays)."""
 
+    def holds_entry(self, key: str) -> bool:
+        """Whether ``key`` holds an entry now (a build's placeholder is none), whichever way
+        the processes reach the server; read without touching its LRU or its counts."""
+        item = self.memcached.live(key)
+        kept = self.store._items.get(key)  # (the simulation's own store: a test's look inside)
+        live = kept is not None and not (
+            kept.expires_at and kept.expires_at <= self.store._clock.time()
+        )
+        value = item.value if item is not None else kept.value if live else b""  # type: ignore[union-attr]
+        return bool(value) and b'"mc1p"' not in value
+
     def evict(self, key: str) -> None:
         """Drop ``key``, as memcached's LRU would."""
         existed = self.store.delete(key) | self.memcached.evict(key)

@@ -169,18 +169,22 @@ class Simulation:
             self.workload.read(thread, key, 0.3, after + 0.05 * n, part_seconds=part)
 
     def page_over_stale(self, builder: SimProcess, key: int) -> None:
-        """A targeted fault (``race_pages``): a page's build read its row stale; another
-        process reads the page 10 ms later, while the page is built."""
+        """A targeted fault (``race_pages``): a cold page's build read its row stale; two
+        other processes read the page 10 and 30 ms later, while it is built, and so wait
+        for the page it stores, already stale (the first three times)."""
         if not self.config.race_pages or self.raced_pages >= 3 or self.healed:
             return
+        if self.server.holds_entry(entry_key(self.processes[0].cache, key, "page")):
+            return  # a stale page's rebuild: readers are served the stale page, not waiting
         others = self.others_alive(builder)
         if not others:
             return
         self.raced_pages += 1
         self.history.event("race_page", f"page {key}")
-        reader = self.world.rng.choice(others)
-        thread = reader.thread(f"p{reader.number}page{self.raced_pages}")
-        self.workload.read(thread, key, 0.05, 0.01, part_seconds=0.01)
+        for n, delay in enumerate((0.01, 0.03)):
+            reader = self.world.rng.choice(others)
+            thread = reader.thread(f"p{reader.number}page{self.raced_pages}.{n}")
+            self.workload.read(thread, key, 0.05, delay, part_seconds=0.01)
 
     def others_alive(self, than: SimProcess) -> list[SimProcess]:
         """The processes alive now other than ``than`` (where an aimed fault's callers run)."""
@@ -240,14 +244,14 @@ class Simulation:
         for process in self.processes:
             process.renewer.late = 0.0
 
-    def evict(self, kind: str, key: int) -> None:
+    def evict(self, kind: str, key: int, entry: str = "row") -> None:
         cache = self.processes[0].cache
         if kind == "evict_lock" and self.config.store == "meta":
             kind = "evict_entry"  # no lock key: the lock is the lease its entry carries
         target = {
             "evict_tag": cache.tags.key(f"t{key}"),
-            "evict_lock": lock_key(cache, key),
-            "evict_entry": entry_key(cache, key),
+            "evict_lock": lock_key(cache, key, entry),
+            "evict_entry": entry_key(cache, key, entry),
         }[kind]
         self.server.evict(target)
         lock = self.lease_locks.get(target) if self.config.store == "meta" else None

@@ -283,4 +283,4 @@ def lease_read_failed(lead: Node, error: BaseException) -> None:
     dead holder's does), and two processes would build it.
     """
     if lead.usable():
-        raise StoreUnavailable(f"a leasing read failed on memcached {lead.server.name}: {error}")
+        raise StoreUnavailable(f"a leasing read failed: {error}")

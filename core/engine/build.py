@@ -106,6 +106,7 @@ class Builder:
             native = bidding.leasing and bidding.leases_now()
             claim = bidding.bid_for(key, o, native) if bidding.bids else None
             while True:
+                read_at = parts.clock.monotonic() if claim is not None else 0.0
                 try:
                     entry, declared, others = yield from self.reader.read_steps(key, tags, claim)
                 except Exception as error:
@@ -134,7 +135,7 @@ class Builder:
                     continue
                 break
             parts.trace(key, "M")
-            call = Call(key, build, tags, o, declared, entry, claim=claim)
+            call = Call(key, build, tags, o, declared, entry, claim=claim, read_at=read_at)
             if parts.replication_lag_ms:
                 call.newest = newest_version(others)
             if entry is not None:

@@ -64,6 +64,10 @@ class Call:
     newest: int = 0
     """The newest version of the tags its entry recorded from what it contains (beyond
     ``versions``, those it declares): see :meth:`newest_version`."""
+    read_at: float = 0.0
+    """When its bidding read was sent (the clock's ``monotonic``; 0: it bid nothing): what
+    that read said of the key's lock is as old as that, however late it is acted on (a
+    process stopped meanwhile)."""
 
     def newest_version(self) -> int:
         """Return the newest version of every tag read with the call's entry: a rebuild

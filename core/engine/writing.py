@@ -58,19 +58,21 @@ class Writer:
         Where the read itself bid for the lock (:mod:`.bidding`), its answer is used.
         """
         now = self.parts.clock.monotonic()
+        read_at = call.read_at or now  # when the read that bid for the lock was sent
         claim = call.claim
         if type(claim) is LeaseBid and not claim.unleased:
             if (claim.outcome is None or holder_gone(claim)) and claim.token is not None:
                 # Stale by what the server cannot see (a bumped tag), or leased to a
                 # holder that stopped renewing: mark it stale again, bid again.
+                read_at = now
                 try:
                     bid = StoreCall(self.parts.store, "claim_stale", (call.key, claim.token, claim))
                     yield shielded_bid(self.parts, call.key, bid, claim)
                 except Exception as error:
                     self.parts.store_failed("lock", error)
             lock = self.server_lease(call)
-            if lock is None:
-                self._mark_busy(call.key, now)
+            if lock is None and claim.outcome is False:  # another reader holds the lease
+                self._mark_busy(call.key, read_at)
             return lock
         if claim is not None and claim.outcome:
             self.parts.trace(call.key, "L")
@@ -82,19 +84,23 @@ class Writer:
         lock = None
         if claim is None or claim.outcome is not False:
             lock = yield from self.try_lock_steps(call)
+            read_at = now
         if lock is None and not call.lock_refused:
             # Found held. Not when the store failed: nobody may be rebuilding it, so the
             # next reader tries for itself rather than serving stale (guarantee 2).
-            self._mark_busy(call.key, now)
+            self._mark_busy(call.key, read_at)
         return lock
 
     def rebuild_under_way(self, key: str, now: float | None = None) -> bool:
         """Whether ``key``'s lock was won or found held here in the last quarter second."""
         return self._busy.get(key, 0.0) > (self.parts.clock.monotonic() if now is None else now)
 
-    def _mark_busy(self, key: str, now: float) -> None:
-        """Note that ``key``'s lock is held, so this process's readers leave it alone a while."""
-        self._busy.remember(key, now + BUSY_SECONDS)
+    def _mark_busy(self, key: str, seen: float) -> None:
+        """Note that ``key``'s lock was found held at ``seen``, so this process's readers
+        leave it alone a while (a later finding is never cut short by an older one)."""
+        until = seen + BUSY_SECONDS
+        if self._busy.get(key, 0.0) < until:
+            self._busy.remember(key, until)
 
     def try_lock(self, call: Call) -> Lock | None:
         """Try the key's distributed lock once; return it (renewed while held) if won."""

@@ -48,6 +48,8 @@ def reached(result: Result) -> set[str]:
         names.add("a page built over a stale row")
     if any(b.part_unknown for b in builds):
         names.add("a page built over a row read that failed")
+    if any(c.kind == "tx-read" for c in calls):
+        names.add("a read inside a transaction")
     names.update(f"counted: {name}" for name, count in result.counts.items() if count)
     return names
 
@@ -71,6 +73,7 @@ REQUIRED = (
     "race_page",
     "a page built over a stale row",
     "a page built over a row read that failed",
+    "a read inside a transaction",
     "counted: lock_waits",
     "counted: wait_timeouts",
     "counted: build_errors",

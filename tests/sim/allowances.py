@@ -180,3 +180,36 @@ def lease_taken_by_a_write(sim: Simulation, first: Build, second: Build) -> bool
         for b in sim.history.builds
     )
     return written or stored
+
+
+def lease_lost_at_its_start(sim: Simulation, first: Build) -> bool:
+    """Whether ``first``'s lease was lost before its holder's first touch of the entry
+    (consistency.md, guarantee 5: "A lease won on an entry in the last second of its life,
+    or with less than a lock's life left, is one round trip from its holder's first touch:
+    the entry may expire first, or another reader take the rebuild over as from a dead
+    holder, and both build"). Its span, as the server held it, expired within a second of
+    being won, or was taken over (released, and won again at once) within two trips."""
+    if sim.config.store != "meta":
+        return False
+    key = lock_key(sim.processes[0].cache, first.key, first.entry)
+    spans = lock_spans(sim, key)
+    starts = {start for start, _, _ in spans}
+    for start, end, how in spans:
+        if not first.locked_at - MAX_LATENCY <= start <= first.locked_at:
+            continue
+        if how == "expired" and leased_in_its_last_second(sim, key, start):
+            return True
+        if how == "released" and end - start <= 2 * MAX_LATENCY and end in starts:
+            return True
+    return False
+
+
+def leased_in_its_last_second(sim: Simulation, key: str, at: float) -> bool:
+    """Whether the lease recorded under ``key`` at ``at`` was won on an entry with a second
+    or less left (memcached's whole seconds: maybe only milliseconds), which expired
+    before its holder's first touch (consistency.md, guarantee 5, as above)."""
+    return sim.config.store == "meta" and any(
+        t == at and method == "add" and args[0] == key and int(args[2]) <= 1
+        for t, method, args, _, raised in sim.history.applied
+        if not raised
+    )

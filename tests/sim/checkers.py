@@ -6,6 +6,7 @@ Each checker returns the violations it finds; an allowance names the sentence of
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,13 +17,16 @@ from tests.sim.allowances import (
     entries,
     holder_found_store_down,
     kept_alive_until,
+    lease_lost_at_its_start,
     lease_taken_by_a_write,
+    leased_in_its_last_second,
     lock_spans,
     lossy,
     stored_stale_looks_fresh,
     widest_skew,
 )
 from tests.sim.keys import entry_key, lock_key
+from tests.sim.transactions import uncommitted_never_stored
 from tests.sim.world import EPOCH
 
 if TYPE_CHECKING:
@@ -182,7 +186,7 @@ def builds_once(sim: Simulation) -> list[Violation]:
             won = first.locked_at - MAX_LATENCY
             if dropping or any(e.during(won, second.began) for e in faults):
                 continue
-            if lease_taken_by_a_write(sim, first, second):
+            if lease_taken_by_a_write(sim, first, second) or lease_lost_at_its_start(sim, first):
                 continue
             found.append(
                 Violation(
@@ -213,6 +217,8 @@ def locks_freed(sim: Simulation) -> list[Violation]:
             if backed_off(sim, entry, key, began, ended):
                 continue
             if holder_found_store_down(sim, entry, key, began):
+                continue
+            if leased_in_its_last_second(sim, lock_key(cache, key, entry), began):
                 continue
             found.append(
                 Violation(
@@ -266,10 +272,14 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
             began - MAX_LATENCY <= at <= ended + MAX_LATENCY for began, ended, _ in here
         )
         # a rebuild under way when the entry's life ended keeps it until that rebuild ends
-        kept = any(
-            began - MAX_LATENCY <= life_ends and at <= ended + MAX_LATENCY
-            for began, ended, _ in here
-        )
+        # (its lock's span, or the build itself if its lock was lost under it meanwhile;
+        # and a rebuild that took it over while it was under way, in turn)
+        rebuilds = [(began, ended) for began, ended, _ in here] + [
+            (b.began, b.ended if b.ended is not None else math.inf)
+            for b in history.builds
+            if b.under_lock and (b.entry, b.key) == (read.entry, read.key) and b.number != number
+        ]
+        kept = at <= rebuilt_until(rebuilds, life_ends) + MAX_LATENCY
         failed = [b for b in history.builds if b.call == read.number and b.failed]
         # stale-if-error after its own rebuild failed: kept until the rebuild under way ends
         own_failed = any(at <= (b.ended or at) + 2 * MAX_LATENCY for b in failed)
@@ -291,6 +301,20 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
             )
         )
     return found
+
+
+def rebuilt_until(rebuilds: list[tuple[float, float]], since: float) -> float:
+    """When the rebuilding under way at ``since`` ended: the end of the run of overlapping
+    ``rebuilds`` (each from when it began to when it ended) that holds ``since``, or
+    ``-inf`` if none was under way then."""
+    until = -math.inf
+    for began, ended in sorted(rebuilds):
+        if began - MAX_LATENCY <= max(since, until):
+            if ended >= since:
+                until = max(until, ended)
+        elif until > -math.inf:
+            break
+    return until
 
 
 def no_lock_outlives_its_build(sim: Simulation) -> list[Violation]:
@@ -339,6 +363,7 @@ CHECKERS = (
     locks_freed,
     no_lock_outlives_its_build,
     live_after_faults,
+    uncommitted_never_stored,
 )
 
 

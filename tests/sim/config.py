@@ -56,6 +56,9 @@ class Config:
     """Aim past an entry's life: 2 s after the ``ttl + stale_ttl`` of an entry just written
     ends, two processes read its key 50 ms apart (the first three entries written)."""
     race_pages: bool = False
+    transactions: bool = False
+    """Some writes are made inside a transaction that reads its row's entry before it
+    commits or rolls back (guarantee 4: tests/sim/transactions.py)."""
     """Aim at a page built over a stale read of its row: another process reads the page
     10 ms later, while it is built (the first three times)."""
     refresh: str = "sync"
@@ -138,4 +141,7 @@ def choose(seed: int, size: str = "small") -> Config:
     config.refreshes = draw.choice((0.0, 0.0, 0.1))
     config.refresh = draw.choice(("sync", "sync", "background"))
     config.store = draw.choice(("memory", "memory", "text"))
+    if config.store == "text" and draw.random() < 0.5:
+        config.store = "meta"  # memcached's meta protocol: the server leases rebuilds
+    config.transactions = draw.random() < 0.3
     return config

@@ -10,6 +10,7 @@ from mcache.randomness import RandomSource
 from tests.sim.pool import SimPool
 from tests.sim.processes import SimThread
 from tests.sim.renewer import SimRefresher, SimRenewer
+from tests.sim.transactions import may_store
 from tests.sim.world import HostClock
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ class SimProcess:
             refresher=SimRefresher(self),
         )
         self.cache.random = RandomSource(seed=sim.world.rng.getrandbits(64))
+        self.cache.may_store = may_store  # as a framework tells it of transactions
         self.renewer = SimRenewer(self)
         self.cache.parts.renewer = self.renewer
         self.alive = True

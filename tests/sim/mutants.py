@@ -101,6 +101,13 @@ CATALOGUE = (
         "if current:",
     ),
     Mutant(
+        "a build inside a transaction stored (may_store not asked)",
+        "mcache.engine.build",
+        "Builder.get_or_build_steps",
+        "if not parts.may_store():",
+        "if False:",
+    ),
+    Mutant(
         "a dependency read inside a build not recorded",
         "mcache.engine.building",
         "Building.run_build_steps",

@@ -83,6 +83,7 @@ class Simulation:
         }
         """Each entry's lock key: what a lease on the entry is recorded as (meta protocol)."""
         self.races = self.refusals = self.raced_builds = self.cancels = 0
+        self.forced_cancels = 0
         self.renewals_aimed = self.late_reads = self.raced_pages = 0
 
     # -- faults ---------------------------------------------------------------------------
@@ -110,7 +111,14 @@ class Simulation:
                 clock.skew += fault.seconds
                 self.skews_seen[int(fault.target)].append(clock.skew)
             elif fault.kind == "cancel":
-                busy = [t for p in self.processes for t in p.threads if t.expected and t.stack]
+                # a caller's task; not a shielded operation's, which asyncio.shield keeps
+                # from its caller's cancellation
+                busy = [
+                    t
+                    for p in self.processes
+                    for t in p.threads
+                    if t.expected and t.stack and not t.name.endswith("-shielded")
+                ]
                 if busy:
                     world.rng.choice(busy).cancel()
             elif fault.kind == "late_renewer":
@@ -201,10 +209,17 @@ class Simulation:
 
     def lock_won(self, thread: SimThread) -> None:
         """A targeted fault (``cancel_leaders``): the caller whose ``add`` just won a lock is
-        cancelled before the answer reaches it."""
-        if not self.config.cancel_leaders or self.cancels >= 3 or self.healed:
+        cancelled before the answer reaches it (the first three, and the first two forced
+        refreshes, whose lock is taken apart from a read's)."""
+        if not self.config.cancel_leaders or self.healed:
             return
-        self.cancels += 1
+        plan = thread.building
+        if plan is not None and plan.call.forced and self.forced_cancels < 2:
+            self.forced_cancels += 1
+        elif self.cancels < 3:
+            self.cancels += 1
+        else:
+            return
         self.world.after(0.00001, thread.cancel)
 
     def refuse_lock(self, thread: SimThread, lock_key: str) -> bool:
@@ -287,10 +302,16 @@ class Simulation:
         self.liveness = []
         entries = ("row", "page") if config.pages else ("row",)
         for entry, key in [(entry, key) for entry in entries for key in range(config.keys)]:
-            thread = checker.thread(f"live-{entry}{key}")
-            first = len(self.history.calls)  # the page's call comes before its row's
-            self.workload.read(thread, key, 0.01, part_seconds=0.01 if entry == "page" else None)
-            self.world.run(until=self.world.now + config.wait + config.lock_timeout + 2)
+            # with background refresh a stale entry's first read is answered stale while the
+            # refresher rebuilds it: the read after that one is the one to be fresh
+            for _ in range(2 if config.refresh == "background" else 1):
+                thread = checker.thread(f"live-{entry}{key}")
+                first = len(self.history.calls)  # the page's call comes before its row's
+                part = 0.01 if entry == "page" else None
+                self.workload.read(thread, key, 0.01, part_seconds=part)
+                self.world.run(until=self.world.now + config.wait + config.lock_timeout + 2)
+                if not self.history.calls[first].stale:
+                    break
             self.liveness.append(self.history.calls[first])
         self.renewed_at_end = [
             held.lock.key

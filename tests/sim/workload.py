@@ -24,6 +24,7 @@ from mcache.sansio.steps import Pause
 from tests.sim.history import Call
 from tests.sim.keys import entry_key
 from tests.sim.processes import SimThread, Steps, Task
+from tests.sim.transactions import IN_TRANSACTION, row_version
 
 if TYPE_CHECKING:
     from tests.sim.simulation import Simulation
@@ -74,7 +75,8 @@ class Workload:
         cache = thread.process.cache
         STALE_SERVED.set(False)
         entry = "row" if part_seconds is None else "page"
-        call = self.history.invoke("read", thread, key, entry)
+        kind = "tx-read" if IN_TRANSACTION.get() else "read"
+        call = self.history.invoke(kind, thread, key, entry)
         call.forced = forced
         plan = Plan(key, call, build_seconds, ending, entry, part_seconds or 0.0)
         shared_before = thread.waited_on_flight
@@ -84,7 +86,7 @@ class Workload:
             number = self.history.builds[-1].number
             if plan.nested:  # on the thread that runs the build (a refresher's, maybe)
                 return self.page_steps(self.sim.running or thread, plan, number)
-            value = [key, self.database.rows[key], number]
+            value = [key, row_version(self.database.rows[key], key), number]
             if plan.ending == "raise":
                 raise BuildFailed(f"build of row {key} failed")
             if plan.ending == "uncacheable":
@@ -143,6 +145,34 @@ class Workload:
             call.invalidated = bool(result)
         return result, call
 
+    def transaction_steps(self, thread: SimThread, key: int, commit: bool) -> Steps:
+        """A row written inside a transaction, its tag bumped, the row's entry (or page)
+        read from inside it, then the transaction committed (the write, and the tag bumped
+        again, as an adapter's commit hook does) or rolled back (``transactions``)."""
+        cache, rng = thread.process.cache, self.sim.world.rng
+        IN_TRANSACTION.set({key: self.database.rows[key] + 1})
+        try:
+            yield from cache.invalidate_steps((f"t{key}",))
+            page = self.sim.config.pages and rng.random() < 0.5
+            part = rng.uniform(0.001, 0.1) if page else None
+            seconds = rng.uniform(0.001, 0.1)
+            value, read = yield from self.read_steps(thread, key, seconds, part_seconds=part)
+            self.history.end(read, "ok", value)
+            yield Pause(rng.uniform(0.01, 0.3))
+        finally:
+            IN_TRANSACTION.set(None)
+        if not commit:
+            return value, read
+        return (yield from self.write_steps(thread, key))
+
+    def transaction(self, thread: SimThread, key: int, delay: float, commit: bool) -> None:
+        """Queue a transactional write on ``thread`` (see :meth:`transaction_steps`)."""
+
+        def steps() -> Steps:
+            return self.transaction_steps(thread, key, commit)
+
+        thread.push(Task(steps, self.ended(thread), delay))
+
     def ended(self, thread: SimThread) -> Any:
         """What records the end of ``thread``'s task: its call's outcome and value."""
         calls = self.history.calls
@@ -155,7 +185,7 @@ class Workload:
                     self.history.end(call, outcome, repr(error))
                 return
             result, call = value
-            self.history.end(call, "ok", result if call.kind == "read" else None)
+            self.history.end(call, "ok", None if call.kind == "write" else result)
 
         return done
 
@@ -197,6 +227,9 @@ class Workload:
                     delay = round(rng.uniform(0.0, 3.0), 4)
                     if rng.random() < 0.25:
                         self.write(thread, key, delay, rng.random() < config.delete_share)
+                        continue
+                    if config.transactions and rng.random() < 0.2:
+                        self.transaction(thread, key, delay, rng.random() < 0.5)
                         continue
                     seconds = self.build_seconds()
                     draw = rng.random()

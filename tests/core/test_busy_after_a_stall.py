@@ -16,6 +16,7 @@ import threading
 
 from mcache import Cache
 from mcache.engine.build import STALE_SERVED
+from tests.held_builds import hold_build
 from tests.memcached_proxy import MemcachedProxy, upstream_of
 
 OPTIONS = {"ttl": 60, "stale_ttl": 60, "stale_wait": 0, "refresh": "sync"}
@@ -29,24 +30,12 @@ def test_a_late_answer_does_not_keep_readers_off_the_lock(memcached_url: str) ->
         late.get_or_build("warm", lambda: "up", **OPTIONS)  # connected, the protocol known
         assert holder.get_or_build("k", lambda: "v0", tags=["t"], **OPTIONS) == "v0"
         holder.invalidate("t")
-        rebuilding, finish = threading.Event(), threading.Event()
-
-        def slow_rebuild() -> str:
-            rebuilding.set()
-            finish.wait(10)
-            return "v1"
-
-        holding = threading.Thread(
-            target=lambda: holder.get_or_build("k", slow_rebuild, tags=["t"], **OPTIONS)
-        )
-        holding.start()
-        assert rebuilding.wait(10), "the holder's rebuild did not start"
+        held = hold_build(holder, "k", "v1", ["t"], OPTIONS)
         proxy.reply_delay = 0.6
         threading.Timer(0.3, lambda: setattr(proxy, "reply_delay", 0.0)).start()
         # its read is answered "another reader holds the lease", 0.6 s late
         assert late.get_or_build("k", lambda: "never", tags=["t"], **OPTIONS) == "v0"
-        finish.set()
-        holding.join(10)
+        held.let_go()
         holder.invalidate("t")  # stale again, and nobody rebuilds it now
         STALE_SERVED.set(False)  # (the first read's answer was stale: a request of its own)
         value = late.get_or_build("k", lambda: "v2", tags=["t"], **OPTIONS)

@@ -19,6 +19,7 @@ import pytest
 
 from mcache import Cache
 from mcache.engine.build import STALE_SERVED
+from tests.held_builds import hold_build
 
 OPTIONS = {"ttl": 60, "stale_ttl": 60, "wait": 10}
 
@@ -30,18 +31,7 @@ def test_a_waiter_rebuilds_an_entry_that_arrived_stale(
     url = request.getfixturevalue(server)
     holder, waiter = Cache(url, namespace="arrived-stale"), Cache(url, namespace="arrived-stale")
     holder.clear()
-    building, finish = threading.Event(), threading.Event()
-
-    def slow_build() -> str:
-        building.set()
-        finish.wait(10)
-        return "built before the bump"
-
-    holding = threading.Thread(
-        target=lambda: holder.get_or_build("k", slow_build, tags=["t"], **OPTIONS)
-    )
-    holding.start()
-    assert building.wait(10), "the holder's build did not start"
+    held = hold_build(holder, "k", "built before the bump", ["t"], OPTIONS)
     answers: dict[str, object] = {}
 
     def wait_for_it() -> None:
@@ -55,8 +45,7 @@ def test_a_waiter_rebuilds_an_entry_that_arrived_stale(
     while waiter.stats()["cache"]["lock_waits"] < 1:  # it found the holder's lock
         threading.Event().wait(0.01)
     holder.invalidate("t")  # after the holder read the tag: its entry is stale on arrival
-    finish.set()
-    holding.join(10)
+    held.let_go()
     waiting.join(10)
     assert answers == {"value": "rebuilt by the waiter", "stale": False}, (
         "the waiter was served the entry that arrived stale, with nobody rebuilding it"

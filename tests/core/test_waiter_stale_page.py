@@ -17,6 +17,7 @@ import pytest
 
 from mcache import Cache
 from mcache.engine.build import STALE_SERVED
+from tests.held_builds import hold_build
 
 OPTIONS = {"ttl": 60, "stale_ttl": 60}
 PART = {"ttl": 1, "stale_ttl": 60}
@@ -33,18 +34,7 @@ def test_a_waiter_does_not_take_a_page_stored_stale_as_fresh(
     assert part_holder.get_or_build("part", lambda: "part v0", tags=["t"], **PART) == "part v0"
     time.sleep(1.1)  # the part's ttl ends
 
-    rebuilding, release_part = threading.Event(), threading.Event()
-
-    def slow_part() -> str:
-        rebuilding.set()
-        release_part.wait(10)
-        return "part v1"
-
-    holder = threading.Thread(
-        target=lambda: part_holder.get_or_build("part", slow_part, tags=["t"], **PART)
-    )
-    holder.start()
-    assert rebuilding.wait(10), "the part's rebuild did not start"
+    holder = hold_build(part_holder, "part", "part v1", ["t"], PART)
 
     page_locked, store_page = threading.Event(), threading.Event()
 
@@ -77,8 +67,7 @@ def test_a_waiter_does_not_take_a_page_stored_stale_as_fresh(
     store_page.set()
     building.join(10)
     waiting.join(10)
-    release_part.set()
-    holder.join(10)
+    holder.let_go()
 
     assert waited["value"] == "page over part v0"
     assert waited["stale"], (

@@ -2,7 +2,7 @@
 reads after the wait, not those it read before (guarantee 1 holds either way; this is
 about not storing an entry that is stale on arrival).
 
-Found by the simulation (tests/sim, seed 71 on the meta protocol): a follower in the same
+Found by the simulation (tests/sim, on the meta protocol): a follower in the same
 process waited for its leader, whose build returned ``Uncacheable``; meanwhile a write
 invalidated the key's tag. The follower then built its own value from the new row, but
 stored it recording the tag's version from before the invalidation, so the entry was

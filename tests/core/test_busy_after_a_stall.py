@@ -1,7 +1,7 @@
 """What a read learned of a key's lock is as old as the read: a process that acts on it
 late (stopped, or its reply slow to come) does not trust it longer for that.
 
-Found by the simulation (tests/sim, seed 227 on the meta protocol): a process paused for
+Found by the simulation (tests/sim, on the meta protocol): a process paused for
 seconds resumed with the answers its reads had got before the pause ("another reader
 holds the lease") and, taking them as news, let its readers serve the key stale without
 asking for the next quarter second; meanwhile the holder had finished and the key had

@@ -76,7 +76,7 @@ def test_a_key_whose_server_is_up_is_leased_while_another_server_is_down(
 def test_a_dead_servers_key_is_leased_again_once_the_server_answers(
     two_servers: tuple[ServerProcess, ServerProcess],
 ) -> None:
-    """Found by the simulation (tests/sim, seed 236 on the meta protocol): a process that
+    """Found by the simulation (tests/sim, on the meta protocol): a process that
     had found the key's server down took the key's portable lock on that very server
     once it had come back, while other processes held its lease: two builds at once."""
     kept, lost = two_servers
@@ -102,7 +102,7 @@ def test_a_dead_servers_key_is_leased_again_once_the_server_answers(
 def test_a_leasing_read_cut_off_on_a_server_still_up_is_a_store_failure(
     memcached_url: str,
 ) -> None:
-    """Found by the simulation (tests/sim, seed 117 on the meta protocol): one lost ``mg``
+    """Found by the simulation (tests/sim, on the meta protocol): one lost ``mg``
     made the read lease nothing, so its caller took the key's portable lock on a server
     that was up and leasing the key to other processes: two builds at once."""
     with MemcachedProxy(upstream_of(memcached_url)) as proxy:

@@ -2,7 +2,7 @@
 while another process does: never stale with nobody rebuilding (guarantee 2 of
 docs/explanation/consistency.md).
 
-Found by the simulation (tests/sim, seed 1412 on the meta protocol): a holder's build
+Found by the simulation (tests/sim, on the meta protocol): a holder's build
 read its tag, the tag was bumped, and the entry it stored was stale on arrival. The
 waiter in another process found it stale, tried for the lock, and, the lock being the
 server's lease on the entry, found none in play (the holder's write had ended it, and

@@ -107,6 +107,9 @@ def keep_steps(store: Store, key: str, lease: Lease, ttl: int, now: float) -> St
     A build outliving the key it leased would store nothing, as if a writer had deleted
     it; written back unchanged with ``cas``, a delete or a newer write still wins. While
     the build's own write is under way this turn is skipped: the write moves the token.
+    ``cas`` does not return the new token, so it is read back, and taken only if the key
+    still holds the same bytes: a delete and another build's placeholder in between
+    would otherwise hand this build the other's token, and its write would win over them.
     """
     if not lease.guard.acquire(blocking=False):
         return True
@@ -116,11 +119,14 @@ def keep_steps(store: Store, key: str, lease: Lease, ttl: int, now: float) -> St
             return False
         if not (yield StoreCall(store, "cas", (key, lease.held, token, ttl))):
             return False
-        _, lease.token = yield StoreCall(store, "gets", (key,))  # a rewrite gets a new cas
+        found, token = yield StoreCall(store, "gets", (key,))  # a rewrite gets a new cas
+        if token is None or found != lease.held:
+            return False  # replaced meanwhile: the old token makes the build's write fail
+        lease.token = token
         if lease.own_expires is None:
             lease.own_expires = lease.expires
         lease.expires = now + ttl
-        return lease.token is not None
+        return True
     finally:
         lease.guard.release()
 

@@ -294,3 +294,35 @@ def test_a_placeholder_is_counted_to_live_as_short_as_its_store_may_keep_it(
     )
     assert lease is not None and lease.placed
     assert lease.expires - started <= 1.0 + 0.5, "counted as living its whole nominal TTL"
+
+
+def test_a_keep_alive_never_takes_the_token_of_what_replaced_its_key(url: str) -> None:
+    """Found by the simulation: a build's keep-alive rewrote its placeholder with ``cas``,
+    and before it read the new token back a writer deleted the key and another build
+    added its own placeholder. The keep-alive took that one's token, and the first
+    build's write, of a row read before the delete, then won over it, fresh."""
+    cache = Cache(url, namespace="keep")
+    key = cache.key("k")
+    now = cache.parts.clock.monotonic
+    lease = run_steps(
+        write_lease.take_steps(
+            cache.store, cache.codec, key, 2, True, lambda _: 0.0, cache.parts.random, now()
+        ),
+        perform,
+    )
+    assert lease is not None and lease.placed
+
+    def delete_and_replace_after_the_rewrite(operation: Any) -> Any:
+        result = perform(operation)
+        if getattr(operation, "method", None) == "cas":  # the rewrite, before its read-back
+            cache.store.delete(key)
+            assert cache.get_or_build("k", lambda: "the writer's", ttl=60) == "the writer's"
+        return result
+
+    assert not run_steps(
+        write_lease.keep_steps(cache.store, key, lease, 4, now()),
+        delete_and_replace_after_the_rewrite,
+    ), "the keep-alive did not see that its key was replaced"
+    stale = cache.codec.dumps(Entry("read before the delete", 0, {}).to_wire(), key)
+    assert not run_steps(write_lease.write_steps(cache.store, key, stale, lease, 60), perform)
+    assert cache.get("k") == "the writer's"

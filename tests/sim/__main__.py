@@ -71,6 +71,7 @@ REQUIRED = (
     "partition",
     "clock_jump",
     "race_page",
+    "race_keep",
     "a page built over a stale row",
     "a page built over a row read that failed",
     "a read inside a transaction",

@@ -210,7 +210,8 @@ def locks_freed(sim: Simulation) -> list[Violation]:
         return []
     found = []
     for entry, key in entries(sim):
-        for began, ended, how in lock_spans(sim, lock_key(cache, key, entry)):
+        lock = lock_key(cache, key, entry)
+        for began, ended, how in lock_spans(sim, lock):
             # a killed holder's add may still land after it died, a reply's latency later
             if how != "expired" or any(e.during(began - MAX_LATENCY, ended) for e in faults):
                 continue
@@ -218,7 +219,7 @@ def locks_freed(sim: Simulation) -> list[Violation]:
                 continue
             if holder_found_store_down(sim, entry, key, began):
                 continue
-            if leased_in_its_last_second(sim, lock_key(cache, key, entry), began):
+            if leased_in_its_last_second(sim, lock, began):
                 continue
             found.append(
                 Violation(

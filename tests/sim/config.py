@@ -56,11 +56,11 @@ class Config:
     """Aim past an entry's life: 2 s after the ``ttl + stale_ttl`` of an entry just written
     ends, two processes read its key 50 ms apart (the first three entries written)."""
     race_pages: bool = False
+    """Aim at a cold page built over a stale read of its row: two other processes read the
+    page 10 and 30 ms later, while it is built (the first three times)."""
     transactions: bool = False
     """Some writes are made inside a transaction that reads its row's entry before it
     commits or rolls back (guarantee 4: tests/sim/transactions.py)."""
-    """Aim at a page built over a stale read of its row: another process reads the page
-    10 ms later, while it is built (the first three times)."""
     refresh: str = "sync"
     """Who rebuilds a stale key: its reader ("sync"), or the process's refresher on
     threads ("background"), while the reader is served stale."""
@@ -69,6 +69,10 @@ class Config:
     race_tags: bool = False
     """Aim at a tag key just created: evict it at once and bump it from a process at
     random within the same millisecond (the race of a lost tag recreated)."""
+    race_keeps: bool = False
+    """Aim at a build's keep-alive of its placeholder: its rewrite's reply is slow, and
+    meanwhile another process deletes the row's entry and a third reads the key, waits
+    out the lock and builds (the first three times; composition rule 3)."""
     store: str = "memory"
     """How the processes reach memcached: "memory" (the library's memcached-semantics
     store, a store call one command), or the real memcached store, its pool and its
@@ -144,4 +148,5 @@ def choose(seed: int, size: str = "small") -> Config:
     if config.store == "text" and draw.random() < 0.5:
         config.store = "meta"  # memcached's meta protocol: the server leases rebuilds
     config.transactions = draw.random() < 0.3
+    config.race_keeps = draw.random() < 0.3
     return config

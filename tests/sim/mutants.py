@@ -143,6 +143,13 @@ CATALOGUE = (
         "lock = yield from attempt",
     ),
     Mutant(
+        "a keep-alive takes the token of what replaced its placeholder",
+        "mcache.engine.write_lease",
+        "keep_steps",
+        "return False  # replaced meanwhile",
+        "pass  # replaced meanwhile",
+    ),
+    Mutant(
         "locks renewed too late (after their timeout)",
         "mcache.engine.renewal",
         "LockRenewer.interval",

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mcache.model.entry import is_placeholder
 from mcache.stores.memcached.steps import NodeCall
 from mcache.stores.memcached.store import _on_client
 from mcache.stores.memory.store import MemoryStore
@@ -131,7 +132,7 @@ class Network:
 
         def apply() -> None:
             sim.history.operations += 1
-            result, error = None, None
+            result, error, slow = None, None, 0.0
             if sim.server.down or dropped:
                 error = refused("server down" if sim.server.down else "request dropped")
             else:
@@ -145,8 +146,8 @@ class Network:
                 if (lost or not self.reaches(thread)) and error is None:
                     result, error = None, refused("reply lost")
                 elif error is None:
-                    self.applied_hooks(thread, operation.method, operation.args, result)
-            world.after(back, lambda: thread.answer(ticket, result, error))
+                    slow = self.applied_hooks(thread, operation.method, operation.args, result)
+            world.after(back + slow, lambda: thread.answer(ticket, result, error))
 
         world.after(out, apply)
 
@@ -163,6 +164,7 @@ class Network:
             sim.history.operations += 1
             result: Any = None
             failure: Exception | None = None
+            slow = 0.0
             if sim.server.down:
                 failure = ConnectionRefusedError("simulated: server down")
             elif dropped:
@@ -177,8 +179,10 @@ class Network:
                     sim.history.applied.append((world.now, method, args, outcome, False))
                 if failure is None and (lost or not self.reaches(thread)):
                     result, failure = None, TimeoutError("simulated: reply lost")
-                for method, args, outcome in done if failure is None else ():
+                slow = sum(
                     self.applied_hooks(thread, method, args, outcome)
+                    for method, args, outcome in (done if failure is None else ())
+                )
 
             def reply() -> None:
                 error = None if failure is None else node.failure(failure, operation.key)
@@ -186,22 +190,26 @@ class Network:
                     node.answered()
                 thread.answer(ticket, result, error)
 
-            world.after(back, reply)
+            world.after(back + slow, reply)
 
         world.after(out, apply)
 
     def applied_hooks(
         self, thread: SimThread, method: str, args: tuple[Any, ...], result: Any
-    ) -> None:
+    ) -> float:
         """Tell the run's aimed faults of a command just applied (a tag key created, a lock
-        won, an entry written)."""
+        won, an entry written, a placeholder kept alive); return the seconds its reply is
+        to be held back on top of its latency."""
         sim = self.sim
         if method == "add" and result and args[0] in sim.tag_rows:
             sim.tag_created(args[0], int(args[1]))
         elif method == "add" and result and args[0] in sim.lock_rows:
             sim.lock_won(thread)
         elif method == "cas" and result and args[0] in sim.entry_rows:
+            if args[1] and is_placeholder(sim.codec.loads(args[1], args[0])):
+                return sim.placeholder_kept(thread, args[0])
             sim.entry_written(args[0])
+        return 0.0
 
 
 class Database:

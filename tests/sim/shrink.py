@@ -32,6 +32,7 @@ TARGETED = (
     "renew_at_release",
     "late_readers",
     "race_pages",
+    "race_keeps",
 )
 """The targeted faults a configuration may turn on."""
 

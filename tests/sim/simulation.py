@@ -85,6 +85,7 @@ class Simulation:
         self.races = self.refusals = self.raced_builds = self.cancels = 0
         self.forced_cancels = 0
         self.renewals_aimed = self.late_reads = self.raced_pages = 0
+        self.raced_keeps = 0
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -193,6 +194,31 @@ class Simulation:
             reader = self.world.rng.choice(others)
             thread = reader.thread(f"p{reader.number}page{self.raced_pages}.{n}")
             self.workload.read(thread, key, 0.05, delay, part_seconds=0.01)
+
+    def placeholder_kept(self, keeper: SimThread, store_key: str) -> float:
+        """A targeted fault (``race_keeps``): a build's keep-alive has just rewritten its
+        placeholder; its reply comes late, and meanwhile another process deletes the row's
+        entry and a third reads the key, waits out the build's lock and adds its own
+        placeholder for a long build (the first three times). Return the reply's extra
+        delay: the third's wait, and a little, shorter than the lock's timeout."""
+        config = self.config
+        entry, key = self.entry_rows[store_key]
+        aimed = config.race_keeps and entry == "row" and config.wait < config.lock_timeout
+        if not aimed or self.raced_keeps >= 3:
+            return 0.0
+        others = self.others_alive(keeper.process)
+        if self.healed or not others:
+            return 0.0
+        self.raced_keeps += 1
+        self.history.event("race_keep", store_key)
+        rng = self.world.rng
+        writer = rng.choice(others)
+        reader = rng.choice([p for p in others if p is not writer] or others)
+        number = self.raced_keeps
+        self.workload.write(writer.thread(f"p{writer.number}keep{number}"), key, 0.005, True)
+        reading = reader.thread(f"p{reader.number}kept{number}")
+        self.workload.read(reading, key, config.wait + 2 * config.lock_timeout, 0.01)
+        return config.wait + 0.05
 
     def others_alive(self, than: SimProcess) -> list[SimProcess]:
         """The processes alive now other than ``than`` (where an aimed fault's callers run)."""

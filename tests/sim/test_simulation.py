@@ -74,6 +74,9 @@ FOUND = [
     ("abandon_steps", 1, "guarantee 2 (stale only while rebuilt, and bounded)"),
     # a forced refresh cancelled as its lock was won kept the lock to its timeout
     ("Rebuilds.try_lock_steps", 5, "rule 4 (a lock lives as long as its build)"),
+    # a keep-alive took the token of another build's placeholder: a build from before a
+    # delete won over it (its value then served as fresh too, guarantee 1)
+    ("keep_steps", 82, "rule 3 (no stale sets)"),
 ]
 
 
@@ -84,7 +87,7 @@ def test_each_finding_fails_on_its_seed_without_its_fix(
     mutant = next(m for m in CATALOGUE if m.qualname == qualname)
     with applied(mutant):
         found = run_seed(seed).violations
-    assert found and {v.rule for v in found} == {rule}
+    assert found and rule in {v.rule for v in found}
     assert run_seed(seed).violations == []
 
 

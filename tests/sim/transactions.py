@@ -55,6 +55,12 @@ def provenances(data: bytes) -> list[list[Any]]:
     return found
 
 
+def made_by(value: list[Any], builds: dict[int, Any]) -> int | None:
+    """The number of the build among ``builds`` whose work ``value`` carries (a page's
+    value carries its own build's and its row's), or None."""
+    return next((n for n in value[2:] if n in builds), None)
+
+
 def uncommitted_never_stored(sim: Simulation) -> list[Violation]:
     """Guarantee 4: what a build inside a transaction made goes to its caller only, never
     to the store and never to another caller."""
@@ -75,7 +81,7 @@ def uncommitted_never_stored(sim: Simulation) -> list[Violation]:
         if not isinstance(args[1], bytes):
             continue
         for value in provenances(args[1]):
-            number = next((n for n in value[2:] if n in uncommitted), None)
+            number = made_by(value, uncommitted)
             if number is not None:
                 found.append(
                     Violation(
@@ -88,7 +94,7 @@ def uncommitted_never_stored(sim: Simulation) -> list[Violation]:
     for read in history.calls:
         if read.kind != "read" or read.outcome != "ok" or not isinstance(read.value, list):
             continue
-        number = next((n for n in read.value[2:] if n in uncommitted), None)
+        number = made_by(read.value, uncommitted)
         if number is not None:
             found.append(
                 Violation(

@@ -14,7 +14,9 @@ A value carries its provenance: a row's is ``[row, version, build]``, a page's
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mcache.engine.build import STALE_SERVED
@@ -165,13 +167,14 @@ class Workload:
             return value, read
         return (yield from self.write_steps(thread, key))
 
+    def queue(self, thread: SimThread, steps: Callable[[], Steps], delay: float) -> None:
+        """Queue a call's ``steps`` on ``thread``, ``delay`` seconds after its previous task
+        ends, its outcome recorded when it ends."""
+        thread.push(Task(steps, self.ended(thread), delay))
+
     def transaction(self, thread: SimThread, key: int, delay: float, commit: bool) -> None:
         """Queue a transactional write on ``thread`` (see :meth:`transaction_steps`)."""
-
-        def steps() -> Steps:
-            return self.transaction_steps(thread, key, commit)
-
-        thread.push(Task(steps, self.ended(thread), delay))
+        self.queue(thread, partial(self.transaction_steps, thread, key, commit), delay)
 
     def ended(self, thread: SimThread) -> Any:
         """What records the end of ``thread``'s task: its call's outcome and value."""
@@ -200,21 +203,14 @@ class Workload:
         forced: bool = False,
     ) -> None:
         """Queue a read on ``thread``, ``delay`` seconds after its previous task ends."""
-
-        def steps() -> Steps:
-            return self.read_steps(thread, key, seconds, ending, part_seconds, forced)
-
-        thread.push(Task(steps, self.ended(thread), delay))
+        steps = partial(self.read_steps, thread, key, seconds, ending, part_seconds, forced)
+        self.queue(thread, steps, delay)
 
     def write(
         self, thread: SimThread, key: int, delay: float = 0.0, by_delete: bool = False
     ) -> None:
         """Queue a write on ``thread``, ``delay`` seconds after its previous task ends."""
-
-        def steps() -> Steps:
-            return self.write_steps(thread, key, by_delete)
-
-        thread.push(Task(steps, self.ended(thread), delay))
+        self.queue(thread, partial(self.write_steps, thread, key, by_delete), delay)
 
     def plan_threads(self) -> None:
         """Give every thread of every process the calls its seed draws."""

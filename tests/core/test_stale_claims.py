@@ -83,10 +83,11 @@ def test_stale_by_time_stampede_claims_in_the_read(redis_url: str) -> None:
     written = time.monotonic()
     context = multiprocessing.get_context("spawn")
     ready, go, results = context.Queue(), context.Event(), context.Queue()
+    read, all_read = context.Queue(), context.Event()
     processes = [
         context.Process(
             target=workers.stale_by_time,
-            args=(redis_url, "claims", KEYS, THREADS, ready, go, results),
+            args=(redis_url, "claims", KEYS, THREADS, ready, go, read, all_read, results),
         )
         for _ in range(PROCESSES)
     ]
@@ -96,6 +97,9 @@ def test_stale_by_time_stampede_claims_in_the_read(redis_url: str) -> None:
         ready.get(timeout=60)
     time.sleep(max(0.0, written + 2.2 - time.monotonic()))  # every entry is stale by time now
     go.set()
+    for _ in processes:
+        read.get(timeout=60)
+    all_read.set()  # the rebuilds may end now: no reader is left to see their value
     outcomes = [results.get(timeout=60) for _ in processes]
     for process in processes:
         process.join(timeout=30)

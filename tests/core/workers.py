@@ -265,13 +265,27 @@ def build_once(
 
 
 def stale_by_time(
-    url: str, namespace: str, keys: int, threads: int, ready: Any, go: Any, results: Any
+    url: str,
+    namespace: str,
+    keys: int,
+    threads: int,
+    ready: Any,
+    go: Any,
+    read: Any,
+    all_read: Any,
+    results: Any,
 ) -> None:
     """Read every key once while fresh; told to go (they are stale by time by then), read
-    every key from every thread at once. Report the values read and the lock ``add``s sent.
-    """
+    every key from every thread at once, say so on ``read``. Report the values read and
+    the lock ``add``s sent. A rebuild waits for ``all_read`` (every process's readers
+    done), so every reader reads while its key is stale, however slow the machine."""
     cache = Cache(url, namespace=namespace)
-    build = counting_builder(cache, 0.2, f"pid {os.getpid()}")
+    counted = counting_builder(cache, 0.2, f"pid {os.getpid()}")
+
+    def build() -> str:
+        assert all_read.wait(30), "the readers never finished"
+        return counted()
+
     options = {"ttl": 2, "stale_ttl": 60, "refresh": "background"}
     adds = []
     add = cache.store.add
@@ -294,5 +308,6 @@ def stale_by_time(
                 values.append(value)
 
     run_together(read_all, threads, ready)
-    cache.refresher.wait_idle(10)  # the background rebuilds this process won
+    read.put(os.getpid())
+    cache.refresher.wait_idle(40)  # the background rebuilds this process won
     results.put((values, len(adds)))

@@ -26,11 +26,14 @@ LOCK_FAULTS = {
     "renewal_failed",
     "partition",
     "rejoin_flush",
+    "race_keep",
 }
 """What may let two builds hold one key's lock at once (rule 4: a lock lost under its
-holder, a holder stalled past ``lock_timeout``, a server that lost the lock; how-to/
-clusters.md, "Safe rejoin": a process whose own network was cut off flushes a server
-that was healthy for everyone else, "its locks and tag versions included")."""
+holder, a holder stalled past ``lock_timeout`` (its renewer too: ``race_keep`` holds
+back the reply to a keep-alive, and the process's renewals wait behind it), a server
+that lost the lock; how-to/clusters.md, "Safe rejoin": a process whose own network was
+cut off flushes a server that was healthy for everyone else, "its locks and tag
+versions included")."""
 
 
 MAX_LATENCY = 0.25

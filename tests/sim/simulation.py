@@ -210,7 +210,8 @@ class Simulation:
         if self.healed or not others:
             return 0.0
         self.raced_keeps += 1
-        self.history.event("race_keep", store_key)
+        held_back = config.wait + 0.05
+        self.history.event("race_keep", store_key, held_back)
         rng = self.world.rng
         writer = rng.choice(others)
         reader = rng.choice([p for p in others if p is not writer] or others)
@@ -218,7 +219,7 @@ class Simulation:
         self.workload.write(writer.thread(f"p{writer.number}keep{number}"), key, 0.005, True)
         reading = reader.thread(f"p{reader.number}kept{number}")
         self.workload.read(reading, key, config.wait + 2 * config.lock_timeout, 0.01)
-        return config.wait + 0.05
+        return held_back
 
     def others_alive(self, than: SimProcess) -> list[SimProcess]:
         """The processes alive now other than ``than`` (where an aimed fault's callers run)."""

@@ -29,7 +29,7 @@ from mcache.engine.fresh_reads import newest_version
 from mcache.engine.lock import Lock
 from mcache.engine.options import TagsArg, tag_list
 from mcache.engine.rebuild import HandOver, Rebuilds
-from mcache.engine.writing import Writer
+from mcache.engine.writing import BUSY_SECONDS, Writer
 from mcache.errors import Uncacheable
 from mcache.model.dependencies import inside_build, report
 from mcache.model.entry import Entry
@@ -408,6 +408,9 @@ class Builder:
         if lock is not None:
             return (yield from self.building.build_and_store_steps(call, lock, None))
         self.parts.counts.add("lock_waits", key=call.key)
+        leased = type(call.claim) is LeaseBid and not call.claim.unleased
+        waited_on = NO_VALUE if leased else (yield from self.writer.lock_holder_steps(call))
+        arrived_stale_at = None
         # Waiters in other processes poll the store: a short cap lets them see the
         # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
         # waiters within ~10% of it), for a few gets a second per waiting process.
@@ -428,8 +431,19 @@ class Builder:
             if lock is not None:
                 return (yield from self.building.build_and_store_steps(call, lock, None))
             if entry is not None:
-                # Stale on arrival, and rebuilt by whoever holds the lock now: served
-                # stale while it is (guarantee 2), never as fresh, and never waited on.
+                # Stale on arrival. The build waited on writes its entry, then frees its
+                # lock: still holding it, it rebuilds nothing, so the lock is asked for
+                # again, for as long as a lock found held is trusted (a holder kept from
+                # freeing it longer is taken for one still at work). Held by another
+                # build, it is rebuilt: served stale while it is (guarantee 2), never as
+                # fresh, and never waited on.
+                holder = yield from self.writer.lock_holder_steps(call)
+                if holder is NO_VALUE:
+                    continue  # freed since: the next try may win it
+                now = self.parts.clock.monotonic()
+                arrived_stale_at = now if arrived_stale_at is None else arrived_stale_at
+                if holder == waited_on and now - arrived_stale_at < BUSY_SECONDS:
+                    continue
                 return self.serve_stale(call, entry)
         self.parts.counts.add("wait_timeouts", key=call.key)
         return (yield from self.build_after_wait_steps(call))

@@ -56,8 +56,8 @@ class Config:
     """Aim past an entry's life: 2 s after the ``ttl + stale_ttl`` of an entry just written
     ends, two processes read its key 50 ms apart (the first three entries written)."""
     race_pages: bool = False
-    """Aim at a cold page built over a stale read of its row: two other processes read the
-    page 10 and 30 ms later, while it is built (the first three times)."""
+    """Aim at a cold page built over a stale read of its row: other processes read the
+    page 10, 30 and 60 ms later, while it is built (the first three times)."""
     transactions: bool = False
     """Some writes are made inside a transaction that reads its row's entry before it
     commits or rolls back (guarantee 4: tests/sim/transactions.py)."""

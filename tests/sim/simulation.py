@@ -178,9 +178,9 @@ class Simulation:
             self.workload.read(thread, key, 0.3, after + 0.05 * n, part_seconds=part)
 
     def page_over_stale(self, builder: SimProcess, key: int) -> None:
-        """A targeted fault (``race_pages``): a cold page's build read its row stale; two
-        other processes read the page 10 and 30 ms later, while it is built, and so wait
-        for the page it stores, already stale (the first three times)."""
+        """A targeted fault (``race_pages``): a cold page's build read its row stale; other
+        processes read the page 10, 30 and 60 ms later, while it is built, and so wait for
+        the page it stores, already stale (the first three times)."""
         if not self.config.race_pages or self.raced_pages >= 3 or self.healed:
             return
         if self.server.holds_entry(entry_key(self.processes[0].cache, key, "page")):
@@ -190,7 +190,7 @@ class Simulation:
             return
         self.raced_pages += 1
         self.history.event("race_page", f"page {key}")
-        for n, delay in enumerate((0.01, 0.03)):
+        for n, delay in enumerate((0.01, 0.03, 0.06)):
             reader = self.world.rng.choice(others)
             thread = reader.thread(f"p{reader.number}page{self.raced_pages}.{n}")
             self.workload.read(thread, key, 0.05, delay, part_seconds=0.01)

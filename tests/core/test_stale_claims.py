@@ -78,24 +78,27 @@ def test_stale_by_time_stampede_claims_in_the_read(redis_url: str) -> None:
     everyone gets the stale value, each key is rebuilt once, and no reader sent an ``add``."""
     cache = Cache(redis_url, namespace="claims")
     build = workers.counting_builder(cache, 0, "the first build")
-    for number in range(KEYS):
-        cache.get_or_build(("report", number), build, ttl=2, stale_ttl=60)
-    written = time.monotonic()
     context = multiprocessing.get_context("spawn")
-    ready, go, results = context.Queue(), context.Event(), context.Queue()
+    ready, written, go, results = context.Queue(), context.Event(), context.Event(), context.Queue()
     read, all_read = context.Queue(), context.Event()
     processes = [
         context.Process(
             target=workers.stale_by_time,
-            args=(redis_url, "claims", KEYS, THREADS, ready, go, read, all_read, results),
+            args=(redis_url, "claims", KEYS, THREADS, ready, written, go, read, all_read, results),
         )
         for _ in range(PROCESSES)
     ]
     for process in processes:
         process.start()
     for _ in processes:
+        ready.get(timeout=60)  # started: a slow start leaves no entry stale by its first read
+    for number in range(KEYS):
+        cache.get_or_build(("report", number), build, ttl=2, stale_ttl=60)
+    written_at = time.monotonic()
+    written.set()
+    for _ in processes:
         ready.get(timeout=60)
-    time.sleep(max(0.0, written + 2.2 - time.monotonic()))  # every entry is stale by time now
+    time.sleep(max(0.0, written_at + 2.2 - time.monotonic()))  # every entry is stale by time now
     go.set()
     for _ in processes:
         read.get(timeout=60)

@@ -270,15 +270,18 @@ def stale_by_time(
     keys: int,
     threads: int,
     ready: Any,
+    written: Any,
     go: Any,
     read: Any,
     all_read: Any,
     results: Any,
 ) -> None:
-    """Read every key once while fresh; told to go (they are stale by time by then), read
-    every key from every thread at once, say so on ``read``. Report the values read and
-    the lock ``add``s sent. A rebuild waits for ``all_read`` (every process's readers
-    done), so every reader reads while its key is stale, however slow the machine."""
+    """Say this process started; once told the entries are ``written``, read every key once
+    while fresh; told to go (they are stale by time by then), read every key from every
+    thread at once, say so on ``read``. Report the values read and the lock ``add``s sent.
+    A rebuild waits for ``all_read`` (every process's readers done), so every reader reads
+    while its key is stale, however slow the machine; the entries are written once every
+    process has started, so none is stale by its first read, however slow the start."""
     cache = Cache(url, namespace=namespace)
     counted = counting_builder(cache, 0.2, f"pid {os.getpid()}")
 
@@ -295,6 +298,8 @@ def stale_by_time(
         return add(key, value, ttl)
 
     cache.store.add = counted_add  # type: ignore[method-assign]
+    ready.put(os.getpid())
+    assert written.wait(60), "the entries were never written"
     for number in range(keys):
         cache.get_or_build(("report", number), build, **options)
     values: list[Any] = []

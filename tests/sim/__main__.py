@@ -72,6 +72,7 @@ REQUIRED = (
     "clock_jump",
     "race_page",
     "race_keep",
+    "slow_release",
     "a page built over a stale row",
     "a page built over a row read that failed",
     "a read inside a transaction",

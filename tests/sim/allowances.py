@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from mcache.engine.writing import BUSY_SECONDS
 from tests.sim.keys import lock_key
 from tests.sim.world import EPOCH
 
@@ -100,6 +101,22 @@ def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float, str]]
     if start is not None:
         spans.append((start, until, "expired"))
     return spans
+
+
+def freed_after_its_build(
+    spans: list[tuple[float, float, str]], build: Build, read: Call
+) -> tuple[float, float, str] | None:
+    """The span of ``build``'s own lock, if ``read`` (served ``build``'s value stale) waited
+    on it from before ``build`` ended and the holder freed it within a quarter second of
+    ending: that lock's last moments are no rebuild, its value being the one served
+    (consistency.md: "a lock waiter whose entry arrives stale while the build it waited on
+    still holds the lock ... asks for the lock again for a quarter second")."""
+    if not build.under_lock or build.ended is None or read.invoked + MAX_LATENCY >= build.ended:
+        return None
+    own = [span for span in spans if span[0] <= build.locked_at]
+    if not own or own[-1][2] != "released" or own[-1][1] < build.ended:
+        return None
+    return own[-1] if own[-1][1] - build.ended < BUSY_SECONDS else None
 
 
 def kept_alive_until(sim: Simulation, key: str, before: float) -> float:

@@ -15,6 +15,7 @@ from tests.sim.allowances import (
     MAX_LATENCY,
     backed_off,
     entries,
+    freed_after_its_build,
     holder_found_store_down,
     kept_alive_until,
     lease_lost_at_its_start,
@@ -269,8 +270,11 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
                 life_ends, kept_alive_until(sim, entry_key(cache, read.key, read.entry), at)
             )
         here = spans[read.entry, read.key]
+        finishing = freed_after_its_build(here, build, read)
         rebuilding = any(
-            began - MAX_LATENCY <= at <= ended + MAX_LATENCY for began, ended, _ in here
+            began - MAX_LATENCY <= at <= ended + MAX_LATENCY
+            for began, ended, how in here
+            if (began, ended, how) != finishing
         )
         # a rebuild under way when the entry's life ended keeps it until that rebuild ends
         # (its lock's span, or the build itself if its lock was lost under it meanwhile;

@@ -73,6 +73,9 @@ class Config:
     """Aim at a build's keep-alive of its placeholder: its rewrite's reply is slow, and
     meanwhile another process deletes the row's entry and a third reads the key, waits
     out the lock and builds (the first three times; composition rule 3)."""
+    slow_releases: bool = False
+    """Aim at a build's last step: the release of its row's lock is sent 0.15 s late, so its
+    waiters look between the build's write and its release (the first three times)."""
     store: str = "memory"
     """How the processes reach memcached: "memory" (the library's memcached-semantics
     store, a store call one command), or the real memcached store, its pool and its
@@ -149,4 +152,5 @@ def choose(seed: int, size: str = "small") -> Config:
         config.store = "meta"  # memcached's meta protocol: the server leases rebuilds
     config.transactions = draw.random() < 0.3
     config.race_keeps = draw.random() < 0.3
+    config.slow_releases = draw.random() < 0.3
     return config

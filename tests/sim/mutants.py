@@ -101,6 +101,13 @@ CATALOGUE = (
         "if current:",
     ),
     Mutant(
+        "a lock waiter served stale by the build it waited on, freeing its lock",
+        "mcache.engine.build",
+        "Builder.lead_missing_steps",
+        "if holder == waited_on and now - arrived_stale_at < BUSY_SECONDS:",
+        "if False:",
+    ),
+    Mutant(
         "a build inside a transaction stored (may_store not asked)",
         "mcache.engine.build",
         "Builder.get_or_build_steps",

@@ -33,6 +33,7 @@ TARGETED = (
     "late_readers",
     "race_pages",
     "race_keeps",
+    "slow_releases",
 )
 """The targeted faults a configuration may turn on."""
 

@@ -43,6 +43,10 @@ CODEC = Codec(JsonSerializer())
 HORIZON = 120.0
 """Virtual seconds a history may run before its faults heal (its calls end within ~20)."""
 
+SLOW_RELEASE = 0.15
+"""Seconds a ``slow_releases`` release is late: within the quarter second a waiter gives
+a holder to free its lock (``BUSY_SECONDS``)."""
+
 LASTING = {"crash", "pause", "late_renewer", "partition"}
 """Faults that last their ``seconds``; the others strike once."""
 
@@ -85,7 +89,7 @@ class Simulation:
         self.races = self.refusals = self.raced_builds = self.cancels = 0
         self.forced_cancels = 0
         self.renewals_aimed = self.late_reads = self.raced_pages = 0
-        self.raced_keeps = 0
+        self.raced_keeps = self.slowed_releases = 0
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -220,6 +224,15 @@ class Simulation:
         reading = reader.thread(f"p{reader.number}kept{number}")
         self.workload.read(reading, key, config.wait + 2 * config.lock_timeout, 0.01)
         return held_back
+
+    def release_held_back(self, store_key: str) -> float:
+        """A targeted fault (``slow_releases``): the seconds the release of the lock
+        ``store_key`` is held back on its way out (the first three times)."""
+        if not self.config.slow_releases or self.slowed_releases >= 3 or self.healed:
+            return 0.0
+        self.slowed_releases += 1
+        self.history.event("slow_release", store_key, SLOW_RELEASE)
+        return SLOW_RELEASE
 
     def others_alive(self, than: SimProcess) -> list[SimProcess]:
         """The processes alive now other than ``than`` (where an aimed fault's callers run)."""

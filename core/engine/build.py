@@ -408,8 +408,6 @@ class Builder:
         if lock is not None:
             return (yield from self.building.build_and_store_steps(call, lock, None))
         self.parts.counts.add("lock_waits", key=call.key)
-        leased = type(call.claim) is LeaseBid and not call.claim.unleased
-        waited_on = NO_VALUE if leased else (yield from self.writer.lock_holder_steps(call))
         arrived_stale_at = None
         # Waiters in other processes poll the store: a short cap lets them see the
         # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
@@ -431,18 +429,15 @@ class Builder:
             if lock is not None:
                 return (yield from self.building.build_and_store_steps(call, lock, None))
             if entry is not None:
-                # Stale on arrival. The build waited on writes its entry, then frees its
-                # lock: still holding it, it rebuilds nothing, so the lock is asked for
-                # again, for as long as a lock found held is trusted (a holder kept from
-                # freeing it longer is taken for one still at work). Held by another
-                # build, it is rebuilt: served stale while it is (guarantee 2), never as
-                # fresh, and never waited on.
-                holder = yield from self.writer.lock_holder_steps(call)
-                if holder is NO_VALUE:
-                    continue  # freed since: the next try may win it
+                # Stale on arrival. A build writes its entry, then frees its lock: the one
+                # that wrote this one may hold it still, rebuilding nothing, so the lock is
+                # asked for again, for as long as a lock found held is trusted (a holder
+                # kept from freeing it longer is taken for one still at work, as is
+                # another build that took it over). Then it is served stale while it is
+                # rebuilt (guarantee 2), never as fresh, and never waited on.
                 now = self.parts.clock.monotonic()
                 arrived_stale_at = now if arrived_stale_at is None else arrived_stale_at
-                if holder == waited_on and now - arrived_stale_at < BUSY_SECONDS:
+                if now - arrived_stale_at < BUSY_SECONDS:
                     continue
                 return self.serve_stale(call, entry)
         self.parts.counts.add("wait_timeouts", key=call.key)

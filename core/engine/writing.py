@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from mcache.contract.store import NO_VALUE, LeaseBid, NoValueType, StaleClaim
+from mcache.contract.store import NO_VALUE, LeaseBid, StaleClaim
 from mcache.engine import write_lease as leases
 from mcache.engine.bidding import Bidding, shielded_bid
 from mcache.engine.call import Call
@@ -140,16 +140,6 @@ class Writer:
             call.lock_refused = True
             return None
         return self._held(lock)
-
-    def lock_holder_steps(self, call: Call) -> Steps[bytes | NoValueType]:
-        """The token of the build that holds the key's portable lock now (``NO_VALUE``:
-        none, or the store did not answer): what tells a waiter whose build it waits on."""
-        lock_key = self.parts.derived_key("l", call.key)
-        try:
-            return (yield StoreCall(self.parts.shared, "get", (lock_key,)))  # type: ignore[no-any-return]
-        except Exception as error:
-            self.parts.store_failed("lock", error)
-            return NO_VALUE
 
     def server_lease(self, call: Call) -> Lock | None:
         """Return the server's lease the call's last read won (renewed while held), or None;

@@ -227,7 +227,8 @@ def test_a_lock_waiter_finding_a_stale_entry_while_the_lock_is_held_serves_it_st
 ) -> None:
     """Nothing at first, then an entry stale on arrival (its tag moved on) while another
     holds the lock, as after a Redis failover whose holder could not free its lock: the
-    waiter serves it stale at once, neither as fresh nor after waiting out ``wait``."""
+    waiter serves it stale once the lock has been held a quarter second since (it may be
+    a holder freeing its lock), neither as fresh nor after waiting out ``wait``."""
     from mcache import Lock
 
     cache = Cache(add_lock_url, namespace="lw2")

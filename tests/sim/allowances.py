@@ -103,20 +103,20 @@ def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float, str]]
     return spans
 
 
-def freed_after_its_build(
+def finishing_span(
     spans: list[tuple[float, float, str]], build: Build, read: Call
 ) -> tuple[float, float, str] | None:
-    """The span of ``build``'s own lock, if ``read`` (served ``build``'s value stale) waited
-    on it from before ``build`` ended and the holder freed it within a quarter second of
-    ending: that lock's last moments are no rebuild, its value being the one served
-    (consistency.md: "a lock waiter whose entry arrives stale while the build it waited on
-    still holds the lock ... asks for the lock again for a quarter second")."""
+    """The span of ``build``'s own lock, if ``read`` waited on it from before ``build`` ended
+    and was served ``build``'s value stale within a quarter second of that end: a lock's
+    last moments, after its holder's write, are no rebuild of the value it wrote
+    (consistency.md: "a lock waiter whose entry arrives stale while the lock is held ...
+    asks for the lock again for a quarter second")."""
     if not build.under_lock or build.ended is None or read.invoked + MAX_LATENCY >= build.ended:
         return None
-    own = [span for span in spans if span[0] <= build.locked_at]
-    if not own or own[-1][2] != "released" or own[-1][1] < build.ended:
+    if read.ended is None or read.ended >= build.ended + BUSY_SECONDS:
         return None
-    return own[-1] if own[-1][1] - build.ended < BUSY_SECONDS else None
+    own = [span for span in spans if span[0] <= build.locked_at]
+    return own[-1] if own else None
 
 
 def kept_alive_until(sim: Simulation, key: str, before: float) -> float:

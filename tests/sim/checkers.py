@@ -15,7 +15,7 @@ from tests.sim.allowances import (
     MAX_LATENCY,
     backed_off,
     entries,
-    freed_after_its_build,
+    finishing_span,
     holder_found_store_down,
     kept_alive_until,
     lease_lost_at_its_start,
@@ -270,7 +270,7 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
                 life_ends, kept_alive_until(sim, entry_key(cache, read.key, read.entry), at)
             )
         here = spans[read.entry, read.key]
-        finishing = freed_after_its_build(here, build, read)
+        finishing = finishing_span(here, build, read)
         rebuilding = any(
             began - MAX_LATENCY <= at <= ended + MAX_LATENCY
             for began, ended, how in here

@@ -201,13 +201,15 @@ class StoreContract(TraitsContract):
         assert store.get("k") is NO_VALUE
 
     def test_prepend_keeps_the_ttl_and_replace_sets_its_own(self, store: Store) -> None:
-        store.set("prepended", b"b", 1)
-        store.set("replaced-short", b"old", 0)
-        store.set("replaced-forever", b"old", 1)
+        # Each changed right after it is set, with two seconds to live: on a whole-second
+        # clock one second may end a moment after it began, however loaded the machine.
+        store.set("prepended", b"b", 2)
         assert store.prepend("prepended", b"a") is True
-        assert store.replace("replaced-short", b"new", 1) is True
+        store.set("replaced-forever", b"old", 2)
         assert store.replace("replaced-forever", b"new", 0) is True
-        self.wait(2.1)
+        store.set("replaced-short", b"old", 0)
+        assert store.replace("replaced-short", b"new", 1) is True
+        self.wait(3.1)
         got = store.get_many(["prepended", "replaced-short", "replaced-forever"])
         assert got == {"replaced-forever": b"new"}
 

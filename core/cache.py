@@ -295,6 +295,7 @@ class Cache(PlainOperations):
         if looked:
             value = self.builder.near_value(store_key, tags, options)
             if value is not NO_VALUE:  # a near hit: no generator, no round trip
+                self.counts.flush_if_due()
                 return value  # type: ignore[no-any-return]
         names = tag_list(tags)
         steps = self.builder.get_or_build_steps(store_key, build, names, options, looked)
@@ -324,7 +325,8 @@ class Cache(PlainOperations):
         looked = parts.near is not None and not self.counts.call_watchers and parts.may_store()
         if looked:
             value = self.builder.near_value(store_key, tags, options)
-            if value is not NO_VALUE:  # a near hit awaits nothing
+            if value is not NO_VALUE:  # a near hit awaits nothing, unless a flush is due
+                await self.counts.aflush_if_due()
                 return value  # type: ignore[no-any-return]
         names = tag_list(tags)
         steps = self.builder.get_or_build_steps(store_key, build, names, options, looked)

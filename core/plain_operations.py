@@ -66,20 +66,26 @@ class PlainOperations:
     ) -> T:
         counts = self.counts
         if not counts.call_watchers:
-            return run_steps(steps, perform)
-        watchers, origin, named = counts.call_watchers, counts.origin, self._named(key)
-        with observed_call(watchers, origin, operation, named, tags, counts.clock):
-            return run_steps(steps, perform)
+            value = run_steps(steps, perform)
+        else:
+            watchers, origin, named = counts.call_watchers, counts.origin, self._named(key)
+            with observed_call(watchers, origin, operation, named, tags, counts.clock):
+                value = run_steps(steps, perform)
+        counts.flush_if_due()  # after the call, in its driver: never inside its steps
+        return value
 
     async def _arun(
         self, operation: str, key: Key | None, steps: Steps[T], tags: list[str] = _NO_TAGS
     ) -> T:
         counts = self.counts
         if not counts.call_watchers:
-            return await arun_steps(steps, aperform)
-        watchers, origin, named = counts.call_watchers, counts.origin, self._named(key)
-        with observed_call(watchers, origin, operation, named, tags, counts.clock):
-            return await arun_steps(steps, aperform)
+            value = await arun_steps(steps, aperform)
+        else:
+            watchers, origin, named = counts.call_watchers, counts.origin, self._named(key)
+            with observed_call(watchers, origin, operation, named, tags, counts.clock):
+                value = await arun_steps(steps, aperform)
+        await counts.aflush_if_due()  # on the store's async twin: the loop never blocks
+        return value
 
     def _named(self, key: Key | None) -> str:
         """Return the store key an observer is told of (``*`` for a call on several keys)."""

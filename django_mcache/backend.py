@@ -275,7 +275,9 @@ class MCacheBackend(BaseCache):
         ``wait`` option) instead of computing it too; an expired value is kept
         ``stale_ttl`` longer and served while one caller recomputes it.
         """
-        return run_steps(self._get_or_set_steps(key, default, timeout, version), perform)
+        value = run_steps(self._get_or_set_steps(key, default, timeout, version), perform)
+        self.mcache.counts.flush_if_due()
+        return value
 
     async def aget_or_set(
         self, key: Any, default: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None
@@ -285,7 +287,10 @@ class MCacheBackend(BaseCache):
         ``default`` may be a coroutine function, which is awaited; a plain
         callable runs on the event loop, as Django's own ``aget_or_set`` runs it.
         """
-        return await arun_steps(self._get_or_set_steps(key, default, timeout, version), aperform)
+        steps = self._get_or_set_steps(key, default, timeout, version)
+        value = await arun_steps(steps, aperform)
+        await self.mcache.counts.aflush_if_due()
+        return value
 
     def _get_or_set_steps(
         self, key: Any, default: Any, timeout: Any, version: int | None

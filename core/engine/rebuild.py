@@ -235,6 +235,7 @@ class Rebuilds:
     def in_background(self, call: Call, lock: Lock) -> None:
         """Rebuild on the refresher; a value the builder marked Uncacheable is dropped."""
         run_steps(self.in_background_steps(call, lock), perform)
+        self.parts.counts.flush_if_due()  # a process whose reads are all hits counts these
 
     def in_background_steps(self, call: Call, lock: Lock) -> Steps[None]:
         """:meth:`in_background`, as steps."""

@@ -14,13 +14,16 @@ import importlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcache.clock import Clock
 from mcache.errors import ConfigError
 from mcache.logs import FailureLog
 from mcache.memo import BoundedMemo
 from mcache.sansio.call_record import CURRENT_CALL, CallRecord
+
+if TYPE_CHECKING:
+    from mcache.sansio.steps import Steps
 
 __all__ = [
     "CURRENT_CALL",
@@ -117,6 +120,12 @@ class Observer:
     def exiting(self) -> None:
         """The process is exiting: hand over what is held (counts not yet in the store),
         as the cache's own counters do, or a short-lived process takes them with it."""
+
+    def flush_steps(self, stats: Any) -> Steps[None]:
+        """The cache whose counters are ``stats`` flushes them: add what is held for it to
+        the store, as steps on the flushing caller's driver (an async caller's awaits the
+        store's twin). A failure is the observer's to log: a request never sees it."""
+        yield from ()
 
 
 class BuildWatch:

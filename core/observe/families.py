@@ -22,7 +22,8 @@ from mcache.clock import Clock, system_clock
 from mcache.contract.store_helpers import stored_count
 from mcache.observe.events import Observer, Origin
 from mcache.observe.samples import MINUTES, Minute
-from mcache.observe.stats import CacheStats, add_counts
+from mcache.observe.stats import CacheStats, add_counts_steps
+from mcache.sansio.steps import Steps, perform, run_steps
 
 __all__ = ["COUNTED", "FamilyCounts", "family_minutes"]
 
@@ -46,9 +47,8 @@ class FamilyCounts(Observer):
         """The counted caches' stats, by their origin: where each one's counts go."""
         self._pending: dict[tuple[Origin, int, str, str], int] = {}
         self._lock = threading.Lock()
-        self._next_flush = 0.0
         self._clock: Clock = system_clock
-        """The counted caches' clock (the last one attached): minutes and flushes by it."""
+        """The counted caches' clock (the last one attached): minutes by it."""
 
     def attached(self, stats: CacheStats) -> None:
         self._stats[stats.origin] = stats
@@ -60,31 +60,33 @@ class FamilyCounts(Observer):
         slot = (origin, int(self._clock.time() // 60), origin.family(key), event)
         with self._lock:
             self._pending[slot] = self._pending.get(slot, 0) + count
-        if self._clock.monotonic() >= self._next_flush:
-            self.flush()
 
     def exiting(self) -> None:
         self.flush()
 
     def flush(self) -> None:
-        """Add what this process counted to the store's counters. A failure is logged and
-        the counts dropped: the chart may miss them, a request never waits for them."""
+        """Add what this process counted for every cache to the store's counters."""
+        for stats in list(self._stats.values()):
+            run_steps(self.flush_steps(stats), perform)
+
+    def flush_steps(self, stats: CacheStats) -> Steps[None]:
+        """Add what this process counted for ``stats``' cache to the store's counters, when
+        that cache flushes its own. A failure is logged and the counts dropped: the chart
+        may miss them, a request never waits for them."""
         with self._lock:
-            pending, self._pending = self._pending, {}
-            intervals = [stats.interval for stats in self._stats.values()]
-            self._next_flush = self._clock.monotonic() + min(intervals, default=5.0)
-        by_cache: dict[Origin, dict[str, int]] = {}
-        for (origin, minute, family, event), count in pending.items():
-            stats = self._stats.get(origin)
-            if stats is not None:
-                deltas = by_cache.setdefault(origin, {})
-                deltas[_key(stats, minute, family, event)] = count
-        for origin, deltas in by_cache.items():
-            stats = self._stats[origin]
-            try:
-                add_counts(stats.store, deltas, _LIFETIME)
-            except Exception as error:  # counting must never fail a request
-                stats.failures.warning("stats.families", "family counts not added: %s", error)
+            mine = {slot: n for slot, n in self._pending.items() if slot[0] == stats.origin}
+            for slot in mine:
+                del self._pending[slot]
+        deltas = {
+            _key(stats, minute, family, event): count
+            for (_, minute, family, event), count in mine.items()
+        }
+        if not deltas:
+            return
+        try:
+            yield from add_counts_steps(stats.store, deltas, _LIFETIME)
+        except Exception as error:  # counting must never fail a request
+            stats.failures.warning("stats.families", "family counts not added: %s", error)
 
 
 def family_minutes(

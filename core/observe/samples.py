@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mcache.contract.store import Store
+from mcache.sansio.steps import Steps, StoreCall
 
 __all__ = [
     "MINUTES",
@@ -27,7 +28,7 @@ __all__ = [
     "Sample",
     "hit_ratio",
     "minute_counts",
-    "offer_sample",
+    "offer_sample_steps",
     "read_samples",
 ]
 
@@ -70,14 +71,14 @@ def _key(key_of: Callable[[str], str], minute: int) -> str:
     return key_of(f"m{minute % MINUTES}")
 
 
-def offer_sample(
+def offer_sample_steps(
     store: Store, key_of: Callable[[str], str], minute: int, totals: Mapping[str, object]
-) -> bool:
+) -> Steps[bool]:
     """Offer ``totals`` as the sample of ``minute``; return whether it was taken (the first
     offer of the minute is). ``key_of`` names a stats key (``CacheStats.key``)."""
     counts = {name: value for name, value in totals.items() if type(value) is int}
     raw = json.dumps([minute, counts], separators=(",", ":")).encode()
-    return store.add(_key(key_of, minute), raw, _LIFETIME)
+    return (yield StoreCall(store, "add", (_key(key_of, minute), raw, _LIFETIME)))  # type: ignore[no-any-return]
 
 
 def read_samples(store: Store, key_of: Callable[[str], str], now_minute: int) -> list[Sample]:

@@ -3,7 +3,9 @@
 Each ``Cache`` counts what happens to it (hits, stale answers, builds, waits…)
 in memory, and every ``interval`` seconds one caller adds the deltas to counters
 in the store with ``incr`` (two round trips, never one per request; two more once a
-minute, for the last hour's samples of :mod:`.samples`). Any process
+minute, for the last hour's samples of :mod:`.samples`). That caller's driver sends them
+after its call, as steps (:meth:`CacheStats.flush_steps`): an async caller awaits the
+store's async twin, so a flush never blocks its loop. Any process
 can then read the totals of every process, which is what lets the hit ratio be
 reported net of lock, tag and counter traffic: those never pass through here.
 """
@@ -25,9 +27,10 @@ from mcache.clock import Clock, system_clock
 from mcache.contract.store import Store
 from mcache.contract.store_helpers import stored_count
 from mcache.logs import FailureLog
-from mcache.model.tags import incr_many
+from mcache.model.tags import incr_many_steps
 from mcache.observe.events import CURRENT_CALL, BuildWatch, Observer, Origin, quietly
-from mcache.observe.samples import hit_ratio, offer_sample
+from mcache.observe.samples import hit_ratio, offer_sample_steps
+from mcache.sansio.steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
 
 __all__ = ["COUNTERS", "SESSIONS", "CacheStats", "add_counts", "counter_key"]
 
@@ -107,13 +110,18 @@ if hasattr(os, "register_at_fork"):
 
 
 def add_counts(store: Store, deltas: dict[str, int], ttl: int = 0) -> None:
+    """Add ``deltas`` to counters in ``store`` (:func:`add_counts_steps`)."""
+    run_steps(add_counts_steps(store, deltas, ttl), perform)
+
+
+def add_counts_steps(store: Store, deltas: dict[str, int], ttl: int = 0) -> Steps[None]:
     """Add ``deltas`` to counters in ``store`` (one ``incr_many``), creating those that are
     missing with ``ttl`` (0: no expiry); a counter another process created meanwhile is
     incremented instead."""
-    results = incr_many(store, deltas)
+    results = yield from incr_many_steps(store, deltas)
     for key, result in results.items():
-        if result is None and not store.add(key, b"%d" % deltas[key], ttl):
-            store.incr(key, deltas[key])
+        if result is None and not (yield StoreCall(store, "add", (key, b"%d" % deltas[key], ttl))):
+            yield StoreCall(store, "incr", (key, deltas[key]))
 
 
 class CacheStats:
@@ -158,7 +166,9 @@ class CacheStats:
         return counter_key(self.namespace, self.family, name)
 
     def add(self, name: str, count: int = 1, key: str | None = None) -> None:
-        """Count ``count`` events ``name`` (of ``key``); flush when the interval is up."""
+        """Count ``count`` events ``name`` (of ``key``). Counting never flushes: it runs
+        inside the steps of a call, where a store call of its own would block an async
+        caller's loop; the call's driver flushes when one is due (:meth:`flush_due`)."""
         lock = self._lock
         lock.acquire()  # not ``with``: this runs on every hit, and costs a third less so
         try:
@@ -167,8 +177,6 @@ class CacheStats:
             lock.release()
         if self.observers:
             self._tell(name, count, key)
-        if self.clock.monotonic() >= self._next_flush:
-            self.flush()
 
     def hit(self, key: str) -> None:
         """Count a hit of ``key``, as ``add("hits", 1, key)`` would, with no lock: ``next``
@@ -177,8 +185,6 @@ class CacheStats:
         next(self._hits)
         if self.observers:
             self._tell("hits", 1, key)
-        if self.clock.monotonic() >= self._next_flush:
-            self.flush()
 
     def _take_hits(self) -> None:
         """Move the hits :meth:`hit` counted since the last take into the pending counts
@@ -199,23 +205,50 @@ class CacheStats:
         """Start following a build of ``key`` for the observers (there may be none)."""
         return BuildWatch(self.observers, self.origin, key, self.clock)
 
+    def flush_due(self) -> bool:
+        """Whether ``interval`` seconds passed since the last flush: a driver that ran a
+        call then runs :meth:`flush_steps` (what :meth:`flush_if_due` does)."""
+        return self.clock.monotonic() >= self._next_flush
+
+    def flush_if_due(self) -> None:
+        """Flush, on the caller's thread, if the interval is up."""
+        if self.clock.monotonic() >= self._next_flush:
+            run_steps(self.flush_steps(), perform)
+
+    async def aflush_if_due(self) -> None:
+        """Flush, awaiting the store's async twin, if the interval is up."""
+        if self.clock.monotonic() >= self._next_flush:
+            await arun_steps(self.flush_steps(), aperform)
+
     def flush(self, quiet: bool = False) -> None:
         """Add this process's pending counts to the store's totals (``quiet``: log no failure)."""
+        run_steps(self.flush_steps(quiet), perform)
+
+    def flush_steps(self, quiet: bool = False) -> Steps[None]:
+        """:meth:`flush`, as steps: what an async caller's driver awaits, on the store's twin.
+        The observers' own counts (:meth:`Observer.flush_steps`) go with it."""
         with self._lock:
             self._take_hits()
             pending, self._pending = self._pending, dict.fromkeys(COUNTERS, 0)
             self._next_flush = self.clock.monotonic() + self.interval
         deltas = {self.key(name): count for name, count in pending.items() if count}
+        for observer in self.observers:
+            try:
+                yield from observer.flush_steps(self)
+            except Exception as error:  # an observer's failure is never a request's
+                self.failures.warning("stats.observer", "an observer did not flush: %s", error)
         if not deltas:
             return
         try:
-            add_counts(self.store, deltas)
+            yield from add_counts_steps(self.store, deltas)
             now = self.clock.time()
-            self.store.set(self.key(FLUSHED), b"%d" % int(now * 1000), 0)
+            yield StoreCall(self.store, "set", (self.key(FLUSHED), b"%d" % int(now * 1000), 0))
             minute = int(now // 60)
             if minute != self._sampled_minute:  # the minute's first flush here: the chart's
                 self._sampled_minute = minute
-                offer_sample(self.store, self.key, minute, self.totals(pending=False))
+                found = yield StoreCall(self.store, "get_many", (self.totals_keys(self.key),))
+                totals = _totals(found, self.key, dict.fromkeys(COUNTERS, 0))
+                yield from offer_sample_steps(self.store, self.key, minute, totals)
         except Exception as error:  # statistics must never fail a request
             with self._lock:
                 for name, count in pending.items():
@@ -234,13 +267,20 @@ class CacheStats:
         and ``flushed_at``: when a process last flushed (seconds since the epoch, or None).
         """
         local = self.local() if pending else dict.fromkeys(COUNTERS, 0)
-        return _totals(self.store, self.key, local)
+        found = self.store.get_many(self.totals_keys(self.key))
+        return _totals(found, self.key, local)
 
     def apart(self, family: str) -> dict[str, Any]:
         """Return every process's flushed counts of the caches on this namespace counted
         apart as ``family`` (a sessions' cache), their hit ratio and ``flushed_at``."""
         keyed = functools.partial(counter_key, self.namespace, family)
-        return _totals(self.store, keyed, dict.fromkeys(COUNTERS, 0))
+        found = self.store.get_many(self.totals_keys(keyed))
+        return _totals(found, keyed, dict.fromkeys(COUNTERS, 0))
+
+    @staticmethod
+    def totals_keys(key: Callable[[str], str]) -> list[str]:
+        """The store keys of the counters named by ``key(name)``, and of ``flushed_at``."""
+        return [key(name) for name in (*COUNTERS, FLUSHED)]
 
 
 def counter_key(namespace: str, family: str, name: str) -> str:
@@ -249,9 +289,10 @@ def counter_key(namespace: str, family: str, name: str) -> str:
     return f"{namespace}:s:{counted}" if namespace else f"s:{counted}"
 
 
-def _totals(store: Store, key: Callable[[str], str], local: dict[str, int]) -> dict[str, Any]:
-    """The flushed counts under ``key(name)`` plus ``local`` ones, the hit ratio, flushed_at."""
-    found = store.get_many([key(name) for name in (*COUNTERS, FLUSHED)])
+def _totals(
+    found: dict[str, bytes], key: Callable[[str], str], local: dict[str, int]
+) -> dict[str, Any]:
+    """The counts ``found`` under ``key(name)`` plus ``local`` ones, the hit ratio, flushed_at."""
     totals: dict[str, Any] = {
         name: (stored_count(found.get(key(name))) or 0) + local[name] for name in COUNTERS
     }

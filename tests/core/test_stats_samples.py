@@ -6,11 +6,24 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
 from mcache import Cache
-from mcache.observe.samples import MINUTES, Sample, minute_counts, offer_sample, read_samples
+from mcache.observe.samples import (
+    MINUTES,
+    Sample,
+    minute_counts,
+    offer_sample_steps,
+    read_samples,
+)
+from mcache.sansio.steps import perform, run_steps
+
+
+def offer_sample(store: Any, key_of: Any, minute: int, totals: dict[str, int]) -> bool:
+    """Offer a sample as a flush does, on this thread."""
+    return run_steps(offer_sample_steps(store, key_of, minute, totals), perform)
 
 
 @pytest.fixture(params=["memory", "memcached", "redis"])

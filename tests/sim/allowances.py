@@ -181,11 +181,12 @@ def lease_taken_by_a_write(sim: Simulation, first: Build, second: Build) -> bool
     cache = sim.processes[0].cache
     spans = lock_spans(sim, lock_key(cache, first.key, first.entry))
     won = first.locked_at - MAX_LATENCY
-    ended = [
-        end for start, end, how in spans if won <= start <= first.locked_at and how != "expired"
-    ]
-    if not ended or ended[0] > second.began:
+    # its own span: the last to start before it knew it had won (another build's, freed
+    # just before, may have started within a latency of it too)
+    own = [(end, how) for start, end, how in spans if won <= start <= first.locked_at]
+    if not own or own[-1][1] == "expired" or own[-1][0] > second.began:
         return False
+    end = own[-1][0]
     written = any(
         c.kind == "write" and c.key == first.key and won <= c.invoked <= second.began
         for c in sim.history.calls
@@ -196,7 +197,7 @@ def lease_taken_by_a_write(sim: Simulation, first: Build, second: Build) -> bool
         and (b.entry, b.key) == (first.entry, first.key)
         and not b.failed
         and b.ended is not None
-        and won <= b.ended <= ended[0] + MAX_LATENCY
+        and won <= b.ended <= end + MAX_LATENCY
         for b in sim.history.builds
     )
     return written or stored

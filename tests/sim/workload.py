@@ -99,13 +99,16 @@ class Workload:
         options = cache.call_options()
         STORE_FAILED.set("")
         tags = [f"t{key}"] if entry == "row" else [f"p{key}"]
-        if forced:  # Cache.refresh: rebuilt now whatever its state, waiting on its lock
-            store_key = entry_key(cache, key, entry)
-            value = yield from cache.builder.rebuilds.force_steps(store_key, build, tags, options)
-        else:
-            value = yield from cache.get_or_build_steps(f"{entry}{key}", build, options, tags)
+        try:
+            if forced:  # Cache.refresh: rebuilt now whatever its state, waiting on its lock
+                store_key = entry_key(cache, key, entry)
+                steps = cache.builder.rebuilds.force_steps(store_key, build, tags, options)
+            else:
+                steps = cache.get_or_build_steps(f"{entry}{key}", build, options, tags)
+            value = yield from steps
+        finally:  # a call cut short (cancelled, failed) may have found the store down too
+            call.store_failed = bool(STORE_FAILED.get())
         call.stale = STALE_SERVED.get()
-        call.store_failed = bool(STORE_FAILED.get())
         call.shared_flight = thread.waited_on_flight
         thread.waited_on_flight = shared_before
         return value, call

@@ -408,7 +408,7 @@ class Builder:
         if lock is not None:
             return (yield from self.building.build_and_store_steps(call, lock, None))
         self.parts.counts.add("lock_waits", key=call.key)
-        arrived_stale_at = None
+        arrived: tuple[object, float] | None = None  # the entry that arrived stale, and when
         # Waiters in other processes poll the store: a short cap lets them see the
         # winner's entry soon after it is written (a 50 ms cap keeps a 0.5 s build's
         # waiters within ~10% of it), for a few gets a second per waiting process.
@@ -431,13 +431,15 @@ class Builder:
             if entry is not None:
                 # Stale on arrival. A build writes its entry, then frees its lock: the one
                 # that wrote this one may hold it still, rebuilding nothing, so the lock is
-                # asked for again, for as long as a lock found held is trusted (a holder
-                # kept from freeing it longer is taken for one still at work, as is
-                # another build that took it over). Then it is served stale while it is
-                # rebuilt (guarantee 2), never as fresh, and never waited on.
+                # asked for again, for as long as a lock found held is trusted from the
+                # entry's arrival (a holder kept from freeing it longer is taken for one
+                # still at work, as is another build that took it over). Then it is served
+                # stale while it is rebuilt (guarantee 2), never as fresh, never waited on.
                 now = self.parts.clock.monotonic()
-                arrived_stale_at = now if arrived_stale_at is None else arrived_stale_at
-                if now - arrived_stale_at < BUSY_SECONDS:
+                this = (entry.fresh_until_ms, entry.build_ms, entry.tags)  # type: ignore[union-attr]
+                if arrived is None or arrived[0] != this:
+                    arrived = (this, now)  # another build's entry: its holder's quarter second
+                if now - arrived[1] < BUSY_SECONDS:
                     continue
                 return self.serve_stale(call, entry)
         self.parts.counts.add("wait_timeouts", key=call.key)

@@ -173,34 +173,36 @@ def lease_taken_by_a_write(sim: Simulation, first: Build, second: Build) -> bool
     (consistency.md, guarantee 5: "on memcached's meta protocol the lock is the server's
     lease on the entry: a delete, a newer write or an invalidation during a build takes
     it, and the next reader builds the new data while the first build's write is
-    refused"). Its span, as the server held it, ended by a release or a delete, not by
-    expiring, with a write of the row applied in between, or another build's store of
-    the entry ending it."""
+    refused"). A span the server held from ``first``'s call's start to when its build knew
+    it held the lease (a lease won in a read may be handed to the refresher's thread, and
+    held from there, later) ended by a release or a delete, not by expiring, before
+    ``second`` began, with a write of the row applied in between, or another build's store
+    of the entry ending it."""
     if sim.config.store != "meta":
         return False
+    calls = sim.history.calls
     cache = sim.processes[0].cache
-    spans = lock_spans(sim, lock_key(cache, first.key, first.entry))
-    won = first.locked_at - MAX_LATENCY
-    # its own span: the last to start before it knew it had won (another build's, freed
-    # just before, may have started within a latency of it too)
-    own = [(end, how) for start, end, how in spans if won <= start <= first.locked_at]
-    if not own or own[-1][1] == "expired" or own[-1][0] > second.began:
-        return False
-    end = own[-1][0]
-    written = any(
-        c.kind == "write" and c.key == first.key and won <= c.invoked <= second.began
-        for c in sim.history.calls
-    )
-    # "a newer write (another process's store of the entry among them ...)"
-    stored = any(
-        b is not first
-        and (b.entry, b.key) == (first.entry, first.key)
-        and not b.failed
-        and b.ended is not None
-        and won <= b.ended <= end + MAX_LATENCY
-        for b in sim.history.builds
-    )
-    return written or stored
+    asked = calls[first.call].invoked if 0 <= first.call < len(calls) else first.locked_at
+    won = min(asked, first.locked_at) - MAX_LATENCY
+    for start, end, how in lock_spans(sim, lock_key(cache, first.key, first.entry)):
+        if not won <= start <= first.locked_at or how == "expired" or end > second.began:
+            continue
+        written = any(
+            c.kind == "write" and c.key == first.key and won <= c.invoked <= second.began
+            for c in calls
+        )
+        # "a newer write (another process's store of the entry among them ...)"
+        stored = any(
+            b is not first
+            and (b.entry, b.key) == (first.entry, first.key)
+            and not b.failed
+            and b.ended is not None
+            and won <= b.ended <= end + MAX_LATENCY
+            for b in sim.history.builds
+        )
+        if written or stored:
+            return True
+    return False
 
 
 def lease_lost_at_its_start(sim: Simulation, first: Build) -> bool:

@@ -187,9 +187,11 @@ def builds_once(sim: Simulation) -> list[Violation]:
             won = first.locked_at - MAX_LATENCY
             if dropping or any(e.during(won, second.began) for e in faults):
                 continue
-            # the lease won first may be of the build that began second (won, then slow)
-            earlier, later = sorted((first, second), key=lambda b: b.locked_at)
-            if lease_taken_by_a_write(sim, earlier, later) or lease_lost_at_its_start(sim, first):
+            # the lease a write took may be of the build that began second (won, then slow)
+            taken = lease_taken_by_a_write(sim, first, second)
+            if taken or lease_taken_by_a_write(sim, second, first):
+                continue
+            if lease_lost_at_its_start(sim, first):
                 continue
             found.append(
                 Violation(

@@ -119,6 +119,23 @@ def finishing_span(
     return own[-1] if own else None
 
 
+def stored_at(sim: Simulation, key: str, build: Build) -> float:
+    """When the server first stored ``build``'s value under ``key`` (its end, if never): a
+    holder stopped between its build and its write (a pause, a slow request) gives its
+    entry its whole life from the write. (A keep-alive's rewrite of the same bytes later
+    gives it no more life of its own.)"""
+    ended = build.ended if build.ended is not None else 0.0
+    for t, method, args, result, raised in sim.history.applied:
+        if t < ended or raised or not result or method not in ("add", "set", "cas"):
+            continue
+        if args[0] != key:
+            continue
+        entry = sim.codec.loads(args[1], args[0])
+        if isinstance(entry, list) and entry[0] == "mc1" and entry[1] == build.value:
+            return t
+    return ended
+
+
 def kept_alive_until(sim: Simulation, key: str, before: float) -> float:
     """When the last keep-alive of ``key`` applied before ``before`` let it expire: a
     ``cas`` writing back the bytes the key held, as a build's lease keeps a stale entry
@@ -144,6 +161,30 @@ def backed_off(sim: Simulation, entry: str, key: int, began: float, ended: float
         b.background and b.failed and b.ended is not None and began <= b.ended <= ended
         for b in sim.history.builds
         if (b.entry, b.key) == (entry, key)
+    )
+
+
+def given_back_to_expire(sim: Simulation, entry: str, key: int, ended: float) -> bool:
+    """Whether a lease that expired at ``ended`` was handed back by a build that stored
+    nothing, with the entry's own life left, a second or less (rule 4: "a rebuild that
+    stored nothing hands the stale entry back with the life it had of its own, and when
+    that life has a second or less left, the lease ends with the entry")."""
+    if sim.config.store != "meta":
+        return False
+    lock = lock_key(sim.processes[0].cache, key, entry)
+    touches = [
+        at
+        for at, method, args, result, raised in sim.history.applied
+        if method == "cas" and not raised and result and args[0] == lock and int(args[3]) == 1
+    ]
+    return any(
+        ended - 1 <= at <= ended
+        and any(
+            b.under_lock and b.ended is not None and at - 2 * MAX_LATENCY <= b.ended <= at
+            for b in sim.history.builds
+            if (b.entry, b.key) == (entry, key)
+        )
+        for at in touches
     )
 
 

@@ -16,6 +16,7 @@ from tests.sim.allowances import (
     backed_off,
     entries,
     finishing_span,
+    given_back_to_expire,
     holder_found_store_down,
     kept_alive_until,
     lease_lost_at_its_start,
@@ -23,6 +24,7 @@ from tests.sim.allowances import (
     leased_in_its_last_second,
     lock_spans,
     lossy,
+    stored_at,
     stored_stale_looks_fresh,
     widest_skew,
 )
@@ -226,6 +228,8 @@ def locks_freed(sim: Simulation) -> list[Violation]:
                 continue
             if leased_in_its_last_second(sim, lock, began):
                 continue
+            if given_back_to_expire(sim, entry, key, ended):
+                continue
             found.append(
                 Violation(
                     "rule 4 (a lock lives as long as its build)",
@@ -268,7 +272,8 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
             and e.detail.startswith(f"{read.process} ")
             and e.during(read.invoked, at)
         )
-        life_ends = build.ended + lives + stalled  # a stopped process answers what it read
+        stored = stored_at(sim, entry_key(cache, read.key, read.entry), build)
+        life_ends = stored + lives + stalled  # a stopped process answers what it read
         if dropping:  # a lease's give-back lost on the way leaves the keep-alive's life
             life_ends = max(
                 life_ends, kept_alive_until(sim, entry_key(cache, read.key, read.entry), at)

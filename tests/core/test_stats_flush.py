@@ -63,11 +63,11 @@ def test_an_async_callers_flush_awaits_the_store_and_never_blocks_its_loop(
 
 
 def test_a_sync_callers_flush_runs_after_its_call() -> None:
-    """On the caller's thread, once the interval is up: counted by the calls before."""
+    """On the caller's thread, once the interval is up: the call's own counts go with it
+    (however many flushes a slow machine made before)."""
     cache = Cache("memory://", namespace="sflush", stats_interval=0.01)
     for _ in range(3):
         cache.get_or_build("k", lambda: "v", ttl=60)
-    assert cache.stats(flush=False)["cache"]["flushed_at"] is None, "not yet due"
     asyncio.run(asyncio.sleep(0.02))
     cache.get_or_build("k", lambda: "v", ttl=60)
     flushed = cache.stats(flush=False)["cache"]

@@ -32,7 +32,7 @@ from mcache.observe.events import CURRENT_CALL, BuildWatch, Observer, Origin, qu
 from mcache.observe.samples import hit_ratio, offer_sample_steps
 from mcache.sansio.steps import Steps, StoreCall, aperform, arun_steps, perform, run_steps
 
-__all__ = ["COUNTERS", "SESSIONS", "CacheStats", "add_counts", "counter_key"]
+__all__ = ["COUNTERS", "SESSIONS", "CacheStats", "add_counts_steps", "counter_key"]
 
 COUNTERS = {
     "hits": "fresh values served",
@@ -109,11 +109,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_parent_counts)
 
 
-def add_counts(store: Store, deltas: dict[str, int], ttl: int = 0) -> None:
-    """Add ``deltas`` to counters in ``store`` (:func:`add_counts_steps`)."""
-    run_steps(add_counts_steps(store, deltas, ttl), perform)
-
-
 def add_counts_steps(store: Store, deltas: dict[str, int], ttl: int = 0) -> Steps[None]:
     """Add ``deltas`` to counters in ``store`` (one ``incr_many``), creating those that are
     missing with ``ttl`` (0: no expiry); a counter another process created meanwhile is
@@ -168,7 +163,7 @@ class CacheStats:
     def add(self, name: str, count: int = 1, key: str | None = None) -> None:
         """Count ``count`` events ``name`` (of ``key``). Counting never flushes: it runs
         inside the steps of a call, where a store call of its own would block an async
-        caller's loop; the call's driver flushes when one is due (:meth:`flush_due`)."""
+        caller's loop; the call's driver flushes when one is due (:meth:`flush_if_due`)."""
         lock = self._lock
         lock.acquire()  # not ``with``: this runs on every hit, and costs a third less so
         try:
@@ -204,11 +199,6 @@ class CacheStats:
     def watch_build(self, key: str) -> BuildWatch:
         """Start following a build of ``key`` for the observers (there may be none)."""
         return BuildWatch(self.observers, self.origin, key, self.clock)
-
-    def flush_due(self) -> bool:
-        """Whether ``interval`` seconds passed since the last flush: a driver that ran a
-        call then runs :meth:`flush_steps` (what :meth:`flush_if_due` does)."""
-        return self.clock.monotonic() >= self._next_flush
 
     def flush_if_due(self) -> None:
         """Flush, on the caller's thread, if the interval is up."""
@@ -246,8 +236,7 @@ class CacheStats:
             minute = int(now // 60)
             if minute != self._sampled_minute:  # the minute's first flush here: the chart's
                 self._sampled_minute = minute
-                found = yield StoreCall(self.store, "get_many", (self.totals_keys(self.key),))
-                totals = _totals(found, self.key, dict.fromkeys(COUNTERS, 0))
+                totals = yield from self._totals_steps(self.key, dict.fromkeys(COUNTERS, 0))
                 yield from offer_sample_steps(self.store, self.key, minute, totals)
         except Exception as error:  # statistics must never fail a request
             with self._lock:
@@ -267,20 +256,20 @@ class CacheStats:
         and ``flushed_at``: when a process last flushed (seconds since the epoch, or None).
         """
         local = self.local() if pending else dict.fromkeys(COUNTERS, 0)
-        found = self.store.get_many(self.totals_keys(self.key))
-        return _totals(found, self.key, local)
+        return run_steps(self._totals_steps(self.key, local), perform)
 
     def apart(self, family: str) -> dict[str, Any]:
         """Return every process's flushed counts of the caches on this namespace counted
         apart as ``family`` (a sessions' cache), their hit ratio and ``flushed_at``."""
         keyed = functools.partial(counter_key, self.namespace, family)
-        found = self.store.get_many(self.totals_keys(keyed))
-        return _totals(found, keyed, dict.fromkeys(COUNTERS, 0))
+        return run_steps(self._totals_steps(keyed, dict.fromkeys(COUNTERS, 0)), perform)
 
-    @staticmethod
-    def totals_keys(key: Callable[[str], str]) -> list[str]:
-        """The store keys of the counters named by ``key(name)``, and of ``flushed_at``."""
-        return [key(name) for name in (*COUNTERS, FLUSHED)]
+    def _totals_steps(
+        self, key: Callable[[str], str], local: dict[str, int]
+    ) -> Steps[dict[str, Any]]:
+        """Read the counters named by ``key(name)`` and ``flushed_at``: :func:`_totals`."""
+        names = [key(name) for name in (*COUNTERS, FLUSHED)]
+        return _totals((yield StoreCall(self.store, "get_many", (names,))), key, local)
 
 
 def counter_key(namespace: str, family: str, name: str) -> str:

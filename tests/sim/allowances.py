@@ -225,13 +225,12 @@ def lease_taken_by_a_write(sim: Simulation, first: Build, second: Build) -> bool
     cache = sim.processes[0].cache
     asked = calls[first.call].invoked if 0 <= first.call < len(calls) else first.locked_at
     won = min(asked, first.locked_at) - MAX_LATENCY
+    written = any(
+        c.kind == "write" and c.key == first.key and won <= c.invoked <= second.began for c in calls
+    )
     for start, end, how in lock_spans(sim, lock_key(cache, first.key, first.entry)):
         if not won <= start <= first.locked_at or how == "expired" or end > second.began:
             continue
-        written = any(
-            c.kind == "write" and c.key == first.key and won <= c.invoked <= second.began
-            for c in calls
-        )
         # "a newer write (another process's store of the entry among them ...)"
         stored = any(
             b is not first

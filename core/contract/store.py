@@ -365,8 +365,10 @@ class LeasesInRead(Protocol):
         """Mark the entry read with ``token`` stale, held :func:`stale_hold_ttl` of
         ``bid.lease_ttl`` more seconds, and bid for its rebuild."""
 
-    def release_lease(self, key: str, token: int) -> bool:
-        """Hand a stale entry's lease, not used, to the next reader."""
+    def release_lease(self, key: str, token: int, ttl: int | None = None) -> bool:
+        """Hand a stale entry's lease, not used, to the next reader; with ``ttl``, the entry
+        lives that many more seconds, set in the same request (so it is atomic with the
+        hand-over, and a renewal of the lease arriving later no longer finds it ours)."""
 
     def keep_lease(self, key: str, token: int, ttl: int) -> bool:
         """Give the item ``ttl`` more seconds only if its cas is still ``token``."""

@@ -70,8 +70,14 @@ class ServerLease(Lock):
 
     def extend_steps(self, timeout: int | None = None) -> Steps[bool]:
         """Keep the leased item, and no other, alive ``timeout`` more seconds (its lock's by
-        default); a touch keeps the cas, so the build can still store."""
-        if self.lease.stored:
+        default); a touch keeps the cas, so the build can still store.
+
+        Once the release began, nothing is sent: memcached gives the rebuild of an item
+        handed back (``md … I``) to the first ``mg`` that reads it, so the renewal's own
+        check would take it from the next reader, and its touch would give the stale entry
+        a lock's life again.
+        """
+        if self.lease.stored or not self.held:
             return self.held
         ttl = self.expiry(timeout)
         if not self.lease.placed:  # a stale item: held a lock's life more (holder_gone)
@@ -95,9 +101,7 @@ class ServerLease(Lock):
         if left is not None and left <= 0:
             gone = (self.key, b"", lease.token, -1)
             return bool((yield StoreCall(self.store, "leased_write", gone)))
-        if left is not None:
-            yield StoreCall(self.store, "keep_lease", (self.key, lease.token, left))
-        return bool((yield StoreCall(self.store, "release_lease", (self.key, lease.token))))
+        return bool((yield StoreCall(self.store, "release_lease", (self.key, lease.token, left))))
 
 
 def holder_gone(bid: LeaseBid) -> bool:

@@ -164,30 +164,6 @@ def backed_off(sim: Simulation, entry: str, key: int, began: float, ended: float
     )
 
 
-def given_back_to_expire(sim: Simulation, entry: str, key: int, ended: float) -> bool:
-    """Whether a lease that expired at ``ended`` was handed back by a build that stored
-    nothing, with the entry's own life left, a second or less (rule 4: "a rebuild that
-    stored nothing hands the stale entry back with the life it had of its own, and when
-    that life has a second or less left, the lease ends with the entry")."""
-    if sim.config.store != "meta":
-        return False
-    lock = lock_key(sim.processes[0].cache, key, entry)
-    touches = [
-        at
-        for at, method, args, result, raised in sim.history.applied
-        if method == "cas" and not raised and result and args[0] == lock and int(args[3]) == 1
-    ]
-    return any(
-        ended - 1 <= at <= ended
-        and any(
-            b.under_lock and b.ended is not None and at - 2 * MAX_LATENCY <= b.ended <= at
-            for b in sim.history.builds
-            if (b.entry, b.key) == (entry, key)
-        )
-        for at in touches
-    )
-
-
 def holder_found_store_down(sim: Simulation, entry: str, key: int, began: float) -> bool:
     """Whether the lock the server took at ``began`` went to a build whose call had a store
     call fail, so that its pool marked the server dead and sent neither its entry nor the

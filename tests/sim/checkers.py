@@ -16,7 +16,6 @@ from tests.sim.allowances import (
     backed_off,
     entries,
     finishing_span,
-    given_back_to_expire,
     holder_found_store_down,
     kept_alive_until,
     lease_lost_at_its_start,
@@ -227,8 +226,6 @@ def locks_freed(sim: Simulation) -> list[Violation]:
             if holder_found_store_down(sim, entry, key, began):
                 continue
             if leased_in_its_last_second(sim, lock, began):
-                continue
-            if given_back_to_expire(sim, entry, key, ended):
                 continue
             found.append(
                 Violation(

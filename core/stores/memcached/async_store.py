@@ -75,8 +75,8 @@ class AsyncMemcachedStore(SteppedTwin):
     async def claim_stale(self, key: str, token: int, bid: LeaseBid) -> None:
         await arun_steps(self.store.claim_stale_steps(key, token, bid), self._perform)
 
-    async def release_lease(self, key: str, token: int) -> bool:
-        return await arun_steps(self.store.release_lease_steps(key, token), self._perform)
+    async def release_lease(self, key: str, token: int, ttl: int | None = None) -> bool:
+        return await arun_steps(self.store.release_lease_steps(key, token, ttl), self._perform)
 
     async def keep_lease(self, key: str, token: int, ttl: int) -> bool:
         return await arun_steps(self.store.keep_lease_steps(key, token, ttl), self._perform)

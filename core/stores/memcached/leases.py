@@ -185,10 +185,14 @@ class MemcachedLeases:
         replies = yield from self._on_owner_steps(key, "meta", (requests,))  # type: ignore[attr-defined]
         _answer(bid, replies[1])
 
-    def release_lease_steps(self, key: str, token: int) -> Steps[bool]:
-        """Hand a stale item's rebuild, leased with ``token`` and not done, to the next reader."""
+    def release_lease_steps(self, key: str, token: int, ttl: int | None = None) -> Steps[bool]:
+        """Hand a stale item's rebuild, leased with ``token`` and not done, to the next reader;
+        with ``ttl``, it lives that much more. One ``md … I T C``: the cas it bumps fails any
+        renewal of the lease that lands after it, which could otherwise give the item a
+        lock's life again once the release had cut it to its own."""
         validate_store_key(key)
-        request = meta.delete(key, stale=True, cas=token)
+        stale_ttl = None if ttl is None else expire_of(ttl, self.clock)
+        request = meta.delete(key, stale=True, stale_ttl=stale_ttl, cas=token)
         replies = yield from self._on_owner_steps(key, "meta", ([request],))  # type: ignore[attr-defined]
         return replies[0].code == b"HD"  # type: ignore[no-any-return]
 

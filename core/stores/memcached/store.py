@@ -222,9 +222,10 @@ class MemcachedStore(MemcachedLeases, MemcachedSteps, SteppedStore):
         """Mark the item read with ``token`` stale and bid for its rebuild (meta protocol)."""
         run_steps(self.claim_stale_steps(key, token, bid), self._perform)
 
-    def release_lease(self, key: str, token: int) -> bool:
-        """Hand a stale item's unused lease to the next reader (meta protocol)."""
-        return run_steps(self.release_lease_steps(key, token), self._perform)
+    def release_lease(self, key: str, token: int, ttl: int | None = None) -> bool:
+        """Hand a stale item's unused lease to the next reader, ``ttl`` more seconds to live
+        if given (meta protocol)."""
+        return run_steps(self.release_lease_steps(key, token, ttl), self._perform)
 
     def keep_lease(self, key: str, token: int, ttl: int) -> bool:
         """Keep the item leased with ``token`` alive ``ttl`` more seconds, if it still is."""

@@ -306,6 +306,10 @@ class Builder:
             self.writer.try_stale_lock_steps(call), self.building.let_go(call, None)
         )
         if lock is None:
+            if call.rewritten:  # the entry read was replaced meanwhile: maybe by a fresh one
+                fresh = yield from self.fresh_entry_steps(call)
+                if fresh is not None:
+                    return self.take_peeked(call, fresh)
             return (yield from self.fresh_or_stale_steps(call, entry))
         if call.options.refresh == "background" and not inside_build():
             yield HandOver(self.rebuilds, call, lock)

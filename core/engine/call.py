@@ -68,6 +68,9 @@ class Call:
     """When its bidding read was sent (the clock's ``monotonic``; 0: it bid nothing): what
     that read said of the key's lock is as old as that, however late it is acted on (a
     process stopped meanwhile)."""
+    rewritten: bool = False
+    """Its stale claim found the entry rewritten since it was read, and not marked stale:
+    the entry it read is no longer the key's, so it is read again before being served."""
 
     def newest_version(self) -> int:
         """Return the newest version of every tag read with the call's entry: a rebuild

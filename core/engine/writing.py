@@ -70,6 +70,8 @@ class Writer:
                     yield shielded_bid(self.parts, call.key, bid, claim)
                 except Exception as error:
                     self.parts.store_failed("lock", error)
+                else:  # neither leased nor marked stale after the mark: a newer write
+                    call.rewritten = claim.outcome is None
             lock = self.server_lease(call)
             if lock is None and claim.outcome is False:  # another reader holds the lease
                 self._mark_busy(call.key, read_at)

@@ -7,7 +7,6 @@ Each checker returns the violations it finds; an allowance names the sentence of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tests.sim.allowances import (
@@ -27,23 +26,14 @@ from tests.sim.allowances import (
     stored_stale_looks_fresh,
     widest_skew,
 )
+from tests.sim.dead_leases import dead_leases_taken_over
+from tests.sim.history import Violation
 from tests.sim.keys import entry_key, lock_key
 from tests.sim.transactions import uncommitted_never_stored
 from tests.sim.world import EPOCH
 
 if TYPE_CHECKING:
     from tests.sim.simulation import Simulation
-
-
-@dataclass
-class Violation:
-    """A rule broken: which, and the calls that show it."""
-
-    rule: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.rule}: {self.detail}"
 
 
 def fresh_after_write(sim: Simulation) -> list[Violation]:
@@ -262,13 +252,7 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
         if build.call == read.number and build.part_stale:
             continue  # a page stale for its row's sake, which is checked as a read itself
         at = read.ended
-        stalled = sum(
-            e.until - e.at
-            for e in history.events
-            if e.kind == "pause"
-            and e.detail.startswith(f"{read.process} ")
-            and e.during(read.invoked, at)
-        )
+        stalled = history.paused_during(read)
         stored = stored_at(sim, entry_key(cache, read.key, read.entry), build)
         life_ends = stored + lives + stalled  # a stopped process answers what it read
         if dropping:  # a lease's give-back lost on the way leaves the keep-alive's life
@@ -372,6 +356,7 @@ CHECKERS = (
     builds_once,
     stale_bounded,
     locks_freed,
+    dead_leases_taken_over,
     no_lock_outlives_its_build,
     live_after_faults,
     uncommitted_never_stored,

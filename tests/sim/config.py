@@ -76,6 +76,9 @@ class Config:
     slow_releases: bool = False
     """Aim at a build's last step: the release of its row's lock is sent 0.15 s late, so its
     waiters look between the build's write and its release (the first three times)."""
+    kill_holders: bool = False
+    """Aim at a lock's holder: the first is killed halfway through its build (on memcached's
+    lease, the holder of a stale entry's), and other processes read its key for 12 s after."""
     store: str = "memory"
     """How the processes reach memcached: "memory" (the library's memcached-semantics
     store, a store call one command), or the real memcached store, its pool and its
@@ -153,4 +156,5 @@ def choose(seed: int, size: str = "small") -> Config:
     config.transactions = draw.random() < 0.3
     config.race_keeps = draw.random() < 0.3
     config.slow_releases = draw.random() < 0.3
+    config.kill_holders = draw.random() < (0.7 if config.store == "meta" else 0.25)
     return config

@@ -19,6 +19,17 @@ if TYPE_CHECKING:
 
 
 @dataclass
+class Violation:
+    """A rule broken: which, and the calls that show it."""
+
+    rule: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.detail}"
+
+
+@dataclass
 class Call:
     """One call of the cache's API: a read (``get_or_build``) or a write (row, then bump)."""
 
@@ -156,6 +167,18 @@ class History:
         for call in self.calls:
             if call.process == process.number and call.outcome == "pending":
                 call.outcome, call.ended = "unknown", self.now()
+
+    def paused_during(self, call: Call) -> float:
+        """How long ``call``'s process stood paused while the call ran: a stopped process
+        answers with what it read before, so a bound on its answer moves by as much."""
+        ended = self.now() if call.ended is None else call.ended
+        return sum(
+            e.until - e.at
+            for e in self.events
+            if e.kind == "pause"
+            and e.detail.startswith(f"{call.process} ")
+            and e.during(call.invoked, ended)
+        )
 
     def digest(self) -> str:
         """A hash of the whole history: equal for equal runs, whatever the machine."""

@@ -157,6 +157,13 @@ CATALOGUE = (
         "pass  # replaced meanwhile",
     ),
     Mutant(
+        "a dead holder's lease on a stale entry never taken over (holder_gone not asked)",
+        "mcache.engine.writing",
+        "Writer.try_stale_lock_steps",
+        "(claim.outcome is None or holder_gone(claim))",
+        "(claim.outcome is None)",
+    ),
+    Mutant(
         "locks renewed too late (after their timeout)",
         "mcache.engine.renewal",
         "LockRenewer.interval",

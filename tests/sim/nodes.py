@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 Op = tuple[str, tuple[Any, ...], Any]
 """A command as the checkers read it: its name, its arguments, its result."""
 
+STALE_LEASE = b"stale lease"
+"""The value of the ``add`` that records a stale item's lease won (a miss's is ``lease``)."""
+
 TEXT = {"get_many", "gets", "set", "add", "replace", "append", "prepend", "cas", "incr"}
 TEXT |= {"decr", "delete", "delete_many", "touch", "incr_many", "set_many"}
 
@@ -92,7 +95,7 @@ def _meta_ops(sim: Simulation, line: bytes, value: bytes, reply: MetaReply) -> l
     ops: list[Op] = []
     if verb == b"mg" and reply.won and lock is not None:
         left = int(asked[b"N"]) if reply.won_placeholder else max(0, reply.ttl or 0)
-        ops.append(("add", (lock, b"lease", left), True))
+        ops.append(("add", (lock, b"lease" if reply.won_placeholder else STALE_LEASE, left), True))
     elif verb == b"mg" and b"T" in asked and reply.code in (b"HD", b"VA") and lock is not None:
         ops.append(("cas", (lock, b"lease", reply.cas, int(asked[b"T"])), True))
     elif verb == b"ms" and done:

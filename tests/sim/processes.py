@@ -275,7 +275,7 @@ class SimThread:
         seconds = plan.build_seconds if plan is not None else 0.01
         self.sim.world.after(seconds, end)
         if plan is not None:
-            self.sim.build_began(self.process, plan.key, seconds)
+            self.sim.build_began(self.process, plan.key, seconds, plan.entry)
 
     def _wait(self, operation: Wait, deadline: float, ticket: Ticket) -> None:
         world = self.sim.world

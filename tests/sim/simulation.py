@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from mcache.model.codec import Codec, JsonSerializer
 from mcache.model.tags import version_ms
-from tests.sim.checkers import Violation, check
+from tests.sim.checkers import check
 from tests.sim.config import Config, Fault, choose
-from tests.sim.history import History
+from tests.sim.dead_leases import aim_kill
+from tests.sim.history import History, Violation
 from tests.sim.host import SimProcess
 from tests.sim.keys import entry_key, lock_key
 from tests.sim.processes import SimThread, Steps
@@ -89,7 +90,7 @@ class Simulation:
         self.races = self.refusals = self.raced_builds = self.cancels = 0
         self.forced_cancels = 0
         self.renewals_aimed = self.late_reads = self.raced_pages = 0
-        self.raced_keeps = self.slowed_releases = 0
+        self.raced_keeps = self.slowed_releases = self.holders_killed = 0
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -276,9 +277,11 @@ class Simulation:
         self.workload.read(reader, key, 0.01, 0.05)
         return True
 
-    def build_began(self, builder: SimProcess, key: int, seconds: float) -> None:
-        """A targeted fault (``race_builds``): a write of the row of a long build under way,
-        from another process, then a read of its key from a third (the waiter's race)."""
+    def build_began(self, builder: SimProcess, key: int, seconds: float, entry: str) -> None:
+        """Targeted faults: its holder killed (``kill_holders``, see :func:`aim_kill`); and
+        (``race_builds``) a write of the row of a long build under way, from another
+        process, then a read of its key from a third (the waiter's race)."""
+        aim_kill(self, builder, key, entry, seconds)
         if not self.config.race_builds or seconds < 0.3 or self.raced_builds >= 3:
             return
         others = self.others_alive(builder)

@@ -74,11 +74,11 @@ FOUND = [
     # a lock waiter handed a page stored already stale (built over a stale part) as fresh
     (
         "a lock waiter takes an entry stored",
-        143,
+        89,
         {"rule 2 (a build never consumes stale data silently)"},
     ),
     # a lock waiter whose entry arrived stale, served it stale as its holder freed its lock
-    ("a lock waiter served stale", 35, {G2}),
+    ("a lock waiter served stale", 91, {G2}),
     # a failed rebuild left the stale entry the life its lease's keep-alives gave it
     ("a rebuild that stores nothing", 1, {G2}),
     # a forced refresh cancelled as its lock was won kept the lock to its timeout

@@ -16,8 +16,9 @@ import contextvars
 import json
 from typing import TYPE_CHECKING, Any
 
+from tests.sim.history import Violation
+
 if TYPE_CHECKING:
-    from tests.sim.checkers import Violation
     from tests.sim.simulation import Simulation
 
 IN_TRANSACTION: contextvars.ContextVar[dict[int, int] | None] = contextvars.ContextVar(
@@ -64,7 +65,6 @@ def made_by(value: list[Any], builds: dict[int, Any]) -> int | None:
 def uncommitted_never_stored(sim: Simulation) -> list[Violation]:
     """Guarantee 4: what a build inside a transaction made goes to its caller only, never
     to the store and never to another caller."""
-    from tests.sim.checkers import Violation
 
     history = sim.history
     uncommitted = {

@@ -474,6 +474,7 @@ class Builder:
         fresh = entry.is_fresh(self.parts.clock.time_ms()) and entry.tags_current(versions, others)
         if fresh and not claim.outcome:  # type: ignore[union-attr]  # rebuilt meanwhile
             return self.take_peeked(call, entry)
+        call.seen = entry  # a lease on it is a stale item's, held and given back as one
         return (yield from self.rebuild_stale_steps(call, entry))
 
     def build_after_wait_steps(self, call: Call) -> Steps[Any]:

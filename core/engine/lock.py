@@ -103,8 +103,20 @@ class Lock:
                 return True
         return False
 
-    def _compare_and_steps(self, ttl: int) -> Steps[bool]:
-        """Rewrite the lock with ``ttl`` (-1: delete it) if it still holds our token.
+    def take_over_steps(self, token: bytes) -> Steps[bool]:
+        """Hold the lock under ``token`` from now on, if it still holds the token it was
+        handed over under; return whether it does.
+
+        A queue worker's: brokers deliver a job at least once, and a copy delivered twice
+        would otherwise extend the same token as the first, and both would build.
+        """
+        handed, self.token = self.token, token
+        self.held = yield from self._compare_and_steps(self.expiry(), expected=handed)
+        return self.held
+
+    def _compare_and_steps(self, ttl: int, expected: bytes | None = None) -> Steps[bool]:
+        """Rewrite the lock with our token and ``ttl`` (-1: delete it) if it still holds
+        ``expected`` (by default our token).
 
         A renewal of this same lock may land between the read and the write (the owner
         rewrites its own token, with a new cas unique): then the token is still ours and
@@ -112,7 +124,7 @@ class Lock:
         """
         for _ in range(2):
             value, cas_token = yield StoreCall(self.store, "gets", (self.key,))
-            if value is NO_VALUE or value != self.token:
+            if value is NO_VALUE or value != (expected or self.token):
                 return False
             if (yield StoreCall(self.store, "cas", (self.key, self.token, cas_token, ttl))):
                 return True

@@ -98,11 +98,19 @@ class Rebuild:
 
     def hand_off(self, seconds: float) -> str | None:
         """Give the lock ``seconds`` to be taken up elsewhere; return the job's JSON, or None
-        (nothing changed) when the job cannot leave (:meth:`why_local`) or the lock is lost."""
+        when the job cannot leave (:meth:`why_local`: nothing changed) or the lock is no
+        longer this process's: lost, or let go because the store failed the hand-off."""
         return run_steps(self.hand_off_steps(seconds), perform)
 
     def hand_off_steps(self, seconds: float) -> Steps[str | None]:
-        """:meth:`hand_off`, as steps (see :mod:`mcache.sansio.steps`)."""
+        """:meth:`hand_off`, as steps (see :mod:`mcache.sansio.steps`).
+
+        A store failure leaves the lock in doubt (the extension may have landed, its reply
+        lost): it is let go, so that the next reader rebuilds. Taken back and renewed
+        here instead, with None telling the refresher that another rebuilds, nobody
+        would have, and the stale entry would have been served for as long as the
+        process lived.
+        """
         job = self.job
         if isinstance(job, str):
             return None
@@ -112,7 +120,7 @@ class Rebuild:
                 return job.to_json()
         except Exception as error:
             self.builder.parts.store_failed("lock", error)
-        yield from self.take_back_steps()
+            yield from self.give_up_steps()
         return None
 
     def take_back(self) -> bool:
@@ -133,7 +141,11 @@ class Rebuild:
 
     def give_up(self) -> None:
         """Free the lock: nobody rebuilds now; a later caller will try again."""
-        self.builder.writer.unlock(self.call.key, self.lock)
+        run_steps(self.give_up_steps(), perform)
+
+    def give_up_steps(self) -> Steps[None]:
+        """:meth:`give_up`, as steps."""
+        yield from self.builder.writer.unlock_steps(self.call.key, self.lock)
 
 
 class Rebuilds:
@@ -217,19 +229,28 @@ class Rebuilds:
         """:meth:`run_job`, as steps: a simulated worker runs them beside the callers."""
         options = BuildOptions(**job.options)
         parts = self.parts
-        lock = lock_for_job(parts.shared, job.lock, options.lock_timeout, job.token, parts.clock)
+        seen = Entry(None, job.seen) if job.seen else None
+        call = Call(job.key, build, job.tags, options, {}, seen, background=True)
+        call.newest = job.newest
+        life = self.builder.writer.life_left(call, seen)  # what a rebuild storing nothing leaves
+        lock = lock_for_job(
+            parts.shared, job.lock, options.lock_timeout, job.token, parts.clock, life
+        )
+        mine = parts.random.token(16).encode()
         try:  # the enqueuer's lock, unless it expired while the job waited and is gone
-            if not ((yield from lock.extend_steps()) or (yield from lock.try_acquire_steps())):
+            if not (
+                (yield from lock.take_over_steps(mine)) or (yield from lock.try_acquire_steps())
+            ):
                 return "taken"
         except Exception as error:
             self.parts.store_failed("lock", error)
             return "taken"
         parts.renewer.hold(lock, parts.failures)
-        seen = Entry(None, job.seen) if job.seen else None
-        call = Call(job.key, build, job.tags, options, {}, seen, background=True)
-        call.newest = job.newest
         stale = yield from self.builder.reader.peek_steps(job.key)
-        yield from self.builder.building.build_and_store_steps(call, lock, stale)
+        try:
+            yield from self.builder.building.build_and_store_steps(call, lock, stale)
+        except Uncacheable:
+            return "uncacheable"
         return "built" if call.built else "failed" if call.failed else "fresh"
 
     def in_background(self, call: Call, lock: Lock) -> None:
@@ -283,8 +304,10 @@ def run(payload: str) -> str:
 
     Returns what happened: ``"built"``, ``"fresh"`` (rebuilt meanwhile: the
     control check skipped it), ``"taken"`` (someone else holds the key's lock
-    now) or ``"failed"`` (the builder raised: the stale entry stays, and the
-    lock is kept for a back-off before anyone retries).
+    now, or another copy of the job took it), ``"uncacheable"`` (the builder said
+    so: nothing stored, the stale entry keeps only its own life) or ``"failed"``
+    (the builder raised: the stale entry stays, and the lock is kept for a
+    back-off before anyone retries).
     """
     job = Job.from_json(payload)
     function = plain_function(resolve(job.builder))  # imports its module: it may create the cache

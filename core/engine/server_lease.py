@@ -57,6 +57,17 @@ class ServerLease(Lock):
         return self.held
         yield  # steps, like every lock operation
 
+    def take_over_steps(self, token: bytes) -> Steps[bool]:
+        """A worker takes the server lease it was handed, if no copy of its job took it
+        first: the lease is the item's cas, which a worker cannot make its own, so the
+        first copy claims it with an ``add`` of a key of its own (brokers deliver a job at
+        least once; two copies would otherwise both extend it, and both build)."""
+        claim = (f"{self.key}:job:{self.lease.token}", token, self.expiry())
+        if not (yield StoreCall(self.store, "add", claim)):
+            self.held = False
+            return False
+        return (yield from self.extend_steps())
+
     def hold_steps(self) -> Steps[None]:
         """As the build starts: give a stale entry the lock's life (a placeholder has it).
 
@@ -115,11 +126,16 @@ def holder_gone(bid: LeaseBid) -> bool:
     return bid.outcome is False and bid.left is not None and 0 <= bid.left < bid.lease_ttl
 
 
-def lock_for_job(store: Store, key: str, timeout: int, token: str, clock: Clock) -> Lock:
+def lock_for_job(
+    store: Store, key: str, timeout: int, token: str, clock: Clock, life_left: float
+) -> Lock:
     """Return the lock a queued rebuild's job hands its worker: an owner-token lock, or
-    the server lease its enqueuer won (its cas), held until its worker's write."""
+    the server lease its enqueuer won (its cas), held until its worker's write.
+    ``life_left``: the seconds the stale entry has of its own life, all a rebuild that
+    stores nothing gives it back (the hand-off and the renewals kept it longer)."""
     if not token.startswith(JOB_TOKEN_PREFIX):
         return Lock(store, key, timeout, token=token.encode(), clock=clock)
     cas = int(token[len(JOB_TOKEN_PREFIX) :])
-    lease = Lease(NO_VALUE, cas, False, b"", clock.monotonic(), native=True)
+    now = clock.monotonic()
+    lease = Lease(NO_VALUE, cas, False, b"", now, native=True, own_expires=now + life_left)
     return ServerLease(store, key, timeout, lease, clock)

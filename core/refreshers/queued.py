@@ -14,14 +14,29 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from mcache.clock import Clock, system_clock
 from mcache.errors import ConfigError
 from mcache.logs import FailureLog
 from mcache.refreshers.thread import ThreadPoolRefresher
+from mcache.sansio.steps import Steps, perform, run_steps
 
-__all__ = ["QueueRefresher"]
+__all__ = ["Publish", "QueueRefresher"]
+
+
+@dataclass(slots=True)
+class Publish:
+    """The one operation of a send that is not a store's: the payload to the queue. The
+    sender thread's driver runs it; a simulation delivers it to a broker of its own."""
+
+    refresher: QueueRefresher
+    payload: str
+    context: Any
+
+    def run(self) -> None:
+        self.refresher.send(self.payload, self.context)
 
 
 class QueueRefresher:
@@ -89,40 +104,56 @@ class QueueRefresher:
             self._sends += 1
         # Describing the job, extending its lock and publishing all happen on the
         # sender thread: the request that won the lock is answered at once.
-        self._sending().submit(self._send, job, self.context())
+        self.submit(job, self.context())
         return True
+
+    def submit(self, job: Any, context: Any) -> None:
+        """Run :meth:`send_steps` for ``job`` off the caller's thread (here: the sender
+        thread; a simulation runs them on a simulated thread), then :meth:`sent`."""
+        self._sending().submit(self._send, job, context)
+
+    def sent(self) -> None:
+        """A send submitted is over, however it ended."""
+        self._pending.release()
+        with self._idle:
+            self._sends -= 1
+            self._idle.notify_all()
 
     def broken(self) -> bool:
         """Whether a recent failed send keeps every rebuild off the queue for now."""
         return self.clock.monotonic() < self._closed_at
 
     def _send(self, job: Any, context: Any) -> None:
+        try:
+            run_steps(self.send_steps(job, context), perform)
+        finally:
+            self.sent()
+
+    def send_steps(self, job: Any, context: Any) -> Steps[None]:
+        """Hand ``job``'s lock off and publish its payload; if the queue cannot take it,
+        open the circuit, take the lock back and fall back. As steps, so that a
+        simulation interleaves a send with the callers and the workers."""
         started = self.clock.monotonic()
         try:
             why = job.why_local()
             if why is not None:
                 self._tell_once(job.name, why)
                 if not self.pool(job):
-                    job.give_up()
+                    yield from job.give_up_steps()
                 return
             if self.broken():
-                self._fall_back(job)  # its lock is still renewed here: not handed off
+                yield from self._fall_back_steps(job)  # its lock is still renewed here
                 return
-            payload = job.hand_off(self.hold)
+            payload = yield from job.hand_off_steps(self.hold)
             if payload is None:
                 return  # the lock is no longer ours: someone else rebuilds
             started = self.clock.monotonic()
-            self.send(payload, context)
+            yield Publish(self, payload, context)
             self._window = self.retry_after
         except Exception as error:
             self._open_circuit(error, started)
-            if job.take_back():
-                self._fall_back(job)
-        finally:
-            self._pending.release()
-            with self._idle:
-                self._sends -= 1
-                self._idle.notify_all()
+            if (yield from job.take_back_steps()):
+                yield from self._fall_back_steps(job)
 
     def _open_circuit(self, error: Exception, started: float) -> None:
         """Send nothing for the window. A send begun before the window opened (under way
@@ -141,9 +172,12 @@ class QueueRefresher:
         )  # fmt: skip
 
     def _fall_back(self, job: Any) -> bool:
+        return run_steps(self._fall_back_steps(job), perform)
+
+    def _fall_back_steps(self, job: Any) -> Steps[bool]:
         if self.fallback == "thread" and self.pool(job):
             return True
-        job.give_up()
+        yield from job.give_up_steps()
         return False
 
     def _sending(self) -> ThreadPoolExecutor:

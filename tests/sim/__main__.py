@@ -22,7 +22,7 @@ import time
 from collections import Counter
 
 from tests.sim.config import choose
-from tests.sim.mutants import CATALOGUE, applied
+from tests.sim.mutants import CATALOGUE, applied, played
 from tests.sim.shrink import calls_in, shrink, write_regression
 from tests.sim.simulation import Result, run_seed
 
@@ -50,6 +50,8 @@ def reached(result: Result) -> set[str]:
         names.add("a page built over a row read that failed")
     if any(c.kind == "tx-read" for c in calls):
         names.add("a read inside a transaction")
+    if any(b.process > result.config.processes for b in builds):
+        names.add("a rebuild by a queue worker")
     names.update(f"counted: {name}" for name, count in result.counts.items() if count)
     return names
 
@@ -76,6 +78,11 @@ REQUIRED = (
     "a page built over a stale row",
     "a page built over a row read that failed",
     "a read inside a transaction",
+    "a rebuild by a queue worker",
+    "job_queued",
+    "job_lost",
+    "broker_down",
+    "refuse_hand_off",
     "counted: lock_waits",
     "counted: wait_timeouts",
     "counted: build_errors",
@@ -139,7 +146,9 @@ def mutants(seeds: int, root: int = 0) -> int:
     missed = 0
     for mutant in CATALOGUE:
         with applied(mutant):
-            caught = next((s for s in range(root, root + seeds) if run_seed(s).violations), None)
+            caught = next(
+                (s for s in range(root, root + seeds) if played(mutant, s).violations), None
+            )
         if caught is None:
             missed += 1
             print(f"NOT CAUGHT within {seeds} seeds: {mutant.name}")

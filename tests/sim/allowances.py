@@ -9,7 +9,7 @@ import math
 from typing import TYPE_CHECKING
 
 from mcache.engine.writing import BUSY_SECONDS
-from tests.sim.keys import lock_key
+from tests.sim.keys import entry_key, lock_key
 from tests.sim.world import EPOCH
 
 if TYPE_CHECKING:
@@ -161,6 +161,22 @@ def backed_off(sim: Simulation, entry: str, key: int, began: float, ended: float
         b.background and b.failed and b.ended is not None and began <= b.ended <= ended
         for b in sim.history.builds
         if (b.entry, b.key) == (entry, key)
+    )
+
+
+def left_in_the_queue(sim: Simulation, entry: str, key: int, began: float, ended: float) -> bool:
+    """Whether the lock held from ``began`` to ``ended`` was handed off with a queued job
+    that was lost, or that no worker took before the lock's hold ran out
+    (how-to/task-queue.md: "held for ``hold`` seconds until a worker takes it over";
+    "a job lost with its broker stops renewing")."""
+    cache = sim.processes[0].cache
+    names = {lock_key(cache, key, entry), entry_key(cache, key, entry)}  # a lock's, a lease's
+    return any(
+        e.kind in ("job_queued", "job_lost")
+        and e.detail in names
+        and began <= e.at <= ended
+        and e.until >= ended - MAX_LATENCY
+        for e in sim.history.events
     )
 
 

@@ -20,6 +20,7 @@ from tests.sim.allowances import (
     lease_lost_at_its_start,
     lease_taken_by_a_write,
     leased_in_its_last_second,
+    left_in_the_queue,
     lock_spans,
     lossy,
     stored_at,
@@ -27,8 +28,10 @@ from tests.sim.allowances import (
     widest_skew,
 )
 from tests.sim.dead_leases import dead_leases_taken_over
+from tests.sim.fresh_current import current_entries_fresh
 from tests.sim.history import Violation
 from tests.sim.keys import entry_key, lock_key
+from tests.sim.queue import queue_drained
 from tests.sim.transactions import uncommitted_never_stored
 from tests.sim.world import EPOCH
 
@@ -215,6 +218,8 @@ def locks_freed(sim: Simulation) -> list[Violation]:
                 continue
             if holder_found_store_down(sim, entry, key, began):
                 continue
+            if left_in_the_queue(sim, entry, key, began, ended):
+                continue
             if leased_in_its_last_second(sim, lock, began):
                 continue
             found.append(
@@ -268,13 +273,15 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
         )
         # a rebuild under way when the entry's life ended keeps it until that rebuild ends
         # (its lock's span, or the build itself if its lock was lost under it meanwhile;
-        # and a rebuild that took it over while it was under way, in turn)
+        # and a rebuild that took it over while it was under way, in turn); a reader
+        # answers with what the server held a reply's latency before its answer, so "when
+        # its life ended" is counted as seen from there
         rebuilds = [(began, ended) for began, ended, _ in here] + [
             (b.began, b.ended if b.ended is not None else math.inf)
             for b in history.builds
             if b.under_lock and (b.entry, b.key) == (read.entry, read.key) and b.number != number
         ]
-        kept = at <= rebuilt_until(rebuilds, life_ends) + MAX_LATENCY
+        kept = at <= rebuilt_until(rebuilds, life_ends - MAX_LATENCY) + MAX_LATENCY
         failed = [b for b in history.builds if b.call == read.number and b.failed]
         # stale-if-error after its own rebuild failed: kept until the rebuild under way ends
         own_failed = any(at <= (b.ended or at) + 2 * MAX_LATENCY for b in failed)
@@ -359,6 +366,8 @@ CHECKERS = (
     dead_leases_taken_over,
     no_lock_outlives_its_build,
     live_after_faults,
+    current_entries_fresh,
+    queue_drained,
     uncommitted_never_stored,
 )
 

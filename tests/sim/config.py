@@ -62,8 +62,24 @@ class Config:
     """Some writes are made inside a transaction that reads its row's entry before it
     commits or rolls back (guarantee 4: tests/sim/transactions.py)."""
     refresh: str = "sync"
-    """Who rebuilds a stale key: its reader ("sync"), or the process's refresher on
-    threads ("background"), while the reader is served stale."""
+    """Who rebuilds a stale key: its reader ("sync"), the process's refresher on threads
+    ("background"), or a task queue's workers ("queue", :mod:`tests.sim.queue`), while the
+    reader is served stale."""
+    workers: int = 1
+    """With a task queue: its worker processes."""
+    job_loss: float = 0.0
+    """With a task queue: the share of jobs the broker loses."""
+    job_duplicates: float = 0.0
+    """With a task queue: the share of jobs the broker delivers twice."""
+    refuse_hand_offs: bool = False
+    """With a task queue: the first request of a send, its hand-off of the lock, fails in
+    the store (the first three times)."""
+    failing_jobs: bool = False
+    """With a task queue: the first three jobs' builds store nothing (they raise, or return
+    ``Uncacheable``), so the stale entry is given back its own life by a worker."""
+    kill_workers: bool = False
+    """With a task queue: the first worker to take a job is killed halfway through it
+    (its job is lost with it) and restarted a second later."""
     refreshes: float = 0.0
     """The share of reads that are forced refreshes (``Cache.refresh``) instead."""
     race_tags: bool = False
@@ -157,4 +173,20 @@ def choose(seed: int, size: str = "small") -> Config:
     config.race_keeps = draw.random() < 0.3
     config.slow_releases = draw.random() < 0.3
     config.kill_holders = draw.random() < (0.7 if config.store == "meta" else 0.25)
+    # the queue's, drawn for every seed: a run made to use a queue (run_seed's refresh)
+    # plays the seed's own
+    queued = draw.random() < 0.6
+    config.workers = draw.randint(1, 2)
+    config.job_loss = draw.choice((0.0, 0.0, 0.2))
+    config.job_duplicates = draw.choice((0.0, 0.5))
+    if config.job_duplicates:
+        config.workers = 2  # the copies of a job taken at once
+    config.kill_workers = draw.random() < 0.3
+    config.refuse_hand_offs = draw.random() < 0.3
+    config.failing_jobs = draw.random() < 0.4
+    if draw.random() < 0.4:  # (only a run with a queue has a broker to take down)
+        at, seconds = round(draw.uniform(0.0, 4.0), 3), draw.choice((1.0, 3.0, 7.0))
+        config.faults.append(Fault("broker_down", at, "", seconds))
+    if config.refresh == "background" and queued:
+        config.refresh = "queue"
     return config

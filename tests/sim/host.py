@@ -9,6 +9,7 @@ from mcache.contract.store import Store
 from mcache.randomness import RandomSource
 from tests.sim.pool import SimPool
 from tests.sim.processes import SimThread
+from tests.sim.queue import SimQueueRefresher
 from tests.sim.renewer import SimRefresher, SimRenewer
 from tests.sim.transactions import may_store
 from tests.sim.world import HostClock
@@ -34,6 +35,8 @@ class SimProcess:
         """Start (again, after a kill): a new cache, nothing of the old process's memory."""
         sim = self.sim
         config = sim.config
+        queued = config.refresh == "queue"
+        refresher = SimQueueRefresher(self) if queued else SimRefresher(self)
         self.cache = Cache(
             self.store(),
             namespace="sim",
@@ -45,14 +48,17 @@ class SimProcess:
             jitter=config.jitter,
             stats_interval=1e9,
             codec=sim.codec,
-            refresh=config.refresh,
-            refresher=SimRefresher(self),
+            refresh="background" if queued else config.refresh,
+            refresher=refresher,
         )
+        if queued:  # what a job names its cache by (a worker here is handed its cache)
+            self.cache.parts.locator = "sim"
         self.cache.random = RandomSource(seed=sim.world.rng.getrandbits(64))
         self.cache.may_store = may_store  # as a framework tells it of transactions
         self.renewer = SimRenewer(self)
         self.cache.parts.renewer = self.renewer
         self.alive = True
+        sim.broker.dispatch()  # a worker back takes the next job
 
     def store(self) -> Store:
         """What this process's cache reaches memcached through (``Config.store``): the
@@ -90,4 +96,5 @@ class SimProcess:
             self.sim.graveyard.extend((thread.context, steps) for steps in thread.stack)
             thread.stack, thread.tasks, thread.busy = [], [], False
         self.renewer.renewing.clear()
+        self.sim.broker.worker_lost(self)
         self.sim.history.killed(self)

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from tests.sim.simulation import Result, run_seed
+
 
 @dataclass(frozen=True)
 class Mutant:
@@ -26,6 +28,10 @@ class Mutant:
     qualname: str
     old: str
     new: str
+    store: str | None = None
+    """The seeds it is played on reach memcached this way (None: as each seed chose)."""
+    refresh: str | None = None
+    """The seeds it is played on rebuild stale keys this way (None: as each seed chose)."""
 
 
 CATALOGUE = (
@@ -164,6 +170,47 @@ CATALOGUE = (
         "(claim.outcome is None)",
     ),
     Mutant(
+        "no lock renewal (a renewal sends nothing and reports the lock still held)",
+        "mcache.engine.lock",
+        "Lock.extend_steps",
+        "self.held = yield from self._compare_and_steps(self.expiry(timeout))",
+        "self.held = (yield from ()) is None",
+    ),
+    Mutant(
+        "a job delivered twice built twice (its worker extends the handed token, not its own)",
+        "mcache.engine.rebuild",
+        "Rebuilds.run_job_steps",
+        "(yield from lock.take_over_steps(mine))",
+        "(yield from lock.extend_steps())",
+        refresh="queue",
+    ),
+    Mutant(
+        "a job delivered twice built twice on memcached's lease (no copy claims it)",
+        "mcache.engine.server_lease",
+        "ServerLease.take_over_steps",
+        'if not (yield StoreCall(self.store, "add", claim)):',
+        'if not (yield StoreCall(self.store, "add", claim)) and False:',
+        store="meta",
+        refresh="queue",
+    ),
+    Mutant(
+        "a hand-off the store failed takes the lock back, and nobody rebuilds",
+        "mcache.engine.rebuild",
+        "Rebuild.hand_off_steps",
+        "yield from self.give_up_steps()",
+        "yield from self.take_back_steps()",
+        refresh="queue",
+    ),
+    Mutant(
+        "a queue worker holding a server lease skips the tag read (its entry records none)",
+        "mcache.engine.building",
+        "Building.build_and_store_steps",
+        "not (lease.native and call.claim)",
+        "not lease.native",
+        store="meta",
+        refresh="queue",
+    ),
+    Mutant(
         "locks renewed too late (after their timeout)",
         "mcache.engine.renewal",
         "LockRenewer.interval",
@@ -199,3 +246,9 @@ def applied(mutant: Mutant) -> Iterator[None]:
         yield
     finally:
         setattr(owner, name, original)
+
+
+def played(mutant: Mutant, seed: int) -> Result:
+    """Run ``seed`` as the mutant's seeds are played: with its store and its refresher,
+    where it names them (a bug of the task queue's, say, is looked for in runs with one)."""
+    return run_seed(seed, store=mutant.store, refresh=mutant.refresh)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcache.engine.rebuild import HandOver
 from mcache.errors import StoreUnavailable, Uncacheable
+from mcache.refreshers.queued import Publish
 from mcache.sansio.steps import BlockingOrAwaited, CallBuilder, Pause, Shielded, StoreCall, Wait
 from mcache.stores.memcached.steps import FetchOwners, NodeCall
 from tests.sim.nodes import fetch_steps, store_steps
@@ -64,6 +65,11 @@ class SimThread:
         self.building: Any = None
         """What the thread's current task tells the builder (its planned duration)."""
         self.waited_on_flight = False
+        self.sends = False
+        """Whether the thread is a queue refresher's sender."""
+        self.cancellable = True
+        """Whether the thread stands for a caller's asyncio task (a queue refresher's sender
+        thread and a worker's are threads: nothing cancels them)."""
         self.build: Any = None
         """The build this thread's builder is running, if any."""
         self.count = 0
@@ -231,6 +237,8 @@ class SimThread:
             world.after(operation.seconds, lambda: self.answer(ticket, None, None))
         elif kind is CallBuilder:
             self._build(operation, ticket)
+        elif kind is Publish:
+            self.sim.broker.publish(self, operation, ticket)
         elif kind is Wait:
             self.waited_on_flight = True
             self._wait(operation, world.now + operation.timeout, ticket)

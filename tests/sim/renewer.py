@@ -76,7 +76,9 @@ class SimRenewer(LockRenewer):
 
     def _renewal_steps(self, held: _Held) -> Steps:
         ours = yield from held.lock.extend_steps()
-        if ours:
+        # the real renewer's drop waits for a renewal under way: its keep-alives never
+        # come after the release (a failed build's give-back of its stale entry) goes on
+        if ours and self.renewing.get(id(held.lock)) is held:
             for keep_alive in list(held.also):
                 yield from keep_alive()
         return ours

@@ -121,6 +121,8 @@ class Network:
         dropped = dropped or not self.reaches(thread)
         if method == "add" and args[0] in sim.lock_rows and not healed:
             dropped = sim.refuse_lock(thread, args[0]) or dropped
+        if thread.sends and thread.count == 1 and not healed:  # a send's hand-off
+            dropped = sim.broker.refuse_hand_off(thread) or dropped
         if method == "cas" and args[0] in sim.lock_rows and int(args[3]) < 0:
             out += sim.release_held_back(args[0])
         lost = not healed and rng.random() < config.lost_reply_rate

@@ -22,6 +22,7 @@ from tests.sim.history import History, Violation
 from tests.sim.host import SimProcess
 from tests.sim.keys import entry_key, lock_key
 from tests.sim.processes import SimThread, Steps
+from tests.sim.queue import BUILDERS, SimBroker
 from tests.sim.servers import Database, Network, Server
 from tests.sim.workload import Workload
 from tests.sim.world import EPOCH, World
@@ -48,7 +49,7 @@ SLOW_RELEASE = 0.15
 """Seconds a ``slow_releases`` release is late: within the quarter second a waiter gives
 a holder to free its lock (``BUSY_SECONDS``)."""
 
-LASTING = {"crash", "pause", "late_renewer", "partition"}
+LASTING = {"crash", "pause", "late_renewer", "partition", "broker_down"}
 """Faults that last their ``seconds``; the others strike once."""
 
 
@@ -70,7 +71,12 @@ class Simulation:
         self.running: SimThread | None = None
         """The thread whose steps run now (a lock won is this thread's)."""
         self.graveyard: list[tuple[contextvars.Context, Steps]] = []
+        BUILDERS.clear()
+        self.broker = SimBroker(self)
         self.processes = [SimProcess(self, n, skew) for n, skew in enumerate(config.skews)]
+        first_worker = len(self.processes) + 1  # after the liveness phase's process
+        workers = config.workers if config.refresh == "queue" else 0
+        self.broker.workers = [SimProcess(self, first_worker + n, 0.0) for n in range(workers)]
         self.skews_seen = [[skew] for skew in config.skews]
         """Each process's clock skews, its first and each a clock jump left it at."""
         tags_of = self.processes[0].cache
@@ -123,10 +129,12 @@ class Simulation:
                     t
                     for p in self.processes
                     for t in p.threads
-                    if t.expected and t.stack and not t.name.endswith("-shielded")
+                    if t.expected and t.stack and t.cancellable and not t.name.endswith("-shielded")
                 ]
                 if busy:
                     world.rng.choice(busy).cancel()
+            elif fault.kind == "broker_down":
+                self.broker.go_down(fault.seconds)
             elif fault.kind == "late_renewer":
                 for process in self.processes:
                     process.renewer.late = fault.seconds
@@ -327,7 +335,7 @@ class Simulation:
         self.heal()
         violations = check(self)
         self.bury()
-        for process in self.processes:
+        for process in [*self.processes, *self.broker.workers]:
             process.count()
         return Result(self.config, violations, self.history.digest(), self.history, self.counts)
 
@@ -345,9 +353,9 @@ class Simulation:
         self.liveness = []
         entries = ("row", "page") if config.pages else ("row",)
         for entry, key in [(entry, key) for entry in entries for key in range(config.keys)]:
-            # with background refresh a stale entry's first read is answered stale while the
-            # refresher rebuilds it: the read after that one is the one to be fresh
-            for _ in range(2 if config.refresh == "background" else 1):
+            # with background refresh (or a queue's) a stale entry's first read is answered
+            # stale while the refresher rebuilds it: the read after that one is to be fresh
+            for _ in range(1 if config.refresh == "sync" else 2):
                 thread = checker.thread(f"live-{entry}{key}")
                 first = len(self.history.calls)  # the page's call comes before its row's
                 part = 0.01 if entry == "page" else None
@@ -358,7 +366,7 @@ class Simulation:
             self.liveness.append(self.history.calls[first])
         self.renewed_at_end = [
             held.lock.key
-            for process in self.processes
+            for process in [*self.processes, *self.broker.workers]
             for held in process.renewer.renewing.values()
         ]
 
@@ -371,10 +379,15 @@ class Simulation:
         self.graveyard.clear()
 
 
-def run_seed(seed: int, size: str = "small", store: str | None = None) -> Result:
+def run_seed(
+    seed: int, size: str = "small", store: str | None = None, refresh: str | None = None
+) -> Result:
     """Play out the configuration ``seed`` chooses, and check it (``store``: with the
-    processes reaching memcached that way, whatever the seed chose)."""
+    processes reaching memcached that way, ``refresh``: rebuilding stale keys that way,
+    whatever the seed chose)."""
     config = choose(seed, size)
     if store is not None:
         config.store = store
+    if refresh is not None:
+        config.refresh = refresh
     return Simulation(config).run()

@@ -26,6 +26,7 @@ from mcache.sansio.steps import Pause
 from tests.sim.history import Call
 from tests.sim.keys import entry_key
 from tests.sim.processes import SimThread, Steps, Task
+from tests.sim.queue import addressable
 from tests.sim.transactions import IN_TRANSACTION, row_version
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ class Workload:
             return value
 
         build.plan = plan  # type: ignore[attr-defined]  # what a refresher's thread builds by
+        if self.sim.config.refresh == "queue":
+            build = addressable(build)  # type: ignore[assignment]  # a job names it
         options = cache.call_options()
         STORE_FAILED.set("")
         tags = [f"t{key}"] if entry == "row" else [f"p{key}"]

@@ -1,0 +1,62 @@
+"""Liveness: an entry nobody made stale is served fresh.
+
+A build records the versions of its tags read before it began, and readers find its
+entry fresh until its ``ttl`` ends unless a write bumped a tag since. An entry stored
+with versions of no use (a queue worker that did not read them, say) would be served
+stale to every reader and rebuilt by each: the old value always, a rebuild for nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tests.sim.allowances import MAX_LATENCY, lossy, stored_at, widest_skew
+from tests.sim.history import Violation
+from tests.sim.keys import entry_key
+
+if TYPE_CHECKING:
+    from tests.sim.simulation import Simulation
+
+UNSETTLING = {"evict_tag", "race_tag", "crash", "rejoin_flush", "flush", "clock_jump"}
+"""Faults after which a current entry may be found stale: a tag recreated at a newer
+version, a host clock stepped past its entry's time."""
+
+
+def current_entries_fresh(sim: Simulation) -> list[Violation]:
+    """Liveness: a row's entry read within its ``ttl`` of being stored, with no write of
+    its row (nor a transaction's bump, nor a forced refresh) since its build read its
+    tags, is served fresh."""
+    history, config = sim.history, sim.config
+    if lossy(sim) or any(e.kind in UNSETTLING for e in history.events):
+        return []  # (a build whose tag read failed stores its entry already stale)
+    cache = sim.processes[0].cache
+    fresh_for = config.ttl * (1 - config.jitter) - widest_skew(sim) - 2 * MAX_LATENCY
+    # a write, a transaction's bump, and a forced refresh, which a cancelled caller hands
+    # back marked stale (memcached's lease: the next reader rebuilds, as it was asked to)
+    writes = [c for c in history.calls if c.kind in ("write", "tx-read") or c.forced]
+    found = []
+    for read in history.calls:
+        if read.kind != "read" or read.entry != "row" or read.outcome != "ok" or not read.stale:
+            continue
+        build = history.builds[read.value[2]]
+        if build.ended is None or not 0 <= build.call < len(history.calls):
+            continue
+        stored = stored_at(sim, entry_key(cache, read.key, "row"), build)
+        at = read.ended
+        if at > stored + fresh_for:
+            continue
+        since = min(build.began, history.calls[build.call].invoked) - MAX_LATENCY
+        if any(
+            w.key == read.key and w.invoked - 2 * MAX_LATENCY <= at and (w.ended or at) >= since
+            for w in writes
+        ):
+            continue
+        found.append(
+            Violation(
+                "liveness (a current entry is served fresh)",
+                f"call {read.number} (process {read.process}) was served row {read.key}'s"
+                f" entry stale at {at:.4f}, stored at {stored:.4f} (ttl {config.ttl}) with"
+                " no write of the row since its build read its tags",
+            )
+        )
+    return found

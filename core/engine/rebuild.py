@@ -114,7 +114,7 @@ class Rebuild:
         job = self.job
         if isinstance(job, str):
             return None
-        self.builder.parts.renewer.drop(self.lock)
+        yield from self.builder.parts.renewer.drop_steps(self.lock)
         try:
             if (yield from self.lock.extend_steps(max(1, int(seconds)))):
                 return job.to_json()

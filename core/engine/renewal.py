@@ -91,6 +91,15 @@ class LockRenewer:
             with held.guard:
                 held.renewing = False
 
+    def drop_steps(self, lock: Lock) -> Steps[None]:
+        """:meth:`drop`, as steps, for what a release or a hand-off does next: they end once
+        no renewal of ``lock`` is under way, since one landing after them would undo it (a
+        renewal retried over a hand-off's rewrite would cut its hold to a lock's life).
+        Here :meth:`drop` itself waits; a simulation's renewer yields until it may go on."""
+        self.drop(lock)
+        return
+        yield  # steps, like the release they come before
+
     @staticmethod
     def interval(lock: Lock) -> float:
         """Return the seconds between two renewals of ``lock``."""

@@ -175,7 +175,7 @@ class Writer:
 
     def unlock_steps(self, key: str, lock: Lock) -> Steps[None]:
         """:meth:`unlock`, as steps."""
-        self.parts.renewer.drop(lock)
+        yield from self.parts.renewer.drop_steps(lock)
         try:
             yield from lock.release_steps()
         except Exception as error:
@@ -268,6 +268,8 @@ class Writer:
         """After a build: take away its placeholder if it stored nothing, and free its lock; with
         ``back_off`` (a background rebuild failed) keep it unrenewed, so nobody retries soon."""
         parts = self.parts
+        if lock is not None:  # first: a renewal landing after the placeholder went revives it
+            yield from parts.renewer.drop_steps(lock)
         if lease is not None:
             yield from parts.store_steps(
                 "delete",
@@ -276,11 +278,12 @@ class Writer:
             )
         if lock is None:
             return
-        if back_off:
-            self.parts.renewer.drop(lock)
-            if (yield from parts.store_steps("lock", lock.extend_steps(2 * lock.timeout), False)):
-                self.parts.trace(key, "B")
-                return
+        backed_off = back_off and (
+            yield from parts.store_steps("lock", lock.extend_steps(2 * lock.timeout), False)
+        )
+        if backed_off:
+            self.parts.trace(key, "B")
+            return
         yield from self.unlock_steps(key, lock)
 
     def let_go(self, key: str, won: Any, lock: Lock | None) -> Steps[None]:

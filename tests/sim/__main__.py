@@ -73,6 +73,7 @@ REQUIRED = (
     "partition",
     "clock_jump",
     "race_page",
+    "race_rebuild_page",
     "race_keep",
     "slow_release",
     "a page built over a stale row",

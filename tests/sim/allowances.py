@@ -268,3 +268,33 @@ def leased_in_its_last_second(sim: Simulation, key: str, at: float) -> bool:
         for t, method, args, _, raised in sim.history.applied
         if not raised
     )
+
+
+def failover_windows(sim: Simulation) -> list[tuple[float, float]]:
+    """When some process had a server of a pool of several marked dead: from its pool's
+    marking to its taking the server back (or the process's death, which takes the pool
+    with it)."""
+    if len(sim.server.memcacheds) < 2:
+        return []
+    opened: dict[tuple[str, str], float] = {}
+    windows = []
+    for event in sim.history.events:
+        if event.kind in ("node_dead", "node_up"):
+            process, server = event.detail.split()
+            if event.kind == "node_dead":
+                opened.setdefault((process, server), event.at)
+            elif (process, server) in opened:
+                windows.append((opened.pop((process, server)), event.at))
+        elif event.kind == "kill" and event.detail.startswith("process "):
+            dead = event.detail.split()[1]
+            for process, server in [k for k in opened if k[0] == dead]:
+                windows.append((opened.pop((process, server)), event.at))
+    return windows + [(at, math.inf) for at in opened.values()]
+
+
+def failover_during(sim: Simulation, start: float, end: float) -> bool:
+    """Whether a failover was under way at any time from ``start`` to ``end``: some
+    process's pool had a server of several marked dead, and sent that server's keys, its
+    writes and its tag bumps to the next server up while others still read and locked
+    there (consistency.md: "A pool of several memcached servers during a failover")."""
+    return any(opened <= end and closed >= start for opened, closed in failover_windows(sim))

@@ -14,6 +14,7 @@ from tests.sim.allowances import (
     MAX_LATENCY,
     backed_off,
     entries,
+    failover_during,
     finishing_span,
     holder_found_store_down,
     kept_alive_until,
@@ -31,7 +32,7 @@ from tests.sim.dead_leases import dead_leases_taken_over
 from tests.sim.fresh_current import current_entries_fresh
 from tests.sim.history import Violation
 from tests.sim.keys import entry_key, lock_key
-from tests.sim.queue import queue_drained
+from tests.sim.queue import circuit_windows, queue_drained
 from tests.sim.transactions import uncommitted_never_stored
 from tests.sim.world import EPOCH
 
@@ -83,6 +84,8 @@ def _old_as_fresh(sim: Simulation, entry: str, rule: str) -> list[Violation]:
         if version >= newest.version or (entry == "page" and build.call == read.number):
             continue
         if (build.part_stale or build.part_unknown) and stored_stale_looks_fresh(sim, read, build):
+            continue
+        if failover_during(sim, newest.ended, read.ended):
             continue
         found.append(
             Violation(
@@ -151,7 +154,7 @@ def no_stale_sets(sim: Simulation) -> list[Violation]:
             continue  # stored already stale (or no fresher than the clocks' spread)
         key, version = keys[args[0]], value[1]
         newer = [d for d in deletes if d.key == key and d.ended < at and d.version > version]
-        if newer:
+        if newer and not failover_during(sim, newer[0].invoked, at):
             found.append(
                 Violation(
                     "rule 3 (no stale sets)",
@@ -185,7 +188,7 @@ def builds_once(sim: Simulation) -> list[Violation]:
             taken = lease_taken_by_a_write(sim, first, second)
             if taken or lease_taken_by_a_write(sim, second, first):
                 continue
-            if lease_lost_at_its_start(sim, first):
+            if lease_lost_at_its_start(sim, first) or failover_during(sim, won, first.ended):
                 continue
             found.append(
                 Violation(
@@ -220,7 +223,7 @@ def locks_freed(sim: Simulation) -> list[Violation]:
                 continue
             if left_in_the_queue(sim, entry, key, began, ended):
                 continue
-            if leased_in_its_last_second(sim, lock, began):
+            if leased_in_its_last_second(sim, lock, began) or failover_during(sim, began, ended):
                 continue
             found.append(
                 Violation(
@@ -289,6 +292,8 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
         # A thread that shared its process's call of the key: its leader was rebuilding
         # it, or trying to (guarantee 2: "callers that arrive while another caller rebuilds").
         reason = stalled or rebuilding or own_failed or read.shared_flight or read.store_failed
+        if failover_during(sim, at - config.lock_timeout, at):
+            continue
         if at > life_ends and not kept:
             why = "outlived ttl + stale_ttl"
         elif reason:
@@ -368,6 +373,7 @@ CHECKERS = (
     live_after_faults,
     current_entries_fresh,
     queue_drained,
+    circuit_windows,
     uncommitted_never_stored,
 )
 

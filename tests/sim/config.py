@@ -77,6 +77,14 @@ class Config:
     failing_jobs: bool = False
     """With a task queue: the first three jobs' builds store nothing (they raise, or return
     ``Uncacheable``), so the stale entry is given back its own life by a worker."""
+    broker_timeout: float = 1.0
+    """With a task queue: the seconds a publish to a broker that is down takes to fail (3 s:
+    a client that retries past the circuit's first window, as Celery's retries do)."""
+    race_circuit: bool = False
+    """With a task queue and a slow ``broker_timeout``: aim at a send under way when the
+    circuit opens. The first publish the broker refuses has another process write two
+    rows, and its own process read their stale entries, just before it fails, so that
+    their sends fail after the window it opens has closed (the first twice)."""
     kill_workers: bool = False
     """With a task queue: the first worker to take a job is killed halfway through it
     (its job is lost with it) and restarted a second later."""
@@ -95,6 +103,9 @@ class Config:
     kill_holders: bool = False
     """Aim at a lock's holder: the first is killed halfway through its build (on memcached's
     lease, the holder of a stale entry's), and other processes read its key for 12 s after."""
+    servers: int = 1
+    """Reached by the real store (``store`` "text" or "meta"): the pool's servers, its keys
+    spread over them by its ring; a crash takes one of them down."""
     store: str = "memory"
     """How the processes reach memcached: "memory" (the library's memcached-semantics
     store, a store call one command), or the real memcached store, its pool and its
@@ -189,4 +200,7 @@ def choose(seed: int, size: str = "small") -> Config:
         config.faults.append(Fault("broker_down", at, "", seconds))
     if config.refresh == "background" and queued:
         config.refresh = "queue"
+    config.servers = draw.choice((1, 1, 2, 3))
+    config.broker_timeout = draw.choice((1.0, 3.0))
+    config.race_circuit = config.broker_timeout > 2 and draw.random() < 0.7
     return config

@@ -68,12 +68,18 @@ class SimProcess:
         if sim.config.store == "memory":
             return sim.server.store
 
-        def refuses() -> OSError | None:
-            reached = not sim.server.down and sim.network.reached_by(self.number)
+        def refuses(name: str) -> OSError | None:
+            server = next(s for s in sim.server.memcacheds if s.name == name.split(":")[0])
+            reached = not sim.server.is_down(server) and sim.network.reached_by(self.number)
             return None if reached else ConnectionRefusedError("simulated: unreachable")
 
-        servers = {"sim0:11211": sim.server.memcached}
-        return SimPool(servers, self.clock, sim.config.store, refuses, dead_timeout=2.0)
+        servers = {f"{server.name}:11211": server for server in sim.server.memcacheds}
+
+        def health(name: str, up: bool) -> None:
+            sim.history.event("node_up" if up else "node_dead", f"{self.number} {name}")
+
+        store = sim.config.store
+        return SimPool(servers, self.clock, store, refuses, health, dead_timeout=2.0)
 
     def thread(self, name: str) -> SimThread:
         """A new thread of this process."""

@@ -123,8 +123,8 @@ def touch(server: SimMemcachedServer, words: list[bytes]) -> bytes:
 
 
 def flush_all(server: SimMemcachedServer, words: list[bytes]) -> bytes:
+    server.flushed()  # told first: what it is about to lose is still there
     server.flush()
-    server.flushed()
     return quiet(words, b"OK\r\n")
 
 

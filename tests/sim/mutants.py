@@ -93,13 +93,6 @@ CATALOGUE = (
         "return None",
     ),
     Mutant(
-        "a release that a renewal of the same lock overtook is not tried again",
-        "mcache.engine.lock",
-        "Lock._compare_and_steps",
-        "for _ in range(2):",
-        "for _ in range(1):",
-    ),
-    Mutant(
         "a lock waiter takes an entry stored already stale as fresh",
         "mcache.engine.build",
         "Builder.lead_missing_steps",
@@ -208,6 +201,14 @@ CATALOGUE = (
         "not (lease.native and call.claim)",
         "not lease.native",
         store="meta",
+        refresh="queue",
+    ),
+    Mutant(
+        "the refresher's circuit reopened by a send under way when it opened",
+        "mcache.refreshers.queued",
+        "QueueRefresher._open_circuit",
+        "if self.broken() or started < self._opened_at:",
+        "if self.broken():",
         refresh="queue",
     ),
     Mutant(

@@ -8,6 +8,7 @@ client and the store's wire and meta code send their bytes there and parse what 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,14 +50,23 @@ class SimPool(MemcachedStore):
         servers: Mapping[str, SimMemcachedServer],
         clock: Clock,
         protocol: str = "meta",
-        refuses: Callable[[], OSError | None] = lambda: None,
+        refuses: Callable[[str], OSError | None] = lambda name: None,
+        on_health: Callable[[str, bool], None] = lambda name, up: None,
         **options: Any,
     ) -> None:
-        """``refuses()``: the error a connection made now fails with (None: it reaches)."""
+        """``refuses(name)``: the error a connection made now to the server ``name`` fails
+        with (None: it reaches); ``on_health(name, up)``: told when this pool marks a
+        server dead, or takes it back."""
+        self.on_health = on_health
         super().__init__(list(servers), protocol=protocol, clock=clock, **options)
         for server, node in self._nodes.items():
             node.sim_server = servers[server.name]  # type: ignore[attr-defined]
-            node.sim_refuses = refuses  # type: ignore[attr-defined]
+            node.sim_refuses = functools.partial(refuses, server.name)  # type: ignore[attr-defined]
+
+    def _health_changed(self, node: Node) -> int:
+        up = super()._health_changed(node)
+        self.on_health(node.server.name, not node.dead_until)
+        return up
 
     def _answered(self) -> bool:
         """Ask each server whether it speaks the meta protocol, on a simulated connection."""

@@ -4,7 +4,7 @@ A stale key's rebuild, won by a reader, goes to :class:`SimQueueRefresher`: the 
 own ``QueueRefresher`` (its hand-off of the lock, its circuit and its fallback to the
 process's threads), whose :meth:`~mcache.refreshers.queued.QueueRefresher.send_steps` run
 on a simulated thread and whose one publish reaches :class:`SimBroker`. The broker may be
-down (a publish fails after ``BROKER_TIMEOUT``, as a client's retries give up), loses a
+down (a publish fails after the seed's ``broker_timeout``, as a client's retries give up), loses a
 job or delivers it twice; worker processes take jobs one at a time and run
 ``Rebuilds.run_job_steps``, as ``mcache.engine.rebuild.run`` does in a real worker.
 """
@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mcache.logs import FailureLog
 from mcache.model.jobs import Job
 from mcache.refreshers.queued import Publish, QueueRefresher
 from tests.sim.history import Event, Violation
@@ -27,11 +28,10 @@ if TYPE_CHECKING:
     from tests.sim.host import SimProcess
     from tests.sim.simulation import Simulation
 
-BROKER_TIMEOUT = 1.0
-"""Seconds a publish to a broker that is down takes to fail."""
-
-JOB_HOLD = 3.0
-"""Seconds a handed-off lock is held for its job (the refresher's ``hold``)."""
+JOB_HOLD = 5.0
+"""Seconds a handed-off lock is held for its job (the refresher's ``hold``): longer than a
+publish to a broker that is down takes to fail, as ``hold`` must be (a send that fails
+after it can no longer take its lock back)."""
 
 READS_AFTER_FAILED = (1.5, 2.5, 4.0, 6.0)
 """When, after the own life of an entry a job stored nothing over, other processes read
@@ -69,6 +69,7 @@ class SimQueueRefresher(QueueRefresher):
         )
         self.process = process
         self.count = 0
+        self.failures = WindowLog(self)
 
     def submit(self, job: Any, context: Any) -> None:
         self.count += 1
@@ -80,6 +81,25 @@ class SimQueueRefresher(QueueRefresher):
 
     def send(self, payload: str, context: Any) -> None:
         raise TypeError("a simulated publish goes to the run's broker (SimBroker.publish)")
+
+
+class WindowLog(FailureLog):
+    """A refresher's failure log that also records when its circuit opens (it logs
+    ``refresh.send`` each time a window opens, and only then)."""
+
+    def __init__(self, refresher: SimQueueRefresher) -> None:
+        super().__init__(clock=refresher.clock)
+        self.refresher = refresher
+
+    def warning(
+        self, kind: str, message: str, *args: object, exc: BaseException | None = None
+    ) -> bool:
+        if kind == "refresh.send":
+            process = self.refresher.process
+            sim = process.sim
+            opened = (sim.world.now, sim.running)
+            sim.broker.openings.setdefault((process.number, process.generation), []).append(opened)
+        return self.log(kind, message, *args, exc=exc)
 
 
 class SimBroker:
@@ -94,7 +114,12 @@ class SimBroker:
         """Each worker's job under way, by the worker's number."""
         self.waiting: dict[str, list[Event]] = {}
         """Each job waiting in the queue: its ``job_queued`` events (one for each copy)."""
-        self.taken = self.lost = self.duplicated = 0
+        self.published: dict[SimThread, float] = {}
+        """When each sender thread made its publish (a sender sends one job)."""
+        self.openings: dict[tuple[int, int], list[tuple[float, SimThread]]] = {}
+        """When the circuit of each process's refresher (by process and generation) opened
+        each window, and the sender thread whose failure opened it."""
+        self.taken = self.lost = self.duplicated = self.circuits_raced = 0
         self.workers_killed = self.hand_offs_refused = 0
 
     def up(self) -> bool:
@@ -107,15 +132,17 @@ class SimBroker:
 
     def publish(self, thread: SimThread, operation: Publish, ticket: Ticket) -> None:
         """``operation``'s payload to the queue; the publish fails if the broker is down when
-        it arrives (after ``BROKER_TIMEOUT``)."""
+        it arrives (after the seed's ``broker_timeout``)."""
         sim = self.sim
         world, config = sim.world, sim.config
+        self.published[thread] = world.now
         out, back = sim.network.latency(), sim.network.latency()
 
         def arrive() -> None:
             if not self.up():
                 error = ConnectionError("simulated: the broker is down")
-                world.after(BROKER_TIMEOUT, lambda: thread.answer(ticket, None, error))
+                world.after(config.broker_timeout, lambda: thread.answer(ticket, None, error))
+                self.race_circuit(thread.process, operation.payload)
                 return
             rng = world.rng
             lock = Job.from_json(operation.payload).lock
@@ -133,6 +160,37 @@ class SimBroker:
             self.dispatch()
 
         world.after(out, arrive)
+
+    def race_circuit(self, sender: SimProcess, payload: str) -> None:
+        """A targeted fault (``race_circuit``): a publish refused, whose failure will open
+        ``sender``'s circuit ``broker_timeout`` from now. Another process refreshes two rows'
+        entries and writes the rows just before then (not the row the failing job rebuilds:
+        its lock is held), and ``sender`` reads their stale entries, so that their sends are
+        under way when the window opens and fail once it has closed (the first twice)."""
+        sim = self.sim
+        config, rng = sim.config, sim.world.rng
+        if not config.race_circuit or self.circuits_raced >= 2 or sim.healed:
+            return
+        self.circuits_raced += 1
+        if self.down_until < sim.world.now + config.broker_timeout:  # down for the aimed sends
+            self.go_down(config.broker_timeout)
+        sim.history.event("race_circuit", f"process {sender.number}")
+        job = Job.from_json(payload)
+        (number,), _ = sender.cache.parts.codec.loads(job.arguments(), job.key)  # type: ignore[misc]
+        sent = BUILDERS[number].plan.key  # type: ignore[attr-defined]  # its lock is held
+        others = [key for key in range(config.keys) if key != sent]
+        keys = rng.sample(others, min(2, len(others)))
+        writers = [p for p in sim.processes if p is not sender and p.alive] or [sender]
+        writer = rng.choice(writers).thread(f"circuitwrite{self.circuits_raced}")
+        opens = config.broker_timeout
+        for number, key in enumerate(keys):  # fresh entries (rebuilt here), then stale
+            delay = opens - 1.4 if number == 0 else 0.0
+            sim.workload.read(writer, key, 0.01, delay, forced=True)
+        for key in keys:
+            sim.workload.write(writer, key, 0.1 if key == keys[0] else 0.0)
+        for number, key in enumerate(keys):
+            reader = sender.thread(f"p{sender.number}circuit{self.circuits_raced}.{number}")
+            sim.workload.read(reader, key, 0.05, opens - 0.7 + 0.3 * number)
 
     def dispatch(self) -> None:
         """Give each idle worker the next job, while the broker is up."""
@@ -238,4 +296,29 @@ def queue_drained(sim: Simulation) -> list[Violation]:
                     f"process {process.number}'s refresher still sends nothing to the queue",
                 )
             )
+    return found
+
+
+def circuit_windows(sim: Simulation) -> list[Violation]:
+    """The queue's circuit: a window opens only on the failure of a publish made since the
+    last window opened. A send under way when the broker went (its client retrying it past
+    the window) belongs to the outage that opened it: reopening the circuit for it would
+    keep every rebuild off a broker that is back, for a doubled window
+    ([task queues](../how-to/task-queue.md): "neither reopens the window nor doubles the
+    next")."""
+    found = []
+    for (number, _), openings in sim.broker.openings.items():
+        last = -math.inf
+        for opened, sender in openings:
+            made = sim.broker.published.get(sender)
+            if made is not None and made < last:
+                found.append(
+                    Violation(
+                        "the refresher's circuit (a window per outage)",
+                        f"process {number}'s circuit reopened at"
+                        f" {opened:.3f} for a publish made at {made:.3f}, before the window"
+                        f" that opened at {last:.3f}",
+                    )
+                )
+            last = opened
     return found

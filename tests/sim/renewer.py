@@ -11,6 +11,7 @@ from mcache.engine.lock import Lock
 from mcache.engine.rebuild import Rebuild
 from mcache.engine.renewal import LockRenewer
 from mcache.logs import FailureLog
+from mcache.sansio.steps import Pause
 from tests.sim.processes import SimThread, Steps, Task
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ class SimRenewer(LockRenewer):
         self.thread = SimThread(process, "renewer")
         self.renewing: dict[int, _Held] = {}
         self.late = 0.0
+        self.under_way: set[int] = set()
+        """The locks (by ``id``) a renewal of which is running: their drop waits for it."""
         """Seconds each renewal comes late (a fault: a renewer the machine holds up)."""
 
     def hold(self, lock: Lock, log: FailureLog | None = None) -> None:
@@ -52,12 +55,19 @@ class SimRenewer(LockRenewer):
 
     def drop(self, lock: Lock) -> None:
         held = self.renewing.get(id(lock))
-        # one renewal at most meets a release, as with the real renewer, whose drop waits
-        # for the renewal under way: none is aimed while one is running or queued
+        # none is aimed while a renewal is running or queued: one at most meets a release
         if held is not None and not self.thread.busy and self.process.sim.renewal_at_release():
             # aimed: a renewal fell due just before the release, and is under way
+            self.under_way.add(id(lock))
             self.thread.push(Task(lambda: self._renewal_steps(held), self._renewed(held)))
         self.renewing.pop(id(lock), None)
+
+    def drop_steps(self, lock: Lock) -> Steps:
+        """As the real renewer's drop waits for a renewal under way, what follows (a
+        release, a hand-off's longer hold) waits here until none is."""
+        self.drop(lock)
+        while id(lock) in self.under_way:
+            yield Pause(0.001)
 
     def holds(self, lock: Lock) -> bool:
         return id(lock) in self.renewing
@@ -75,13 +85,19 @@ class SimRenewer(LockRenewer):
         self.process.sim.world.after(due, turn)
 
     def _renewal_steps(self, held: _Held) -> Steps:
-        ours = yield from held.lock.extend_steps()
-        # the real renewer's drop waits for a renewal under way: its keep-alives never
-        # come after the release (a failed build's give-back of its stale entry) goes on
-        if ours and self.renewing.get(id(held.lock)) is held:
-            for keep_alive in list(held.also):
-                yield from keep_alive()
-        return ours
+        lock = held.lock
+        aimed = id(lock) in self.under_way  # fell due before its drop, which waits for it
+        if not aimed and self.renewing.get(id(lock)) is not held:
+            return True  # dropped while queued: the real renewer's turn sends nothing
+        self.under_way.add(id(lock))
+        try:
+            ours = yield from lock.extend_steps()
+            if ours:
+                for keep_alive in list(held.also):
+                    yield from keep_alive()
+            return ours
+        finally:
+            self.under_way.discard(id(lock))
 
     def _renewed(self, held: _Held) -> Callable[[Any, BaseException | None], None]:
         def done(ours: Any, error: BaseException | None) -> None:

@@ -10,6 +10,7 @@ requests and loses replies after the server applied them. The database keeps ver
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,50 +35,93 @@ class SimMemcached(MemoryStore):
 
 
 class Server:
-    """The simulated memcached server: its data, and whether it is up."""
+    """The simulated memcached: its data, and whether it is up. Reached as the library's
+    memcached-semantics store, it is one server; reached by the real store, a pool of
+    ``servers`` protocol servers (``sim0``, ``sim1``, …), each up or down of its own."""
 
-    def __init__(self, world: World, applied: list[Applied] | None = None) -> None:
+    def __init__(
+        self, world: World, applied: list[Applied] | None = None, servers: int = 1
+    ) -> None:
         self.world = world
         self.store = SimMemcached(clock=WholeSecondClock(world))
-        self.memcached = SimMemcachedServer(lambda: world.now + EPOCH, "sim0")
-        """The same server as the real store reaches it, speaking the protocol."""
-        self.memcached.flushed = self.flushed
+        self.memcacheds = [
+            SimMemcachedServer(lambda: world.now + EPOCH, f"sim{n}") for n in range(servers)
+        ]
+        """The servers of the pool, as the real store reaches them, speaking the protocol."""
+        self.memcached = self.memcacheds[0]
+        for server in self.memcacheds:
+            server.flushed = functools.partial(self.flushed, server)
         self.on_flush: Callable[[], None] | None = None
         """Told of a client's flush (the run records it as a fault)."""
+        self.on_lost: Callable[[str], None] = lambda key: None
+        """Told of each key one server of several lost (its lease, on the meta protocol)."""
         self.down = False
+        self.down_servers: set[str] = set()
+        """The pool's servers that crashed and have not restarted (by name)."""
         self.applied = applied if applied is not None else []
         """Every operation as the server applied it (what a differential run replays)."""
+
+    def is_down(self, server: SimMemcachedServer) -> bool:
+        """Whether ``server`` of the pool answers nothing now."""
+        return self.down or server.name in self.down_servers
 
     def holds_entry(self, key: str) -> bool:
         """Whether ``key`` holds an entry now (a build's placeholder is none), whichever way
         the processes reach the server; read without touching its LRU or its counts."""
-        item = self.memcached.live(key)
+        items = [server.live(key) for server in self.memcacheds]
         kept = self.store._items.get(key)  # (the simulation's own store: a test's look inside)
         live = kept is not None and not (
             kept.expires_at and kept.expires_at <= self.store._clock.time()
         )
-        value = item.value if item is not None else kept.value if live else b""  # type: ignore[union-attr]
+        values = [item.value for item in items if item is not None]
+        value = values[0] if values else kept.value if live else b""  # type: ignore[union-attr]
         return bool(value) and b'"mc1p"' not in value
 
     def evict(self, key: str) -> None:
         """Drop ``key``, as memcached's LRU would."""
-        existed = self.store.delete(key) | self.memcached.evict(key)
+        existed = self.store.delete(key)
+        for server in self.memcacheds:
+            existed = server.evict(key) or existed
         self.applied.append((self.world.now, "delete", (key,), existed, False))
 
-    def crash(self) -> None:
-        """Lose everything and stop answering (until :meth:`restart`)."""
-        self.store.flush()
-        self.memcached.flush()
-        self.down = True
-        self.applied.append((self.world.now, "flush", (), None, False))
+    def crash(self, index: int | None = None) -> None:
+        """Lose everything and stop answering (until :meth:`restart`): the whole server,
+        or (``index``) that server of a pool of several, whose keys alone are lost."""
+        if index is None:
+            self.store.flush()
+            for server in self.memcacheds:
+                server.flush()
+            self.down = True
+            self.applied.append((self.world.now, "flush", (), None, False))
+            return
+        server = self.memcacheds[index]
+        self.down_servers.add(server.name)
+        self.lose(server)
 
-    def restart(self) -> None:
+    def lose(self, server: SimMemcachedServer) -> None:
+        """``server``, one of several, loses every item: each recorded as deleted."""
+        keys = list(server.items)
+        server.flush()
+        for key in keys:
+            self.applied.append((self.world.now, "delete", (key,), True, False))
+            self.on_lost(key)
+
+    def restart(self, index: int | None = None) -> None:
         self.down = False
-        self.memcached.started = self.memcached.current()  # its uptime starts again
+        servers = self.memcacheds if index is None else [self.memcacheds[index]]
+        for server in servers:
+            self.down_servers.discard(server.name)
+            server.started = server.current()  # its uptime starts again
 
-    def flushed(self) -> None:
-        """A ``flush_all`` a client sent outside a run's scheduling (a rejoin's probe)."""
-        self.applied.append((self.world.now, "flush", (), None, False))
+    def flushed(self, server: SimMemcachedServer) -> None:
+        """A ``flush_all`` a client sent outside a run's scheduling (a rejoin's probe), told
+        before ``server`` empties."""
+        if len(self.memcacheds) == 1:
+            self.applied.append((self.world.now, "flush", (), None, False))
+        else:  # one of several: its keys alone are lost
+            for key in list(server.items):
+                self.applied.append((self.world.now, "delete", (key,), True, False))
+                self.on_lost(key)
         if self.on_flush is not None:
             self.on_flush()
 
@@ -169,7 +213,7 @@ class Network:
             result: Any = None
             failure: Exception | None = None
             slow = 0.0
-            if sim.server.down:
+            if sim.server.is_down(node.sim_server):  # type: ignore[attr-defined]
                 failure = ConnectionRefusedError("simulated: server down")
             elif dropped:
                 failure = TimeoutError("simulated: request dropped")

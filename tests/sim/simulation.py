@@ -21,6 +21,7 @@ from tests.sim.dead_leases import aim_kill
 from tests.sim.history import History, Violation
 from tests.sim.host import SimProcess
 from tests.sim.keys import entry_key, lock_key
+from tests.sim.pages import page_over_rebuild
 from tests.sim.processes import SimThread, Steps
 from tests.sim.queue import BUILDERS, SimBroker
 from tests.sim.servers import Database, Network, Server
@@ -60,7 +61,9 @@ class Simulation:
         self.config = config
         self.world = World(config.seed)
         self.history = History(now=lambda: self.world.now)
-        self.server = Server(self.world, self.history.applied)
+        servers = config.servers if config.store != "memory" else 1
+        self.server = Server(self.world, self.history.applied, servers)
+        self.server.on_lost = self.lease_lost
         self.server.on_flush = lambda: self.history.event("rejoin_flush")
         self.network = Network(self)
         self.database = Database(config.keys)
@@ -95,7 +98,7 @@ class Simulation:
         """Each entry's lock key: what a lease on the entry is recorded as (meta protocol)."""
         self.races = self.refusals = self.raced_builds = self.cancels = 0
         self.forced_cancels = 0
-        self.renewals_aimed = self.late_reads = self.raced_pages = 0
+        self.renewals_aimed = self.late_reads = self.raced_pages = self.rebuilds_paged = 0
         self.raced_keeps = self.slowed_releases = self.holders_killed = 0
 
     # -- faults ---------------------------------------------------------------------------
@@ -107,8 +110,10 @@ class Simulation:
             lasting = fault.seconds if fault.kind in LASTING else 0.0
             history.event(fault.kind, f"{fault.target} for {fault.seconds}", lasting)
             if fault.kind == "crash":
-                self.server.crash()
-                world.after(fault.seconds, self.server.restart)
+                pool = len(self.server.memcacheds)
+                crashed = world.rng.randrange(pool) if pool > 1 else None  # one of several
+                self.server.crash(crashed)
+                world.after(fault.seconds, lambda: self.server.restart(crashed))
             elif fault.kind == "kill":
                 process = self.processes[int(fault.target)]
                 if process.alive:
@@ -189,24 +194,6 @@ class Simulation:
         for n, process in enumerate(pair):
             thread = process.thread(f"p{process.number}late{self.late_reads}.{n}")
             self.workload.read(thread, key, 0.3, after + 0.05 * n, part_seconds=part)
-
-    def page_over_stale(self, builder: SimProcess, key: int) -> None:
-        """A targeted fault (``race_pages``): a cold page's build read its row stale; other
-        processes read the page 10, 30 and 60 ms later, while it is built, and so wait for
-        the page it stores, already stale (the first three times)."""
-        if not self.config.race_pages or self.raced_pages >= 3 or self.healed:
-            return
-        if self.server.holds_entry(entry_key(self.processes[0].cache, key, "page")):
-            return  # a stale page's rebuild: readers are served the stale page, not waiting
-        others = self.others_alive(builder)
-        if not others:
-            return
-        self.raced_pages += 1
-        self.history.event("race_page", f"page {key}")
-        for n, delay in enumerate((0.01, 0.03, 0.06)):
-            reader = self.world.rng.choice(others)
-            thread = reader.thread(f"p{reader.number}page{self.raced_pages}.{n}")
-            self.workload.read(thread, key, 0.05, delay, part_seconds=0.01)
 
     def placeholder_kept(self, keeper: SimThread, store_key: str) -> float:
         """A targeted fault (``race_keeps``): a build's keep-alive has just rewritten its
@@ -290,6 +277,7 @@ class Simulation:
         (``race_builds``) a write of the row of a long build under way, from another
         process, then a read of its key from a third (the waiter's race)."""
         aim_kill(self, builder, key, entry, seconds)
+        page_over_rebuild(self, builder, key, entry)
         if not self.config.race_builds or seconds < 0.3 or self.raced_builds >= 3:
             return
         others = self.others_alive(builder)
@@ -325,6 +313,12 @@ class Simulation:
             self.history.applied.append((self.world.now, "delete", (lock,), True, False))
             self.history.event("evict_lock", f"{key} (its entry's lease)")
 
+    def lease_lost(self, key: str) -> None:
+        """A key one server of several lost: on the meta protocol, an entry's lease with it."""
+        lock = self.lease_locks.get(key) if self.config.store == "meta" else None
+        if lock is not None:
+            self.history.applied.append((self.world.now, "delete", (lock,), True, False))
+
     # -- the run --------------------------------------------------------------------------
 
     def run(self) -> Result:
@@ -344,6 +338,7 @@ class Simulation:
         config = self.config
         self.healed = True
         self.server.down = False
+        self.server.down_servers.clear()
         self.network.cut_until.clear()
         for process in self.processes:
             process.paused_until = 0.0

@@ -25,6 +25,7 @@ from mcache.observe.outcome import STORE_FAILED
 from mcache.sansio.steps import Pause
 from tests.sim.history import Call
 from tests.sim.keys import entry_key
+from tests.sim.pages import page_over_stale
 from tests.sim.processes import SimThread, Steps, Task
 from tests.sim.queue import addressable
 from tests.sim.transactions import IN_TRANSACTION, row_version
@@ -129,7 +130,7 @@ class Workload:
         build = self.history.builds[number]
         build.part_stale, build.part_unknown = read.stale, read.store_failed
         if read.stale:
-            self.sim.page_over_stale(thread.process, plan.key)
+            page_over_stale(self.sim, thread.process, plan.key)
         yield Pause(plan.build_seconds)
         value = [plan.key, part[1], number, part[2]]
         if plan.ending == "raise":

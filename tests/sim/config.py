@@ -90,6 +90,9 @@ class Config:
     (its job is lost with it) and restarted a second later."""
     refreshes: float = 0.0
     """The share of reads that are forced refreshes (``Cache.refresh``) instead."""
+    outliving_builds: bool = False
+    """One build in ten takes longer than its entry's ``ttl + stale_ttl``: its placeholder
+    outlives its TTL only by its keep-alives."""
     race_tags: bool = False
     """Aim at a tag key just created: evict it at once and bump it from a process at
     random within the same millisecond (the race of a lost tag recreated)."""
@@ -200,6 +203,7 @@ def choose(seed: int, size: str = "small") -> Config:
         config.faults.append(Fault("broker_down", at, "", seconds))
     if config.refresh == "background" and queued:
         config.refresh = "queue"
+    config.outliving_builds = draw.random() < 0.2
     config.servers = draw.choice((1, 1, 2, 3))
     config.broker_timeout = draw.choice((1.0, 3.0))
     config.race_circuit = config.broker_timeout > 2 and draw.random() < 0.7

@@ -21,6 +21,7 @@ from tests.sim.dead_leases import aim_kill
 from tests.sim.history import History, Violation
 from tests.sim.host import SimProcess
 from tests.sim.keys import entry_key, lock_key
+from tests.sim.outliving import delete_over_outliving
 from tests.sim.pages import page_over_rebuild
 from tests.sim.processes import SimThread, Steps
 from tests.sim.queue import BUILDERS, SimBroker
@@ -100,6 +101,7 @@ class Simulation:
         self.forced_cancels = 0
         self.renewals_aimed = self.late_reads = self.raced_pages = self.rebuilds_paged = 0
         self.raced_keeps = self.slowed_releases = self.holders_killed = 0
+        self.outliving_deletes = 0
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -278,6 +280,7 @@ class Simulation:
         process, then a read of its key from a third (the waiter's race)."""
         aim_kill(self, builder, key, entry, seconds)
         page_over_rebuild(self, builder, key, entry)
+        delete_over_outliving(self, builder, key, entry, seconds)
         if not self.config.race_builds or seconds < 0.3 or self.raced_builds >= 3:
             return
         others = self.others_alive(builder)

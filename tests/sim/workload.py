@@ -249,8 +249,13 @@ class Workload:
                     self.read(thread, key, seconds, delay, ending, part, bool(forced))
 
     def build_seconds(self) -> float:
-        """A build's duration: most are short; with ``long_builds``, 30% outlast the lock."""
+        """A build's duration: most are short; with ``long_builds``, 30% outlast the lock;
+        with ``outliving_builds``, one in ten outlasts its entry's ``ttl + stale_ttl`` (its
+        placeholder, kept alive by its lock's renewals)."""
         config, rng = self.sim.config, self.sim.world.rng
+        if config.outliving_builds and rng.random() < 0.1:
+            life = config.ttl + config.stale_ttl
+            return rng.uniform(life, life + 2.0 * config.lock_timeout)
         if config.long_builds and rng.random() < 0.3:
             return rng.uniform(1.0, 3.0 * config.lock_timeout)
         return rng.uniform(0.001, 0.6)

@@ -40,6 +40,8 @@ class ServerLease(Lock):
         token = f"{JOB_TOKEN_PREFIX}{lease.token}".encode()
         super().__init__(store, key, timeout, token=token, clock=clock)
         self.lease = lease
+        self.claim: str | None = None
+        """The key a queue worker claimed the lease with (:meth:`take_over_steps`)."""
 
     @classmethod
     def won(
@@ -61,11 +63,14 @@ class ServerLease(Lock):
         """A worker takes the server lease it was handed, if no copy of its job took it
         first: the lease is the item's cas, which a worker cannot make its own, so the
         first copy claims it with an ``add`` of a key of its own (brokers deliver a job at
-        least once; two copies would otherwise both extend it, and both build)."""
+        least once; two copies would otherwise both extend it, and both build). The claim
+        is kept alive with the lease (:meth:`extend_steps`): a copy delivered later than a
+        lock's life must still find it."""
         claim = (f"{self.key}:job:{self.lease.token}", token, self.expiry())
         if not (yield StoreCall(self.store, "add", claim)):
             self.held = False
             return False
+        self.claim = claim[0]
         return (yield from self.extend_steps())
 
     def hold_steps(self) -> Steps[None]:
@@ -98,6 +103,8 @@ class ServerLease(Lock):
         self.held = bool((yield StoreCall(self.store, "keep_lease", keep)))
         if self.held:
             self.lease.expires = now + ttl
+            if self.claim is not None:  # a job's: no later copy of it may claim the lease
+                yield StoreCall(self.store, "touch", (self.claim, ttl))
         return self.held
 
     def release_steps(self) -> Steps[bool]:

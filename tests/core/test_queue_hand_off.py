@@ -53,8 +53,20 @@ class Queue:
         return True
 
 
-def queued_cache(url: str, name: str, queue: Queue, store: MemcachedStore | None = None) -> Cache:
-    cache = Cache(store or url, namespace=name, refresh="background", refresher=queue)
+def queued_cache(
+    url: str,
+    name: str,
+    queue: Queue,
+    store: MemcachedStore | None = None,
+    lock_timeout: int = 5,
+) -> Cache:
+    cache = Cache(
+        store or url,
+        namespace=name,
+        refresh="background",
+        refresher=queue,
+        lock_timeout=lock_timeout,
+    )
     cache.locator = f"{__name__}:find:{name}"
     CACHES[name] = cache
     return cache
@@ -84,6 +96,36 @@ def test_a_job_delivered_twice_is_built_once(memcached_url: str, protocol: str) 
     for worker in workers:
         worker.join(10)
     assert sorted(done) == ["built", "taken"], "both copies of the job took the lock"
+    assert BUILDS == ["report 1"]
+
+
+def slower_report(number: int) -> str:
+    BUILDS.append(f"report {number}")
+    time.sleep(3.0)  # several lock lives: the second copy comes in the middle of it
+    return f"report {number}, rebuilt"
+
+
+def test_a_copy_of_a_job_delivered_after_a_lock_life_is_not_built_again(
+    memcached_url: str,
+) -> None:
+    """memcached's meta protocol: the first copy of a job claims its lease with a key of
+    its own, which lived a lock's life; a copy delivered later claimed the lease again
+    while the first still built it, and both built (sim seed 150). The claim now lives as
+    long as the lease."""
+    queue = Queue()
+    url = f"{memcached_url}?protocol=meta"
+    cache = queued_cache(url, "late-copy", queue, lock_timeout=1)
+    BUILDS.clear()
+    stale(cache, functools.partial(slower_report, 1))
+    (payload,) = queue.jobs
+    assert payload is not None, "the rebuild was not handed off"
+    first: list[str] = []
+    worker = threading.Thread(target=lambda: first.append(run(payload)))
+    worker.start()
+    time.sleep(2.0)  # past the claim's first life (one second, whole seconds)
+    late = run(payload)
+    worker.join(10)
+    assert (first, late) == (["built"], "taken"), "the late copy took the lease too"
     assert BUILDS == ["report 1"]
 
 

@@ -298,3 +298,24 @@ def failover_during(sim: Simulation, start: float, end: float) -> bool:
     writes and its tag bumps to the next server up while others still read and locked
     there (consistency.md: "A pool of several memcached servers during a failover")."""
     return any(opened <= end and closed >= start for opened, closed in failover_windows(sim))
+
+
+def replica_unrouted(sim: Simulation, build: Build) -> bool:
+    """Whether ``build`` read the database's replica where read-replicas.md does not
+    promise the primary: its call found the cache down (no tag version to date a change:
+    "the cache being down"), a host's clock was stepped beyond the lag's room for skew
+    ("lag setting >= real lag + skew"), or its row's last write before it deleted the
+    entry rather than bumping a tag ("a delete dates no change")."""
+    if not build.replica:
+        return False
+    history = sim.history
+    if 0 <= build.call < len(history.calls) and history.calls[build.call].store_failed:
+        return True
+    if any(e.kind == "clock_jump" and e.at <= build.began for e in history.events):
+        return True
+    writes = [
+        c
+        for c in history.calls
+        if c.kind == "write" and c.key == build.key and c.invoked <= build.began
+    ]
+    return bool(writes) and writes[-1].by_delete

@@ -24,6 +24,7 @@ from tests.sim.allowances import (
     left_in_the_queue,
     lock_spans,
     lossy,
+    replica_unrouted,
     stored_at,
     stored_stale_looks_fresh,
     widest_skew,
@@ -85,7 +86,7 @@ def _old_as_fresh(sim: Simulation, entry: str, rule: str) -> list[Violation]:
             continue
         if (build.part_stale or build.part_unknown) and stored_stale_looks_fresh(sim, read, build):
             continue
-        if failover_during(sim, newest.ended, read.ended):
+        if failover_during(sim, newest.ended, read.ended) or replica_unrouted(sim, build):
             continue
         found.append(
             Violation(
@@ -154,7 +155,8 @@ def no_stale_sets(sim: Simulation) -> list[Violation]:
             continue  # stored already stale (or no fresher than the clocks' spread)
         key, version = keys[args[0]], value[1]
         newer = [d for d in deletes if d.key == key and d.ended < at and d.version > version]
-        if newer and not failover_during(sim, newer[0].invoked, at):
+        unrouted = replica_unrouted(sim, sim.history.builds[value[2]])
+        if newer and not failover_during(sim, newer[0].invoked, at) and not unrouted:
             found.append(
                 Violation(
                     "rule 3 (no stale sets)",

@@ -80,6 +80,9 @@ class Config:
     broker_timeout: float = 1.0
     """With a task queue: the seconds a publish to a broker that is down takes to fail (3 s:
     a client that retries past the circuit's first window, as Celery's retries do)."""
+    late_duplicates: bool = False
+    """With a task queue: a job whose build outlasts a lock's life and a second is
+    delivered again then, while it is still built (a broker's redelivery)."""
     race_circuit: bool = False
     """With a task queue and a slow ``broker_timeout``: aim at a send under way when the
     circuit opens. The first publish the broker refuses has another process write two
@@ -90,6 +93,10 @@ class Config:
     (its job is lost with it) and restarted a second later."""
     refreshes: float = 0.0
     """The share of reads that are forced refreshes (``Cache.refresh``) instead."""
+    replica_lag: float = 0.0
+    """Rows' builds read a replica of the database that has each write this many seconds
+    late (0: the primary alone), but for ``read_primary()``; each cache's
+    ``replication_lag`` is that, with room for the hosts' clock skews."""
     outliving_builds: bool = False
     """One build in ten takes longer than its entry's ``ttl + stale_ttl``: its placeholder
     outlives its TTL only by its keep-alives."""
@@ -204,7 +211,11 @@ def choose(seed: int, size: str = "small") -> Config:
     if config.refresh == "background" and queued:
         config.refresh = "queue"
     config.outliving_builds = draw.random() < 0.2
+    config.replica_lag = draw.choice((0.0, 0.0, 0.05, 0.5))
+    if config.replica_lag:  # a site on replicas invalidates by tags (read-replicas.md)
+        config.delete_share = 0.0
     config.servers = draw.choice((1, 1, 2, 3))
     config.broker_timeout = draw.choice((1.0, 3.0))
+    config.late_duplicates = draw.random() < 0.5
     config.race_circuit = config.broker_timeout > 2 and draw.random() < 0.7
     return config

@@ -82,6 +82,8 @@ class Build:
     part_unknown: bool = False
     """A page's build whose nested read had a store call fail (it may have built its row
     without reading the store, and then the page is stored already stale)."""
+    replica: bool = False
+    """A row's build that read the database's replica, not its primary."""
 
 
 @dataclass

@@ -15,6 +15,7 @@ from tests.sim.transactions import may_store
 from tests.sim.world import HostClock
 
 if TYPE_CHECKING:
+    from tests.sim.config import Config
     from tests.sim.simulation import Simulation
 
 
@@ -50,6 +51,7 @@ class SimProcess:
             codec=sim.codec,
             refresh="background" if queued else config.refresh,
             refresher=refresher,
+            replication_lag=replication_lag(config),
         )
         if queued:  # what a job names its cache by (a worker here is handed its cache)
             self.cache.parts.locator = "sim"
@@ -104,3 +106,12 @@ class SimProcess:
         self.renewer.renewing.clear()
         self.sim.broker.worker_lost(self)
         self.sim.history.killed(self)
+
+
+def replication_lag(config: Config) -> float:
+    """The ``replication_lag`` each cache is told: the replica's lag, with room for the
+    widest skew between two hosts' clocks and a little (read-replicas.md: "lag setting >=
+    real lag + skew"); 0 without a replica."""
+    if not config.replica_lag:
+        return 0.0
+    return config.replica_lag + max(config.skews) - min(config.skews) + 0.1

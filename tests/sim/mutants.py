@@ -187,6 +187,15 @@ CATALOGUE = (
         refresh="queue",
     ),
     Mutant(
+        "a copy of a job delivered a lock's life later claims memcached's lease again",
+        "mcache.engine.server_lease",
+        "ServerLease.extend_steps",
+        "if self.claim is not None:",
+        "if False:",
+        store="meta",
+        refresh="queue",
+    ),
+    Mutant(
         "a hand-off the store failed takes the lock back, and nobody rebuilds",
         "mcache.engine.rebuild",
         "Rebuild.hand_off_steps",

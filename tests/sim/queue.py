@@ -119,7 +119,8 @@ class SimBroker:
         self.openings: dict[tuple[int, int], list[tuple[float, SimThread]]] = {}
         """When the circuit of each process's refresher (by process and generation) opened
         each window, and the sender thread whose failure opened it."""
-        self.taken = self.lost = self.duplicated = self.circuits_raced = 0
+        self.taken = self.lost = self.duplicated = self.circuits_raced = self.redelivered = 0
+        self.redeliveries: set[str] = set()
         self.workers_killed = self.hand_offs_refused = 0
 
     def up(self) -> bool:
@@ -152,14 +153,20 @@ class SimBroker:
             else:
                 copies = 2 if not sim.healed and rng.random() < config.job_duplicates else 1
                 self.duplicated += copies - 1
-                self.jobs.extend([operation.payload] * copies)
-                for _ in range(copies):  # its lock waits with it, up to the hand-off's hold
-                    sim.history.event("job_queued", lock, math.inf)
-                    self.waiting.setdefault(operation.payload, []).append(sim.history.events[-1])
+                for _ in range(copies):
+                    self.enqueue(operation.payload, lock)
             world.after(back, lambda: thread.answer(ticket, None, None))
             self.dispatch()
 
         world.after(out, arrive)
+
+    def enqueue(self, payload: str, lock: str) -> None:
+        """A copy of a job into the queue: its lock waits with it, up to the hand-off's
+        hold."""
+        self.jobs.append(payload)
+        self.sim.history.event("job_queued", lock, math.inf)
+        self.waiting.setdefault(payload, []).append(self.sim.history.events[-1])
+        self.dispatch()
 
     def race_circuit(self, sender: SimProcess, payload: str) -> None:
         """A targeted fault (``race_circuit``): a publish refused, whose failure will open
@@ -227,6 +234,23 @@ class SimBroker:
 
         thread.push(Task(lambda: rebuilds.run_job_steps(job, build), done))
         self.kill_mid_job(worker, plan.build_seconds)
+        self.redeliver_late(payload, job.lock, plan.build_seconds)
+
+    def redeliver_late(self, payload: str, lock: str, seconds: float) -> None:
+        """A targeted fault (``late_duplicates``): a job whose build outlasts a lock's life
+        and a second is delivered again then, while it is still built (a broker's
+        redelivery; the first three)."""
+        sim = self.sim
+        config = sim.config
+        later = config.lock_timeout + 1.0
+        if not config.late_duplicates or seconds <= later + 0.2 or sim.healed:
+            return
+        if self.redelivered >= 3 or payload in self.redeliveries:
+            return
+        self.redelivered += 1
+        self.redeliveries.add(payload)
+        sim.history.event("redeliver_late", lock)
+        sim.world.after(later, lambda: self.enqueue(payload, lock))
 
     def refuse_hand_off(self, thread: SimThread) -> bool:
         """A targeted fault (``refuse_hand_offs``): whether the first request of a queue

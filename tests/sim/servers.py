@@ -261,14 +261,28 @@ class Network:
 
 
 class Database:
-    """Rows with versions: a write commits the next version at once."""
+    """Rows with versions: a write commits the next version at once on the primary; a
+    replica has it ``lag`` seconds later."""
 
-    def __init__(self, keys: int) -> None:
+    def __init__(self, keys: int, world: World | None = None, lag: float = 0.0) -> None:
         self.rows = [0] * keys
         self.written = [False] * keys
         """Rows written since a targeted fault last looked (see ``refuse_lock``)."""
+        self.world = world
+        self.lag = lag
+        self.commits: list[list[tuple[float, int]]] = [[] for _ in range(keys)]
+        """Each row's versions, with when the primary committed each."""
 
     def write(self, key: int) -> int:
         self.rows[key] += 1
         self.written[key] = True
+        if self.world is not None:
+            self.commits[key].append((self.world.now, self.rows[key]))
         return self.rows[key]
+
+    def replica(self, key: int) -> int:
+        """The version of row ``key`` the replica has now: the newest committed ``lag``
+        seconds ago or more."""
+        now = self.world.now if self.world is not None else 0.0
+        seen = [version for at, version in self.commits[key] if at <= now - self.lag]
+        return seen[-1] if seen else 0

@@ -67,7 +67,7 @@ class Simulation:
         self.server.on_lost = self.lease_lost
         self.server.on_flush = lambda: self.history.event("rejoin_flush")
         self.network = Network(self)
-        self.database = Database(config.keys)
+        self.database = Database(config.keys, self.world, config.replica_lag)
         self.workload = Workload(self)
         self.codec = CODEC
         self.healed = False

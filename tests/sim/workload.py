@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from mcache import read_primary
 from mcache.engine.build import STALE_SERVED
 from mcache.errors import Uncacheable
 from mcache.observe.outcome import STORE_FAILED
@@ -90,7 +91,7 @@ class Workload:
             number = self.history.builds[-1].number
             if plan.nested:  # on the thread that runs the build (a refresher's, maybe)
                 return self.page_steps(self.sim.running or thread, plan, number)
-            value = [key, row_version(self.database.rows[key], key), number]
+            value = [key, self.row_read(key, number), number]
             if plan.ending == "raise":
                 raise BuildFailed(f"build of row {key} failed")
             if plan.ending == "uncacheable":
@@ -116,6 +117,16 @@ class Workload:
         call.shared_flight = thread.waited_on_flight
         thread.waited_on_flight = shared_before
         return value, call
+
+    def row_read(self, key: int, build: int) -> int:
+        """The version of row ``key`` a build reads: its transaction's, or the primary's
+        when the library says so (``read_primary()``, as a database router asks it), or else
+        the replica's, which lags (``replica_lag``)."""
+        database = self.database
+        if not database.lag or IN_TRANSACTION.get() or read_primary():
+            return row_version(database.rows[key], key)
+        self.history.builds[build].replica = True
+        return database.replica(key)
 
     def page_steps(self, thread: SimThread, plan: Plan, number: int) -> Steps:
         """A page's builder: the nested read of its row's entry, then the page's own work."""

@@ -273,9 +273,11 @@ def leased_in_its_last_second(sim: Simulation, key: str, at: float) -> bool:
 def failover_windows(sim: Simulation) -> list[tuple[float, float]]:
     """When some process had a server of a pool of several marked dead: from its pool's
     marking to its taking the server back (or the process's death, which takes the pool
-    with it)."""
+    with it), and the life of a lock or lease taken meanwhile after that (twice a lock's
+    timeout, a stale item's hold on the meta protocol, and memcached's whole second)."""
     if len(sim.server.memcacheds) < 2:
         return []
+    after = 2 * sim.config.lock_timeout + 1
     opened: dict[tuple[str, str], float] = {}
     windows = []
     for event in sim.history.events:
@@ -284,11 +286,11 @@ def failover_windows(sim: Simulation) -> list[tuple[float, float]]:
             if event.kind == "node_dead":
                 opened.setdefault((process, server), event.at)
             elif (process, server) in opened:
-                windows.append((opened.pop((process, server)), event.at))
+                windows.append((opened.pop((process, server)), event.at + after))
         elif event.kind == "kill" and event.detail.startswith("process "):
             dead = event.detail.split()[1]
             for process, server in [k for k in opened if k[0] == dead]:
-                windows.append((opened.pop((process, server)), event.at))
+                windows.append((opened.pop((process, server)), event.at + after))
     return windows + [(at, math.inf) for at in opened.values()]
 
 

@@ -88,6 +88,8 @@ def _old_as_fresh(sim: Simulation, entry: str, rule: str) -> list[Violation]:
             continue
         if failover_during(sim, newest.ended, read.ended) or replica_unrouted(sim, build):
             continue
+        if entry == "page" and replica_unrouted(sim, builds[read.value[3]]):
+            continue  # built over a row's entry that the replica made
         found.append(
             Violation(
                 rule,

@@ -55,6 +55,8 @@ class Server:
         """Told of a client's flush (the run records it as a fault)."""
         self.on_lost: Callable[[str], None] = lambda key: None
         """Told of each key one server of several lost (its lease, on the meta protocol)."""
+        self.owner: Callable[[str], str] = lambda key: self.memcached.name
+        """The server (by name) that owns a key on the pool's ring."""
         self.down = False
         self.down_servers: set[str] = set()
         """The pool's servers that crashed and have not restarted (by name)."""
@@ -99,12 +101,17 @@ class Server:
         self.lose(server)
 
     def lose(self, server: SimMemcachedServer) -> None:
-        """``server``, one of several, loses every item: each recorded as deleted."""
+        """``server``, one of several, loses every item: each it owns recorded as deleted
+        (a copy a stand-in kept during a failover is no key's own)."""
         keys = list(server.items)
         server.flush()
+        self.lost(server, keys)
+
+    def lost(self, server: SimMemcachedServer, keys: list[str]) -> None:
         for key in keys:
-            self.applied.append((self.world.now, "delete", (key,), True, False))
-            self.on_lost(key)
+            if self.owner(key) == server.name:
+                self.applied.append((self.world.now, "delete", (key,), True, False))
+                self.on_lost(key)
 
     def restart(self, index: int | None = None) -> None:
         self.down = False
@@ -119,9 +126,7 @@ class Server:
         if len(self.memcacheds) == 1:
             self.applied.append((self.world.now, "flush", (), None, False))
         else:  # one of several: its keys alone are lost
-            for key in list(server.items):
-                self.applied.append((self.world.now, "delete", (key,), True, False))
-                self.on_lost(key)
+            self.lost(server, list(server.items))
         if self.on_flush is not None:
             self.on_flush()
 

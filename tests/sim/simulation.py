@@ -65,6 +65,7 @@ class Simulation:
         servers = config.servers if config.store != "memory" else 1
         self.server = Server(self.world, self.history.applied, servers)
         self.server.on_lost = self.lease_lost
+        self.server.owner = self.owner
         self.server.on_flush = lambda: self.history.event("rejoin_flush")
         self.network = Network(self)
         self.database = Database(config.keys, self.world, config.replica_lag)
@@ -179,6 +180,9 @@ class Simulation:
         config = self.config
         if not config.late_readers or self.late_reads >= 3 or self.healed:
             return
+        latest = config.ttl * (1 + config.jitter) + 2 * config.stale_ttl + 5.0
+        if self.world.now + latest > HORIZON:
+            return  # its reads would still run once the faults heal
         self.late_reads += 1
         entry, key = self.entry_rows[store_key]
         self.history.event("late_readers", store_key)
@@ -315,6 +319,11 @@ class Simulation:
         if lock is not None:  # the lease went with its entry: as a lock evicted
             self.history.applied.append((self.world.now, "delete", (lock,), True, False))
             self.history.event("evict_lock", f"{key} (its entry's lease)")
+
+    def owner(self, key: str) -> str:
+        """The server that owns ``key`` on the pool's ring (the same in every process)."""
+        store = self.processes[0].cache.store
+        return store.ring.server_for(key).name.split(":")[0]  # type: ignore[attr-defined]
 
     def lease_lost(self, key: str) -> None:
         """A key one server of several lost: on the meta protocol, an entry's lease with it."""

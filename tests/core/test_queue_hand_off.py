@@ -110,8 +110,8 @@ def test_a_copy_of_a_job_delivered_after_a_lock_life_is_not_built_again(
 ) -> None:
     """memcached's meta protocol: the first copy of a job claims its lease with a key of
     its own, which lived a lock's life; a copy delivered later claimed the lease again
-    while the first still built it, and both built (sim seed 150). The claim now lives as
-    long as the lease."""
+    while the first still built it, and both built (the simulation's seed: 150). The
+    claim now lives as long as the lease."""
     queue = Queue()
     url = f"{memcached_url}?protocol=meta"
     cache = queued_cache(url, "late-copy", queue, lock_timeout=1)

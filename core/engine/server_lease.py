@@ -104,7 +104,9 @@ class ServerLease(Lock):
         if self.held:
             self.lease.expires = now + ttl
             if self.claim is not None:  # a job's: no later copy of it may claim the lease
-                yield StoreCall(self.store, "touch", (self.claim, ttl))
+                # a lock's life, not the lease's: once the holder is gone the claim ends
+                # before a reader may take the rebuild over and queue it again
+                yield StoreCall(self.store, "touch", (self.claim, self.expiry()))
         return self.held
 
     def release_steps(self) -> Steps[bool]:

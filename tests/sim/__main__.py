@@ -1,7 +1,7 @@
 """``python -m tests.sim``: run seeds, replay one, run the mutants, or CI's budgeted mix.
 
 run --seed S            replay seed S (its configuration and violations printed)
-run --seeds N [--root R] [--size small|large] [--store memory|text|meta]
+run --seeds N [--root R] [--size small|large] [--store memory|text|meta|redis]
                         seeds R .. R+N-1; exits 1 on any violation, printing each seed
                         (--store: every seed on that store, whatever it chose)
 mutants [--seeds 200]   every mutant must be caught within its seeds; exits 1 if not
@@ -52,12 +52,18 @@ def reached(result: Result) -> set[str]:
         names.add("a read inside a transaction")
     if any(b.process > result.config.processes for b in builds):
         names.add("a rebuild by a queue worker")
+    if any(
+        method == "get_many_claiming" and args[1].outcome is True and not raised
+        for _, method, args, _, raised in result.history.applied
+    ):
+        names.add("a stale entry's rebuild claimed in its read (Redis)")
     names.update(f"counted: {name}" for name, count in result.counts.items() if count)
     return names
 
 
 REQUIRED = (
     "stale served",
+    "a stale entry's rebuild claimed in its read (Redis)",
     "shared an in-process flight",
     "built without the lock (wait over, or store down)",
     "a build outlived lock_timeout",
@@ -270,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seeds", type=int, default=1000)
     run.add_argument("--root", type=int, default=0)
     run.add_argument("--size", choices=("small", "large"), default="small")
-    run.add_argument("--store", choices=("memory", "text", "meta"))
+    run.add_argument("--store", choices=("memory", "text", "meta", "redis"))
     mutant = commands.add_parser("mutants")
     mutant.add_argument("--seeds", type=int, default=200)
     shrinking = commands.add_parser("shrink")

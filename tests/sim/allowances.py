@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from mcache.engine.writing import BUSY_SECONDS
 from tests.sim.keys import entry_key, lock_key
+from tests.sim.nodes import LEASE, STALE_LEASE
 from tests.sim.world import EPOCH
 
 if TYPE_CHECKING:
@@ -71,12 +72,40 @@ def stored_stale_looks_fresh(sim: Simulation, read: Call, build: Build) -> bool:
 def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float, str]]:
     """When the server held ``lock_key``: from each ``add`` (or ``set``) that stored it to
     its release, its deletion, a crash or its expiry (whole seconds), extensions followed;
-    each span with how it ended ("released", "deleted", "flushed" or "expired")."""
+    each span with how it ended ("released", "deleted", "flushed" or "expired").
+
+    On memcached's meta protocol a key's lease is held on its entry's server, and while
+    that server is marked dead its stand-in locks the key portably under the lock's own
+    name, on the server that name maps to: the two are told apart by what they hold (a
+    lease, or a holder's token), so that one's release does not end the other's span."""
+    families = {
+        lock_family(args[1])
+        for _, method, args, _, raised in sim.history.applied
+        if method in ("add", "set") and not raised and args and args[0] == lock_key
+    }
+    return sorted(span for family in families for span in family_spans(sim, lock_key, family))
+
+
+def expiry(sim: Simulation, at: float, ttl: float) -> float:
+    """When a key given ``ttl`` seconds at ``at`` expires: memcached counts whole seconds of
+    its own clock, Redis milliseconds (0: never)."""
+    if not ttl:
+        return math.inf
+    if sim.config.store == "redis":
+        return at + float(ttl)
+    return math.floor(at + EPOCH) + int(ttl) - EPOCH
+
+
+def lock_family(held: object) -> object:
+    """Which lock a value held under a lock's name belongs to: memcached's lease (won, or a
+    stale item's), or the portable lock its token names."""
+    return LEASE if held in (LEASE, STALE_LEASE) else "portable"
+
+
+def family_spans(sim: Simulation, lock_key: str, family: object) -> list[tuple[float, float, str]]:
+    """``lock_spans`` of the lock ``family`` names."""
     spans: list[tuple[float, float, str]] = []
     start, until = None, 0.0
-
-    def expiry(at: float, ttl: int) -> float:
-        return math.inf if ttl == 0 else math.floor(at + EPOCH) + ttl - EPOCH
 
     for at, method, args, result, raised in sim.history.applied:
         if start is not None and at >= until:
@@ -84,17 +113,18 @@ def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float, str]]
             start = None
         if raised or (method != "flush" and (not args or args[0] != lock_key)):
             continue
+        if method in ("add", "set", "cas") and lock_family(args[1]) != family:
+            continue
         if method in ("add", "set") and (result or method == "set"):
             if start is None:
                 start = at
-            until = expiry(at, int(args[2]))
+            until = expiry(sim, at, args[2])
         elif method == "cas" and result and start is not None:
-            ttl = int(args[3])
-            if ttl < 0:
+            if int(args[3]) < 0:
                 spans.append((start, at, "released"))
                 start = None
             else:
-                until = expiry(at, ttl)
+                until = expiry(sim, at, args[3])
         elif method in ("delete", "flush") and start is not None:
             spans.append((start, at, "deleted" if method == "delete" else "flushed"))
             start = None
@@ -147,7 +177,7 @@ def kept_alive_until(sim: Simulation, key: str, before: float) -> float:
         if raised or not args or args[0] != key:
             continue
         if method == "cas" and result and args[1] == held and int(args[3]) > 0:
-            until = math.floor(at + EPOCH) + int(args[3]) - EPOCH + 1
+            until = expiry(sim, at, args[3]) + (sim.config.store != "redis")
         if method in ("add", "set", "cas") and result:
             held = args[1]
     return until

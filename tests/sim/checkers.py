@@ -149,6 +149,8 @@ def no_stale_sets(sim: Simulation) -> list[Violation]:
     for at, method, args, result, raised in sim.history.applied:
         if raised or not result or method not in ("add", "set", "cas") or args[0] not in keys:
             continue
+        if not args[1]:
+            continue  # a placeholder withdrawn (a cas of nothing, deleting it)
         entry = sim.codec.loads(args[1], args[0])
         if not isinstance(entry, list) or entry[0] != "mc1":
             continue  # a placeholder, or a lock's token

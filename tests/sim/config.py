@@ -117,9 +117,11 @@ class Config:
     """Reached by the real store (``store`` "text" or "meta"): the pool's servers, its keys
     spread over them by its ring; a crash takes one of them down."""
     store: str = "memory"
-    """How the processes reach memcached: "memory" (the library's memcached-semantics
-    store, a store call one command), or the real memcached store, its pool and its
-    steps, speaking "text" or "meta" (leases) to a server that speaks the protocol."""
+    """How the processes reach their server: "memory" (the library's memcached-semantics
+    store, a store call one command), the real memcached store, its pool and its steps,
+    speaking "text" or "meta" (leases) to a server that speaks the protocol, or "redis":
+    the real Redis store, through redis-py, on a simulated Redis (its reads claim a stale
+    entry's rebuild in a script)."""
 
     def describe(self) -> str:
         """The configuration as one line per field."""
@@ -218,4 +220,6 @@ def choose(seed: int, size: str = "small") -> Config:
     config.broker_timeout = draw.choice((1.0, 3.0))
     config.late_duplicates = draw.random() < 0.5
     config.race_circuit = config.broker_timeout > 2 and draw.random() < 0.7
+    if config.store == "memory" and draw.random() < 0.4:
+        config.store = "redis"  # (drawn last: what a seed chose before stays as it was)
     return config

@@ -10,6 +10,7 @@ from mcache.randomness import RandomSource
 from tests.sim.pool import SimPool
 from tests.sim.processes import SimThread
 from tests.sim.queue import SimQueueRefresher
+from tests.sim.redis_store import sim_redis_store
 from tests.sim.renewer import SimRefresher, SimRenewer
 from tests.sim.transactions import may_store
 from tests.sim.world import HostClock
@@ -63,12 +64,15 @@ class SimProcess:
         sim.broker.dispatch()  # a worker back takes the next job
 
     def store(self) -> Store:
-        """What this process's cache reaches memcached through (``Config.store``): the
-        shared memcached-semantics store, or a pool of its own on the protocol server, its
-        ``dead_timeout`` and expiry times on this host's clock."""
+        """What this process's cache reaches its server through (``Config.store``): the
+        shared memcached-semantics store, a pool of its own on the protocol server (its
+        ``dead_timeout`` and expiry times on this host's clock), or a Redis store of its
+        own on the simulated Redis."""
         sim = self.sim
         if sim.config.store == "memory":
             return sim.server.store
+        if sim.config.store == "redis":
+            return sim_redis_store(sim.server.redis)
 
         def refuses(name: str) -> OSError | None:
             server = next(s for s in sim.server.memcacheds if s.name == name.split(":")[0])

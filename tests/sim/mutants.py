@@ -221,6 +221,22 @@ CATALOGUE = (
         refresh="queue",
     ),
     Mutant(
+        "a stale entry's rebuild another reader claimed in its read taken as won (Redis)",
+        "mcache.engine.writing",
+        "Writer.try_stale_lock_steps",
+        "if claim is not None and claim.outcome:",
+        "if claim is not None and claim.outcome is not None:",
+        store="redis",
+    ),
+    Mutant(
+        "a lock claimed in a read never renewed (Redis)",
+        "mcache.engine.writing",
+        "Writer.try_stale_lock_steps",
+        "return self._held(Lock(self.parts.shared, claim.lock_key, timeout, token=claim.token))",
+        "return Lock(self.parts.shared, claim.lock_key, timeout, token=claim.token)",
+        store="redis",
+    ),
+    Mutant(
         "locks renewed too late (after their timeout)",
         "mcache.engine.renewal",
         "LockRenewer.interval",

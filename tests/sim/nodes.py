@@ -27,8 +27,11 @@ if TYPE_CHECKING:
 Op = tuple[str, tuple[Any, ...], Any]
 """A command as the checkers read it: its name, its arguments, its result."""
 
+LEASE = b"lease"
+"""What the checkers read as held under a key's lock name while memcached leases its entry."""
+
 STALE_LEASE = b"stale lease"
-"""The value of the ``add`` that records a stale item's lease won (a miss's is ``lease``)."""
+"""The value of the ``add`` that records a stale item's lease won (a miss's is ``LEASE``)."""
 
 TEXT = {"get_many", "gets", "set", "add", "replace", "append", "prepend", "cas", "incr"}
 TEXT |= {"decr", "delete", "delete_many", "touch", "incr_many", "set_many"}
@@ -81,7 +84,7 @@ def _lease_taken(sim: Simulation, command: str, args: tuple[Any, ...], result: A
     if sim.config.store != "meta" or not result or command not in ("delete", "set", "cas"):
         return []
     lock = sim.lease_locks.get(args[0])
-    return [] if lock is None else [("cas", (lock, b"lease", 0, -1), True)]
+    return [] if lock is None else [("cas", (lock, LEASE, 0, -1), True)]
 
 
 def _meta_ops(sim: Simulation, line: bytes, value: bytes, reply: MetaReply) -> list[Op]:
@@ -95,9 +98,9 @@ def _meta_ops(sim: Simulation, line: bytes, value: bytes, reply: MetaReply) -> l
     ops: list[Op] = []
     if verb == b"mg" and reply.won and lock is not None:
         left = int(asked[b"N"]) if reply.won_placeholder else max(0, reply.ttl or 0)
-        ops.append(("add", (lock, b"lease" if reply.won_placeholder else STALE_LEASE, left), True))
+        ops.append(("add", (lock, LEASE if reply.won_placeholder else STALE_LEASE, left), True))
     elif verb == b"mg" and b"T" in asked and reply.code in (b"HD", b"VA") and lock is not None:
-        ops.append(("cas", (lock, b"lease", reply.cas, int(asked[b"T"])), True))
+        ops.append(("cas", (lock, LEASE, reply.cas, int(asked[b"T"])), True))
     elif verb == b"ms" and done:
         ttl = int(asked.get(b"T", b"0"))
         if ttl < 0:
@@ -107,12 +110,12 @@ def _meta_ops(sim: Simulation, line: bytes, value: bytes, reply: MetaReply) -> l
         else:
             ops.append(("set", (key, value, ttl), True))
         if lock is not None:
-            ops.append(("cas", (lock, b"lease", 0, -1), True))
+            ops.append(("cas", (lock, LEASE, 0, -1), True))
     elif verb == b"md" and done:
         if b"I" not in asked:
             ops.append(("delete", (key,), True))
         if lock is not None:  # the lease let go, taken by a claim, or gone with the item
-            ops.append(("cas", (lock, b"lease", 0, -1), True))
+            ops.append(("cas", (lock, LEASE, 0, -1), True))
     elif verb == b"ma" and reply.code == b"VA" and reply.value is not None:
         if b"N" in asked and reply.value == asked.get(b"J"):
             ops.append(("add", (key, reply.value, 0), True))

@@ -22,6 +22,7 @@ from tests.sim.history import Applied
 from tests.sim.memcached import SimMemcachedServer
 from tests.sim.nodes import as_applied
 from tests.sim.processes import SimThread, Ticket, refused
+from tests.sim.redis import SimRedisServer
 from tests.sim.world import EPOCH, WholeSecondClock, World
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class Server:
         ]
         """The servers of the pool, as the real store reaches them, speaking the protocol."""
         self.memcached = self.memcacheds[0]
+        self.redis = SimRedisServer(lambda: world.now + EPOCH)
+        """The Redis the real Redis store reaches (``Config.store`` "redis")."""
         for server in self.memcacheds:
             server.flushed = functools.partial(self.flushed, server)
         self.on_flush: Callable[[], None] | None = None
@@ -76,6 +79,8 @@ class Server:
             kept.expires_at and kept.expires_at <= self.store._clock.time()
         )
         values = [item.value for item in items if item is not None]
+        if isinstance(held := self.redis.live(key.encode()), bytes):
+            values.append(held)
         value = values[0] if values else kept.value if live else b""  # type: ignore[union-attr]
         return bool(value) and b'"mc1p"' not in value
 
@@ -84,6 +89,7 @@ class Server:
         existed = self.store.delete(key)
         for server in self.memcacheds:
             existed = server.evict(key) or existed
+        existed = self.redis.remove(key.encode()) or existed
         self.applied.append((self.world.now, "delete", (key,), existed, False))
 
     def crash(self, index: int | None = None) -> None:
@@ -91,6 +97,7 @@ class Server:
         or (``index``) that server of a pool of several, whose keys alone are lost."""
         if index is None:
             self.store.flush()
+            self.redis.flush()
             for server in self.memcacheds:
                 server.flush()
             self.down = True
@@ -193,13 +200,14 @@ class Network:
                     result = getattr(operation.store, operation.method)(*operation.args)
                 except Exception as raised:
                     error = raised
-                sim.history.applied.append(
-                    (world.now, operation.method, operation.args, result, error is not None)
-                )
+                done = [(operation.method, operation.args, result), *claimed(operation)]
+                raised = error is not None
+                for method, args, outcome in done:
+                    sim.history.applied.append((world.now, method, args, outcome, raised))
                 if (lost or not self.reaches(thread)) and error is None:
                     result, error = None, refused("reply lost")
                 elif error is None:
-                    slow = self.applied_hooks(thread, operation.method, operation.args, result)
+                    slow = sum(self.applied_hooks(thread, *applied) for applied in done)
             world.after(back + slow, lambda: thread.answer(ticket, result, error))
 
         world.after(out, apply)
@@ -263,6 +271,15 @@ class Network:
                 return sim.placeholder_kept(thread, args[0])
             sim.entry_written(args[0])
         return 0.0
+
+
+def claimed(operation: Any) -> list[tuple[str, tuple[Any, ...], Any]]:
+    """A read that claimed a stale entry's rebuild (Redis's ``get_many_claiming``), in the
+    checkers' words: the ``add`` of its lock it made on the server."""
+    if operation.method != "get_many_claiming" or operation.args[1].outcome is not True:
+        return []
+    claim = operation.args[1]
+    return [("add", (claim.lock_key, claim.token, claim.lock_ms / 1000), True)]
 
 
 class Database:

@@ -62,7 +62,7 @@ class Simulation:
         self.config = config
         self.world = World(config.seed)
         self.history = History(now=lambda: self.world.now)
-        servers = config.servers if config.store != "memory" else 1
+        servers = config.servers if config.store in ("text", "meta") else 1
         self.server = Server(self.world, self.history.applied, servers)
         self.server.on_lost = self.lease_lost
         self.server.owner = self.owner

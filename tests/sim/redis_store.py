@@ -1,0 +1,80 @@
+"""The real Redis store on a simulated Redis: redis-py's client, pool and parser, a socket
+that leads to :class:`~tests.sim.redis.SimRedisServer`.
+
+Each process of a run has a store of its own, with its own client and connections, as real
+processes do; every store call is performed whole when the network delivers it to the
+server (:meth:`tests.sim.servers.Network.deliver`), so its commands reach the server as one
+round trip does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from redis._parsers import _RESP2Parser
+
+from mcache.stores.redis.store import RedisStore
+from tests.sim.redis import SimRedisServer
+
+
+class SimRedisSocket:
+    """A connection to the simulated Redis: what is sent is answered at once, and the reply
+    waits to be received (nothing waiting: the client's timeout)."""
+
+    def __init__(self, server: SimRedisServer) -> None:
+        self.server = server
+        self.pending = b""
+        self.replies = b""
+
+    def settimeout(self, timeout: float | None) -> None:
+        pass
+
+    def setsockopt(self, *args: object) -> None:
+        pass
+
+    def sendall(self, data: bytes) -> None:
+        replies, self.pending = self.server.answer(self.pending + bytes(data))
+        self.replies += replies
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        if not self.replies:
+            raise TimeoutError("timed out")
+        chunk = self.replies[:size]
+        if not flags:
+            self.replies = self.replies[size:]
+        return chunk
+
+    def recv_into(self, buffer: Any, size: int = 0) -> int:
+        chunk = self.recv(size or len(buffer))
+        buffer[: len(chunk)] = chunk
+        return len(chunk)
+
+    def shutdown(self, how: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class SimRedisConnection(redis.Connection):
+    """redis-py's connection, its socket the simulated server's."""
+
+    sim_server: SimRedisServer
+
+    def _connect(self) -> Any:
+        return SimRedisSocket(self.sim_server)
+
+
+def sim_redis_store(server: SimRedisServer) -> RedisStore:
+    """A Redis store of one process, on ``server``: redis-py's pure-Python RESP parser (the
+    hiredis one polls the socket's file descriptor, which a simulated socket has none of)."""
+    connection = type("Connection", (SimRedisConnection,), {"sim_server": server})
+    pool = redis.ConnectionPool(
+        connection_class=connection,
+        parser_class=_RESP2Parser,
+        protocol=2,
+        host=server.name,
+        port=6379,
+    )
+    return RedisStore(f"redis://{server.name}:6379/0", client=redis.Redis(connection_pool=pool))

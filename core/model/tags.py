@@ -292,7 +292,11 @@ class Tags:
             if (yield StoreCall(store, "add", (key, b"%d" % start, 0))):
                 current: int | None = start
             else:
-                current = stored_count((yield StoreCall(store, "get", (key,))))
+                # gets: from the primary, where the add failed (a replica that serves the
+                # hits may not have the copy yet, and a version set over it would count
+                # every entry recorded against it as changed)
+                found, _ = yield StoreCall(store, "gets", (key,))
+                current = stored_count(found)
                 if current is not None and forward:
                     current = yield StoreCall(store, "incr", (key, max(1, start - current)))
                 if current is None:

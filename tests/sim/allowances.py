@@ -351,3 +351,12 @@ def replica_unrouted(sim: Simulation, build: Build) -> bool:
         if c.kind == "write" and c.key == build.key and c.invoked <= build.began
     ]
     return bool(writes) and writes[-1].by_delete
+
+
+def redis_replica_behind(sim: Simulation, write: Call, read: Call) -> bool:
+    """Whether ``read`` began before a Redis replica that serves the hits could have had
+    ``write`` (its bump or delete, applied on the primary by the time it returned, reaches
+    the replica a replication lag later): consistency.md, "``replica_reads=true``: ... its
+    readers may be served the entry from before it as fresh"."""
+    lag = sim.config.redis_replica_lag
+    return bool(lag) and write.ended is not None and read.invoked <= write.ended + lag

@@ -24,13 +24,14 @@ from tests.sim.allowances import (
     left_in_the_queue,
     lock_spans,
     lossy,
+    redis_replica_behind,
     replica_unrouted,
     stored_at,
     stored_stale_looks_fresh,
     widest_skew,
 )
 from tests.sim.dead_leases import dead_leases_taken_over
-from tests.sim.fresh_current import current_entries_fresh
+from tests.sim.fresh_current import current_entries_fresh, tags_move_only_when_written
 from tests.sim.history import Violation
 from tests.sim.keys import entry_key, lock_key
 from tests.sim.queue import circuit_windows, queue_drained
@@ -87,6 +88,8 @@ def _old_as_fresh(sim: Simulation, entry: str, rule: str) -> list[Violation]:
         if (build.part_stale or build.part_unknown) and stored_stale_looks_fresh(sim, read, build):
             continue
         if failover_during(sim, newest.ended, read.ended) or replica_unrouted(sim, build):
+            continue
+        if redis_replica_behind(sim, newest, read):
             continue
         if entry == "page" and replica_unrouted(sim, builds[read.value[3]]):
             continue  # built over a row's entry that the replica made
@@ -378,6 +381,7 @@ CHECKERS = (
     no_lock_outlives_its_build,
     live_after_faults,
     current_entries_fresh,
+    tags_move_only_when_written,
     queue_drained,
     circuit_windows,
     uncommitted_never_stored,

@@ -123,6 +123,10 @@ class Config:
     the real Redis store, through redis-py, on a simulated Redis (its reads claim a stale
     entry's rebuild in a script)."""
 
+    redis_replica_lag: float = 0.0
+    """On Redis (``store`` "redis"), a replica this far behind its primary serves the plain
+    reads (``get``, ``get_many``: the hits), as ``replica_reads=true`` has them; 0: none."""
+
     def describe(self) -> str:
         """The configuration as one line per field."""
         return "\n".join(f"  {name}: {value}" for name, value in asdict(self).items())
@@ -222,4 +226,6 @@ def choose(seed: int, size: str = "small") -> Config:
     config.race_circuit = config.broker_timeout > 2 and draw.random() < 0.7
     if config.store == "memory" and draw.random() < 0.4:
         config.store = "redis"  # (drawn last: what a seed chose before stays as it was)
+    lag = draw.choice((0.0, 0.0, 0.001, 0.05))
+    config.redis_replica_lag = lag if config.store == "redis" else 0.0
     return config

@@ -8,9 +8,10 @@ stale to every reader and rebuilt by each: the old value always, a rebuild for n
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
-from tests.sim.allowances import MAX_LATENCY, lossy, stored_at, widest_skew
+from tests.sim.allowances import MAX_LATENCY, failover_during, lossy, stored_at, widest_skew
 from tests.sim.history import Violation
 from tests.sim.keys import entry_key
 
@@ -60,3 +61,50 @@ def current_entries_fresh(sim: Simulation) -> list[Violation]:
             )
         )
     return found
+
+
+def tags_move_only_when_written(sim: Simulation) -> list[Violation]:
+    """Liveness, at its cause: a tag's version on the server moves at a bump, or where its
+    copy was lost, never because a reader overwrote a copy the server held (every entry
+    recorded against it would count as changed). A ``set`` of a tag's key is a
+    recreation's, and is sent only where the copy was found missing after a failed
+    ``add``. Allowed: during a pool's failover (consistency.md, "A pool of several
+    memcached servers during a failover": a stand-in holds its own copies), and within
+    ``RECREATION`` of the copy's loss (guarantee 3: a lost copy counts as changed)."""
+    cache = sim.processes[0].cache
+    tags = {cache.tags.key(f"{kind}{key}") for kind in "tp" for key in range(sim.config.keys)}
+    held: set[str] = set()
+    lost_at: dict[str, float] = {}
+    found = []
+    for at, method, args, result, raised in sim.history.applied:
+        if method == "flush":
+            held.clear()
+            lost_at = dict.fromkeys(tags, at)
+        if raised or not args or not isinstance(args[0], str) or args[0] not in tags:
+            continue
+        key = args[0]
+        recreating = at - lost_at.get(key, -math.inf) <= RECREATION
+        if (
+            method == "set"
+            and key in held
+            and not recreating
+            and not failover_during(sim, at - RECREATION, at)
+        ):
+            found.append(
+                Violation(
+                    "liveness (a tag moves only when written)",
+                    f"tag {key} was set over the copy the server held, at {at:.4f}",
+                )
+            )
+        if method in ("set", "incr") or (method == "add" and result):
+            held.add(key)
+        elif method == "delete" and result:
+            held.discard(key)
+            lost_at[key] = at
+    return found
+
+
+RECREATION = 1.0
+"""Seconds a recreation of a lost copy may take, from its failed ``add`` to its ``set``:
+a copy lost meanwhile and made again by another reader is overwritten by the first, as
+losing a copy counts every entry recorded against it as changed anyway."""

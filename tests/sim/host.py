@@ -72,7 +72,7 @@ class SimProcess:
         if sim.config.store == "memory":
             return sim.server.store
         if sim.config.store == "redis":
-            return sim_redis_store(sim.server.redis)
+            return sim_redis_store(sim.server.redis, sim.server.redis_replica)
 
         def refuses(name: str) -> OSError | None:
             server = next(s for s in sim.server.memcacheds if s.name == name.split(":")[0])
@@ -114,8 +114,10 @@ class SimProcess:
 
 def replication_lag(config: Config) -> float:
     """The ``replication_lag`` each cache is told: the replica's lag, with room for the
-    widest skew between two hosts' clocks and a little (read-replicas.md: "lag setting >=
-    real lag + skew"); 0 without a replica."""
+    widest skew between two hosts' clocks and a little, and the lag of the Redis replica the
+    tag versions are read from (read-replicas.md: "lag setting ≥ the database's lag + the
+    cache replica's lag + skew"); 0 without a database replica."""
     if not config.replica_lag:
         return 0.0
-    return config.replica_lag + max(config.skews) - min(config.skews) + 0.1
+    skew = max(config.skews) - min(config.skews)
+    return config.replica_lag + config.redis_replica_lag + skew + 0.1

@@ -98,6 +98,7 @@ CATALOGUE = (
         "Builder.lead_missing_steps",
         "if current and entry.is_fresh(self.parts.clock.time_ms()):",
         "if current:",
+        store="memory",
     ),
     Mutant(
         "a lock waiter served stale by the build it waited on, freeing its lock",
@@ -105,6 +106,7 @@ CATALOGUE = (
         "Builder.lead_missing_steps",
         "if now - arrived[1] < BUSY_SECONDS:",
         "if False:",
+        store="memory",
     ),
     Mutant(
         "a build inside a transaction stored (may_store not asked)",
@@ -234,6 +236,14 @@ CATALOGUE = (
         "Writer.try_stale_lock_steps",
         "return self._held(Lock(self.parts.shared, claim.lock_key, timeout, token=claim.token))",
         "return Lock(self.parts.shared, claim.lock_key, timeout, token=claim.token)",
+        store="redis",
+    ),
+    Mutant(
+        "a tag's copy read back from the replica after its add failed (Redis, replica reads)",
+        "mcache.model.tags",
+        "Tags._recreate_steps",
+        'found, _ = yield StoreCall(store, "gets", (key,))',
+        'found = yield StoreCall(store, "get", (key,))',
         store="redis",
     ),
     Mutant(

@@ -5,27 +5,18 @@ client, pool and RESP parser (:mod:`tests.sim.redis_store`): what redis-py write
 here as RESP and answered in RESP, at once, on the simulation's clock. Keys expire to the
 millisecond, as Redis's do. Each script of :mod:`mcache.stores.redis.lua` is run by what it
 does, looked up by its SHA-1 (``EVALSHA``, after ``SCRIPT LOAD``) or by its text (``EVAL``):
-a script runs whole, between two commands of any other client, as Redis runs one.
+a script runs whole, between two commands of any other client, as Redis runs one
+(:mod:`tests.sim.redis_commands`). A replica follows its primary a replication lag
+behind (:func:`replicated`).
 """
 
 from __future__ import annotations
 
-import hashlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from mcache.stores.redis import lua
-
-Reply = Any
-"""What a command answers: bytes (a bulk string), int, None, a list, ``Status`` or ``Error``."""
-
-
-class Status(bytes):
-    """A simple string reply (``+OK``)."""
-
-
-class Error(Exception):
-    """An error reply (``-ERR …``)."""
+from tests.sim.redis_commands import COMMANDS, SCRIPTS, Error, Reply, Status, sha
 
 
 class SimRedisServer:
@@ -41,6 +32,10 @@ class SimRedisServer:
         self.loaded: set[str] = set()
         self.commands = 0
         self.hits = self.misses = 0
+        self.serial = threading.Lock()
+        self.replicate: Callable[[list[bytes] | None], None] = lambda keys: None
+        """Told of the keys each command may have changed (None: all of them), to send on
+        to a replica (:func:`replicated`)."""
 
     # -- the keyspace ---------------------------------------------------------------------
 
@@ -78,7 +73,12 @@ class SimRedisServer:
     # -- RESP -----------------------------------------------------------------------------
 
     def answer(self, data: bytes) -> tuple[bytes, bytes]:
-        """Answer every whole command in ``data``; return the replies and what is left."""
+        """Answer every whole command in ``data``; return the replies and what is left.
+        One command at a time, whatever the threads sending them (as Redis runs them)."""
+        with self.serial:
+            return self._answer(data)
+
+    def _answer(self, data: bytes) -> tuple[bytes, bytes]:
         replies = b""
         while True:
             parsed = parse_command(data)
@@ -90,6 +90,7 @@ class SimRedisServer:
                 reply = self.run(words)
             except Error as error:
                 reply = error
+            self.replicate(touched(words))
             replies += encode(reply)
 
     def run(self, words: list[bytes]) -> Reply:
@@ -99,6 +100,52 @@ class SimRedisServer:
         if command is None:
             raise Error(f"ERR unknown command '{name}'")
         return command(self, words[1:])
+
+
+def touched(words: list[bytes]) -> list[bytes] | None:
+    """The keys a command may change ([] for a read; None: every key)."""
+    name = words[0].upper()
+    if name in WRITES:
+        return words[1:] if name in (b"DEL", b"UNLINK") else words[1:2]
+    if name in (b"EVAL", b"EVALSHA"):
+        return words[3 : 3 + int(words[2])]
+    return None if name in (b"FLUSHDB", b"FLUSHALL") else []
+
+
+WRITES = {b"SET", b"DEL", b"UNLINK", b"EXPIRE", b"PEXPIRE", b"PERSIST", b"INCRBY", b"DECRBY"}
+WRITES |= {b"PFADD"}
+
+
+def replicated(primary: SimRedisServer, replica: SimRedisServer, send: Callable[..., None]) -> None:
+    """Make ``replica`` follow ``primary``, asynchronously: each command's changes reach it
+    when ``send(apply)`` runs ``apply`` (a replication lag later), as the keys' states
+    then were on the primary, their expiry times absolute (Redis 7 replicates ``SET … EX``
+    as ``PXAT``)."""
+
+    def replicate(keys: list[bytes] | None) -> None:
+        if keys == []:
+            return
+        if keys is None:
+            send(replica.flush)
+            return
+        states = [(key, copy(primary.live(key)), primary.expires.get(key)) for key in keys]
+
+        def apply() -> None:
+            for key, value, until in states:
+                replica.data.pop(key, None)
+                replica.expires.pop(key, None)
+                if value is not None:
+                    replica.data[key] = value
+                    if until is not None:
+                        replica.expires[key] = until
+
+        send(apply)
+
+    primary.replicate = replicate
+
+
+def copy(value: Any) -> Any:
+    return set(value) if isinstance(value, set) else value
 
 
 def parse_command(data: bytes) -> tuple[list[bytes], bytes] | None:
@@ -139,259 +186,3 @@ def encode(reply: Reply) -> bytes:
     if isinstance(reply, list):
         return b"*%d\r\n" % len(reply) + b"".join(encode(item) for item in reply)
     raise TypeError(f"no RESP for {reply!r}")
-
-
-def sha(source: str) -> str:
-    return hashlib.sha1(source.encode()).hexdigest()
-
-
-OK = Status(b"OK")
-
-
-def _get(server: SimRedisServer, args: list[bytes]) -> Reply:
-    value = server.live(args[0])
-    server.hits, server.misses = server.hits + (value is not None), server.misses + (value is None)
-    if value is not None and not isinstance(value, bytes):
-        raise Error("WRONGTYPE Operation against a key holding the wrong kind of value")
-    return value
-
-
-def _mget(server: SimRedisServer, args: list[bytes]) -> Reply:
-    return [v if isinstance(v := server.live(key), bytes) else None for key in args]
-
-
-def _set(server: SimRedisServer, args: list[bytes]) -> Reply:
-    key, value, options = args[0], args[1], [a.upper() for a in args[2:]]
-    expires_in, keep = None, b"KEEPTTL" in options
-    for unit, scale in ((b"EX", 1.0), (b"PX", 0.001)):
-        if unit in options:
-            amount = int(args[2 + options.index(unit) + 1])
-            if amount <= 0:
-                raise Error("ERR invalid expire time in 'set' command")
-            expires_in = amount * scale
-    exists = server.live(key) is not None
-    if (b"NX" in options and exists) or (b"XX" in options and not exists):
-        return None
-    server.put(key, value, expires_in, keep)
-    return OK
-
-
-def _delete(server: SimRedisServer, args: list[bytes]) -> Reply:
-    return sum(server.remove(key) for key in args)
-
-
-def _exists(server: SimRedisServer, args: list[bytes]) -> Reply:
-    return sum(server.live(key) is not None for key in args)
-
-
-def _expire(server: SimRedisServer, args: list[bytes], scale: float = 1.0) -> Reply:
-    if server.live(args[0]) is None:
-        return 0
-    seconds = int(args[1]) * scale
-    if seconds <= 0:
-        server.remove(args[0])
-    else:
-        server.expires[args[0]] = server.now() + seconds
-    return 1
-
-
-def _persist(server: SimRedisServer, args: list[bytes]) -> Reply:
-    if server.live(args[0]) is None or args[0] not in server.expires:
-        return 0
-    del server.expires[args[0]]
-    return 1
-
-
-def _ttl(server: SimRedisServer, args: list[bytes]) -> Reply:
-    left = server.pttl(args[0])
-    return left if left < 0 else -(-left // 1000)
-
-
-def _incrby(server: SimRedisServer, args: list[bytes], sign: int = 1) -> Reply:
-    value = server.live(args[0]) or b"0"
-    try:
-        count = int(value) + sign * int(args[1])
-    except ValueError:
-        raise Error("ERR value is not an integer or out of range") from None
-    server.put(args[0], str(count).encode(), None, keep_ttl=True)
-    return count
-
-
-def _pfadd(server: SimRedisServer, args: list[bytes]) -> Reply:
-    members = server.live(args[0])
-    if members is None:
-        members = set()
-        server.put(args[0], members, None)
-    before = len(members)
-    members.update(args[1:])
-    return int(len(members) != before)
-
-
-def _pfcount(server: SimRedisServer, args: list[bytes]) -> Reply:
-    union: set[bytes] = set()
-    for key in args:
-        union |= server.live(key) or set()
-    return len(union)
-
-
-def _flush(server: SimRedisServer, args: list[bytes]) -> Reply:
-    server.flush()
-    return OK
-
-
-def _info(server: SimRedisServer, args: list[bytes]) -> Reply:
-    keys = sum(server.live(key) is not None for key in list(server.data))
-    used = sum(len(k) + len(v) for k, v in server.data.items() if isinstance(v, bytes))
-    fields = {
-        "redis_version": "7.2.0",
-        "uptime_in_seconds": 1,
-        "used_memory": used,
-        "keyspace_hits": server.hits,
-        "keyspace_misses": server.misses,
-        "evicted_keys": 0,
-        "db0": f"keys={keys},expires={len(server.expires)},avg_ttl=0",
-    }
-    return "".join(f"{name}:{value}\r\n" for name, value in fields.items()).encode()
-
-
-def _client(server: SimRedisServer, args: list[bytes]) -> Reply:
-    return OK  # CLIENT SETINFO, told on connecting
-
-
-def _script(server: SimRedisServer, args: list[bytes]) -> Reply:
-    verb = args[0].upper()
-    if verb == b"LOAD":
-        source = args[1].decode()
-        if source not in SCRIPTS:
-            raise Error("ERR the simulation runs only the store's own scripts")
-        server.loaded.add(sha(source))
-        return sha(source).encode()
-    if verb == b"EXISTS":
-        return [int(digest.decode() in server.loaded) for digest in args[1:]]
-    raise Error(f"ERR unknown SCRIPT subcommand {verb!r}")
-
-
-def _evalsha(server: SimRedisServer, args: list[bytes]) -> Reply:
-    digest = args[0].decode()
-    if digest not in server.loaded:
-        raise Error("NOSCRIPT No matching script. Please use EVAL.")
-    return _scripted(server, server.scripts[digest], args[1:])
-
-
-def _eval(server: SimRedisServer, args: list[bytes]) -> Reply:
-    source = args[0].decode()
-    if source not in SCRIPTS:
-        raise Error("ERR the simulation runs only the store's own scripts")
-    return _scripted(server, source, args[1:])
-
-
-def _scripted(server: SimRedisServer, source: str, args: list[bytes]) -> Reply:
-    count = int(args[0])
-    keys, argv = args[1 : 1 + count], args[1 + count :]
-    return SCRIPTS[source](server, keys, argv)
-
-
-def _script_incr(server: SimRedisServer, keys: list[bytes], argv: list[bytes]) -> Reply:
-    if server.live(keys[0]) is None:
-        return None  # Lua's false: a nil reply
-    _incrby(server, [keys[0], argv[0]])
-    return server.live(keys[0])
-
-
-def _script_decr(server: SimRedisServer, keys: list[bytes], argv: list[bytes]) -> Reply:
-    if server.live(keys[0]) is None:
-        return None
-    if _incrby(server, [keys[0], argv[0]], -1) < 0:
-        server.put(keys[0], b"0", None, keep_ttl=True)
-    return server.live(keys[0])
-
-
-def _script_joined(front: bool) -> Callable[[SimRedisServer, list[bytes], list[bytes]], Reply]:
-    def joined(server: SimRedisServer, keys: list[bytes], argv: list[bytes]) -> Reply:
-        value = server.live(keys[0])
-        if value is None:
-            return 0
-        if len(value) + len(argv[0]) > int(argv[1]):
-            return -1
-        server.put(keys[0], argv[0] + value if front else value + argv[0], None, keep_ttl=True)
-        return 1
-
-    return joined
-
-
-def _script_cas(server: SimRedisServer, keys: list[bytes], argv: list[bytes]) -> Reply:
-    value = server.live(keys[0])
-    if value is None or hashlib.sha1(value).hexdigest() != argv[0].decode():
-        return 0
-    ttl = int(argv[2])
-    if ttl < 0:
-        server.remove(keys[0])
-    else:
-        server.put(keys[0], argv[1], float(ttl) if ttl > 0 else None)
-    return 1
-
-
-def _script_pfadd(server: SimRedisServer, keys: list[bytes], argv: list[bytes]) -> Reply:
-    changed = _pfadd(server, [keys[0], argv[0]])
-    if keys[0] not in server.expires:
-        server.expires[keys[0]] = server.now() + int(argv[1])
-    return changed
-
-
-def _script_persist(server: SimRedisServer, keys: list[bytes], argv: list[bytes]) -> Reply:
-    if server.live(keys[0]) is None:
-        return 0
-    server.expires.pop(keys[0], None)
-    return 1
-
-
-def _script_read_claiming(server: SimRedisServer, keys: list[bytes], argv: list[bytes]) -> Reply:
-    entries, lock = keys[:-1], keys[-1]
-    values = _mget(server, entries)
-    outcome = 0
-    if values[0] is not None:
-        left = server.pttl(entries[0])
-        if 0 <= left <= int(argv[1]):
-            outcome = 2
-            if _set(server, [lock, argv[0], b"NX", b"PX", argv[2]]) is not None:
-                outcome = 1
-    return [*values, outcome]
-
-
-SCRIPTS: dict[str, Callable[[SimRedisServer, list[bytes], list[bytes]], Reply]] = {
-    lua.INCR: _script_incr,
-    lua.DECR: _script_decr,
-    lua.APPEND: _script_joined(front=False),
-    lua.PREPEND: _script_joined(front=True),
-    lua.CAS: _script_cas,
-    lua.PFADD: _script_pfadd,
-    lua.PERSIST: _script_persist,
-    lua.READ_CLAIMING: _script_read_claiming,
-}
-"""Each of the store's scripts, by its text, and what it does."""
-
-COMMANDS: dict[str, Callable[[SimRedisServer, list[bytes]], Reply]] = {
-    "PING": lambda server, args: Status(b"PONG"),
-    "CLIENT": _client,
-    "GET": _get,
-    "MGET": _mget,
-    "SET": _set,
-    "DEL": _delete,
-    "UNLINK": _delete,
-    "EXISTS": _exists,
-    "EXPIRE": _expire,
-    "PEXPIRE": lambda server, args: _expire(server, args, 0.001),
-    "PERSIST": _persist,
-    "TTL": _ttl,
-    "PTTL": lambda server, args: server.pttl(args[0]),
-    "INCRBY": _incrby,
-    "DECRBY": lambda server, args: _incrby(server, args, -1),
-    "PFADD": _pfadd,
-    "PFCOUNT": _pfcount,
-    "FLUSHDB": _flush,
-    "FLUSHALL": _flush,
-    "INFO": _info,
-    "SCRIPT": _script,
-    "EVALSHA": _evalsha,
-    "EVAL": _eval,
-}

@@ -66,9 +66,19 @@ class SimRedisConnection(redis.Connection):
         return SimRedisSocket(self.sim_server)
 
 
-def sim_redis_store(server: SimRedisServer) -> RedisStore:
-    """A Redis store of one process, on ``server``: redis-py's pure-Python RESP parser (the
-    hiredis one polls the socket's file descriptor, which a simulated socket has none of)."""
+def sim_redis_store(server: SimRedisServer, replica: SimRedisServer | None = None) -> RedisStore:
+    """A Redis store of one process, on ``server`` (its plain reads on ``replica``, if one
+    is given, as a Sentinel store's with ``replica_reads``)."""
+    return RedisStore(
+        f"redis://{server.name}:6379/0",
+        client=sim_client(server),
+        replica=None if replica is None else sim_client(replica),
+    )
+
+
+def sim_client(server: SimRedisServer) -> redis.Redis:
+    """A redis-py client of ``server``, with the pure-Python RESP parser (hiredis's polls
+    the socket's file descriptor, which a simulated socket has none of)."""
     connection = type("Connection", (SimRedisConnection,), {"sim_server": server})
     pool = redis.ConnectionPool(
         connection_class=connection,
@@ -77,4 +87,4 @@ def sim_redis_store(server: SimRedisServer) -> RedisStore:
         host=server.name,
         port=6379,
     )
-    return RedisStore(f"redis://{server.name}:6379/0", client=redis.Redis(connection_pool=pool))
+    return redis.Redis(connection_pool=pool)

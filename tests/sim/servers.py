@@ -22,7 +22,7 @@ from tests.sim.history import Applied
 from tests.sim.memcached import SimMemcachedServer
 from tests.sim.nodes import as_applied
 from tests.sim.processes import SimThread, Ticket, refused
-from tests.sim.redis import SimRedisServer
+from tests.sim.redis import SimRedisServer, replicated
 from tests.sim.world import EPOCH, WholeSecondClock, World
 
 if TYPE_CHECKING:
@@ -52,6 +52,8 @@ class Server:
         self.memcached = self.memcacheds[0]
         self.redis = SimRedisServer(lambda: world.now + EPOCH)
         """The Redis the real Redis store reaches (``Config.store`` "redis")."""
+        self.redis_replica: SimRedisServer | None = None
+        """Its replica, when the store reads there (``Config.redis_replica_lag``)."""
         for server in self.memcacheds:
             server.flushed = functools.partial(self.flushed, server)
         self.on_flush: Callable[[], None] | None = None
@@ -65,6 +67,11 @@ class Server:
         """The pool's servers that crashed and have not restarted (by name)."""
         self.applied = applied if applied is not None else []
         """Every operation as the server applied it (what a differential run replays)."""
+
+    def replicate_redis(self, lag: float) -> None:
+        """Give the Redis a replica ``lag`` seconds behind it."""
+        replica = self.redis_replica = SimRedisServer(self.redis.now, "redis1")
+        replicated(self.redis, replica, lambda apply: self.world.after(lag, apply))
 
     def is_down(self, server: SimMemcachedServer) -> bool:
         """Whether ``server`` of the pool answers nothing now."""
@@ -89,7 +96,8 @@ class Server:
         existed = self.store.delete(key)
         for server in self.memcacheds:
             existed = server.evict(key) or existed
-        existed = self.redis.remove(key.encode()) or existed
+        existed = self.redis.remove(key.encode()) or existed  # (a replica follows)
+        self.redis.replicate([key.encode()])
         self.applied.append((self.world.now, "delete", (key,), existed, False))
 
     def crash(self, index: int | None = None) -> None:
@@ -97,7 +105,9 @@ class Server:
         or (``index``) that server of a pool of several, whose keys alone are lost."""
         if index is None:
             self.store.flush()
-            self.redis.flush()
+            for redis in (self.redis, self.redis_replica):
+                if redis is not None:
+                    redis.flush()
             for server in self.memcacheds:
                 server.flush()
             self.down = True

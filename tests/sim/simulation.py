@@ -64,6 +64,8 @@ class Simulation:
         self.history = History(now=lambda: self.world.now)
         servers = config.servers if config.store in ("text", "meta") else 1
         self.server = Server(self.world, self.history.applied, servers)
+        if config.store == "redis" and config.redis_replica_lag:
+            self.server.replicate_redis(config.redis_replica_lag)
         self.server.on_lost = self.lease_lost
         self.server.owner = self.owner
         self.server.on_flush = lambda: self.history.event("rejoin_flush")

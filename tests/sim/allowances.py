@@ -71,7 +71,7 @@ def stored_stale_looks_fresh(sim: Simulation, read: Call, build: Build) -> bool:
 
 def lock_spans(sim: Simulation, lock_key: str) -> list[tuple[float, float, str]]:
     """When the server held ``lock_key``: from each ``add`` (or ``set``) that stored it to
-    its release, its deletion, a crash or its expiry (whole seconds), extensions followed;
+    its release, its deletion, a crash or its expiry (:func:`expiry`), extensions followed;
     each span with how it ended ("released", "deleted", "flushed" or "expired").
 
     On memcached's meta protocol a key's lease is held on its entry's server, and while
@@ -177,7 +177,8 @@ def kept_alive_until(sim: Simulation, key: str, before: float) -> float:
         if raised or not args or args[0] != key:
             continue
         if method == "cas" and result and args[1] == held and int(args[3]) > 0:
-            until = expiry(sim, at, args[3]) + (sim.config.store != "redis")
+            whole_seconds = 0.0 if sim.config.store == "redis" else 1.0  # memcached's slack
+            until = expiry(sim, at, args[3]) + whole_seconds
         if method in ("add", "set", "cas") and result:
             held = args[1]
     return until

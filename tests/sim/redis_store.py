@@ -15,35 +15,21 @@ import redis
 from redis._parsers import _RESP2Parser
 
 from mcache.stores.redis.store import RedisStore
+from tests.sim.memcached import SimSocket
 from tests.sim.redis import SimRedisServer
 
 
-class SimRedisSocket:
-    """A connection to the simulated Redis: what is sent is answered at once, and the reply
-    waits to be received (nothing waiting: the client's timeout)."""
-
-    def __init__(self, server: SimRedisServer) -> None:
-        self.server = server
-        self.pending = b""
-        self.replies = b""
-
-    def settimeout(self, timeout: float | None) -> None:
-        pass
-
-    def setsockopt(self, *args: object) -> None:
-        pass
-
-    def sendall(self, data: bytes) -> None:
-        replies, self.pending = self.server.answer(self.pending + bytes(data))
-        self.replies += replies
+class SimRedisSocket(SimSocket):
+    """A connection to the simulated Redis: the simulated memcached's socket (what is sent
+    is answered at once, the reply waits to be received), with what redis-py's parser and
+    connection also ask of a socket."""
 
     def recv(self, size: int, flags: int = 0) -> bytes:
-        if not self.replies:
-            raise TimeoutError("timed out")
-        chunk = self.replies[:size]
-        if not flags:
-            self.replies = self.replies[size:]
-        return chunk
+        if flags:  # MSG_PEEK: look without taking
+            if not self.replies:
+                raise TimeoutError("timed out")
+            return self.replies[:size]
+        return super().recv(size)
 
     def recv_into(self, buffer: Any, size: int = 0) -> int:
         chunk = self.recv(size or len(buffer))
@@ -53,9 +39,6 @@ class SimRedisSocket:
     def shutdown(self, how: int) -> None:
         pass
 
-    def close(self) -> None:
-        pass
-
 
 class SimRedisConnection(redis.Connection):
     """redis-py's connection, its socket the simulated server's."""
@@ -63,7 +46,7 @@ class SimRedisConnection(redis.Connection):
     sim_server: SimRedisServer
 
     def _connect(self) -> Any:
-        return SimRedisSocket(self.sim_server)
+        return SimRedisSocket(self.sim_server)  # type: ignore[arg-type]  # it answers RESP
 
 
 def sim_redis_store(server: SimRedisServer, replica: SimRedisServer | None = None) -> RedisStore:

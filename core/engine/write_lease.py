@@ -76,28 +76,42 @@ def take_steps(
     """Return the lease on ``key`` for a build starting now, or None if it cannot be had.
 
     ``ttl`` is the placeholder's (the entry's). A caller that found the key empty
-    (``expect_missing``) adds the placeholder first: a round trip fewer, almost always.
+    (``expect_missing``) adds the placeholder first: a round trip fewer, almost always;
+    one that finds a stale entry past its own life puts the placeholder over it (``cas``).
     ``lifetime(found)``: the seconds what was found has left (``inf``: unknown). The
     placeholder's own life is counted as the store keeps it: on a clock of whole seconds
     (``expiry_slack``) a TTL of ``t`` may end after ``t - 1``. ``now``: the cache's
     monotonic clock, which the lease's ``expires`` is on.
     """
     found, token = (NO_VALUE, None) if expect_missing else (yield StoreCall(store, "gets", (key,)))
-    placed, held, left = False, found, math.inf
-    if found is NO_VALUE:
+    placed, held = False, found
+    left = math.inf if found is NO_VALUE else lifetime(found)  # type: ignore[arg-type]
+    outlived = token is not None and found is not NO_VALUE and _outlived(store, left)
+    if found is NO_VALUE or outlived:
         mark = codec.dumps(placeholder(draws.token(8)), key)
-        placed = yield StoreCall(store, "add", (key, mark, ttl))
+        method, args = ("cas", (key, mark, token, ttl)) if outlived else ("add", (key, mark, ttl))
+        placed = yield StoreCall(store, method, args)
         found, token = yield StoreCall(store, "gets", (key,))  # ours, or what won the race
         held = found
         if placed and found == mark:
             found, left = NO_VALUE, (ttl - store.traits.expiry_slack if ttl else math.inf)
         else:
             placed = False
+            if found is not NO_VALUE:
+                left = lifetime(found)  # type: ignore[arg-type]
     if token is None or held is NO_VALUE:
         return None  # gone again at once (evicted, deleted): write nothing
-    if found is not NO_VALUE:
-        left = lifetime(found)  # type: ignore[arg-type]
     return Lease(found, token, placed, held, now + left)  # type: ignore[arg-type]
+
+
+def _outlived(store: Store, left: float) -> bool:
+    """Whether an entry with ``left`` seconds of estimated store life (``lifetime``) is past
+    its own ``ttl + stale_ttl``: still there only because a rebuild's keep-alive gave it
+    more, and that rebuild stopped (its process died), or this one would not have begun.
+    A build taking its lease puts a placeholder over it, so that readers wait for this
+    build rather than being served it stale (guarantee 2: stale for at most ``stale_ttl``,
+    or until the rebuild under way at that moment ends)."""
+    return left + store.traits.expiry_slack <= 0
 
 
 def keep_steps(store: Store, key: str, lease: Lease, ttl: int, now: float) -> Steps[bool]:
@@ -125,7 +139,7 @@ def keep_steps(store: Store, key: str, lease: Lease, ttl: int, now: float) -> St
         lease.token = token
         if lease.own_expires is None:
             lease.own_expires = lease.expires
-        lease.expires = now + ttl
+        lease.expires = now + ttl - store.traits.expiry_slack  # the least it lives
         return True
     finally:
         lease.guard.release()
@@ -154,7 +168,8 @@ def abandon_steps(store: Store, key: str, lease: Lease, now: float) -> Steps[Non
     entry kept alive for it only the life it had of its own (``now``: monotonic).
 
     Kept for the build, a stale entry would outlive its ``ttl + stale_ttl`` by the
-    keep-alive's two lock timeouts; a failing rebuild after each would keep it for good.
+    keep-alive's lock life and renewer's turn; a failing rebuild after each would keep it
+    for good.
     """
     if lease.placed:
         yield from withdraw_steps(store, key, lease)

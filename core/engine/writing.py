@@ -226,12 +226,19 @@ class Writer:
 
     def keep_lease_steps(self, key: str, lease: leases.Lease, lock: Lock) -> Steps[bool]:
         """On a renewal of the build's lock: extend its leased key if it could end before the
-        renewal after next (one turn of margin for a renewer that runs late)."""
+        lock just renewed, by the lock's life and one turn of the renewer (so that, for a
+        short lock, it is extended every other renewal rather than at each).
+
+        The key lives no longer than that past the lock's last renewal: if the build's
+        process dies, its lock expires within ``lock_timeout`` and its kept stale entry
+        a turn later (on a clock of whole seconds, a second more), rather than living
+        a second lock's life of stale serving with nobody rebuilding it.
+        """
         parts = self.parts
         now = parts.clock.monotonic()
-        if lease.expires - now > lock.timeout + parts.renewer.interval(lock):
+        if lease.expires - now > lock.timeout:
             return True
-        ttl = 2 * lock.timeout + parts.traits.expiry_slack
+        ttl = math.ceil(lock.timeout + parts.renewer.interval(lock)) + parts.traits.expiry_slack
         return (yield from leases.keep_steps(parts.store, key, lease, ttl, now))
 
     def replace_unreadable_steps(self, store_key: str, data: bytes, seconds: int) -> Steps[bool]:

@@ -3,11 +3,12 @@
 rebuild under way at that moment ends).
 
 Found by the simulation (tests/sim): while a stale entry is rebuilt, its lease keeps it
-alive (two lock timeouts at a time), so that a long build still finds it to replace. A
-rebuild that then failed left it with that extended life; the next reader's rebuild
-failed too and extended it again, and the stale value was served for as long as readers
-kept coming, long after ``ttl + stale_ttl``. Here, on a real server: a stale entry whose
-rebuild outlasts its life and fails is gone once the failure has been answered.
+alive (a lock's life and a turn of the renewer at a time), so that a long build still
+finds it to replace. A rebuild that then failed left it with that extended life; the
+next reader's rebuild failed too and extended it again, and the stale value was served
+for as long as readers kept coming, long after ``ttl + stale_ttl``. Here, on a real
+server: a stale entry whose rebuild outlasts its life and fails is gone once the failure
+has been answered.
 """
 
 from __future__ import annotations

@@ -184,6 +184,25 @@ def kept_alive_until(sim: Simulation, key: str, before: float) -> float:
     return until
 
 
+def holder_killed(sim: Simulation, entry: str, key: int) -> bool:
+    """Whether a build of ``entry`` ``key`` under its lock had its process killed while it
+    ran: its lease's give-back never comes (consistency.md: "a rebuild whose process dies
+    leaves its stale entry the life its last keep-alive gave it")."""
+    deaths = [
+        (e.at, int(e.detail.split()[1]))
+        for e in sim.history.events
+        if e.kind == "kill" and e.detail.startswith("process ")
+    ]
+    return any(
+        b.under_lock
+        and b.process == process
+        and b.began <= at <= (b.ended if b.ended is not None else math.inf)
+        for at, process in deaths
+        for b in sim.history.builds
+        if (b.entry, b.key) == (entry, key)
+    )
+
+
 def backed_off(sim: Simulation, entry: str, key: int, began: float, ended: float) -> bool:
     """Whether a lock held from ``began`` to ``ended`` was a failed background rebuild's,
     kept unrenewed for two lock timeouts so nobody retries at once (rule 4: "After a

@@ -17,6 +17,7 @@ from tests.sim.allowances import (
     failover_during,
     finishing_span,
     holder_found_store_down,
+    holder_killed,
     kept_alive_until,
     lease_lost_at_its_start,
     lease_taken_by_a_write,
@@ -272,10 +273,6 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
         stalled = history.paused_during(read)
         stored = stored_at(sim, entry_key(cache, read.key, read.entry), build)
         life_ends = stored + lives + stalled  # a stopped process answers what it read
-        if dropping:  # a lease's give-back lost on the way leaves the keep-alive's life
-            life_ends = max(
-                life_ends, kept_alive_until(sim, entry_key(cache, read.key, read.entry), at)
-            )
         here = spans[read.entry, read.key]
         finishing = finishing_span(here, build, read)
         rebuilding = any(
@@ -293,6 +290,17 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
             for b in history.builds
             if b.under_lock and (b.entry, b.key) == (read.entry, read.key) and b.number != number
         ]
+        # A lease's give-back lost on the way, or with its killed process, leaves the
+        # life of the keep-alive before it (consistency.md: "a rebuild whose process dies
+        # leaves its stale entry the life its last keep-alive gave it"); killed, only the
+        # keep-alives of the rebuilds up to the one under way when the entry's life ended
+        # count, a later rebuild keeps no entry past its own life alive
+        under_way = rebuilt_until(rebuilds, life_ends - MAX_LATENCY)
+        killed = holder_killed(sim, read.entry, read.key)
+        if dropping or killed:
+            kept_before = at if dropping else min(at, max(life_ends, under_way) + MAX_LATENCY)
+            key = entry_key(cache, read.key, read.entry)
+            life_ends = max(life_ends, kept_alive_until(sim, key, kept_before))
         kept = at <= rebuilt_until(rebuilds, life_ends - MAX_LATENCY) + MAX_LATENCY
         failed = [b for b in history.builds if b.call == read.number and b.failed]
         # stale-if-error after its own rebuild failed: kept until the rebuild under way ends

@@ -114,10 +114,12 @@ class SimProcess:
 
 def replication_lag(config: Config) -> float:
     """The ``replication_lag`` each cache is told: the replica's lag, with room for the
-    widest skew between two hosts' clocks and a little, and the lag of the Redis replica the
-    tag versions are read from (read-replicas.md: "lag setting ≥ the database's lag + the
-    cache replica's lag + skew"); 0 without a database replica."""
+    widest skew between two hosts' clocks (the workers' included) and a little, and the
+    lag of the Redis replica the tag versions are read from (read-replicas.md: "lag
+    setting ≥ the database's lag + the cache replica's lag + skew"); 0 without a
+    database replica."""
     if not config.replica_lag:
         return 0.0
-    skew = max(config.skews) - min(config.skews)
+    clocks = [*config.skews, 0.0]  # the queue's workers and the liveness reader keep time
+    skew = max(clocks) - min(clocks)
     return config.replica_lag + config.redis_replica_lag + skew + 0.1

@@ -184,20 +184,25 @@ def kept_alive_until(sim: Simulation, key: str, before: float) -> float:
     return until
 
 
-def holder_killed(sim: Simulation, entry: str, key: int) -> bool:
-    """Whether a build of ``entry`` ``key`` under its lock had its process killed while it
-    ran: its lease's give-back never comes (consistency.md: "a rebuild whose process dies
-    leaves its stale entry the life its last keep-alive gave it")."""
-    deaths = [
+def deaths(sim: Simulation) -> list[tuple[float, int]]:
+    """When each process was killed, and which (the kill of a whole process, as the
+    history records it, not the aimed faults' notes of what it cut short)."""
+    return [
         (e.at, int(e.detail.split()[1]))
         for e in sim.history.events
         if e.kind == "kill" and e.detail.startswith("process ")
     ]
+
+
+def holder_killed(sim: Simulation, entry: str, key: int) -> bool:
+    """Whether a build of ``entry`` ``key`` under its lock had its process killed while it
+    ran: its lease's give-back never comes (consistency.md: "a rebuild whose process dies
+    leaves its stale entry the life its last keep-alive gave it")."""
     return any(
         b.under_lock
         and b.process == process
         and b.began <= at <= (b.ended if b.ended is not None else math.inf)
-        for at, process in deaths
+        for at, process in deaths(sim)
         for b in sim.history.builds
         if (b.entry, b.key) == (entry, key)
     )

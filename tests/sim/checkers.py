@@ -295,10 +295,14 @@ def stale_bounded(sim: Simulation) -> list[Violation]:
         # leaves its stale entry the life its last keep-alive gave it"); killed, only the
         # keep-alives of the rebuilds up to the one under way when the entry's life ended
         # count, a later rebuild keeps no entry past its own life alive
-        under_way = rebuilt_until(rebuilds, life_ends - MAX_LATENCY)
-        killed = holder_killed(sim, read.entry, read.key)
-        if dropping or killed:
-            kept_before = at if dropping else min(at, max(life_ends, under_way) + MAX_LATENCY)
+        if dropping:
+            kept_before = at
+        elif holder_killed(sim, read.entry, read.key):
+            under_way = rebuilt_until(rebuilds, life_ends - MAX_LATENCY)
+            kept_before = min(at, max(life_ends, under_way) + MAX_LATENCY)
+        else:
+            kept_before = -math.inf
+        if kept_before > -math.inf:
             key = entry_key(cache, read.key, read.entry)
             life_ends = max(life_ends, kept_alive_until(sim, key, kept_before))
         kept = at <= rebuilt_until(rebuilds, life_ends - MAX_LATENCY) + MAX_LATENCY

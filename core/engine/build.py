@@ -479,15 +479,22 @@ class Builder:
 
     def build_after_wait_steps(self, call: Call) -> Steps[Any]:
         """Build without the lock after waiting for another's build, with the tag versions
-        read again first: those read before the wait may have been invalidated meanwhile,
-        and an entry recording them would be stale on arrival, rebuilt by the next reader
-        (the versions an entry records must still be read before its build begins)."""
+        read again first (:meth:`read_versions_steps`)."""
+        yield from self.read_versions_steps(call)
+        return (yield from self.building.build_and_store_steps(call, None, None))
+
+    def read_versions_steps(self, call: Call) -> Steps[None]:
+        """Read the versions of the call's tags now, as its build is about to begin: those
+        read before a wait may have been invalidated meanwhile, and an entry recording them
+        would be stale on arrival, rebuilt by the next reader, its build routed to a
+        database replica by a bump it had not seen (the versions an entry records must be
+        the last read before its build begins). A store that fails leaves the call's
+        versions as they were, and says so once per interval."""
         if call.tags:
             try:
                 call.versions = yield from self.parts.tags.read_steps(call.tags, call.key)
             except Exception as error:
                 self.parts.store_failed("get_or_build", error)
-        return (yield from self.building.build_and_store_steps(call, None, None))
 
     def take_peeked(self, call: Call, entry: Entry) -> Any:
         """Return the fresh entry another process just wrote, with what it depends on."""

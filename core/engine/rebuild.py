@@ -186,8 +186,9 @@ class Rebuilds:
     def force(self, key: str, build: Callable[[], Any], tags: list[str], o: BuildOptions) -> Any:
         """Rebuild ``key`` now whatever its state (a forced refresh); return the new value.
 
-        It waits up to ``wait`` for the key's lock (a rebuild under way), then builds
-        with it or without; the entry is written against its lease.
+        It waits up to ``wait`` for the key's lock (a rebuild under way), then reads its
+        tags' versions again and builds, with the lock or without; the entry is written
+        against its lease.
         """
         return run_steps(self.force_steps(key, build, tags, o), perform)
 
@@ -199,16 +200,15 @@ class Rebuilds:
         # where the server leases rebuilds, the refresh bids for the lease as a reader does:
         # the key's lock would exclude nobody who holds it
         call.claim = self.builder.writer.bidding.forcing_bid(o)
-        try:
-            call.versions = yield from self.parts.tags.read_steps(tags, key)
-        except Exception as error:
-            self.parts.store_failed("get_or_build", error)
+        yield from self.builder.read_versions_steps(call)
         lock = yield from self.try_lock_steps(call)
-        for pause in self.parts.pauses(o.wait) if lock is None else ():
-            yield Pause(pause)
-            lock = yield from self.try_lock_steps(call)
-            if lock is not None:
-                break
+        if lock is None:  # a rebuild under way: wait for its lock, then read the tags again
+            for pause in self.parts.pauses(o.wait):
+                yield Pause(pause)
+                lock = yield from self.try_lock_steps(call)
+                if lock is not None:
+                    break
+            yield from self.builder.read_versions_steps(call)
         self.parts.counts.add("misses", key=call.key)
         value = yield from self.builder.building.build_and_store_steps(call, lock, None)
         report(self.parts.tags.scope, call.depends, call.stale)

@@ -19,6 +19,7 @@ import pytest
 
 from mcache import Cache
 from mcache.errors import Uncacheable
+from mcache.sansio.steps import Pause, perform
 
 OPTIONS = {"ttl": 60, "stale_ttl": 0, "wait": 10}
 
@@ -73,3 +74,52 @@ def test_a_follower_building_after_its_leader_records_the_versions_after_the_wai
         " before the invalidation), so the next reader rebuilt it"
     )
     assert builds == ["follower"]
+
+
+@pytest.mark.parametrize("server", ["memcached_url", "memcached_text_url", "redis_url"])
+def test_a_forced_refresh_that_waited_for_the_lock_records_the_versions_after_the_wait(
+    request: pytest.FixtureRequest, server: str
+) -> None:
+    """Found by the simulation (tests/sim, a large seed CI drew, 149851079765): a forced
+    refresh read its tags, waited out another process's rebuild, then built recording
+    the versions from before its wait, so a bump meanwhile made its entry stale on
+    arrival (and, with ``replication_lag``, its build read the replica, the bump unseen).
+    The refresh's steps are driven here with its pauses skipped: the bump lands at its
+    first pause, deterministically."""
+    cache = Cache(request.getfixturevalue(server), namespace="refresh-after-wait")
+    cache.clear()
+    holding, release = threading.Event(), threading.Event()
+
+    def holder_build() -> str:
+        holding.set()
+        assert release.wait(10), "the test never let the holder finish"
+        raise Uncacheable("the holder stores nothing")
+
+    holder = threading.Thread(
+        target=lambda: cache.get_or_build("k", holder_build, tags=["t"], **OPTIONS)
+    )
+    holder.start()
+    assert holding.wait(10), "the holder's build did not start"
+    steps = cache.builder.rebuilds.force_steps(
+        cache._store_key("k"), lambda: "row v1", ["t"], cache.call_options(ttl=60, wait=0.2)
+    )
+    bumped = []
+    operation = next(steps)
+    try:
+        while True:
+            if isinstance(operation, Pause):
+                if not bumped:
+                    cache.invalidate("t")  # the row changes while the refresh waits
+                    bumped.append(True)
+                operation = steps.send(None)
+            else:
+                operation = steps.send(perform(operation))
+    except StopIteration as done:
+        assert done.value == "row v1"
+    release.set()
+    holder.join(10)
+    assert bumped, "the refresh never waited for the holder's lock"
+    assert cache.get_or_build("k", lambda: "rebuilt", tags=["t"], **OPTIONS) == "row v1", (
+        "the refresh's entry was stored stale on arrival (recording the tag's version from"
+        " before its wait), so the next reader rebuilt it"
+    )

@@ -14,7 +14,6 @@ from tests.sim.allowances import (
     MAX_LATENCY,
     backed_off,
     entries,
-    failover_during,
     finishing_span,
     holder_found_store_down,
     holder_killed,
@@ -25,8 +24,7 @@ from tests.sim.allowances import (
     left_in_the_queue,
     lock_spans,
     lossy,
-    redis_replica_behind,
-    replica_unrouted,
+    outdated_on_arrival,
     stored_at,
     stored_stale_looks_fresh,
     widest_skew,
@@ -36,6 +34,7 @@ from tests.sim.fresh_current import current_entries_fresh, tags_move_only_when_w
 from tests.sim.history import Violation
 from tests.sim.keys import entry_key, lock_key
 from tests.sim.queue import circuit_windows, queue_drained
+from tests.sim.routing import failover_during, redis_replica_behind, replica_unrouted
 from tests.sim.transactions import uncommitted_never_stored
 from tests.sim.world import EPOCH
 
@@ -138,8 +137,8 @@ def no_stale_sets(sim: Simulation) -> list[Violation]:
     """Rule 3: a build that began before a delete of its key never leaves a fresh entry
     behind: once a write that deleted a row's entry returned, no store of that entry holds
     an older version of the row, fresh. Stored already stale is allowed (rule 3 says
-    "fresh"), and so is any store after a bump, whose recorded tag versions are then old:
-    that entry is not fresh to any reader (guarantee 1 checks the readers)."""
+    "fresh"), and so is a store after a bump its recorded tag version predates: that
+    entry is not fresh to any reader (guarantee 1 checks the readers)."""
     deletes = [
         c
         for c in sim.history.calls
@@ -163,8 +162,10 @@ def no_stale_sets(sim: Simulation) -> list[Violation]:
             continue  # stored already stale (or no fresher than the clocks' spread)
         key, version = keys[args[0]], value[1]
         newer = [d for d in deletes if d.key == key and d.ended < at and d.version > version]
+        if not newer or outdated_on_arrival(sim, key, entry[4], at):
+            continue
         unrouted = replica_unrouted(sim, sim.history.builds[value[2]])
-        if newer and not failover_during(sim, newer[0].invoked, at) and not unrouted:
+        if not failover_during(sim, newer[0].invoked, at) and not unrouted:
             found.append(
                 Violation(
                     "rule 3 (no stale sets)",

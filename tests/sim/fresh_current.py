@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from tests.sim.allowances import MAX_LATENCY, failover_during, lossy, stored_at, widest_skew
+from tests.sim.allowances import MAX_LATENCY, lossy, stored_at, widest_skew
 from tests.sim.history import Violation
 from tests.sim.keys import entry_key
+from tests.sim.routing import failover_during
 
 if TYPE_CHECKING:
     from tests.sim.simulation import Simulation

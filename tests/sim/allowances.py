@@ -326,12 +326,11 @@ def leased_in_its_last_second(sim: Simulation, key: str, at: float) -> bool:
     )
 
 
-def outdated_on_arrival(sim: Simulation, key: int, versions: dict[str, int], at: float) -> bool:
-    """Whether an entry of row ``key`` stored at ``at`` recorded its tag at a version a
-    bump had moved past by then: a write of the row invoked after that version was made
-    (on any host's clock) and returned before ``at``. A bump moves a tag to
-    ``max(now, old + 1)``, so no reader takes that entry as fresh: rule 3 forbids leaving
-    a *fresh* entry behind, and guarantee 1 checks the readers."""
+def bumped_past(sim: Simulation, key: int, versions: dict[str, int], at: float) -> bool:
+    """Whether row ``key``'s tag had been bumped past the version ``versions`` records by
+    ``at``: a write of the row invoked after that version was made (on any host's clock)
+    had returned. A bump moves a tag to ``max(now, old + 1)``, so an entry recording that
+    version is stale to every reader from then on."""
     recorded = versions.get(f"t{key}")
     if recorded is None:
         return False

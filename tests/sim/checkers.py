@@ -13,6 +13,7 @@ from tests.sim.allowances import (
     LOCK_FAULTS,
     MAX_LATENCY,
     backed_off,
+    bumped_past,
     entries,
     finishing_span,
     holder_found_store_down,
@@ -24,19 +25,22 @@ from tests.sim.allowances import (
     left_in_the_queue,
     lock_spans,
     lossy,
-    outdated_on_arrival,
     stored_at,
     stored_stale_looks_fresh,
     widest_skew,
 )
 from tests.sim.dead_leases import dead_leases_taken_over
-from tests.sim.fresh_current import current_entries_fresh, tags_move_only_when_written
+from tests.sim.fresh_current import (
+    current_entries_fresh,
+    entries_record_versions_read_after_waits,
+    row_entries_stored_fresh,
+    tags_move_only_when_written,
+)
 from tests.sim.history import Violation
 from tests.sim.keys import entry_key, lock_key
 from tests.sim.queue import circuit_windows, queue_drained
 from tests.sim.routing import failover_during, redis_replica_behind, replica_unrouted
 from tests.sim.transactions import uncommitted_never_stored
-from tests.sim.world import EPOCH
 
 if TYPE_CHECKING:
     from tests.sim.simulation import Simulation
@@ -146,24 +150,13 @@ def no_stale_sets(sim: Simulation) -> list[Violation]:
     ]
     if not deletes:
         return []
-    skew = widest_skew(sim)
-    keys = {entry_key(sim.processes[0].cache, key): key for key in range(sim.config.keys)}
     found = []
-    for at, method, args, result, raised in sim.history.applied:
-        if raised or not result or method not in ("add", "set", "cas") or args[0] not in keys:
-            continue
-        if not args[1]:
-            continue  # a placeholder withdrawn (a cas of nothing, deleting it)
-        entry = sim.codec.loads(args[1], args[0])
-        if not isinstance(entry, list) or entry[0] != "mc1":
-            continue  # a placeholder, or a lock's token
-        value, fresh_until_ms = entry[1], entry[2]
-        if fresh_until_ms and fresh_until_ms <= (at + EPOCH + skew) * 1000:
-            continue  # stored already stale (or no fresher than the clocks' spread)
-        key, version = keys[args[0]], value[1]
+    for at, key, entry in row_entries_stored_fresh(sim):
+        value = entry[1]
+        version = value[1]
         newer = [d for d in deletes if d.key == key and d.ended < at and d.version > version]
-        if not newer or outdated_on_arrival(sim, key, entry[4], at):
-            continue
+        if not newer or bumped_past(sim, key, entry[4], at):
+            continue  # (stale on arrival: no reader takes it as fresh)
         unrouted = replica_unrouted(sim, sim.history.builds[value[2]])
         if not failover_during(sim, newer[0].invoked, at) and not unrouted:
             found.append(
@@ -394,6 +387,7 @@ CHECKERS = (
     no_lock_outlives_its_build,
     live_after_faults,
     current_entries_fresh,
+    entries_record_versions_read_after_waits,
     tags_move_only_when_written,
     queue_drained,
     circuit_windows,

@@ -9,12 +9,14 @@ stale to every reader and rebuilt by each: the old value always, a rebuild for n
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from tests.sim.allowances import MAX_LATENCY, lossy, stored_at, widest_skew
+from tests.sim.allowances import MAX_LATENCY, bumped_past, lossy, stored_at, widest_skew
 from tests.sim.history import Violation
 from tests.sim.keys import entry_key
 from tests.sim.routing import failover_during
+from tests.sim.world import EPOCH
 
 if TYPE_CHECKING:
     from tests.sim.simulation import Simulation
@@ -109,3 +111,53 @@ RECREATION = 1.0
 """Seconds a recreation of a lost copy may take, from its failed ``add`` to its ``set``:
 a copy lost meanwhile and made again by another reader is overwritten by the first, as
 losing a copy counts every entry recorded against it as changed anyway."""
+
+
+def row_entries_stored_fresh(sim: Simulation) -> Iterator[tuple[float, int, list[Any]]]:
+    """Every store of a row's entry that was fresh when stored, as ``(when, row, entry)``
+    (``entry``: ``["mc1", value, fresh_until_ms, build_ms, {tag: version}]``); an entry
+    no fresher than the clocks' spread counts as stored already stale."""
+    skew = widest_skew(sim)
+    keys = {entry_key(sim.processes[0].cache, key): key for key in range(sim.config.keys)}
+    for at, method, args, result, raised in sim.history.applied:
+        if raised or not result or method not in ("add", "set", "cas") or args[0] not in keys:
+            continue
+        if not args[1]:
+            continue  # a placeholder withdrawn (a cas of nothing, deleting it)
+        entry = sim.codec.loads(args[1], args[0])
+        if not isinstance(entry, list) or entry[0] != "mc1":
+            continue  # a placeholder, or a lock's token
+        if entry[2] and entry[2] <= (at + EPOCH + skew) * 1000:
+            continue
+        yield at, keys[args[0]], entry
+
+
+def entries_record_versions_read_after_waits(sim: Simulation) -> list[Violation]:
+    """Liveness: an entry records its tags' versions as read after its caller's last wait.
+    A build whose caller waited (for a lock, another's build) since it read them, and
+    whose row was bumped meanwhile, would store an entry stale on arrival: rebuilt by the
+    next reader, its build routed to the database's replica by a bump it did not see.
+    Allowed: a call whose store failed it (its versions read again could not be), a
+    failover (a stand-in's tag copies), a Redis replica behind the bump."""
+    history = sim.history
+    found = []
+    for at, key, entry in row_entries_stored_fresh(sim):
+        build = history.builds[entry[1][2]]
+        if not build.waited_unread or not 0 <= build.call < len(history.calls):
+            continue
+        call = history.calls[build.call]
+        # a Redis replica serving the reads learns of a bump its lag later
+        seen_by = build.began - sim.config.redis_replica_lag
+        if call.store_failed or not bumped_past(sim, key, entry[4], seen_by):
+            continue
+        if failover_during(sim, call.invoked, at):
+            continue
+        found.append(
+            Violation(
+                "liveness (an entry records the versions read after its wait)",
+                f"build {build.number} (process {build.process}, call {call.number}) of row"
+                f" {key} began at {build.began:.4f} after a wait, and stored at {at:.4f} an"
+                " entry recording its tag at a version a bump had moved past before it began",
+            )
+        )
+    return found

@@ -84,6 +84,9 @@ class Build:
     without reading the store, and then the page is stored already stale)."""
     replica: bool = False
     """A row's build that read the database's replica, not its primary."""
+    waited_unread: bool = False
+    """Its caller's thread paused (a wait) since it last read a tag's version: the versions
+    its entry records were read before that wait."""
 
 
 @dataclass
@@ -151,6 +154,7 @@ class History:
             entry=entry,
             background="refresh" in thread.name,
         )
+        build.waited_unread = thread.paused_at > thread.tags_read_at
         self.builds.append(build)
         return build
 

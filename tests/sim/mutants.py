@@ -247,6 +247,13 @@ CATALOGUE = (
         store="redis",
     ),
     Mutant(
+        "a forced refresh that waited for the lock records the versions read before its wait",
+        "mcache.engine.rebuild",
+        "Rebuilds.force_steps",
+        "break\n        yield from self.builder.read_versions_steps(call)",
+        "break",
+    ),
+    Mutant(
         "locks renewed too late (after their timeout)",
         "mcache.engine.renewal",
         "LockRenewer.interval",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,10 @@ class SimThread:
         """The build this thread's builder is running, if any."""
         self.count = 0
         self.expected: Ticket | None = None
+        self.tags_read_at = -math.inf
+        """When a read of a tag's version by this thread was last applied (and answered)."""
+        self.paused_at = -math.inf
+        """When this thread last paused (a wait: for a lock, a build, a back-off)."""
         self.redirects: dict[Ticket, SimThread] = {}
         """Answers now due to another thread (a shielded operation left to finish)."""
 
@@ -234,6 +239,7 @@ class SimThread:
         elif kind is NodeCall:
             self.sim.network.deliver_node(self, operation, ticket)
         elif kind is Pause:
+            self.paused_at = world.now
             world.after(operation.seconds, lambda: self.answer(ticket, None, None))
         elif kind is CallBuilder:
             self._build(operation, ticket)

@@ -18,7 +18,9 @@ from mcache.model.entry import is_placeholder
 from mcache.stores.memcached.steps import NodeCall
 from mcache.stores.memcached.store import _on_client
 from mcache.stores.memory.store import MemoryStore
+from tests.sim.forced import refresh_behind_a_long_build
 from tests.sim.history import Applied
+from tests.sim.keys import reads_a_tag, tag_prefix
 from tests.sim.memcached import SimMemcachedServer
 from tests.sim.nodes import as_applied
 from tests.sim.processes import SimThread, Ticket, refused
@@ -218,6 +220,7 @@ class Network:
                     result, error = None, refused("reply lost")
                 elif error is None:
                     slow = sum(self.applied_hooks(thread, *applied) for applied in done)
+                    self.note_tag_read(thread, operation.method, operation.args)
             world.after(back + slow, lambda: thread.answer(ticket, result, error))
 
         world.after(out, apply)
@@ -254,6 +257,8 @@ class Network:
                     self.applied_hooks(thread, method, args, outcome)
                     for method, args, outcome in (done if failure is None else ())
                 )
+                if failure is None:
+                    self.note_tag_read(thread, operation.command, operation.args)
 
             def reply() -> None:
                 error = None if failure is None else node.failure(failure, operation.key)
@@ -265,17 +270,28 @@ class Network:
 
         world.after(out, apply)
 
+    @functools.cached_property
+    def tag_prefix(self) -> str:
+        return tag_prefix(self.sim.processes[0].cache)
+
+    def note_tag_read(self, thread: SimThread, method: str, args: tuple[Any, ...]) -> None:
+        """Keep when ``thread`` last read a tag's version, its reply on its way back (a
+        build's checker asks whether its caller waited since: ``Build.waited_unread``)."""
+        if reads_a_tag(self.tag_prefix, method, args):
+            thread.tags_read_at = self.sim.world.now
+
     def applied_hooks(
         self, thread: SimThread, method: str, args: tuple[Any, ...], result: Any
     ) -> float:
         """Tell the run's aimed faults of a command just applied (a tag key created, a lock
-        won, an entry written, a placeholder kept alive); return the seconds its reply is
-        to be held back on top of its latency."""
+        won, an entry written, a placeholder kept alive); return the seconds
+        its reply is to be held back on top of its latency."""
         sim = self.sim
         if method == "add" and result and args[0] in sim.tag_rows:
             sim.tag_created(args[0], int(args[1]))
         elif method == "add" and result and args[0] in sim.lock_rows:
             sim.lock_won(thread)
+            refresh_behind_a_long_build(sim, thread, args[0])
         elif method == "cas" and result and args[0] in sim.entry_rows:
             if args[1] and is_placeholder(sim.codec.loads(args[1], args[0])):
                 return sim.placeholder_kept(thread, args[0])

@@ -104,7 +104,7 @@ class Simulation:
         self.forced_cancels = 0
         self.renewals_aimed = self.late_reads = self.raced_pages = self.rebuilds_paged = 0
         self.raced_keeps = self.slowed_releases = self.holders_killed = 0
-        self.outliving_deletes = 0
+        self.outliving_deletes = self.refreshes_aimed = 0
 
     # -- faults ---------------------------------------------------------------------------
 

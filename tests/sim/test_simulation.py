@@ -71,7 +71,7 @@ FOUND = [
     # a lock waiter handed a page stored already stale (built over a stale part) as fresh
     (
         "a lock waiter takes an entry stored",
-        89,
+        163,
         {"rule 2 (a build never consumes stale data silently)"},
     ),
     # a lock waiter whose entry arrived stale, served it stale as its holder freed its lock
@@ -87,7 +87,7 @@ FOUND = [
     ("a job delivered twice built twice (its", 7, {"guarantee 5 (builds run once)"}),
     ("a job delivered twice built twice on", 4, {"guarantee 5 (builds run once)"}),
     # a copy of a job redelivered a lock's life later claimed the lease the first held
-    ("a copy of a job delivered", 32, {"guarantee 5 (builds run once)"}),
+    ("a copy of a job delivered", 58, {"guarantee 5 (builds run once)"}),
     # a hand-off the store failed took the lock back, renewed, with nobody to rebuild
     ("a hand-off the store failed", 1, {"rule 4 (a lock lives as long as its build)"}),
     # a send under way when the queue's circuit opened reopened it once the window closed
@@ -97,6 +97,13 @@ FOUND = [
     # on Redis with a replica serving the hits, a tag's copy read back from the replica
     # after a failed add, found missing there, and set over the primary's
     ("a tag's copy read back", 4, {"liveness (a tag moves only when written)"}),
+    # a forced refresh that waited out a long build built, the wait over, recording the
+    # versions it read before its wait: a write meanwhile made its entry stale on arrival
+    (
+        "a forced refresh that waited",
+        13,
+        {"liveness (an entry records the versions read after its wait)"},
+    ),
 ]
 """Each finding of the simulation: its mutant (the start of its name), the seed that
 fails without the fix, and the rules it breaks."""

@@ -202,15 +202,16 @@ class Rebuilds:
         call.claim = self.builder.writer.bidding.forcing_bid(o)
         yield from self.builder.read_versions_steps(call)
         lock = yield from self.try_lock_steps(call)
-        if lock is None:  # a rebuild under way: wait for its lock, then read the tags again
-            for pause in self.parts.pauses(o.wait):
-                yield Pause(pause)
-                lock = yield from self.try_lock_steps(call)
-                if lock is not None:
-                    break
-            yield from self.builder.read_versions_steps(call)
+        for pause in self.parts.pauses(o.wait) if lock is None else ():
+            yield Pause(pause)
+            lock = yield from self.try_lock_steps(call)
+            if lock is not None:
+                break
         self.parts.counts.add("misses", key=call.key)
-        value = yield from self.builder.building.build_and_store_steps(call, lock, None)
+        if lock is None:  # the wait over: built without the lock, on the tags read again
+            value = yield from self.builder.build_after_wait_steps(call)
+        else:  # its winner reads them again as it looks for a build made meanwhile
+            value = yield from self.builder.building.build_and_store_steps(call, lock, None)
         report(self.parts.tags.scope, call.depends, call.stale)
         return value
 

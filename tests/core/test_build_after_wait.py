@@ -19,7 +19,7 @@ import pytest
 
 from mcache import Cache
 from mcache.errors import Uncacheable
-from mcache.sansio.steps import Pause, perform
+from mcache.sansio.steps import Pause, perform, run_steps
 
 OPTIONS = {"ttl": 60, "stale_ttl": 0, "wait": 10}
 
@@ -103,19 +103,17 @@ def test_a_forced_refresh_that_waited_for_the_lock_records_the_versions_after_th
     steps = cache.builder.rebuilds.force_steps(
         cache._store_key("k"), lambda: "row v1", ["t"], cache.call_options(ttl=60, wait=0.2)
     )
-    bumped = []
-    operation = next(steps)
-    try:
-        while True:
-            if isinstance(operation, Pause):
-                if not bumped:
-                    cache.invalidate("t")  # the row changes while the refresh waits
-                    bumped.append(True)
-                operation = steps.send(None)
-            else:
-                operation = steps.send(perform(operation))
-    except StopIteration as done:
-        assert done.value == "row v1"
+    bumped: list[bool] = []
+
+    def perform_bumping_at_the_first_pause(operation: object) -> object:
+        if not isinstance(operation, Pause):
+            return perform(operation)
+        if not bumped:
+            cache.invalidate("t")  # the row changes while the refresh waits
+            bumped.append(True)
+        return None  # the pause skipped
+
+    assert run_steps(steps, perform_bumping_at_the_first_pause) == "row v1"
     release.set()
     holder.join(10)
     assert bumped, "the refresh never waited for the holder's lock"

@@ -250,8 +250,8 @@ CATALOGUE = (
         "a forced refresh that waited for the lock records the versions read before its wait",
         "mcache.engine.rebuild",
         "Rebuilds.force_steps",
-        "break\n        yield from self.builder.read_versions_steps(call)",
-        "break",
+        "value = yield from self.builder.build_after_wait_steps(call)",
+        "value = yield from self.builder.building.build_and_store_steps(call, None, None)",
     ),
     Mutant(
         "locks renewed too late (after their timeout)",

@@ -284,8 +284,8 @@ class Network:
         self, thread: SimThread, method: str, args: tuple[Any, ...], result: Any
     ) -> float:
         """Tell the run's aimed faults of a command just applied (a tag key created, a lock
-        won, an entry written, a placeholder kept alive); return the seconds
-        its reply is to be held back on top of its latency."""
+        won, an entry written, a placeholder kept alive); return the seconds its reply is
+        to be held back on top of its latency."""
         sim = self.sim
         if method == "add" and result and args[0] in sim.tag_rows:
             sim.tag_created(args[0], int(args[1]))
